@@ -1,0 +1,109 @@
+#include "canopy/backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/loop_thread.h"
+#include "core/node.h"
+
+namespace canopy {
+
+struct Backend::Impl final : core::NodeObserver {
+  explicit Impl(core::NodeIdentity identity)
+      : node(std::make_unique<core::Node>(loop.io(), identity, filters, this)) {}
+  ~Impl() override {
+    loop.stop();
+    node.reset();
+  }
+
+  void on_downstream(StreamId stream, Packet&& packet) override {
+    inbox.push(Received{stream, std::move(packet)});
+  }
+  void on_stopped(const std::string& reason) override {
+    stopped.store(true);
+    inbox.push(Error{"network stopped: " + reason});
+  }
+
+  filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
+  core::LoopThread loop;
+  std::unique_ptr<core::Node> node;
+  core::Inbox<std::variant<Received, Error>> inbox;
+  std::atomic<bool> stopped{false};
+  std::string stop_error;  // sticky: returned by every receive() after the stop
+};
+
+namespace {
+
+Result<std::uint64_t> parse_number(const char* name, int base) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) {
+    return Error{std::string(name) + " is not set: this program is a Canopy back-end and must be started "
+                 "by a Canopy parent (canopy run --backend PROGRAM, or canopy::Network::launch)"};
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, base);
+  if (errno || *end) return Error{std::string(name) + "='" + text + "' is not a valid number"};
+  return value;
+}
+
+}  // namespace
+
+Backend::Backend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Backend::~Backend() = default;
+
+Result<std::unique_ptr<Backend>> Backend::connect() {
+  auto rank = parse_number(core::kEnvRank, 10);
+  if (!rank) return Error{rank.error()};
+  auto network = parse_number(core::kEnvNetworkId, 16);
+  if (!network) return Error{network.error()};
+  const char* parent = std::getenv(core::kEnvParent);
+  std::string endpoint = parent ? parent : "";
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error{std::string(core::kEnvParent) + "='" + endpoint + "' is not address:port"};
+  }
+  char* end = nullptr;
+  unsigned long port = std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
+  if (*end || port == 0 || port > 65535) {
+    return Error{std::string(core::kEnvParent) + "='" + endpoint + "' has no valid port"};
+  }
+
+  core::NodeIdentity identity;
+  identity.rank = static_cast<Rank>(*rank);
+  identity.role = Role::backend;
+  identity.network_id = *network;
+  core::init_logging(Role::backend, identity.rank);
+  auto impl = std::make_unique<Impl>(identity);
+  Impl& i = *impl;
+  auto connected = i.loop.call([&] {
+    return i.node->start_as_child(endpoint.substr(0, colon), static_cast<std::uint16_t>(port));
+  });
+  if (!connected) return Error{connected.error()};
+  return std::unique_ptr<Backend>(new Backend(std::move(impl)));
+}
+
+Rank Backend::rank() const { return impl_->node->identity().rank; }
+
+Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeout) {
+  if (!impl_->stop_error.empty()) return Error{impl_->stop_error};
+  auto item = impl_->inbox.pop(timeout);
+  if (!item) return std::optional<Received>();
+  if (auto* error = std::get_if<Error>(&*item)) {
+    impl_->stop_error = error->message;
+    return *error;
+  }
+  return std::optional<Received>(std::move(std::get<Received>(*item)));
+}
+
+Result<void> Backend::send(StreamId stream, const Packet& packet) {
+  if (impl_->stopped.load()) return Error{"the network has stopped"};
+  Impl& i = *impl_;
+  i.loop.post([&i, stream, packet] { i.node->send_up(stream, packet); });
+  return {};
+}
+
+int Backend::event_fd() const { return impl_->inbox.fd(); }
+
+}  // namespace canopy

@@ -1,0 +1,64 @@
+// canopy-commnode: one internal node of a Canopy tree. Started by its parent, which
+// passes its identity in the environment (CANOPY_PARENT, CANOPY_RANK,
+// CANOPY_NETWORK_ID). All the logic lives in core::Node.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/log.h"
+#include "core/node.h"
+
+namespace {
+
+struct Exit final : canopy::core::NodeObserver {
+  explicit Exit(boost::asio::io_context& io) : io(io) {}
+  void on_stopped(const std::string& reason) override {
+    canopy::core::log().info("exiting: {}", reason);
+    io.stop();
+  }
+  boost::asio::io_context& io;
+};
+
+const char* require_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) {
+    std::fprintf(stderr,
+                 "canopy-commnode: %s is not set; this program is started by a Canopy parent, not by hand\n",
+                 name);
+    std::exit(2);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  signal(SIGPIPE, SIG_IGN);
+  std::string parent = require_env(canopy::core::kEnvParent);
+  canopy::core::NodeIdentity identity;
+  identity.role = canopy::Role::commnode;
+  identity.rank = static_cast<canopy::Rank>(std::strtoul(require_env(canopy::core::kEnvRank), nullptr, 10));
+  identity.network_id = std::strtoull(require_env(canopy::core::kEnvNetworkId), nullptr, 16);
+  canopy::core::init_logging(identity.role, identity.rank);
+
+  auto colon = parent.rfind(':');
+  if (colon == std::string::npos) {
+    std::fprintf(stderr, "canopy-commnode: %s='%s' is not address:port\n", canopy::core::kEnvParent, parent.c_str());
+    return 2;
+  }
+  boost::asio::io_context io(1);
+  auto filters = canopy::filters::FilterRegistry::with_builtins();
+  Exit exit(io);
+  canopy::core::Node node(io, identity, filters, &exit);
+  auto started = node.start_as_child(parent.substr(0, colon),
+                                     static_cast<std::uint16_t>(std::strtoul(parent.c_str() + colon + 1, nullptr, 10)));
+  if (!started) {
+    canopy::core::log().error("{}", started.error());
+    std::fprintf(stderr, "canopy-commnode %u: %s\n", identity.rank, started.error().c_str());
+    return 1;
+  }
+  io.run();
+  return 0;
+}

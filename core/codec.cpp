@@ -1,0 +1,152 @@
+#include "core/codec.h"
+
+#include <kj/debug.h>
+
+namespace canopy::core {
+namespace {
+
+template <typename List, typename Vector>
+void fill_list(List list, const Vector& v) {
+  for (std::size_t i = 0; i < v.size(); ++i) list.set(i, v[i]);
+}
+
+template <typename T, typename Reader>
+std::vector<T> read_list(Reader list) {
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (auto x : list) out.push_back(T(x));
+  return out;
+}
+
+void encode_value(const Value& value, wire::Value::Builder out) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::remove_cvref_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::int32_t>) out.setInt32(v);
+        else if constexpr (std::is_same_v<T, std::int64_t>) out.setInt64(v);
+        else if constexpr (std::is_same_v<T, std::uint32_t>) out.setUint32(v);
+        else if constexpr (std::is_same_v<T, std::uint64_t>) out.setUint64(v);
+        else if constexpr (std::is_same_v<T, float>) out.setFloat32(v);
+        else if constexpr (std::is_same_v<T, double>) out.setFloat64(v);
+        else if constexpr (std::is_same_v<T, std::string>) out.setString(capnp::Text::Reader(v.data(), v.size()));
+        else if constexpr (std::is_same_v<T, Bytes>) out.setBytes(capnp::Data::Reader(v.data.data(), v.data.size()));
+        else if constexpr (std::is_same_v<T, std::vector<std::int32_t>>) fill_list(out.initInt32Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) fill_list(out.initInt64Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<std::uint32_t>>) fill_list(out.initUint32Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<std::uint64_t>>) fill_list(out.initUint64Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<float>>) fill_list(out.initFloat32Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<double>>) fill_list(out.initFloat64Array(v.size()), v);
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          auto list = out.initStringArray(v.size());
+          for (std::size_t i = 0; i < v.size(); ++i) list.set(i, capnp::Text::Reader(v[i].data(), v[i].size()));
+        } else {
+          static_assert(sizeof(T) == 0, "every Value alternative needs an encoding");
+        }
+      },
+      value);
+}
+
+Value decode_value(wire::Value::Reader in) {
+  using W = wire::Value;
+  switch (in.which()) {
+    case W::INT32: return in.getInt32();
+    case W::INT64: return in.getInt64();
+    case W::UINT32: return in.getUint32();
+    case W::UINT64: return in.getUint64();
+    case W::FLOAT32: return in.getFloat32();
+    case W::FLOAT64: return in.getFloat64();
+    case W::STRING: { auto t = in.getString(); return std::string(t.begin(), t.size()); }
+    case W::BYTES: { auto d = in.getBytes(); return Bytes{{d.begin(), d.end()}}; }
+    case W::INT32_ARRAY: return read_list<std::int32_t>(in.getInt32Array());
+    case W::INT64_ARRAY: return read_list<std::int64_t>(in.getInt64Array());
+    case W::UINT32_ARRAY: return read_list<std::uint32_t>(in.getUint32Array());
+    case W::UINT64_ARRAY: return read_list<std::uint64_t>(in.getUint64Array());
+    case W::FLOAT32_ARRAY: return read_list<float>(in.getFloat32Array());
+    case W::FLOAT64_ARRAY: return read_list<double>(in.getFloat64Array());
+    case W::STRING_ARRAY: {
+      std::vector<std::string> out;
+      for (auto t : in.getStringArray()) out.emplace_back(t.begin(), t.size());
+      return out;
+    }
+  }
+  KJ_FAIL_REQUIRE("unknown value type in data packet", static_cast<int>(in.which()));
+}
+
+}  // namespace
+
+wire::Role to_wire(Role role) {
+  switch (role) {
+    case Role::frontend: return wire::Role::FRONTEND;
+    case Role::commnode: return wire::Role::COMMNODE;
+    case Role::backend: return wire::Role::BACKEND;
+  }
+  return wire::Role::BACKEND;
+}
+
+Role from_wire(wire::Role role) {
+  switch (role) {
+    case wire::Role::FRONTEND: return Role::frontend;
+    case wire::Role::COMMNODE: return Role::commnode;
+    case wire::Role::BACKEND: return Role::backend;
+  }
+  KJ_FAIL_REQUIRE("unknown role", static_cast<int>(role));
+}
+
+void encode_packet(const Packet& packet, wire::DataPacket::Builder out) {
+  out.setTag(packet.tag());
+  out.setSourceRank(packet.source());
+  out.setContributors(packet.contributors());
+  auto values = out.initValues(packet.size());
+  for (std::size_t i = 0; i < packet.size(); ++i) encode_value(packet[i], values[i]);
+}
+
+Packet decode_packet(wire::DataPacket::Reader in) {
+  std::vector<Value> values;
+  auto list = in.getValues();
+  values.reserve(list.size());
+  for (auto v : list) values.push_back(decode_value(v));
+  Packet packet(in.getTag(), std::move(values));
+  packet.set_source(in.getSourceRank());
+  packet.set_contributors(in.getContributors());
+  return packet;
+}
+
+void encode_topology(const Topology& topology, wire::Topology::Builder out) {
+  auto nodes = out.initNodes(topology.size());
+  for (std::size_t i = 0; i < topology.size(); ++i) {
+    const Node& n = topology.nodes()[i];
+    auto w = nodes[i];
+    w.setRank(n.rank);
+    w.setRole(to_wire(n.role));
+    w.setHost(n.host);
+    w.setPort(n.port);
+    w.setHasParent(n.parent.has_value());
+    w.setParent(n.parent.value_or(0));
+    fill_list(w.initChildren(n.children.size()), n.children);
+  }
+  auto hosts = out.initHosts(topology.hosts().size());
+  for (std::size_t i = 0; i < topology.hosts().size(); ++i) {
+    hosts[i].setName(topology.hosts()[i].name);
+    hosts[i].setAddress(topology.hosts()[i].address);
+  }
+}
+
+Result<Topology> decode_topology(wire::Topology::Reader in) {
+  std::vector<Node> nodes;
+  nodes.reserve(in.getNodes().size());
+  for (auto w : in.getNodes()) {
+    Node n;
+    n.rank = w.getRank();
+    n.role = from_wire(w.getRole());
+    n.host = w.getHost();
+    n.port = w.getPort();
+    if (w.getHasParent()) n.parent = w.getParent();
+    n.children = read_list<Rank>(w.getChildren());
+    nodes.push_back(std::move(n));
+  }
+  std::vector<Host> hosts;
+  for (auto h : in.getHosts()) hosts.push_back({h.getName(), h.getAddress()});
+  return Topology::make(std::move(nodes), std::move(hosts), "topology from parent");
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,23 @@
+// Conversions between Canopy's C++ types and their wire form (proto/canopy.capnp).
+//
+// Decoders read untrusted input: Cap'n Proto throws kj::Exception on a malformed
+// message, which the link turns into "bad frame" and closes that link only.
+#pragma once
+
+#include "canopy.capnp.h"
+#include "canopy/packet.h"
+#include "canopy/topology.h"
+
+namespace canopy::core {
+
+void encode_packet(const Packet& packet, wire::DataPacket::Builder out);
+Packet decode_packet(wire::DataPacket::Reader in);
+
+void encode_topology(const Topology& topology, wire::Topology::Builder out);
+// Validates as Topology::make does; a peer sending an invalid tree is an error.
+Result<Topology> decode_topology(wire::Topology::Reader in);
+
+wire::Role to_wire(Role role);
+Role from_wire(wire::Role role);
+
+}  // namespace canopy::core

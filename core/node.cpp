@@ -1,0 +1,856 @@
+#include "core/node.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "core/codec.h"
+#include "core/log.h"
+#include "transport/tcp_link.h"
+
+namespace canopy::core {
+
+using transport::Link;
+using transport::TcpLink;
+using Body = wire::Message::Body;
+
+namespace {
+
+constexpr auto kStopGrace = std::chrono::seconds(3);
+// After a child's connection closes, how long to wait for its exit status so that the
+// report can say "exited with status 3" rather than just "connection closed".
+constexpr auto kExitStatusWait = std::chrono::milliseconds(300);
+
+std::string role_name(Role role) {
+  switch (role) {
+    case Role::frontend: return "front-end";
+    case Role::commnode: return "commnode";
+    case Role::backend: return "back-end";
+  }
+  return "node";
+}
+
+wire::SyncMode to_wire(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::wait_for_all: return wire::SyncMode::WAIT_FOR_ALL;
+    case SyncMode::dont_wait: return wire::SyncMode::DONT_WAIT;
+    case SyncMode::time_out: return wire::SyncMode::TIME_OUT;
+  }
+  return wire::SyncMode::WAIT_FOR_ALL;
+}
+
+SyncMode from_wire(wire::SyncMode mode) {
+  switch (mode) {
+    case wire::SyncMode::WAIT_FOR_ALL: return SyncMode::wait_for_all;
+    case wire::SyncMode::DONT_WAIT: return SyncMode::dont_wait;
+    case wire::SyncMode::TIME_OUT: return SyncMode::time_out;
+  }
+  return SyncMode::wait_for_all;
+}
+
+}  // namespace
+
+// One outgoing protocol message, stamped with the sender's identity.
+class Node::Message {
+ public:
+  explicit Message(const NodeIdentity& id) : root_(builder_.initRoot<wire::Message>()) {
+    root_.setSenderRank(id.rank);
+    root_.setSenderIncarnation(id.incarnation);
+  }
+  Body::Builder body() { return root_.getBody(); }
+  capnp::MessageBuilder& builder() { return builder_; }
+
+ private:
+  capnp::MallocMessageBuilder builder_;
+  wire::Message::Builder root_;
+};
+
+Node::Node(asio::io_context& io, NodeIdentity identity, const filters::FilterRegistry& filters,
+           NodeObserver* observer)
+    : io_(io), id_(identity), filters_(filters), observer_(observer), startup_timer_(io),
+      stop_timer_(io) {}
+
+Node::~Node() {
+  if (parent_) parent_->detach();
+  for (auto& link : pending_) link->detach();
+  for (auto& child : children_) {
+    if (child.link) child.link->detach();
+  }
+  // ChildProcess destructors kill and reap whatever is still running.
+}
+
+// ---- start-up ----
+
+Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
+  plan_ = std::move(plan);
+  adopt_topology(std::move(topology));
+  if (auto r = listen(); !r) return r;
+  launch_children();
+  return {};
+}
+
+Result<void> Node::start_as_child(const std::string& parent_address, std::uint16_t parent_port) {
+  parent_address_ = parent_address;
+  parent_port_ = parent_port;
+  boost::system::error_code ec;
+  auto socket = transport::connect_tcp(io_, parent_address, parent_port, ec);
+  if (ec) {
+    return Error{"cannot connect to parent at " + parent_address + ":" + std::to_string(parent_port) +
+                 ": " + ec.message()};
+  }
+  parent_ = TcpLink::create(std::move(socket));
+  parent_->start([this](wire::Message::Reader msg) { on_parent_message(msg); },
+                 [this](std::string_view reason) {
+                   if (!stopping_) begin_stop("lost parent: " + std::string(reason));
+                 });
+  Message hello(id_);
+  auto h = hello.body().initHello();
+  h.setProtocolVersion(wire::PROTOCOL_VERSION);
+  h.setNetworkId(id_.network_id);
+  h.setRole(core::to_wire(id_.role));
+  h.setRank(id_.rank);
+  h.setIncarnation(id_.incarnation);
+  h.setPid(getpid());
+  parent_->send(hello.builder());
+  log().info("connected to parent {}:{}, hello sent", parent_address, parent_port);
+  return {};
+}
+
+Result<void> Node::listen() {
+  const auto& me = topology_->at(id_.rank);
+  std::string address = topology_->address_of(me.host);
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(address, ec);
+  if (ec) {
+    asio::ip::tcp::resolver resolver(io_);
+    auto results = resolver.resolve(address, "0", ec);
+    if (ec || results.empty()) {
+      return Error{"cannot resolve host '" + me.host + "' (" + address + ") to listen on: " + ec.message()};
+    }
+    addr = results.begin()->endpoint().address();
+  }
+  acceptor_.emplace(io_);
+  asio::ip::tcp::endpoint endpoint(addr, me.port);
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error{"cannot listen on " + address + ":" + std::to_string(me.port) + ": " + ec.message()};
+  }
+  listen_port_ = acceptor_->local_endpoint().port();
+  endpoints_[id_.rank] = listen_port_;
+  log().info("listening on {}:{}", address, listen_port_);
+  accept_next();
+  return {};
+}
+
+void Node::accept_next() {
+  acceptor_->async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || stopped_) return;
+    if (ec) {
+      log().warn("accept failed: {}", ec.message());
+    } else {
+      auto link = TcpLink::create(std::move(socket));
+      pending_.push_back(link);
+      const Link* raw = link.get();
+      link->start([this, raw](wire::Message::Reader msg) { on_accepted_message(raw, msg); },
+                  [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
+    }
+    accept_next();
+  });
+}
+
+void Node::on_accepted_message(const Link* link, wire::Message::Reader msg) {
+  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
+    on_child_message(it->second, msg);
+    return;
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
+  if (it != pending_.end()) on_hello(*it, msg);
+}
+
+void Node::on_accepted_closed(const Link* link, std::string_view reason) {
+  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
+    std::size_t index = it->second;
+    child_of_link_.erase(it);
+    on_child_closed(index, reason);
+    return;
+  }
+  std::erase_if(pending_, [&](auto& l) { return l.get() == link; });
+}
+
+void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing connection from {}: {}", link->peer(), why);
+    link->close(why);
+  };
+  if (msg.getBody().which() != Body::HELLO) return refuse("first message is not a hello");
+  auto hello = msg.getBody().getHello();
+  if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
+    return refuse("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
+                  std::to_string(wire::PROTOCOL_VERSION));
+  }
+  if (hello.getNetworkId() != id_.network_id) return refuse("hello from another network");
+  auto it = child_index_.find(hello.getRank());
+  if (it == child_index_.end()) {
+    return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
+  }
+  Child& child = children_[it->second];
+  if (from_wire(hello.getRole()) != child.role) return refuse("role does not match the topology");
+  if (child.state != ChildState::starting || stopping_) {
+    return refuse("rank " + std::to_string(child.rank) + " is already connected or gone");
+  }
+
+  child.link = link;
+  child.state = ChildState::connected;
+  child_of_link_[link.get()] = it->second;
+  std::erase(pending_, link);
+  log().info("child {} connected from {} (pid {}): starting -> connected", child.rank, link->peer(),
+             hello.getPid());
+  send_topology(*link, false);
+  report_launched(child.rank);
+}
+
+void Node::send_topology(Link& link, bool update) {
+  Message message(id_);
+  auto t = message.body().initTopology();
+  encode_topology(*topology_, t);
+  t.setIsUpdate(update);
+  t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan_.startup_timeout.count()));
+  t.setLauncher(plan_.launcher);
+  t.setCommnodeExe(plan_.commnode_exe);
+  auto argv = t.initBackendArgv(plan_.backend_argv.size());
+  for (std::size_t i = 0; i < plan_.backend_argv.size(); ++i) argv.set(i, plan_.backend_argv[i]);
+  link.send(message.builder());
+}
+
+std::string Node::describe(Rank rank) const {
+  const canopy::Node* n = topology_ ? topology_->find(rank) : nullptr;
+  if (!n) return "node " + std::to_string(rank);
+  return role_name(n->role) + " " + std::to_string(rank) + " on " + n->host;
+}
+
+void Node::adopt_topology(Topology topology) {
+  topology_ = std::move(topology);
+  const auto& me = topology_->at(id_.rank);
+  for (Rank r : me.children) {
+    child_index_[r] = children_.size();
+    Child child;
+    child.rank = r;
+    child.role = topology_->at(r).role;
+    children_.push_back(std::move(child));
+  }
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    for (Rank b : topology_->backends_below(children_[i].rank)) route_[b] = i;
+  }
+  log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(),
+             children_.size(), route_.size());
+}
+
+// ---- launching children ----
+
+void Node::launch_children() {
+  for (auto& child : children_) {
+    if (auto r = launch_child(child); !r) {
+      child.state = ChildState::gone;
+      child.loss_reported = true;
+      report_launch_failed(child.rank, r.error());
+    }
+  }
+  if (!children_.empty()) {
+    startup_timer_.expires_after(plan_.startup_timeout);
+    startup_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) on_startup_timeout();
+    });
+  }
+  check_subtree_ready();
+}
+
+Result<void> Node::launch_child(Child& child) {
+  const auto& node = topology_->at(child.rank);
+  const auto& me = topology_->at(id_.rank);
+  std::vector<std::string> command;
+  if (child.role == Role::commnode) {
+    command = {plan_.commnode_exe};
+  } else {
+    command = plan_.backend_argv;
+  }
+  if (command.empty() || command[0].empty()) {
+    return Error{"no program to run for " + describe(child.rank)};
+  }
+  char network[17];
+  std::snprintf(network, sizeof network, "%016" PRIx64, id_.network_id);
+  Environment env = {
+      {kEnvParent, topology_->address_of(me.host) + ":" + std::to_string(listen_port_)},
+      {kEnvRank, std::to_string(child.rank)},
+      {kEnvNetworkId, network},
+  };
+  std::vector<std::string> argv = command;
+  if (node.host != me.host) {
+    // Another host: its environment does not come with it, so pass ours on.
+    for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL"}) {
+      if (const char* v = std::getenv(name)) env.emplace_back(name, v);
+    }
+    argv = launcher_argv(plan_.launcher, node.host, command, env);
+  }
+  auto process = ChildProcess::spawn(io_, argv, env);
+  if (!process) return Error{"cannot start " + describe(child.rank) + ": " + process.error()};
+  child.process = std::move(*process);
+  std::size_t index = child_index_.at(child.rank);
+  child.process->watch([this, index](int status) { on_child_exit(index, status); });
+  log().info("started {} as pid {}", describe(child.rank), child.process->pid());
+  return {};
+}
+
+void Node::on_startup_timeout() {
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    Child& child = children_[i];
+    if (child.state != ChildState::starting) continue;
+    child.state = ChildState::gone;
+    child.loss_reported = true;
+    if (child.process) child.process->kill(SIGKILL);
+    report_launch_failed(child.rank, describe(child.rank) + " did not connect within " +
+                                         std::to_string(plan_.startup_timeout.count()) + " ms");
+  }
+}
+
+void Node::check_subtree_ready() {
+  if (ready_reported_ || stopping_) return;
+  for (const auto& child : children_) {
+    if (child.state != ChildState::ready) return;
+  }
+  ready_reported_ = true;
+  startup_timer_.cancel();
+  log().info("subtree ready ({} endpoints)", endpoints_.size());
+  if (parent_) {
+    Message message(id_);
+    auto eps = message.body().initReady().initEndpoints(endpoints_.size());
+    std::size_t i = 0;
+    for (auto [rank, port] : endpoints_) {
+      eps[i].setRank(rank);
+      eps[i].setPort(port);
+      ++i;
+    }
+    parent_->send(message.builder());
+    return;
+  }
+  // Root: every listening endpoint is now known; tell the whole tree.
+  std::vector<canopy::Node> nodes = topology_->nodes();
+  for (auto& n : nodes) {
+    if (auto it = endpoints_.find(n.rank); it != endpoints_.end()) n.port = it->second;
+  }
+  if (auto updated = Topology::make(std::move(nodes), topology_->hosts()); updated) {
+    topology_ = std::move(*updated);
+  }
+  for (auto& child : children_) {
+    if (child.link && child.role == Role::commnode) send_topology(*child.link, true);
+  }
+  if (observer_) observer_->on_ready();
+}
+
+// ---- messages from the parent ----
+
+void Node::on_parent_message(wire::Message::Reader msg) {
+  auto body = msg.getBody();
+  switch (body.which()) {
+    case Body::TOPOLOGY: {
+      auto t = body.getTopology();
+      auto topology = decode_topology(t);
+      if (!topology) {
+        log().error("parent sent an invalid topology: {}", topology.error());
+        begin_stop("invalid topology from parent");
+        return;
+      }
+      if (t.getIsUpdate()) {
+        topology_ = std::move(*topology);
+        for (auto& child : children_) {
+          if (child.link && child.role == Role::commnode) send_topology(*child.link, true);
+        }
+        log().debug("topology updated with listening endpoints");
+        return;
+      }
+      if (topology_) {
+        log().warn("ignoring a second topology from the parent");
+        return;
+      }
+      if (!topology->find(id_.rank)) {
+        log().error("parent's topology does not contain this node's rank {}", id_.rank);
+        begin_stop("rank not in topology");
+        return;
+      }
+      plan_.startup_timeout = std::chrono::milliseconds(t.getStartupTimeoutMs());
+      plan_.launcher = t.getLauncher();
+      plan_.commnode_exe = t.getCommnodeExe();
+      plan_.backend_argv.clear();
+      for (auto a : t.getBackendArgv()) plan_.backend_argv.emplace_back(a);
+      adopt_topology(std::move(*topology));
+      if (!children_.empty()) {
+        if (auto r = listen(); !r) {
+          log().error("{}", r.error());
+          report_launch_failed(id_.rank, describe(id_.rank) + ": " + r.error());
+          begin_stop(r.error());
+          return;
+        }
+      }
+      launch_children();
+      return;
+    }
+    case Body::STREAM_CREATE: {
+      auto c = body.getStreamCreate();
+      StreamSpec spec;
+      spec.id = c.getStreamId();
+      for (auto b : c.getBackends()) spec.backends.push_back(b);
+      spec.upstream_filter = c.getUpstreamFilter();
+      spec.sync = from_wire(c.getSyncMode());
+      spec.downstream_filter = c.getDownstreamFilter();
+      open_stream(spec);
+      return;
+    }
+    case Body::DATA: {
+      auto d = body.getData();
+      deliver_down(d.getStreamId(), d);
+      return;
+    }
+    case Body::SHUTDOWN:
+      begin_stop("shutdown: " + std::string(body.getShutdown().getReason()));
+      return;
+    default:
+      log().warn("ignoring unexpected message {} from parent", static_cast<int>(body.which()));
+  }
+}
+
+// ---- messages from children ----
+
+void Node::on_child_message(std::size_t index, wire::Message::Reader msg) {
+  Child& child = children_[index];
+  auto body = msg.getBody();
+  switch (body.which()) {
+    case Body::DATA: {
+      auto d = body.getData();
+      accept_upstream(index, d.getStreamId(), decode_packet(d));
+      return;
+    }
+    case Body::LAUNCHED:
+      report_launched(body.getLaunched().getRank());
+      return;
+    case Body::READY:
+      for (auto ep : body.getReady().getEndpoints()) endpoints_[ep.getRank()] = ep.getPort();
+      if (child.state == ChildState::connected) {
+        child.state = ChildState::ready;
+        log().info("child {}: connected -> ready", child.rank);
+      }
+      check_subtree_ready();
+      return;
+    case Body::LAUNCH_FAILED: {
+      auto f = body.getLaunchFailed();
+      report_launch_failed(f.getRank(), f.getReason());
+      return;
+    }
+    case Body::NODE_LOST: {
+      auto l = body.getNodeLost();
+      report_node_lost(l.getRank(), l.getReason());
+      return;
+    }
+    case Body::STREAM_ACK: {
+      auto a = body.getStreamAck();
+      auto it = streams_.find(a.getStreamId());
+      if (it == streams_.end()) return;
+      Stream& stream = it->second;
+      if (a.getError().size() > 0) {
+        stream.ack_error += (stream.ack_error.empty() ? "" : "; ") + std::string(a.getError().cStr());
+      }
+      auto& waiting = stream.awaiting_ack;
+      auto pos = std::find(waiting.begin(), waiting.end(), index);
+      if (pos == waiting.end()) return;
+      waiting.erase(pos);
+      if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+      return;
+    }
+    case Body::STREAM_ERROR: {
+      auto e = body.getStreamError();
+      report_stream_error(e.getStreamId(), e.getMessage());
+      return;
+    }
+    default:
+      log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()),
+                 child.rank);
+  }
+}
+
+void Node::on_child_closed(std::size_t index, std::string_view reason) {
+  Child& child = children_[index];
+  child.link.reset();
+  if (stopping_) {
+    log().info("child {}: {} -> gone ({})", child.rank, static_cast<int>(child.state), reason);
+    child.state = ChildState::gone;
+    check_stopped();
+    return;
+  }
+  log().warn("child {} lost: {}", child.rank, reason);
+  child.state = ChildState::gone;
+  child.close_reason = std::string(reason);
+  for (auto& [id, stream] : streams_) drop_member(stream, index);
+  if (child.process && child.process->running()) {
+    // Wait briefly for the exit status, which makes a better report.
+    child.loss_timer = std::make_unique<asio::steady_timer>(io_, kExitStatusWait);
+    child.loss_timer->async_wait([this, index](const boost::system::error_code& ec) {
+      if (!ec) finish_child_loss(index);
+    });
+  } else {
+    finish_child_loss(index);
+  }
+}
+
+void Node::on_child_exit(std::size_t index, int status) {
+  Child& child = children_[index];
+  child.exit_status = status;
+  log().info("{} (pid {}) {}", describe(child.rank), child.process->pid(), describe_wait_status(status));
+  if (stopping_) {
+    check_stopped();
+    return;
+  }
+  if (child.state == ChildState::starting) {
+    child.state = ChildState::gone;
+    child.close_reason = "never connected";
+    finish_child_loss(index);
+  } else if (child.state == ChildState::gone) {
+    finish_child_loss(index);
+  }
+  // Otherwise the connection is still open; its closing will report the loss.
+}
+
+void Node::finish_child_loss(std::size_t index) {
+  Child& child = children_[index];
+  if (child.loss_reported || stopping_) return;
+  child.loss_reported = true;
+  if (child.loss_timer) child.loss_timer->cancel();
+  std::string what = describe(child.rank) + " " +
+                     (child.exit_status ? describe_wait_status(*child.exit_status) : child.close_reason);
+  if (!ready_reported_) {
+    report_launch_failed(child.rank, what + (child.close_reason == "never connected" ? " before connecting" : " during start-up"));
+  } else {
+    report_node_lost(child.rank, what);
+  }
+}
+
+// ---- streams ----
+
+void Node::create_stream(const StreamSpec& spec) {
+  for (Rank b : spec.backends) {
+    const canopy::Node* n = topology_->find(b);
+    if (!n || n->role != Role::backend) {
+      report_stream_ack(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
+      return;
+    }
+  }
+  open_stream(spec);
+}
+
+void Node::open_stream(const StreamSpec& spec) {
+  if (streams_.count(spec.id)) {
+    report_stream_ack(spec.id, describe(id_.rank) + ": stream " + std::to_string(spec.id) + " already exists");
+    return;
+  }
+  Stream stream;
+  stream.spec = spec;
+  if (!children_.empty()) {
+    if (spec.sync != SyncMode::wait_for_all) {
+      report_stream_ack(spec.id, "only the wait-for-all synchronisation mode is available in this version");
+      return;
+    }
+    auto filter = filters_.create(spec.upstream_filter);
+    if (!filter) {
+      report_stream_ack(spec.id, describe(id_.rank) + ": " + filter.error());
+      return;
+    }
+    stream.filter = std::move(*filter);
+    if (!spec.downstream_filter.empty()) {
+      auto downstream = filters_.create(spec.downstream_filter);
+      if (!downstream) {
+        report_stream_ack(spec.id, describe(id_.rank) + ": downstream " + downstream.error());
+        return;
+      }
+      stream.downstream = std::move(*downstream);
+    }
+    std::vector<bool> member(children_.size(), false);
+    for (Rank b : spec.backends) {
+      if (auto it = route_.find(b); it != route_.end()) member[it->second] = true;
+    }
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      if (member[i] && children_[i].link) stream.members.push_back(i);
+    }
+    stream.queues.resize(stream.members.size());
+    stream.awaiting_ack = stream.members;
+  }
+  auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
+  log().info("stream {} opened: filter {}, {} member children", spec.id, spec.upstream_filter,
+             it->second.members.size());
+  if (it->second.members.empty()) {
+    report_stream_ack(spec.id, "");
+    return;
+  }
+  Message message(id_);
+  auto c = message.body().initStreamCreate();
+  c.setStreamId(spec.id);
+  auto list = c.initBackends(spec.backends.size());
+  for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
+  c.setUpstreamFilter(spec.upstream_filter);
+  c.setSyncMode(to_wire(spec.sync));
+  c.setDownstreamFilter(spec.downstream_filter);
+  for (std::size_t i : it->second.members) children_[i].link->send(message.builder());
+}
+
+void Node::send_down(StreamId stream, const Packet& packet, std::optional<Rank> destination) {
+  forward_down(stream, packet, destination);
+}
+
+void Node::deliver_down(StreamId stream, wire::DataPacket::Reader packet) {
+  std::optional<Rank> destination;
+  if (packet.getPointToPoint()) destination = packet.getDestination();
+  if (children_.empty()) {
+    if (destination && *destination != id_.rank) {
+      log().warn("dropping a packet for rank {} delivered to rank {}", *destination, id_.rank);
+      return;
+    }
+    if (observer_) observer_->on_downstream(stream, decode_packet(packet));
+    return;
+  }
+  forward_down(stream, decode_packet(packet), destination);
+}
+
+void Node::forward_down(StreamId id, const Packet& input, std::optional<Rank> destination) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    if (!parent_ && observer_) observer_->on_stream_error(id, "no such stream " + std::to_string(id));
+    log().warn("dropping a packet for unknown stream {}", id);
+    return;
+  }
+  Stream& stream = it->second;
+  const Packet* packet = &input;
+  std::vector<Packet> filtered;
+  if (stream.downstream) {
+    if (auto r = stream.downstream->execute(std::span<const Packet>(&input, 1), filtered); !r) {
+      report_stream_error(id, describe(id_.rank) + ": " + r.error());
+      return;
+    }
+    if (filtered.empty()) return;
+    packet = &filtered.front();
+  }
+  Message message(id_);
+  auto d = message.body().initData();
+  d.setStreamId(id);
+  encode_packet(*packet, d);
+  if (destination) {
+    d.setPointToPoint(true);
+    d.setDestination(*destination);
+    auto r = route_.find(*destination);
+    if (r == route_.end() || !children_[r->second].link) {
+      report_stream_error(id, describe(id_.rank) + ": no route to back-end " + std::to_string(*destination));
+      return;
+    }
+    children_[r->second].link->send(message.builder());
+    return;
+  }
+  for (std::size_t i : stream.members) {
+    if (children_[i].link) children_[i].link->send(message.builder());
+  }
+}
+
+void Node::send_up(StreamId stream, Packet packet) {
+  packet.set_source(id_.rank);
+  packet.set_contributors(1);
+  report_upstream(stream, packet);
+}
+
+void Node::accept_upstream(std::size_t child, StreamId id, Packet packet) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    log().warn("dropping a packet from child {} for unknown stream {}", children_[child].rank, id);
+    return;
+  }
+  Stream& stream = it->second;
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos == stream.members.end()) {
+    log().warn("dropping a packet on stream {} from non-member child {}", id, children_[child].rank);
+    return;
+  }
+  auto& queue = stream.queues[pos - stream.members.begin()];
+  if (queue.empty()) ++stream.nonempty;
+  queue.push_back(std::move(packet));
+  run_waves(stream);
+}
+
+void Node::run_waves(Stream& stream) {
+  std::vector<Packet> wave;
+  std::vector<Packet> out;
+  while (!stream.members.empty() && stream.nonempty == stream.members.size()) {
+    wave.clear();
+    for (auto& queue : stream.queues) {
+      wave.push_back(std::move(queue.front()));
+      queue.pop_front();
+      if (queue.empty()) --stream.nonempty;
+    }
+    out.clear();
+    if (auto r = stream.filter->execute(wave, out); !r) {
+      report_stream_error(stream.spec.id, describe(id_.rank) + ": " + r.error());
+      continue;
+    }
+    for (auto& packet : out) {
+      packet.set_source(id_.rank);
+      report_upstream(stream.spec.id, packet);
+    }
+  }
+}
+
+void Node::drop_member(Stream& stream, std::size_t child) {
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos != stream.members.end()) {
+    auto q = stream.queues.begin() + (pos - stream.members.begin());
+    if (!q->empty()) --stream.nonempty;
+    stream.queues.erase(q);
+    stream.members.erase(pos);
+  }
+  auto& waiting = stream.awaiting_ack;
+  if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
+    waiting.erase(w);
+    stream.ack_error += (stream.ack_error.empty() ? "" : "; ") + describe(children_[child].rank) + " was lost";
+    if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+  }
+  run_waves(stream);
+}
+
+// ---- reports travelling up ----
+
+void Node::send_to_parent(Message& message) {
+  if (parent_) parent_->send(message.builder());
+}
+
+void Node::report_launched(Rank rank) {
+  if (!parent_) {
+    if (observer_) observer_->on_launched(rank);
+    return;
+  }
+  Message message(id_);
+  message.body().initLaunched().setRank(rank);
+  send_to_parent(message);
+}
+
+void Node::report_launch_failed(Rank rank, const std::string& reason) {
+  log().error("launch failed: {}", reason);
+  if (!parent_) {
+    if (observer_) observer_->on_launch_failed(rank, reason);
+    return;
+  }
+  Message message(id_);
+  auto f = message.body().initLaunchFailed();
+  f.setRank(rank);
+  f.setReason(reason);
+  send_to_parent(message);
+}
+
+void Node::report_node_lost(Rank rank, const std::string& reason) {
+  if (!parent_) {
+    if (observer_) observer_->on_node_lost(rank, reason);
+    return;
+  }
+  Message message(id_);
+  auto l = message.body().initNodeLost();
+  l.setRank(rank);
+  l.setReason(reason);
+  send_to_parent(message);
+}
+
+void Node::report_stream_ack(StreamId stream, const std::string& error) {
+  if (!parent_) {
+    if (observer_) observer_->on_stream_ack(stream, error);
+    return;
+  }
+  Message message(id_);
+  auto a = message.body().initStreamAck();
+  a.setStreamId(stream);
+  a.setError(error);
+  send_to_parent(message);
+}
+
+void Node::report_stream_error(StreamId stream, const std::string& error) {
+  log().error("stream {}: {}", stream, error);
+  if (!parent_) {
+    if (observer_) observer_->on_stream_error(stream, error);
+    return;
+  }
+  Message message(id_);
+  auto e = message.body().initStreamError();
+  e.setStreamId(stream);
+  e.setRank(id_.rank);
+  e.setMessage(error);
+  send_to_parent(message);
+}
+
+void Node::report_upstream(StreamId stream, const Packet& packet) {
+  if (!parent_) {
+    if (observer_) observer_->on_upstream(stream, Packet(packet));
+    return;
+  }
+  Message message(id_);
+  auto d = message.body().initData();
+  d.setStreamId(stream);
+  encode_packet(packet, d);
+  send_to_parent(message);
+}
+
+// ---- stopping ----
+
+void Node::shutdown(const std::string& reason) { begin_stop(reason); }
+
+void Node::begin_stop(const std::string& reason) {
+  if (stopping_) return;
+  stopping_ = true;
+  stop_reason_ = reason;
+  log().info("stopping: {}", reason);
+  startup_timer_.cancel();
+  for (auto& link : pending_) link->close("stopping");
+  Message message(id_);
+  message.body().initShutdown().setReason(reason);
+  for (auto& child : children_) {
+    if (child.loss_timer) child.loss_timer->cancel();
+    if (child.link) {
+      child.link->send(message.builder());
+    } else if (child.process && child.process->running() && child.state != ChildState::gone) {
+      child.process->kill(SIGTERM);  // started but never connected
+    }
+  }
+  stop_timer_.expires_after(kStopGrace);
+  stop_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    for (auto& child : children_) {
+      if (child.process && child.process->running()) {
+        log().warn("{} did not exit within {} s of shutdown; killing it", describe(child.rank),
+                   std::chrono::seconds(kStopGrace).count());
+        child.process->kill(SIGKILL);
+      }
+      if (child.link) child.link->close("shutdown grace period over");
+    }
+  });
+  check_stopped();
+}
+
+void Node::check_stopped() {
+  if (!stopping_ || stopped_) return;
+  for (const auto& child : children_) {
+    if (child.link && child.link->is_open()) return;
+    if (child.process && child.process->running()) return;
+  }
+  stopped_ = true;
+  stop_timer_.cancel();
+  if (acceptor_) {
+    boost::system::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  log().info("stopped: {}", stop_reason_);
+  if (parent_) parent_->close("stopped");
+  if (observer_) observer_->on_stopped(stop_reason_);
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,203 @@
+// Node: the runtime of one Canopy process, whatever its role.
+//
+// A node has an optional parent link (absent at the front-end) and a set of child
+// links (empty at a back-end). Everything that travels up goes to the parent, or,
+// at the root, to the observer (the front-end library); everything that travels down
+// goes to the children, or, at a leaf, to the observer (the back-end library). A
+// commnode is a node with both and no observer of its own.
+//
+// All methods run on the io_context's thread; nothing here is thread-safe.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/packet.h"
+#include "canopy/topology.h"
+#include "core/process.h"
+#include "filters/filter.h"
+#include "transport/link.h"
+
+namespace canopy::core {
+
+namespace asio = boost::asio;
+
+struct NodeIdentity {
+  Rank rank = 0;
+  Role role = Role::backend;
+  std::uint64_t network_id = 0;
+  std::uint32_t incarnation = 0;
+};
+
+// How a parent starts its children. Sent down with the topology.
+struct LaunchPlan {
+  std::string commnode_exe;                 // absolute path of canopy-commnode
+  std::vector<std::string> backend_argv;    // back-end program and its arguments
+  std::string launcher = "ssh {host} {command}";
+  std::chrono::milliseconds startup_timeout{30000};
+};
+
+struct StreamSpec {
+  StreamId id = 0;
+  std::vector<Rank> backends;               // the communicator, ascending
+  std::string upstream_filter = "sum";
+  SyncMode sync = SyncMode::wait_for_all;
+  std::string downstream_filter;            // "" = none
+};
+
+// What the process above the node hears. Called on the io_context's thread.
+class NodeObserver {
+ public:
+  virtual ~NodeObserver() = default;
+  // Root only:
+  virtual void on_launched(Rank rank) {}
+  virtual void on_launch_failed(Rank rank, const std::string& reason) {}
+  virtual void on_ready() {}
+  virtual void on_node_lost(Rank rank, const std::string& reason) {}
+  virtual void on_stream_ack(StreamId stream, const std::string& error) {}
+  virtual void on_stream_error(StreamId stream, const std::string& error) {}
+  virtual void on_upstream(StreamId stream, Packet&& packet) {}
+  // Leaf only:
+  virtual void on_downstream(StreamId stream, Packet&& packet) {}
+  // Any node: the node has stopped (shut down, or lost its parent) and every child
+  // process it started has exited. `reason` says why.
+  virtual void on_stopped(const std::string& reason) {}
+};
+
+// Environment variables through which a parent tells a child who it is.
+inline constexpr const char* kEnvParent = "CANOPY_PARENT";        // address:port
+inline constexpr const char* kEnvRank = "CANOPY_RANK";
+inline constexpr const char* kEnvNetworkId = "CANOPY_NETWORK_ID";  // hex
+
+class Node {
+ public:
+  // `filters` and `observer` are borrowed and must outlive the node; observer may be
+  // null (a commnode).
+  Node(asio::io_context& io, NodeIdentity identity, const filters::FilterRegistry& filters,
+       NodeObserver* observer);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Front-end: listens, then launches its children. Progress and the outcome arrive
+  // through the observer (on_launched, on_ready or on_launch_failed).
+  Result<void> start_as_root(Topology topology, LaunchPlan plan);
+
+  // Commnode or back-end: listens (commnode), connects to the parent and says hello.
+  Result<void> start_as_child(const std::string& parent_address, std::uint16_t parent_port);
+
+  // Root: creates a stream in the subtrees holding its back-ends; the observer's
+  // on_stream_ack reports the outcome.
+  void create_stream(const StreamSpec& spec);
+  // Root: sends a packet down a stream, to all its back-ends or to one.
+  void send_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  // Leaf: sends a packet up a stream.
+  void send_up(StreamId stream, Packet packet);
+  // Orderly stop of the whole subtree; on_stopped follows.
+  void shutdown(const std::string& reason);
+
+  const std::optional<Topology>& topology() const { return topology_; }
+  const NodeIdentity& identity() const { return id_; }
+
+ private:
+  enum class ChildState : std::uint8_t { starting, connected, ready, gone };
+  struct Child {
+    Rank rank;
+    Role role;
+    ChildState state = ChildState::starting;
+    std::shared_ptr<transport::Link> link;
+    std::unique_ptr<ChildProcess> process;
+    std::optional<int> exit_status;
+    std::string close_reason;      // set when the link closed; loss reported later
+    bool loss_reported = false;
+    std::unique_ptr<asio::steady_timer> loss_timer;
+  };
+  struct Stream {
+    StreamSpec spec;
+    std::vector<std::size_t> members;            // participating children (indexes)
+    std::vector<std::deque<Packet>> queues;      // one per member
+    std::size_t nonempty = 0;                    // members with a queued packet
+    std::unique_ptr<filters::Filter> filter;      // upstream
+    std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
+    std::vector<std::size_t> awaiting_ack;       // member children yet to ack
+    std::string ack_error;
+  };
+
+  class Message;  // an outgoing protocol message
+
+  Result<void> listen();
+  void accept_next();
+  void on_accepted_message(const transport::Link* link, wire::Message::Reader msg);
+  void on_accepted_closed(const transport::Link* link, std::string_view reason);
+  void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
+  void on_parent_message(wire::Message::Reader msg);
+  void on_child_message(std::size_t index, wire::Message::Reader msg);
+  void on_child_closed(std::size_t index, std::string_view reason);
+  void on_child_exit(std::size_t index, int status);
+  void finish_child_loss(std::size_t index);
+
+  void adopt_topology(Topology topology);
+  void launch_children();
+  Result<void> launch_child(Child& child);
+  void on_startup_timeout();
+  void check_subtree_ready();
+
+  void open_stream(const StreamSpec& spec);
+  void deliver_down(StreamId stream, wire::DataPacket::Reader packet);
+  void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  void accept_upstream(std::size_t child, StreamId stream, Packet packet);
+  void run_waves(Stream& stream);
+  void drop_member(Stream& stream, std::size_t child);
+
+  void report_launched(Rank rank);
+  void report_launch_failed(Rank rank, const std::string& reason);
+  void report_node_lost(Rank rank, const std::string& reason);
+  void report_stream_ack(StreamId stream, const std::string& error);
+  void report_stream_error(StreamId stream, const std::string& error);
+  void report_upstream(StreamId stream, const Packet& packet);
+  void send_to_parent(Message& message);
+  void send_topology(transport::Link& link, bool update);
+  std::string describe(Rank rank) const;
+
+  void begin_stop(const std::string& reason);
+  void check_stopped();
+
+  asio::io_context& io_;
+  NodeIdentity id_;
+  const filters::FilterRegistry& filters_;
+  NodeObserver* observer_;
+
+  std::optional<Topology> topology_;
+  LaunchPlan plan_;
+  std::string parent_address_;
+  std::uint16_t parent_port_ = 0;
+  std::shared_ptr<transport::Link> parent_;
+  std::optional<asio::ip::tcp::acceptor> acceptor_;
+  std::uint16_t listen_port_ = 0;
+  std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
+  std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
+
+  std::vector<Child> children_;                      // topology order
+  std::unordered_map<Rank, std::size_t> child_index_;
+  std::unordered_map<Rank, std::size_t> route_;      // back-end rank -> child index
+  std::map<Rank, std::uint16_t> endpoints_;          // subtree commnode listen ports
+  asio::steady_timer startup_timer_;
+  bool ready_reported_ = false;
+
+  std::unordered_map<StreamId, Stream> streams_;
+
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::string stop_reason_;
+  asio::steady_timer stop_timer_;
+};
+
+}  // namespace canopy::core

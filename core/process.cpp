@@ -1,0 +1,144 @@
+#include "core/process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace canopy::core {
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+std::string shell_quote(const std::string& word) {
+  bool plain = !word.empty();
+  for (char c : word) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./=:,@%+").find(c) != std::string_view::npos)) {
+      plain = false;
+    }
+  }
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<std::string> launcher_argv(const std::string& launcher_template, const std::string& host,
+                                       const std::vector<std::string>& command, const Environment& env) {
+  std::string cmd = "env";
+  for (const auto& [k, v] : env) cmd += " " + shell_quote(k + "=" + v);
+  for (const auto& word : command) cmd += " " + shell_quote(word);
+  std::string line = launcher_template;
+  auto replace = [&](std::string_view key, const std::string& with) {
+    for (auto at = line.find(key); at != std::string::npos; at = line.find(key, at + with.size())) {
+      line.replace(at, key.size(), with);
+    }
+  };
+  replace("{host}", shell_quote(host));
+  replace("{command}", cmd);
+  return {"/bin/sh", "-c", "exec " + line};
+}
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
+                                                          const std::vector<std::string>& argv,
+                                                          const Environment& env) {
+  if (argv.empty()) return Error{"cannot start a process: empty command"};
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    bool overridden = false;
+    for (const auto& [k, v] : env) {
+      if (entry.size() > k.size() && entry.substr(0, k.size()) == k && entry[k.size()] == '=') overridden = true;
+    }
+    if (!overridden) env_strings.emplace_back(entry);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  for (auto& s : args) argp.push_back(s.data());
+  argp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  sigaddset(&defaults, SIGCHLD);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Error{"cannot start '" + argv[0] + "': " + strerror(rc)};
+
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    int err = errno;
+    ::kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return Error{std::string("cannot watch child process (pidfd_open): ") + strerror(err)};
+  }
+  return std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
+}
+
+ChildProcess::ChildProcess(asio::io_context& io, pid_t pid, int pidfd)
+    : pid_(pid), pidfd_(io, pidfd) {}
+
+ChildProcess::~ChildProcess() {
+  *alive_ = false;
+  if (running_) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool ChildProcess::try_reap() {
+  if (!running_) return true;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_ || (r < 0 && errno == ECHILD)) {
+    running_ = false;
+    status_ = status;
+    return true;
+  }
+  return false;
+}
+
+void ChildProcess::watch(std::function<void(int)> on_exit) {
+  on_exit_ = std::move(on_exit);
+  pidfd_.async_wait(asio::posix::stream_descriptor::wait_read,
+                    [this, alive = alive_](const boost::system::error_code& ec) {
+                      if (!*alive || ec) return;
+                      if (!try_reap()) {
+                        watch(std::move(on_exit_));  // spurious wake-up
+                        return;
+                      }
+                      if (auto f = std::move(on_exit_)) f(status_);
+                    });
+}
+
+void ChildProcess::kill(int signal) {
+  if (running_) ::kill(pid_, signal);
+}
+
+}  // namespace canopy::core

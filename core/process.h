@@ -1,0 +1,68 @@
+// Starting child processes and learning when they exit, without signals.
+//
+// Local children are started with posix_spawn, every inherited descriptor above
+// stderr closed (Asio's sockets are not close-on-exec, and a child holding its
+// grandparent's socket would keep that connection alive after a crash). Exits are
+// watched through a pidfd on the io_context, so a library user's SIGCHLD handling
+// is left alone and only our own children are reaped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "canopy/result.h"
+
+namespace canopy::core {
+
+namespace asio = boost::asio;
+
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// "exited with status 3", "was killed by signal 9 (Killed)".
+std::string describe_wait_status(int status);
+
+// Quotes `word` for /bin/sh.
+std::string shell_quote(const std::string& word);
+
+// The argv that runs `command` (with `env` prepended as `env K=V ...`) on `host`
+// through a launcher template such as "ssh {host} {command}": the template is run by
+// /bin/sh with {host} and {command} replaced by shell-quoted words.
+std::vector<std::string> launcher_argv(const std::string& launcher_template, const std::string& host,
+                                       const std::vector<std::string>& command, const Environment& env);
+
+class ChildProcess {
+ public:
+  // Starts argv[0] (searched in PATH if it has no '/') with the current
+  // environment plus `env`. The error names the program and the reason.
+  static Result<std::unique_ptr<ChildProcess>> spawn(asio::io_context& io,
+                                                     const std::vector<std::string>& argv,
+                                                     const Environment& env);
+  ~ChildProcess();  // kills with SIGKILL and reaps if still running
+
+  // Calls `on_exit(status)` once, on the io_context, after the process exits and has
+  // been reaped.
+  void watch(std::function<void(int status)> on_exit);
+  void kill(int signal);
+  pid_t pid() const { return pid_; }
+  bool running() const { return running_; }
+
+ private:
+  ChildProcess(asio::io_context& io, pid_t pid, int pidfd);
+  bool try_reap();
+
+  pid_t pid_;
+  asio::posix::stream_descriptor pidfd_;
+  bool running_ = true;
+  int status_ = 0;
+  std::function<void(int)> on_exit_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace canopy::core

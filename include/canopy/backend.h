@@ -1,0 +1,52 @@
+// The back-end API, for tool daemons started by a Canopy parent.
+//
+//   auto be = canopy::Backend::connect();          // reads what the parent set
+//   if (!be) { std::cerr << be.error() << "\n"; return 1; }
+//   while (true) {
+//     auto in = (*be)->receive(std::chrono::seconds(60));
+//     if (!in) break;                               // network shut down
+//     if (!*in) continue;                           // timed out
+//     (*be)->send((*in)->stream, canopy::Packet{0, {std::int32_t((*be)->rank())}});
+//   }
+//
+// Every method is thread-safe; the back-end runs its event loop on its own thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "canopy/packet.h"
+#include "canopy/result.h"
+#include "canopy/topology.h"
+
+namespace canopy {
+
+class Backend {
+ public:
+  // Connects to the parent named in the environment a Canopy parent sets
+  // (CANOPY_PARENT, CANOPY_RANK, CANOPY_NETWORK_ID). Fails with an explanation when
+  // they are missing or the parent cannot be reached.
+  static Result<std::unique_ptr<Backend>> connect();
+  ~Backend();
+
+  Rank rank() const;
+
+  // The next packet sent down to this back-end, waiting at most `timeout`: nothing
+  // if the time ran out; an error once the network has shut down or the parent is
+  // gone (then the program should exit).
+  Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
+
+  // Sends a packet up a stream.
+  Result<void> send(StreamId stream, const Packet& packet);
+
+  // Readable while receive() would return at once.
+  int event_fd() const;
+
+ private:
+  struct Impl;
+  explicit Backend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace canopy

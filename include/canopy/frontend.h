@@ -1,0 +1,86 @@
+// The front-end API: launch a Canopy tree, open streams, send down, receive results.
+//
+//   auto topology = canopy::generate_topology("b:4^2");
+//   canopy::LaunchOptions options{.topology = *topology, .backend_argv = {"/path/to/be"}};
+//   auto network = canopy::Network::launch(std::move(options));
+//   if (!network) { std::cerr << network.error() << "\n"; return 1; }
+//   auto stream = (*network)->create_stream({.upstream_filter = "sum"});
+//   (*network)->broadcast(*stream, canopy::Packet{1, {}});
+//   auto result = (*network)->receive(std::chrono::seconds(5));
+//
+// Every method is thread-safe. The network runs its event loop on a thread of its
+// own; destroying the Network shuts the tree down and leaves no process behind.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "canopy/packet.h"
+#include "canopy/result.h"
+#include "canopy/topology.h"
+
+namespace canopy {
+
+struct LaunchOptions {
+  Topology topology;
+  // The back-end program and its arguments, started once per back-end of the tree.
+  // It must use Canopy::backend (canopy::Backend::connect()).
+  std::vector<std::string> backend_argv;
+  // The commnode program. Default: $CANOPY_COMMNODE, else canopy-commnode next to
+  // the running executable, else canopy-commnode from PATH.
+  std::string commnode_exe;
+  // How a parent starts a child on another host; {host} and {command} are replaced.
+  std::string launcher = "ssh {host} {command}";
+  // How long each parent waits for its children to connect.
+  std::chrono::milliseconds startup_timeout{10000};
+  // Called, on the network's thread, each time a process comes up: (up, total).
+  std::function<void(std::size_t, std::size_t)> on_progress;
+};
+
+struct StreamOptions {
+  std::vector<Rank> backends;  // the communicator; empty = every back-end
+  std::string upstream_filter = "sum";
+  SyncMode sync = SyncMode::wait_for_all;
+  std::string downstream_filter;  // "" = packets go down unchanged
+};
+
+class Network {
+ public:
+  // Launches the tree and returns once every process is up, or fails with an error
+  // naming a node that did not come up and why. Nothing is left running on failure.
+  static Result<std::unique_ptr<Network>> launch(LaunchOptions options);
+  ~Network();
+
+  const Topology& topology() const;
+
+  // Creates a stream over `options.backends` and waits until every node of it has
+  // acknowledged. Errors name the node and the problem (unknown filter, rank...).
+  Result<StreamId> create_stream(const StreamOptions& options = {});
+
+  // Sends `packet` down `stream` to all its back-ends, or to one.
+  Result<void> broadcast(StreamId stream, const Packet& packet);
+  Result<void> send_to(StreamId stream, Rank backend, const Packet& packet);
+
+  // The next aggregated packet, waiting at most `timeout`: nothing if the time ran
+  // out; an error if a node was lost (results from then on are incomplete; the error
+  // names the node and why), a filter failed, or the network has stopped.
+  Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
+
+  // Readable while receive() would return at once (for poll/epoll users).
+  int event_fd() const;
+
+  // Tears the tree down: every commnode and back-end exits. Idempotent.
+  Result<void> shutdown();
+
+ private:
+  struct Impl;
+  explicit Network(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace canopy

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, every Debian 12 package Canopy needs to build, test and
+# benchmark. Safe to run repeatedly: it only installs what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libboost1.81-dev            # Asio with C++20 coroutines (replaces the 1.74 headers)
+  capnproto libcapnp-dev      # wire protocol
+  libyaml-cpp-dev             # topology files
+  googletest libgtest-dev     # unit and integration tests
+  libcli11-dev                # command line
+  libspdlog-dev libfmt-dev    # logging
+  procps psmisc               # pgrep/pkill used by tests to prove no process is left
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

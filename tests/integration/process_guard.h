@@ -1,0 +1,89 @@
+// ProcessGuard: makes the test process the reaper of every process it starts,
+// directly or not, and tells whether any of them is still alive.
+//
+// PR_SET_CHILD_SUBREAPER makes orphaned descendants (a back-end whose commnode
+// died, say) children of the test process instead of init, so "no process left"
+// can be checked exactly: the set of live descendants must become empty.
+#pragma once
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace canopy::testing {
+
+class ProcessGuard {
+ public:
+  ProcessGuard() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+  ~ProcessGuard() { kill_all(); }
+
+  // Live (non-zombie) descendants of this process, reaping zombies on the way.
+  static std::vector<pid_t> descendants() {
+    reap();
+    std::map<pid_t, pid_t> parent;
+    std::set<pid_t> zombies;
+    if (DIR* proc = opendir("/proc")) {
+      while (dirent* e = readdir(proc)) {
+        pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+        if (pid <= 0) continue;
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        if (!std::getline(stat, line)) continue;
+        auto close = line.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(line.substr(close + 2));
+        char state;
+        pid_t ppid;
+        rest >> state >> ppid;
+        parent[pid] = ppid;
+        if (state == 'Z') zombies.insert(pid);
+      }
+      closedir(proc);
+    }
+    std::vector<pid_t> out;
+    pid_t self = getpid();
+    for (auto [pid, ppid] : parent) {
+      if (zombies.count(pid)) continue;
+      for (pid_t p = ppid; p > 1; p = parent.count(p) ? parent[p] : 0) {
+        if (p == self) {
+          out.push_back(pid);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  // Waits up to `limit` for every descendant to exit; returns those still alive.
+  static std::vector<pid_t> wait_for_none(std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (true) {
+      auto left = descendants();
+      if (left.empty() || std::chrono::steady_clock::now() > deadline) return left;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  static void kill_all() {
+    for (pid_t pid : descendants()) ::kill(pid, SIGKILL);
+    reap();
+  }
+
+  static void reap() {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+};
+
+}  // namespace canopy::testing

@@ -1,0 +1,273 @@
+// Integration tests: real trees of real processes on loopback.
+//
+// Each test launches a tree through the front-end library (this test process is the
+// front-end), checks aggregated results, and ends with no process left: the
+// fixture makes this process the subreaper of all it starts and verifies that.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+#include "canopy/frontend.h"
+#include "demo_protocol.h"
+#include "process_guard.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+
+namespace {
+
+const std::string kBin = CANOPY_BIN_DIR;
+const std::string kTestBin = CANOPY_TEST_BIN_DIR;
+
+class Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
+    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
+  }
+  void TearDown() override {
+    network_.reset();
+    auto left = ProcessGuard::wait_for_none(5s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+  }
+
+  canopy::Network& launch(const canopy::Topology& topology, std::vector<std::string> backend = {}) {
+    canopy::LaunchOptions options;
+    options.topology = topology;
+    options.backend_argv = backend.empty() ? std::vector<std::string>{kBin + "/canopy-demo-backend"} : backend;
+    options.startup_timeout = 10s;
+    auto network = canopy::Network::launch(std::move(options));
+    if (!network) ADD_FAILURE() << network.error();
+    network_ = std::move(*network);
+    return *network_;
+  }
+
+  canopy::Network& launch(const std::string& spec) {
+    auto topology = canopy::generate_topology(spec);
+    EXPECT_TRUE(topology) << topology.error();
+    return launch(*topology);
+  }
+
+  // Starts the demo workload on `stream` and returns the `waves` results.
+  std::vector<canopy::Packet> run_waves(canopy::Network& net, canopy::StreamId stream, int waves, int shape = 0) {
+    auto start = canopy::Packet::pack(canopy::demo::kStartTag, "%d %d %d", waves, 0, shape);
+    EXPECT_TRUE(net.broadcast(stream, *start));
+    std::vector<canopy::Packet> out;
+    while (static_cast<int>(out.size()) < waves) {
+      auto in = net.receive(10s);
+      if (!in) {
+        ADD_FAILURE() << in.error();
+        break;
+      }
+      if (!*in) {
+        ADD_FAILURE() << "no result within 10 s after " << out.size() << " waves";
+        break;
+      }
+      EXPECT_EQ((*in)->stream, stream);
+      out.push_back((*in)->packet);
+    }
+    return out;
+  }
+
+  static std::int32_t expected_sum(int wave, const std::vector<canopy::Rank>& backends) {
+    std::int32_t s = 0;
+    for (auto r : backends) s += canopy::demo::demo_value(wave, r);
+    return s;
+  }
+
+  void expect_sums(const std::string& spec, int waves) {
+    auto& net = launch(spec);
+    auto backends = net.topology().backends();
+    auto stream = net.create_stream({.upstream_filter = "sum"});
+    ASSERT_TRUE(stream) << stream.error();
+    auto results = run_waves(net, *stream, waves);
+    ASSERT_EQ(results.size(), static_cast<std::size_t>(waves));
+    for (int w = 0; w < waves; ++w) {
+      EXPECT_EQ(std::get<std::int32_t>(results[w][0]), expected_sum(w, backends)) << "wave " << w;
+      EXPECT_EQ(results[w].contributors(), backends.size());
+      EXPECT_EQ(results[w].tag(), w);
+    }
+  }
+
+  std::unique_ptr<canopy::Network> network_;
+  ProcessGuard guard_;
+};
+
+}  // namespace
+
+TEST_F(Tree, FlatTreeOfFourSumsEveryWave) { expect_sums("b:4", 200); }
+
+TEST_F(Tree, TwoLevelBinaryTreeSumsEveryWave) { expect_sums("b:2^2", 200); }
+
+TEST_F(Tree, FourByFourTreeSumsEveryWave) { expect_sums("b:4^2", 200); }
+
+TEST_F(Tree, ThreeLevelTreeSumsEveryWave) { expect_sums("b:2x3x2", 200); }
+
+TEST_F(Tree, UnionOverManyWavesHoldsEveryBackendsValue) {
+  auto& net = launch("b:4^2");
+  auto backends = net.topology().backends();
+  auto stream = net.create_stream({.upstream_filter = "union"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto results = run_waves(net, *stream, 100, 1);
+  ASSERT_EQ(results.size(), 100u);
+  for (int w = 0; w < 100; ++w) {
+    std::vector<std::int32_t> want;
+    for (auto r : backends) want.push_back(canopy::demo::demo_value(w, r));
+    EXPECT_EQ(std::get<std::vector<std::int32_t>>(results[w][0]), want) << "wave " << w;
+  }
+}
+
+TEST_F(Tree, UnbalancedTreeFromYamlFileSums) {
+  const char* yaml = R"(# three levels, uneven
+nodes:
+  - {rank: 100, role: frontend}
+  - {rank: 101, role: commnode}
+  - {rank: 102, role: commnode}
+  - {rank: 103, role: commnode}
+  - {rank: 0, role: backend}
+  - {rank: 1, role: backend}
+  - {rank: 2, role: backend}
+  - {rank: 3, role: backend}
+  - {rank: 4, role: backend}
+edges:
+  - {parent: 100, children: [101, 4]}
+  - {parent: 101, children: [102, 103, 0]}
+  - {parent: 102, children: [1, 2]}
+  - {parent: 103, children: [3]}
+)";
+  auto topology = canopy::parse_topology_yaml(yaml, "uneven.yaml");
+  ASSERT_TRUE(topology) << topology.error();
+  auto& net = launch(*topology);
+  auto stream = net.create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto results = run_waves(net, *stream, 50);
+  ASSERT_EQ(results.size(), 50u);
+  for (int w = 0; w < 50; ++w) EXPECT_EQ(std::get<std::int32_t>(results[w][0]), expected_sum(w, {0, 1, 2, 3, 4}));
+}
+
+TEST_F(Tree, SubsetCommunicatorAggregatesOnlyItsBackends) {
+  auto& net = launch("b:4^2");
+  std::vector<canopy::Rank> subset = {1, 6, 7, 15};
+  auto stream = net.create_stream({.backends = subset, .upstream_filter = "max"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto results = run_waves(net, *stream, 20);
+  ASSERT_EQ(results.size(), 20u);
+  for (int w = 0; w < 20; ++w) {
+    EXPECT_EQ(std::get<std::int32_t>(results[w][0]), canopy::demo::demo_value(w, 15));
+    EXPECT_EQ(results[w].contributors(), 4u);
+  }
+}
+
+TEST_F(Tree, SendToOneBackendReachesOnlyIt) {
+  auto& net = launch("b:2^2");
+  auto stream = net.create_stream({.backends = {3}, .upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  canopy::Packet echo{canopy::demo::kEchoTag, {std::string("to three")}};
+  ASSERT_TRUE(net.send_to(*stream, 3, echo));
+  auto in = net.receive(10s);
+  ASSERT_TRUE(in) << in.error();
+  ASSERT_TRUE(*in);
+  EXPECT_EQ(std::get<std::string>((*in)->packet[0]), "to three");
+  EXPECT_FALSE(net.send_to(*stream, 99, echo)) << "99 is not a back-end";
+}
+
+TEST_F(Tree, EveryFilterGivesTheDemoWorkloadsAggregate) {
+  auto& net = launch("b:2^2");
+  auto minimum = net.create_stream({.upstream_filter = "min"});
+  auto average = net.create_stream({.upstream_filter = "avg"});
+  auto concat = net.create_stream({.upstream_filter = "concat"});
+  ASSERT_TRUE(minimum && average && concat);
+  auto lo = run_waves(net, *minimum, 5);
+  auto mean = run_waves(net, *average, 5);
+  auto all = run_waves(net, *concat, 5);
+  for (int w = 0; w < 5; ++w) {
+    EXPECT_EQ(std::get<std::int32_t>(lo[w][0]), w * 1000);
+    EXPECT_DOUBLE_EQ(std::get<double>(mean[w][0]), w * 1000 + 1.5);
+    auto values = std::get<std::vector<std::int32_t>>(all[w][0]);
+    std::sort(values.begin(), values.end());
+    EXPECT_EQ(values, (std::vector<std::int32_t>{w * 1000, w * 1000 + 1, w * 1000 + 2, w * 1000 + 3}));
+  }
+}
+
+TEST_F(Tree, UnknownFilterIsRefusedAndTheTreeKeepsWorking) {
+  auto& net = launch("b:2^2");
+  auto bad = net.create_stream({.upstream_filter = "median"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("median"), std::string::npos) << bad.error();
+  auto good = net.create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(good) << good.error();
+  EXPECT_EQ(run_waves(net, *good, 3).size(), 3u);
+}
+
+TEST_F(Tree, FilterErrorReachesTheFrontEnd) {
+  auto& net = launch("b:2");
+  auto stream = net.create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(net.broadcast(*stream, canopy::Packet{canopy::demo::kEchoTag, {std::string("not a number")}}));
+  auto in = net.receive(10s);
+  ASSERT_FALSE(in);
+  EXPECT_NE(in.error().find("sum"), std::string::npos) << in.error();
+}
+
+TEST_F(Tree, ShutdownStopsEveryProcess) {
+  auto& net = launch("b:4^2");
+  EXPECT_EQ(ProcessGuard::descendants().size(), 20u);
+  ASSERT_TRUE(net.shutdown());
+  EXPECT_TRUE(ProcessGuard::wait_for_none(1s).empty());
+}
+
+TEST_F(Tree, BackendThatIgnoresShutdownIsKilled) {
+  launch(*canopy::generate_topology("b:2^2"), {kTestBin + "/flaky_backend", "ignore-shutdown"});
+  ASSERT_TRUE(network_->shutdown());
+  EXPECT_TRUE(ProcessGuard::wait_for_none(1s).empty());
+}
+
+TEST_F(Tree, BackendExitingBeforeConnectingFailsTheLaunchNamingIt) {
+  canopy::LaunchOptions options;
+  options.topology = *canopy::generate_topology("b:2^2");
+  options.backend_argv = {kTestBin + "/flaky_backend", "exit-at-start", "2", "3"};
+  auto started = std::chrono::steady_clock::now();
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_FALSE(network);
+  EXPECT_NE(network.error().find("back-end 2"), std::string::npos) << network.error();
+  EXPECT_NE(network.error().find("exited with status 3"), std::string::npos) << network.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s) << "the failure must not wait for a time-out";
+}
+
+TEST_F(Tree, BackendExitingMidRunIsReportedAndNothingHangs) {
+  auto& net = launch(*canopy::generate_topology("b:2^2"), {kTestBin + "/flaky_backend", "exit-after", "1", "5", "7"});
+  auto stream = net.create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream);
+  auto start = canopy::Packet::pack(canopy::demo::kStartTag, "%d %d %d", 20, 1, 0);
+  ASSERT_TRUE(net.broadcast(*stream, *start));
+  std::string error;
+  int results = 0;
+  for (int i = 0; i < 40 && error.empty(); ++i) {
+    auto in = net.receive(10s);
+    if (!in) error = in.error();
+    else if (*in) ++results;
+    else break;
+  }
+  EXPECT_NE(error.find("back-end 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("exited with status 7"), std::string::npos) << error;
+  // The other back-ends keep going: the lost one is no longer waited for.
+  int after = 0;
+  while (true) {
+    auto in = net.receive(2s);
+    if (!in || !*in) break;
+    ++after;
+  }
+  EXPECT_EQ(results + after, 20);
+}
+
+TEST_F(Tree, MissingBackendProgramIsAClearError) {
+  canopy::LaunchOptions options;
+  options.topology = *canopy::generate_topology("b:2");
+  options.backend_argv = {"/nonexistent/backend"};
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_FALSE(network);
+  EXPECT_NE(network.error().find("/nonexistent/backend"), std::string::npos) << network.error();
+}

@@ -1,0 +1,273 @@
+// canopy: the command-line tool.
+//   canopy run      launch a tree, run a workload, print aggregated results
+//   canopy topgen   write a generated topology as YAML
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "canopy/frontend.h"
+#include "canopy/topology.h"
+#include "demo_protocol.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::atomic<int> g_signal{0};
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string json_string(const std::string& s) { return canopy::to_json(canopy::Value{s}); }
+
+std::string sibling_program(const char* name) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return name;
+  buf[n] = 0;
+  auto path = std::filesystem::path(buf).parent_path() / name;
+  return access(path.c_str(), X_OK) == 0 ? path.string() : std::string(name);
+}
+
+struct RunOptions {
+  std::string topology_file;
+  std::string tree = "b:4^2";
+  std::vector<std::string> backend;  // empty: the demo back-end
+  std::string filter = "sum";
+  int waves = 10;
+  int interval_ms = 20;
+  std::string format = "text";
+  int startup_timeout_ms = 10000;
+  std::string launcher = "ssh {host} {command}";
+};
+
+// The demo workload's expected aggregate at `wave` (docs/demo.md), or nothing for
+// filters whose result is not checked.
+std::optional<canopy::Value> expected_value(const std::string& filter, std::int32_t wave,
+                                            const std::vector<canopy::Rank>& backends) {
+  std::vector<std::int32_t> values;
+  for (auto r : backends) values.push_back(canopy::demo::demo_value(wave, r));
+  std::sort(values.begin(), values.end());
+  if (filter == "sum") {
+    std::int32_t s = 0;
+    for (auto v : values) s += v;
+    return s;
+  }
+  if (filter == "min") return values.front();
+  if (filter == "max") return values.back();
+  if (filter == "avg") {
+    double s = 0;
+    for (auto v : values) s += v;
+    return s / values.size();
+  }
+  if (filter == "concat" || filter == "union") return values;
+  return std::nullopt;
+}
+
+bool matches(const canopy::Value& got, const canopy::Value& want) {
+  if (auto* xs = std::get_if<std::vector<std::int32_t>>(&got)) {
+    auto sorted = *xs;
+    std::sort(sorted.begin(), sorted.end());
+    return canopy::Value{sorted} == want;
+  }
+  if (auto* d = std::get_if<double>(&got); d && std::holds_alternative<double>(want)) {
+    return std::abs(*d - std::get<double>(want)) < 1e-6 * std::max(1.0, std::abs(*d));
+  }
+  return got == want;
+}
+
+int run(const RunOptions& opt) {
+  bool jsonl = opt.format == "jsonl";
+  auto fail = [&](const std::string& message, int code = 1) {
+    if (jsonl) std::cout << "{\"error\":" << json_string(message) << "}" << std::endl;
+    std::cerr << "canopy run: " << message << "\n";
+    return code;
+  };
+  auto topology = opt.topology_file.empty() ? canopy::generate_topology(opt.tree)
+                                            : canopy::load_topology(opt.topology_file);
+  if (!topology) return fail(topology.error(), 2);
+  auto backends = topology->backends();
+  if (backends.empty()) return fail("the topology has no back-ends", 2);
+  bool demo = opt.backend.empty();
+  bool arrays = opt.filter == "concat" || opt.filter == "union";
+
+  canopy::LaunchOptions launch;
+  launch.topology = *topology;
+  launch.backend_argv = demo ? std::vector<std::string>{sibling_program("canopy-demo-backend")} : opt.backend;
+  launch.launcher = opt.launcher;
+  launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
+  bool tty = isatty(STDERR_FILENO);
+  if (!jsonl && tty) {
+    launch.on_progress = [](std::size_t up, std::size_t total) {
+      std::fprintf(stderr, "\rlaunched %zu/%zu processes", up, total);
+    };
+  }
+  auto started = Clock::now();
+  auto network = canopy::Network::launch(std::move(launch));
+  if (!jsonl && tty) std::fprintf(stderr, "\n");
+  if (!network) return fail(network.error());
+  double launch_seconds = seconds_since(started);
+  auto& net = **network;
+  if (!jsonl) {
+    std::printf("launched %zu/%zu processes in %.3f s (%zu back-ends)\n", topology->size(), topology->size(),
+                launch_seconds, backends.size());
+    std::fflush(stdout);
+  }
+
+  auto stream = net.create_stream({.upstream_filter = opt.filter});
+  if (!stream) return fail(stream.error());
+  auto start = canopy::Packet::pack(canopy::demo::kStartTag, "%d %d %d", opt.waves, opt.interval_ms, arrays ? 1 : 0);
+  if (auto r = net.broadcast(*stream, *start); !r) return fail(r.error());
+
+  auto run_start = Clock::now();
+  int received = 0;
+  int mismatches = 0;
+  std::string first_mismatch;
+  // A wave is late when no result came for this long: the workload is stuck.
+  const auto quiet_limit = std::chrono::milliseconds(std::max(10000, opt.interval_ms * 4 + 5000));
+  while (received < opt.waves) {
+    if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
+    auto in = net.receive(std::chrono::milliseconds(200));
+    if (!in) return fail(in.error());
+    if (!*in) {
+      if (Clock::now() - run_start > quiet_limit + std::chrono::milliseconds(opt.interval_ms) * received) {
+        return fail("no result for wave " + std::to_string(received) + " within " +
+                    std::to_string(quiet_limit.count()) + " ms");
+      }
+      continue;
+    }
+    const auto& packet = (*in)->packet;
+    int wave = received++;
+    if (demo) {
+      auto want = expected_value(opt.filter, wave, backends);
+      bool ok = want && packet.size() == 1 && matches(packet[0], *want);
+      if (!ok && mismatches++ == 0) {
+        first_mismatch = "wave " + std::to_string(wave) + ": got " +
+                         (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) +
+                         (want ? ", expected " + canopy::to_string(*want) : std::string());
+      }
+    }
+    if (jsonl) {
+      std::string values;
+      for (const auto& v : packet.values()) values += (values.empty() ? "" : ",") + canopy::to_json(v);
+      std::printf("{\"stream\":%u,\"wave\":%d,\"values\":[%s]}\n", (*in)->stream, wave, values.c_str());
+    } else {
+      std::string values;
+      for (const auto& v : packet.values()) values += (values.empty() ? "" : " ") + canopy::to_string(v);
+      std::printf("wave %d: %s (%u back-ends)\n", wave, values.c_str(), packet.contributors());
+    }
+    std::fflush(stdout);
+  }
+  double run_seconds = seconds_since(run_start);
+  auto stopped = net.shutdown();
+  std::string check = !demo ? "skipped" : mismatches ? "failed" : "ok";
+  if (jsonl) {
+    std::printf(
+        "{\"summary\":{\"waves\":%d,\"backends\":%zu,\"processes\":%zu,\"filter\":%s,\"launch_seconds\":%.6f,"
+        "\"run_seconds\":%.6f,\"check\":\"%s\"}}\n",
+        received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
+        check.c_str());
+  } else {
+    std::printf("%d waves of %s over %zu back-ends in %.3f s; check: %s\n", received, opt.filter.c_str(),
+                backends.size(), run_seconds, check.c_str());
+  }
+  std::fflush(stdout);
+  if (mismatches) return fail(std::to_string(mismatches) + " waves did not match the demo workload; first: " + first_mismatch);
+  if (!stopped) return fail(stopped.error());
+  return 0;
+}
+
+int topgen(const std::string& spec, const std::string& host, const std::string& output) {
+  auto topology = canopy::generate_topology(spec, host);
+  if (!topology) {
+    std::cerr << "canopy topgen: " << topology.error() << "\n";
+    return 2;
+  }
+  std::string yaml = canopy::to_yaml(*topology);
+  if (output.empty() || output == "-") {
+    std::cout << yaml;
+    return 0;
+  }
+  std::ofstream out(output);
+  out << yaml;
+  if (!out.flush()) {
+    std::cerr << "canopy topgen: cannot write " << output << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  // Everything after --backend is the back-end command line, options included.
+  std::vector<std::string> backend_command;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--backend") {
+      for (int j = i + 1; j < argc; ++j) backend_command.emplace_back(argv[j]);
+      if (backend_command.empty()) {
+        std::cerr << "canopy: --backend needs a program (and, after it, its arguments)\n";
+        return 2;
+      }
+      break;
+    }
+    args.push_back(argv[i]);
+  }
+
+  CLI::App app{"Canopy: a fault-tolerant tree-based overlay network for HPC tools"};
+  app.require_subcommand(0, 1);
+  RunOptions opt;
+  auto* run_cmd = app.add_subcommand("run", "Launch a tree, run a workload and print the aggregated results "
+                                            "(the default when no subcommand is given)");
+  auto* topo_opt = run_cmd->add_option("--topology", opt.topology_file, "Topology file (YAML, docs/topology.md)")
+                       ->check(CLI::ExistingFile);
+  run_cmd->add_option("--tree", opt.tree, "Generated tree when no --topology: b:F^D or b:FxF")
+      ->capture_default_str()
+      ->excludes(topo_opt);
+  run_cmd->add_option("--filter", opt.filter, "Upstream filter: sum, min, max, avg, concat, union")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sum", "min", "max", "avg", "concat", "union"}));
+  run_cmd->add_option("--waves", opt.waves, "Number of waves")->capture_default_str()->check(CLI::Range(1, 100000000));
+  run_cmd->add_option("--interval", opt.interval_ms, "Milliseconds between a back-end's waves")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600000));
+  run_cmd->add_option("--format", opt.format, "Output: text (for people) or jsonl (one JSON object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "jsonl"}));
+  run_cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "Milliseconds each parent waits for its children")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600000));
+  run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
+      ->capture_default_str();
+  run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
+
+  std::string spec, host = "localhost", output;
+  auto* topgen_cmd = app.add_subcommand("topgen", "Write a generated topology as YAML");
+  topgen_cmd->add_option("spec", spec, "Tree spec: b:F^D (fan-out F, depth D) or b:FxFx...")->required();
+  topgen_cmd->add_option("--host", host, "Host of every process")->capture_default_str();
+  topgen_cmd->add_option("-o,--output", output, "Output file (default: standard output)");
+
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (*topgen_cmd) return topgen(spec, host, output);
+  opt.backend = backend_command;
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { g_signal = sig; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return run(opt);
+}

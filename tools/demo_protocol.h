@@ -1,0 +1,22 @@
+// The demo workload shared by `canopy run` and canopy-demo-backend (docs/demo.md).
+//
+// The front-end broadcasts one packet on the stream:
+//   tag kStartTag, "%d %d %d": waves, interval in ms, shape (0: "%d", 1: "%ad")
+// and the back-end of rank r answers with `waves` packets; packet w (from 0) has tag
+// w and holds w*1000 + r, as an int32 or as a one-element int32 array.
+//   tag kEchoTag, any values: the back-end sends the same packet straight back
+// (used for round-trip measurements).
+#pragma once
+
+#include <cstdint>
+
+namespace canopy::demo {
+
+inline constexpr std::int32_t kStartTag = -1;
+inline constexpr std::int32_t kEchoTag = -2;
+
+inline std::int32_t demo_value(std::int32_t wave, std::uint32_t rank) {
+  return wave * 1000 + static_cast<std::int32_t>(rank);
+}
+
+}  // namespace canopy::demo

@@ -1,0 +1,83 @@
+#include "transport/frame.h"
+
+#include <cstring>
+
+namespace canopy::transport {
+
+void append_frame(capnp::MessageBuilder& message, std::vector<capnp::word>& out) {
+  auto segments = message.getSegmentsForOutput();
+  // Segment table: count-1, then each size, padded to a whole word.
+  std::size_t table_words = (segments.size() + 2) / 2;
+  std::size_t body_words = table_words;
+  for (auto& s : segments) body_words += s.size();
+
+  std::size_t at = out.size();
+  out.resize(at + 1 + body_words);
+  auto* bytes = reinterpret_cast<std::byte*>(out.data() + at);
+  std::uint64_t body_bytes = body_words * sizeof(capnp::word);
+  std::memcpy(bytes, &body_bytes, 8);  // little-endian hosts only (x86-64, aarch64)
+
+  auto* table = reinterpret_cast<std::uint32_t*>(out.data() + at + 1);
+  table[0] = static_cast<std::uint32_t>(segments.size() - 1);
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    table[i + 1] = static_cast<std::uint32_t>(segments[i].size());
+  }
+  if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
+
+  capnp::word* dst = out.data() + at + 1 + table_words;
+  for (auto& s : segments) {
+    std::memcpy(dst, s.begin(), s.size() * sizeof(capnp::word));
+    dst += s.size();
+  }
+}
+
+FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {}
+
+std::span<std::byte> FrameReader::prepare(std::size_t min_free) {
+  auto* base = reinterpret_cast<std::byte*>(buffer_.data());
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+  } else if (begin_ > 0 && buffer_.size() * 8 - end_ < min_free) {
+    // Move the partial frame to the front. begin_ is word-aligned: frames are.
+    std::memmove(base, base + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  std::size_t need_words = (end_ + min_free + 7) / 8;
+  if (buffer_.size() < need_words) {
+    buffer_.resize(need_words);
+    base = reinterpret_cast<std::byte*>(buffer_.data());
+  }
+  return {base + end_, buffer_.size() * 8 - end_};
+}
+
+void FrameReader::commit(std::size_t bytes_received) { end_ += bytes_received; }
+
+std::optional<FrameReader::Frame> FrameReader::next() {
+  if (!error_.empty() || end_ - begin_ < kFrameHeaderBytes) return std::nullopt;
+  auto* base = reinterpret_cast<const std::byte*>(buffer_.data());
+  std::uint64_t body_bytes;
+  std::memcpy(&body_bytes, base + begin_, 8);
+  if (body_bytes > limits_.max_frame_bytes) {
+    error_ = "frame of " + std::to_string(body_bytes) + " bytes exceeds the limit of " +
+             std::to_string(limits_.max_frame_bytes);
+    return std::nullopt;
+  }
+  if (body_bytes % 8 != 0 || body_bytes == 0) {
+    error_ = "frame length " + std::to_string(body_bytes) + " is not a positive multiple of 8";
+    return std::nullopt;
+  }
+  if (end_ - begin_ < kFrameHeaderBytes + body_bytes) {
+    // Make sure the whole frame will fit once it arrives.
+    std::size_t total = kFrameHeaderBytes + body_bytes;
+    if (buffer_.size() * 8 - begin_ < total) {
+      prepare(total - (end_ - begin_));
+    }
+    return std::nullopt;
+  }
+  Frame frame{{buffer_.data() + (begin_ + kFrameHeaderBytes) / 8, body_bytes / 8}};
+  begin_ += kFrameHeaderBytes + body_bytes;
+  return frame;
+}
+
+}  // namespace canopy::transport

@@ -1,0 +1,61 @@
+// Framing of Cap'n Proto messages on a byte stream.
+//
+// A frame is an 8-byte little-endian header holding the body length in bytes,
+// followed by the body: the message in Cap'n Proto's flat format (segment table,
+// then segments). Bodies are a whole number of 8-byte words, so frames packed back
+// to back in a word-aligned buffer stay aligned and can be read in place.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace canopy::transport {
+
+inline constexpr std::size_t kFrameHeaderBytes = 8;
+inline constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
+
+// Limits applied to every frame read from a peer.
+struct FrameLimits {
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+  std::uint64_t traversal_limit_words = kDefaultMaxFrameBytes / 8;
+  int nesting_limit = 64;
+};
+
+// Appends one frame holding `message` to `out`.
+void append_frame(capnp::MessageBuilder& message, std::vector<capnp::word>& out);
+
+// Splits a word-aligned receive buffer into frames. Call feed() after bytes arrive,
+// then next() until it returns nothing.
+class FrameReader {
+ public:
+  explicit FrameReader(FrameLimits limits = {});
+
+  // Space to receive into; at least `min_free` bytes.
+  std::span<std::byte> prepare(std::size_t min_free = 64 * 1024);
+  void commit(std::size_t bytes_received);
+
+  struct Frame {
+    std::span<const capnp::word> body;
+  };
+  // The next complete frame, valid until the following call. Sets error() and
+  // returns nothing if the header announces a frame over the limit or of a length
+  // that is not a multiple of 8.
+  std::optional<Frame> next();
+  const std::string& error() const { return error_; }
+  const FrameLimits& limits() const { return limits_; }
+
+ private:
+  FrameLimits limits_;
+  std::vector<capnp::word> buffer_;
+  std::size_t begin_ = 0;  // bytes already consumed
+  std::size_t end_ = 0;    // bytes received
+  std::string error_;
+};
+
+}  // namespace canopy::transport

@@ -1,0 +1,51 @@
+// Link: one connection to one peer process, carrying framed protocol messages.
+//
+// A Link is driven by the io_context of its owner's thread and must only be used
+// from that thread. The plain implementation is TcpLink; a striped implementation
+// over several network paths can stand behind the same interface.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "canopy.capnp.h"
+
+namespace canopy::transport {
+
+class Link {
+ public:
+  // Called once per received message, on the owner's thread. The reader is valid
+  // only during the call. If the handler throws kj::Exception (a malformed message
+  // discovered while reading it), the link is closed with that reason.
+  using MessageHandler = std::function<void(wire::Message::Reader)>;
+  // Called once when the link is gone: peer closed, I/O error, bad frame, or
+  // close() — `reason` says which. No handler is called after it.
+  using CloseHandler = std::function<void(std::string_view reason)>;
+
+  virtual ~Link() = default;
+
+  virtual void start(MessageHandler on_message, CloseHandler on_close) = 0;
+
+  // Queues a message. Messages queued while a write is in flight go out together
+  // in one system call. Sending on a closed link is a no-op.
+  virtual void send(capnp::MessageBuilder& message) = 0;
+
+  // Closes the connection after flushing what is queued (bounded by the OS), and
+  // calls the close handler with `reason`.
+  virtual void close(std::string_view reason) = 0;
+
+  // Closes at once and forgets both handlers without calling them; for owners
+  // that are going away.
+  virtual void detach() = 0;
+
+  virtual bool is_open() const = 0;
+
+  // "127.0.0.1:4242" — for log lines and error messages.
+  virtual const std::string& peer() const = 0;
+};
+
+}  // namespace canopy::transport

@@ -1,0 +1,132 @@
+#include "transport/tcp_link.h"
+
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+namespace canopy::transport {
+
+std::shared_ptr<TcpLink> TcpLink::create(asio::ip::tcp::socket socket, FrameLimits limits) {
+  return std::shared_ptr<TcpLink>(new TcpLink(std::move(socket), limits));
+}
+
+TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
+    : socket_(std::move(socket)), reader_(limits) {
+  boost::system::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  auto ep = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("<unconnected>") : ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
+  on_message_ = std::move(on_message);
+  on_close_ = std::move(on_close);
+  read_more();
+}
+
+void TcpLink::read_more() {
+  auto space = reader_.prepare();
+  socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                          [self = shared_from_this()](const boost::system::error_code& ec,
+                                                      std::size_t n) { self->on_read(ec, n); });
+}
+
+void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
+  if (!open_) return;
+  if (ec) {
+    fail(ec == asio::error::eof ? "connection closed by peer" : "read failed: " + ec.message());
+    return;
+  }
+  reader_.commit(n);
+  while (auto frame = reader_.next()) {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = reader_.limits().traversal_limit_words;
+    options.nestingLimit = reader_.limits().nesting_limit;
+    try {
+      capnp::FlatArrayMessageReader message(
+          kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
+      on_message_(message.getRoot<wire::Message>());
+    } catch (const kj::Exception& e) {
+      fail("bad frame: " + std::string(e.getDescription().cStr()));
+      return;
+    }
+    if (!open_) return;  // the handler closed us
+  }
+  if (!reader_.error().empty()) {
+    fail("bad frame: " + reader_.error());
+    return;
+  }
+  read_more();
+}
+
+void TcpLink::send(capnp::MessageBuilder& message) {
+  if (!open_ || closing_) return;
+  append_frame(message, queued_);
+  if (!writing_) write_queued();
+}
+
+void TcpLink::write_queued() {
+  if (queued_.empty()) {
+    writing_ = false;
+    if (closing_) {
+      boost::system::error_code ignored;
+      socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      fail(close_reason_);
+    }
+    return;
+  }
+  writing_ = true;
+  in_flight_.swap(queued_);
+  queued_.clear();
+  asio::async_write(socket_, asio::buffer(in_flight_.data(), in_flight_.size() * sizeof(capnp::word)),
+                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                      if (!self->open_) return;
+                      if (ec) {
+                        self->fail("write failed: " + ec.message());
+                        return;
+                      }
+                      self->in_flight_.clear();
+                      self->write_queued();
+                    });
+}
+
+void TcpLink::close(std::string_view reason) {
+  if (!open_ || closing_) return;
+  closing_ = true;
+  close_reason_ = reason;
+  if (!writing_) write_queued();
+}
+
+void TcpLink::fail(std::string reason) {
+  if (!open_) return;
+  open_ = false;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  // on_message_ is kept: fail() may run inside it. No handler runs after this.
+  auto on_close = std::move(on_close_);
+  on_close_ = nullptr;
+  if (on_close) on_close(reason);
+}
+
+void TcpLink::detach() {
+  on_close_ = nullptr;
+  open_ = false;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+}
+
+asio::ip::tcp::socket connect_tcp(asio::io_context& io, const std::string& address,
+                                  std::uint16_t port, boost::system::error_code& ec) {
+  asio::ip::tcp::socket socket(io);
+  auto addr = asio::ip::make_address(address, ec);
+  if (ec) {
+    asio::ip::tcp::resolver resolver(io);
+    auto results = resolver.resolve(address, std::to_string(port), ec);
+    if (ec) return socket;
+    asio::connect(socket, results, ec);
+    return socket;
+  }
+  socket.connect({addr, port}, ec);
+  return socket;
+}
+
+}  // namespace canopy::transport

@@ -1,0 +1,52 @@
+// TcpLink: a Link over one TCP connection (TCP_NODELAY, coalesced writes).
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "transport/frame.h"
+#include "transport/link.h"
+
+namespace canopy::transport {
+
+namespace asio = boost::asio;
+
+class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> {
+ public:
+  // Takes a connected socket.
+  static std::shared_ptr<TcpLink> create(asio::ip::tcp::socket socket, FrameLimits limits = {});
+
+  void start(MessageHandler on_message, CloseHandler on_close) override;
+  void send(capnp::MessageBuilder& message) override;
+  void close(std::string_view reason) override;
+  void detach() override;
+  bool is_open() const override { return open_; }
+  const std::string& peer() const override { return peer_; }
+
+ private:
+  TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
+  void read_more();
+  void on_read(const boost::system::error_code& ec, std::size_t n);
+  void write_queued();
+  void fail(std::string reason);
+
+  asio::ip::tcp::socket socket_;
+  FrameReader reader_;
+  std::string peer_;
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+  std::vector<capnp::word> queued_;    // frames waiting for the next write
+  std::vector<capnp::word> in_flight_; // frames being written
+  bool writing_ = false;
+  bool open_ = true;
+  bool closing_ = false;  // close() requested; finish writing, then shut down
+  std::string close_reason_;
+};
+
+// Connects to host:port, returns a connected socket or an error.
+asio::ip::tcp::socket connect_tcp(asio::io_context& io, const std::string& address,
+                                  std::uint16_t port, boost::system::error_code& ec);
+
+}  // namespace canopy::transport
