@@ -168,7 +168,9 @@ void Node::on_accepted_message(const Link* link, wire::Message::Reader msg) {
     return;
   }
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
-  if (it != pending_.end()) on_hello(*it, msg);
+  if (it == pending_.end()) return;
+  std::shared_ptr<Link> held = *it;  // on_hello erases it from pending_
+  on_hello(held, msg);
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {

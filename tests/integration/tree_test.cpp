@@ -163,14 +163,15 @@ TEST_F(Tree, SubsetCommunicatorAggregatesOnlyItsBackends) {
 
 TEST_F(Tree, SendToOneBackendReachesOnlyIt) {
   auto& net = launch("b:2^2");
-  auto stream = net.create_stream({.backends = {3}, .upstream_filter = "sum"});
+  auto stream = net.create_stream({.backends = {3}, .upstream_filter = "concat"});
   ASSERT_TRUE(stream) << stream.error();
   canopy::Packet echo{canopy::demo::kEchoTag, {std::string("to three")}};
   ASSERT_TRUE(net.send_to(*stream, 3, echo));
   auto in = net.receive(10s);
   ASSERT_TRUE(in) << in.error();
   ASSERT_TRUE(*in);
-  EXPECT_EQ(std::get<std::string>((*in)->packet[0]), "to three");
+  EXPECT_EQ(std::get<std::vector<std::string>>((*in)->packet[0]), std::vector<std::string>{"to three"});
+  EXPECT_EQ((*in)->packet.contributors(), 1u);
   EXPECT_FALSE(net.send_to(*stream, 99, echo)) << "99 is not a back-end";
 }
 
