@@ -1,0 +1,167 @@
+// The canopy command line, run as a user would: its output, its errors and, when
+// the front-end is killed, the fate of the tree it launched.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "process_guard.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+
+namespace {
+
+const std::string kCanopy = std::string(CANOPY_BIN_DIR) + "/canopy";
+
+struct Output {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs canopy with `args` and waits for it (bounded by the test's ctest timeout).
+Output run_canopy(std::vector<std::string> args) {
+  char out_path[] = "/tmp/canopy-cli-out-XXXXXX";
+  char err_path[] = "/tmp/canopy-cli-err-XXXXXX";
+  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  args.insert(args.begin(), kCanopy);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  Output o;
+  if (posix_spawn(&pid, kCanopy.c_str(), &actions, nullptr, argv.data(), environ) == 0) {
+    waitpid(pid, &o.status, 0);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_fd);
+  close(err_fd);
+  auto slurp = [](const char* path) {
+    std::ifstream in(path);
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    unlink(path);
+    return s;
+  };
+  o.out = slurp(out_path);
+  o.err = slurp(err_path);
+  return o;
+}
+
+int exit_code(const Output& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
+
+class Cli : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    auto left = ProcessGuard::wait_for_none(5s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+  }
+  ProcessGuard guard_;
+};
+
+}  // namespace
+
+TEST_F(Cli, RunWithoutArgumentsPrintsTheDefaultTreesSums) {
+  auto o = run_canopy({"run", "--format", "jsonl"});
+  ASSERT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("{\"stream\":1,\"wave\":3,\"values\":[48120]}"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"backends\":16,\"processes\":21"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"check\":\"ok\""), std::string::npos) << o.out;
+}
+
+TEST_F(Cli, TextFormatIsReadable) {
+  auto o = run_canopy({"run", "--tree", "b:2^2", "--waves", "3", "--filter", "union"});
+  ASSERT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("launched 7/7 processes"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("wave 2: [2000, 2001, 2002, 2003]"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("check: ok"), std::string::npos) << o.out;
+}
+
+TEST_F(Cli, BadTopologyFileIsReportedWithFileAndLine) {
+  char path[] = "/tmp/canopy-bad-XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  std::string yaml = "nodes:\n  - {rank: 1, role: frontend}\n  - {rank: 1, role: backend}\n";
+  ASSERT_EQ(write(fd, yaml.data(), yaml.size()), static_cast<ssize_t>(yaml.size()));
+  close(fd);
+  auto o = run_canopy({"run", "--topology", path});
+  unlink(path);
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find(std::string(path) + ":3: duplicate rank 1"), std::string::npos) << o.err;
+}
+
+TEST_F(Cli, BadTreeSpecIsAUsageError) {
+  auto o = run_canopy({"run", "--tree", "b:0^2"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("fan-out"), std::string::npos) << o.err;
+}
+
+TEST_F(Cli, BackendExitingEarlyEndsTheRunWithAClearError) {
+  auto o = run_canopy({"run", "--tree", "b:2^2", "--backend", std::string(CANOPY_TEST_BIN_DIR) + "/flaky_backend",
+                       "exit-at-start", "1", "4"});
+  EXPECT_EQ(exit_code(o), 1);
+  EXPECT_NE(o.err.find("back-end 1 on localhost exited with status 4 before connecting"), std::string::npos) << o.err;
+}
+
+TEST_F(Cli, TopgenWritesYamlThatRunAccepts) {
+  auto o = run_canopy({"topgen", "b:3^2"});
+  ASSERT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("{rank: 1000000, role: frontend"), std::string::npos) << o.out;
+  char path[] = "/tmp/canopy-gen-XXXXXX.yaml";
+  int fd = mkstemps(path, 5);
+  ASSERT_EQ(write(fd, o.out.data(), o.out.size()), static_cast<ssize_t>(o.out.size()));
+  close(fd);
+  auto r = run_canopy({"run", "--topology", path, "--waves", "2", "--format", "jsonl"});
+  unlink(path);
+  EXPECT_EQ(exit_code(r), 0) << r.err;
+  EXPECT_NE(r.out.find("\"backends\":9"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, KillingTheFrontEndTakesTheWholeTreeDown) {
+  // canopy run as a long-running front-end; SIGKILL it once the tree is up.
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::vector<std::string> args = {kCanopy, "run", "--tree", "b:4^2", "--waves", "100000", "--interval", "10"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t frontend;
+  ASSERT_EQ(posix_spawn(&frontend, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+
+  // Wait for the first wave: the whole tree is then up and streaming.
+  std::string seen;
+  char buf[256];
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  while (seen.find("wave 0:") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+    if (n > 0) seen.append(buf, n);
+    else std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_NE(seen.find("wave 0:"), std::string::npos) << seen;
+  EXPECT_EQ(ProcessGuard::descendants().size(), 21u);
+
+  kill(frontend, SIGKILL);
+  waitpid(frontend, nullptr, 0);
+  close(pipe_fds[0]);
+  auto left = ProcessGuard::wait_for_none(5s);
+  EXPECT_TRUE(left.empty()) << left.size() << " processes outlived the killed front-end by 5 s";
+}
