@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "core/log.h"
 #include "core/loop_thread.h"
@@ -30,6 +31,7 @@ struct Backend::Impl final : core::NodeObserver {
   std::unique_ptr<core::Node> node;
   core::Inbox<std::variant<Received, Error>> inbox;
   std::atomic<bool> stopped{false};
+  std::mutex stop_mutex;
   std::string stop_error;  // sticky: returned by every receive() after the stop
 };
 
@@ -87,10 +89,14 @@ Result<std::unique_ptr<Backend>> Backend::connect() {
 Rank Backend::rank() const { return impl_->node->identity().rank; }
 
 Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeout) {
-  if (!impl_->stop_error.empty()) return Error{impl_->stop_error};
+  {
+    std::lock_guard lock(impl_->stop_mutex);
+    if (!impl_->stop_error.empty()) return Error{impl_->stop_error};
+  }
   auto item = impl_->inbox.pop(timeout);
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
+    std::lock_guard lock(impl_->stop_mutex);
     impl_->stop_error = error->message;
     return *error;
   }

@@ -22,6 +22,20 @@ constexpr auto kStopGrace = std::chrono::seconds(3);
 // report can say "exited with status 3" rather than just "connection closed".
 constexpr auto kExitStatusWait = std::chrono::milliseconds(300);
 
+}  // namespace
+
+const char* Node::state_name(ChildState state) {
+  switch (state) {
+    case ChildState::starting: return "starting";
+    case ChildState::connected: return "connected";
+    case ChildState::ready: return "ready";
+    case ChildState::gone: return "gone";
+  }
+  return "?";
+}
+
+namespace {
+
 std::string role_name(Role role) {
   switch (role) {
     case Role::frontend: return "front-end";
@@ -485,12 +499,12 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
   Child& child = children_[index];
   child.link.reset();
   if (stopping_) {
-    log().info("child {}: {} -> gone ({})", child.rank, static_cast<int>(child.state), reason);
+    log().info("child {}: {} -> gone ({})", child.rank, state_name(child.state), reason);
     child.state = ChildState::gone;
     check_stopped();
     return;
   }
-  log().warn("child {} lost: {}", child.rank, reason);
+  log().warn("child {}: {} -> gone ({})", child.rank, state_name(child.state), reason);
   child.state = ChildState::gone;
   child.close_reason = std::string(reason);
   for (auto& [id, stream] : streams_) drop_member(stream, index);

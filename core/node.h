@@ -109,6 +109,7 @@ class Node {
 
  private:
   enum class ChildState : std::uint8_t { starting, connected, ready, gone };
+  static const char* state_name(ChildState state);
   struct Child {
     Rank rank;
     Role role;

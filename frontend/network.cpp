@@ -65,9 +65,13 @@ struct Network::Impl final : core::NodeObserver {
 
   // ---- NodeObserver, on the loop thread ----
   void on_launched(Rank rank) override {
-    std::lock_guard lock(mutex);
-    launched.insert(rank);
-    if (options.on_progress) options.on_progress(launched.size() + 1, options.topology.size());
+    std::size_t up;
+    {
+      std::lock_guard lock(mutex);
+      launched.insert(rank);
+      up = launched.size() + 1;  // and the front-end itself
+    }
+    if (options.on_progress) options.on_progress(up, options.topology.size());
   }
   void on_launch_failed(Rank, const std::string& reason) override {
     std::lock_guard lock(mutex);
