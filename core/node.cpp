@@ -17,7 +17,12 @@ using Body = wire::Message::Body;
 
 namespace {
 
-constexpr auto kStopGrace = std::chrono::seconds(3);
+// How long a stopping node lets its children exit before killing them. A parent
+// must wait longer than its children do, or it would kill a commnode just before that
+// commnode kills its own stubborn children, leaving them orphaned: so the grace grows
+// by kStopGraceStep with each level of the subtree below the node.
+constexpr auto kStopGrace = std::chrono::seconds(2);
+constexpr auto kStopGraceStep = std::chrono::seconds(1);
 // After a child's connection closes, how long to wait for its exit status so that the
 // report can say "exited with status 3" rather than just "connection closed".
 constexpr auto kExitStatusWait = std::chrono::milliseconds(300);
@@ -837,19 +842,37 @@ void Node::begin_stop(const std::string& reason) {
       child.process->kill(SIGTERM);  // started but never connected
     }
   }
-  stop_timer_.expires_after(kStopGrace);
-  stop_timer_.async_wait([this](const boost::system::error_code& ec) {
+  auto grace = stop_grace_for_height(subtree_height());
+  stop_timer_.expires_after(grace);
+  stop_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec) return;
     for (auto& child : children_) {
       if (child.process && child.process->running()) {
         log().warn("{} did not exit within {} s of shutdown; killing it", describe(child.rank),
-                   std::chrono::seconds(kStopGrace).count());
+                   std::chrono::duration_cast<std::chrono::seconds>(grace).count());
         child.process->kill(SIGKILL);
       }
       if (child.link) child.link->close("shutdown grace period over");
     }
   });
   check_stopped();
+}
+
+std::size_t Node::subtree_height() const {
+  if (!topology_) return 0;
+  std::size_t height = 0;
+  std::vector<std::pair<Rank, std::size_t>> stack{{id_.rank, 0}};
+  while (!stack.empty()) {
+    auto [rank, level] = stack.back();
+    stack.pop_back();
+    height = std::max(height, level);
+    for (Rank c : topology_->at(rank).children) stack.emplace_back(c, level + 1);
+  }
+  return height;
+}
+
+std::chrono::milliseconds Node::stop_grace_for_height(std::size_t height) {
+  return kStopGrace + kStopGraceStep * (height > 0 ? height - 1 : 0);
 }
 
 void Node::check_stopped() {

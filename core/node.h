@@ -105,6 +105,10 @@ class Node {
   void shutdown(const std::string& reason);
 
   const std::optional<Topology>& topology() const { return topology_; }
+
+  // How long a stopping node whose subtree is `height` levels deep gives its
+  // children before killing them; parents always wait longer than their children.
+  static std::chrono::milliseconds stop_grace_for_height(std::size_t height);
   const NodeIdentity& identity() const { return id_; }
 
  private:
@@ -169,6 +173,7 @@ class Node {
   std::string describe(Rank rank) const;
 
   void begin_stop(const std::string& reason);
+  std::size_t subtree_height() const;
   void check_stopped();
 
   asio::io_context& io_;

@@ -272,16 +272,19 @@ Result<void> Network::shutdown() {
     impl.shut_down = true;
   }
   impl.loop.post([&impl] { impl.node->shutdown("front-end shut down"); });
-  // Each node gives its children a few seconds, then kills them; allow for depth.
-  auto deadline = Clock::now() + std::chrono::seconds(10);
-  bool clean = impl.wait_until(deadline, [&] { return impl.stopped; });
+  // Each node gives its children a grace period, longer with height, then kills them.
+  auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);
+  bool clean = impl.wait_until(Clock::now() + limit, [&] { return impl.stopped; });
   impl.loop.stop();
   impl.node.reset();  // kills and reaps any child process still running
   {
     std::lock_guard lock(impl.mutex);
     impl.stopped = true;
   }
-  if (!clean) return Error{"the tree did not stop within 10 s; remaining children were killed"};
+  if (!clean) {
+    return Error{"the tree did not stop within " + std::to_string(limit.count() / 1000) +
+                 " s; the front-end's remaining children were killed"};
+  }
   return {};
 }
 
