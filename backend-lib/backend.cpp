@@ -10,6 +10,8 @@
 
 namespace canopy {
 
+namespace asio = boost::asio;
+
 struct Backend::Impl final : core::NodeObserver {
   explicit Impl(core::NodeIdentity identity)
       : node(std::make_unique<core::Node>(loop.io(), identity, filters, this)) {}
@@ -19,13 +21,16 @@ struct Backend::Impl final : core::NodeObserver {
   }
 
   void on_downstream(StreamId stream, Packet&& packet) override {
-    inbox.push(Received{stream, std::move(packet)});
+    Received received{stream, std::move(packet)};
+    if (handler && handler(received)) return;
+    inbox.push(std::move(received));
   }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);
     inbox.push(Error{"network stopped: " + reason});
   }
 
+  Backend::Handler handler;  // touched only on the loop thread
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
   core::LoopThread loop;
   std::unique_ptr<core::Node> node;
@@ -106,8 +111,14 @@ Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeo
 Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped"};
   Impl& i = *impl_;
-  i.loop.post([&i, stream, packet] { i.node->send_up(stream, packet); });
+  // dispatch: inline when called from a handler on the loop thread, else queued.
+  asio::dispatch(i.loop.io(), [&i, stream, packet] { i.node->send_up(stream, packet); });
   return {};
+}
+
+void Backend::set_handler(Handler handler) {
+  Impl& i = *impl_;
+  i.loop.call([&] { i.handler = std::move(handler); });
 }
 
 int Backend::event_fd() const { return impl_->inbox.fd(); }

@@ -51,12 +51,13 @@ class LoopThread {
   std::thread thread_;
 };
 
-// A multi-producer queue with a blocking, time-bounded pop and an eventfd that is
-// readable while the queue is not empty.
+// A multi-producer queue with a blocking, time-bounded pop, and on request an
+// eventfd that is readable while the queue is not empty. The eventfd costs two
+// system calls per item that empties the queue, so it exists only once fd() has been
+// called.
 template <typename T>
 class Inbox {
  public:
-  Inbox() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   ~Inbox() {
     if (fd_ >= 0) close(fd_);
   }
@@ -65,10 +66,7 @@ class Inbox {
     {
       std::lock_guard lock(mutex_);
       items_.push_back(std::move(item));
-      if (items_.size() == 1 && fd_ >= 0) {
-        std::uint64_t one = 1;
-        [[maybe_unused]] auto n = write(fd_, &one, sizeof one);
-      }
+      if (items_.size() == 1) signal_fd();
     }
     ready_.notify_one();
   }
@@ -78,20 +76,36 @@ class Inbox {
     if (!ready_.wait_for(lock, timeout, [&] { return !items_.empty(); })) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
-    if (items_.empty() && fd_ >= 0) {
-      std::uint64_t n;
-      [[maybe_unused]] auto r = read(fd_, &n, sizeof n);
-    }
+    if (items_.empty()) drain_fd();
     return item;
   }
 
-  int fd() const { return fd_; }
+  // The eventfd, created on first use; -1 if it cannot be created.
+  int fd() {
+    std::lock_guard lock(mutex_);
+    if (fd_ < 0) {
+      fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (!items_.empty()) signal_fd();
+    }
+    return fd_;
+  }
 
  private:
+  void signal_fd() {
+    if (fd_ < 0) return;
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = write(fd_, &one, sizeof one);
+  }
+  void drain_fd() {
+    if (fd_ < 0) return;
+    std::uint64_t n;
+    [[maybe_unused]] auto r = read(fd_, &n, sizeof n);
+  }
+
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<T> items_;
-  int fd_;
+  int fd_ = -1;
 };
 
 }  // namespace canopy::core

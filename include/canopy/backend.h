@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -37,8 +38,17 @@ class Backend {
   // gone (then the program should exit).
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
 
-  // Sends a packet up a stream.
+  // Sends a packet up a stream. From inside a handler (set_handler) it goes out at
+  // once, without a thread switch.
   Result<void> send(StreamId stream, const Packet& packet);
+
+  // Optional low-latency path: `handler` is called on the back-end's event-loop
+  // thread for every packet that arrives, before it is queued for receive(). It
+  // returns true if it has dealt with the packet (which is then not queued). It must
+  // not block; it may call send(). Set it before the first packet can arrive (i.e.
+  // right after connect()); a null handler removes it.
+  using Handler = std::function<bool(const Received&)>;
+  void set_handler(Handler handler);
 
   // Readable while receive() would return at once.
   int event_fd() const;

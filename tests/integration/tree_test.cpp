@@ -272,3 +272,44 @@ TEST_F(Tree, MissingBackendProgramIsAClearError) {
   ASSERT_FALSE(network);
   EXPECT_NE(network.error().find("/nonexistent/backend"), std::string::npos) << network.error();
 }
+
+TEST_F(Tree, ChildOnAnotherHostIsStartedThroughTheLauncherTemplate) {
+  // "far" is another host name, so its commnode and back-ends go through the launcher
+  // template; its address is loopback so the test can run anywhere. The launcher
+  // records {host} in the environment, which shows it was used.
+  const char* yaml = R"(hosts:
+  - {name: far, address: 127.0.0.2}
+nodes:
+  - {rank: 1000000, role: frontend}
+  - {rank: 1000001, role: commnode, host: far}
+  - {rank: 0, role: backend, host: far}
+  - {rank: 1, role: backend, host: far}
+edges:
+  - {parent: 1000000, children: [1000001]}
+  - {parent: 1000001, children: [0, 1]}
+)";
+  auto topology = canopy::parse_topology_yaml(yaml, "far.yaml");
+  ASSERT_TRUE(topology) << topology.error();
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.backend_argv = {kBin + "/canopy-demo-backend"};
+  options.launcher = "env CANOPY_TEST_LAUNCHED_ON={host} {command}";
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  bool commnode_launched_far = false;
+  for (pid_t pid : ProcessGuard::descendants()) {
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ");
+    std::string all((std::istreambuf_iterator<char>(env)), {});
+    std::replace(all.begin(), all.end(), '\0', '\n');
+    if (all.find("\nCANOPY_RANK=1000001\n") != std::string::npos) {
+      commnode_launched_far = all.find("\nCANOPY_TEST_LAUNCHED_ON=far\n") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(commnode_launched_far) << "the commnode on host 'far' was not started through the launcher";
+  auto stream = network_->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto results = run_waves(*network_, *stream, 10);
+  ASSERT_EQ(results.size(), 10u);
+  EXPECT_EQ(std::get<std::int32_t>(results[9][0]), expected_sum(9, {0, 1}));
+}
