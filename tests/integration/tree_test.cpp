@@ -9,6 +9,10 @@
 #include <fstream>
 #include <numeric>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "canopy/frontend.h"
 #include "demo_protocol.h"
 #include "process_guard.h"
@@ -312,4 +316,67 @@ edges:
   auto results = run_waves(*network_, *stream, 10);
   ASSERT_EQ(results.size(), 10u);
   EXPECT_EQ(std::get<std::int32_t>(results[9][0]), expected_sum(9, {0, 1}));
+}
+
+namespace {
+
+// A port that was free a moment ago, for a topology that pins a commnode's port.
+std::uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Connects to 127.0.0.1:port, writes `bytes`, and tells whether the peer then
+// closed the connection within two seconds.
+bool peer_closes_after(std::uint16_t port, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return false;
+  }
+  (void)write(fd, bytes.data(), bytes.size());
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  ssize_t n = read(fd, &c, 1);
+  close(fd);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+std::string frame_header(std::uint64_t length) { return std::string(reinterpret_cast<char*>(&length), 8); }
+
+}  // namespace
+
+TEST_F(Tree, BadFramesCloseOnlyTheirOwnConnection) {
+  std::uint16_t port = free_port();
+  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode, port: " +
+                     std::to_string(port) +
+                     "}\n  - {rank: 0, role: backend}\n  - {rank: 1, role: backend}\n"
+                     "edges:\n  - {parent: 1000000, children: [1000001]}\n  - {parent: 1000001, children: [0, 1]}\n";
+  auto topology = canopy::parse_topology_yaml(yaml, "pinned.yaml");
+  ASSERT_TRUE(topology) << topology.error();
+  auto& net = launch(*topology);
+  auto stream = net.create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+
+  EXPECT_TRUE(peer_closes_after(port, frame_header(1ull << 40))) << "an oversized frame must close the link";
+  EXPECT_TRUE(peer_closes_after(port, frame_header(13) + std::string(16, 'x'))) << "a ragged length must close it";
+  EXPECT_TRUE(peer_closes_after(port, frame_header(24) + std::string(24, '\xff'))) << "a corrupt message must close it";
+  EXPECT_TRUE(peer_closes_after(port, "GET / HTTP/1.1\r\n\r\n")) << "a stranger must be closed";
+
+  // The tree is untouched.
+  auto results = run_waves(net, *stream, 20);
+  ASSERT_EQ(results.size(), 20u);
+  EXPECT_EQ(std::get<std::int32_t>(results[19][0]), expected_sum(19, {0, 1}));
 }
