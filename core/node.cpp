@@ -174,6 +174,14 @@ void Node::accept_next() {
       auto link = TcpLink::create(std::move(socket));
       pending_.push_back(link);
       const Link* raw = link.get();
+      auto& deadline = hello_deadlines_[raw];
+      deadline = std::make_unique<asio::steady_timer>(io_, plan_.startup_timeout);
+      deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
+        auto l = weak.lock();
+        if (ec || !l || child_of_link_.count(l.get())) return;
+        log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
+        l->close("no hello in time");
+      });
       link->start([this, raw](wire::Message::Reader msg) { on_accepted_message(raw, msg); },
                   [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
     }
@@ -193,6 +201,7 @@ void Node::on_accepted_message(const Link* link, wire::Message::Reader msg) {
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {
+  hello_deadlines_.erase(link);
   if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
     std::size_t index = it->second;
     child_of_link_.erase(it);
@@ -227,6 +236,7 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
   child.link = link;
   child.state = ChildState::connected;
   child_of_link_[link.get()] = it->second;
+  hello_deadlines_.erase(link.get());
   std::erase(pending_, link);
   log().info("child {} connected from {} (pid {}): starting -> connected", child.rank, link->peer(),
              hello.getPid());

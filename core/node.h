@@ -190,6 +190,8 @@ class Node {
   std::uint16_t listen_port_ = 0;
   std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
+  // Closes an accepted connection that has not said hello in time.
+  std::unordered_map<const transport::Link*, std::unique_ptr<asio::steady_timer>> hello_deadlines_;
 
   std::vector<Child> children_;                      // topology order
   std::unordered_map<Rank, std::size_t> child_index_;

@@ -141,6 +141,7 @@ struct Network::Impl final : core::NodeObserver {
   std::string launch_error;
   bool ready = false;
   bool stopped = false;
+  bool stop_reported = false;  // receive() has returned the "network stopped" error
   bool shut_down = false;
   std::map<StreamId, std::string> acks;
   StreamId next_stream = 1;
@@ -256,9 +257,18 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
 }
 
 Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    // Once stopped, and the stop itself reported, fail at once rather than wait.
+    if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped"};
+  }
   auto item = impl_->inbox.pop(timeout);
   if (!item) return std::optional<Received>();
-  if (auto* error = std::get_if<Error>(&*item)) return *error;
+  if (auto* error = std::get_if<Error>(&*item)) {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->stopped && error->message.rfind("network stopped", 0) == 0) impl_->stop_reported = true;
+    return *error;
+  }
   return std::optional<Received>(std::move(std::get<Received>(*item)));
 }
 

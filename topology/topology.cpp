@@ -1,7 +1,11 @@
 // Tree validation and queries. Pure logic: no I/O.
+//
+// Topology::make() is the one place a tree is checked, whether it was parsed from a
+// file, generated from a spec or received from a parent, so every path gives the
+// same guarantees: ranks are unique, each node but the front-end has exactly one
+// parent, parent and children agree, every node is reachable from the front-end,
+// and roles fit their place in the tree.
 #include <algorithm>
-#include <deque>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "canopy/topology.h"
@@ -19,119 +23,191 @@ std::string_view to_string(Role role) {
 
 namespace {
 
-std::string where(std::string_view source, int line) {
-  return std::string(source) + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": ";
+std::string str(Rank rank) { return std::to_string(rank); }
+
+// The nodes under validation with a rank -> position index, and the error format.
+struct Draft {
+  std::vector<Node>& nodes;
+  std::string_view source;
+  std::unordered_map<Rank, std::size_t> index;
+
+  Node* find(Rank rank) {
+    auto it = index.find(rank);
+    return it == index.end() ? nullptr : &nodes[it->second];
+  }
+
+  // "<source>:<line>: <problem>", without the line when the node has none.
+  Error error(const Node* at, const std::string& problem) const {
+    std::string prefix(source);
+    if (at && at->line > 0) prefix += ":" + std::to_string(at->line);
+    return Error{prefix + ": " + problem};
+  }
+};
+
+std::string line_note(const Node& node) {
+  return node.line > 0 ? " (line " + std::to_string(node.line) + ")" : std::string();
+}
+
+Result<void> index_ranks(Draft& draft) {
+  if (draft.nodes.empty()) return draft.error(nullptr, "the topology has no nodes");
+  draft.index.reserve(draft.nodes.size());
+  for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
+    const Node& node = draft.nodes[i];
+    auto [it, fresh] = draft.index.emplace(node.rank, i);
+    if (!fresh) {
+      const Node& first = draft.nodes[it->second];
+      std::string note = first.line > 0 ? " (first at line " + std::to_string(first.line) + ")" : "";
+      return draft.error(&node, "duplicate rank " + str(node.rank) + note);
+    }
+  }
+  return {};
+}
+
+Error two_parents(const Draft& draft, const Node& child, Rank first, Rank second) {
+  if (first == second) {
+    return draft.error(&child, "node " + str(child.rank) + " is listed twice as a child of " + str(first));
+  }
+  return draft.error(&child, "node " + str(child.rank) + " has two parents (" + str(first) + " and " +
+                                 str(second) + ")");
+}
+
+// Makes `parent` and `children` agree. Children lists are authoritative and fill
+// in missing parents; a parent field that no children list mentions appends the
+// node to its parent's children. Any disagreement is a node with two parents.
+Result<void> link_parents_and_children(Draft& draft) {
+  std::unordered_map<Rank, Rank> listed_under;  // child -> the node whose list names it
+  for (const Node& node : draft.nodes) {
+    for (Rank rank : node.children) {
+      Node* child = draft.find(rank);
+      if (!child) return draft.error(&node, "edge refers to unknown rank " + str(rank));
+      auto [it, fresh] = listed_under.emplace(rank, node.rank);
+      if (!fresh) return two_parents(draft, *child, it->second, node.rank);
+    }
+  }
+  for (Node& node : draft.nodes) {
+    auto listed = listed_under.find(node.rank);
+    if (!node.parent) {
+      if (listed != listed_under.end()) node.parent = listed->second;
+      continue;
+    }
+    Node* parent = draft.find(*node.parent);
+    if (!parent) return draft.error(&node, "edge refers to unknown rank " + str(*node.parent));
+    if (listed == listed_under.end()) {
+      parent->children.push_back(node.rank);
+    } else if (listed->second != *node.parent) {
+      return two_parents(draft, node, listed->second, *node.parent);
+    }
+  }
+  return {};
+}
+
+Result<std::size_t> find_root(Draft& draft) {
+  std::optional<std::size_t> root;
+  for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
+    const Node& node = draft.nodes[i];
+    if (node.parent) continue;
+    if (root) {
+      const Node& first = draft.nodes[*root];
+      return draft.error(&node, "several roots: " + str(first.rank) + line_note(first) + " and " + str(node.rank) +
+                                    line_note(node) + " (the tree must have exactly one front-end with no parent)");
+    }
+    root = i;
+  }
+  if (!root) {
+    return draft.error(nullptr, "no root: every node has a parent (the tree must have exactly one front-end with no parent)");
+  }
+  const Node& node = draft.nodes[*root];
+  if (node.role != Role::frontend) {
+    return draft.error(&node, "root " + str(node.rank) + " is a " + std::string(to_string(node.role)) +
+                                  "; the root must be the front-end");
+  }
+  return *root;
+}
+
+// Positions of the nodes in breadth-first order from the root, children in order.
+// Linking gave every node at most one parent, so no node is queued twice.
+std::vector<std::size_t> breadth_first(Draft& draft, std::size_t root) {
+  std::vector<std::size_t> order{root};
+  order.reserve(draft.nodes.size());
+  for (std::size_t next = 0; next < order.size(); ++next) {
+    for (Rank child : draft.nodes[order[next]].children) order.push_back(draft.index.at(child));
+  }
+  return order;
+}
+
+// A node the root does not reach sits on a cycle of parent links or hangs below
+// one (every node has a parent but the root). Names the cycle, parent first,
+// starting at `node` when it is on it.
+Error unreachable(Draft& draft, const Node& node, Rank root) {
+  std::vector<Rank> upward;  // node, its parent, its grandparent, ...
+  std::unordered_map<Rank, std::size_t> position;
+  for (Rank at = node.rank; position.emplace(at, upward.size()).second; at = *draft.find(at)->parent) {
+    upward.push_back(at);
+  }
+  Rank closing = *draft.find(upward.back())->parent;  // the first rank seen twice
+  std::vector<Rank> cycle(upward.begin() + static_cast<std::ptrdiff_t>(position[closing]), upward.end());
+  std::reverse(cycle.begin(), cycle.end());  // parent -> child order
+  std::rotate(cycle.begin(), cycle.end() - 1, cycle.end());
+  std::string path;
+  for (Rank rank : cycle) path += str(rank) + " -> ";
+  path += str(cycle.front());
+  if (closing == node.rank) return draft.error(&node, "cycle: " + path);
+  return draft.error(&node, "node " + str(node.rank) + " is not reachable from the root " + str(root) +
+                                " (it hangs below the cycle " + path + ")");
+}
+
+Result<void> check_roles(const Draft& draft) {
+  for (const Node& node : draft.nodes) {
+    if (node.role == Role::backend && !node.children.empty()) {
+      return draft.error(&node, "back-end " + str(node.rank) + " has children");
+    }
+    if (node.role == Role::frontend && node.parent) {
+      return draft.error(&node, "front-end " + str(node.rank) + " is not the root (its parent is " +
+                                    str(*node.parent) + "); the front-end must be the root");
+    }
+    if (node.host.empty()) return draft.error(&node, "node " + str(node.rank) + " has an empty host name");
+  }
+  return {};
+}
+
+// Hosts named by nodes but not listed are added with no address.
+Result<void> complete_hosts(const Draft& draft, std::vector<Host>& hosts) {
+  std::unordered_set<std::string> known;
+  for (const Host& host : hosts) {
+    if (host.name.empty()) return draft.error(nullptr, "a host has an empty name");
+    if (!known.insert(host.name).second) return draft.error(nullptr, "host '" + host.name + "' is listed twice");
+  }
+  for (const Node& node : draft.nodes) {
+    if (known.insert(node.host).second) hosts.push_back({node.host, ""});
+  }
+  return {};
 }
 
 }  // namespace
 
 Result<Topology> Topology::make(std::vector<Node> nodes, std::vector<Host> hosts, std::string_view source) {
-  if (nodes.empty()) return Error{std::string(source) + ": the topology has no nodes"};
-  std::unordered_map<Rank, std::size_t> at;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    auto [it, fresh] = at.emplace(nodes[i].rank, i);
-    if (!fresh) {
-      const Node& first = nodes[it->second];
-      return Error{where(source, nodes[i].line) + "duplicate rank " + std::to_string(nodes[i].rank) +
-                   (first.line ? " (first at line " + std::to_string(first.line) + ")" : std::string())};
-    }
+  Draft draft{nodes, source, {}};
+  if (auto ok = index_ranks(draft); !ok) return Error{ok.error()};
+  if (auto ok = link_parents_and_children(draft); !ok) return Error{ok.error()};
+  auto root = find_root(draft);
+  if (!root) return Error{root.error()};
+  std::vector<std::size_t> order = breadth_first(draft, *root);
+  if (order.size() < nodes.size()) {
+    std::vector<bool> reached(nodes.size());
+    for (std::size_t i : order) reached[i] = true;
+    auto first_unreached = std::find(reached.begin(), reached.end(), false) - reached.begin();
+    return unreachable(draft, nodes[static_cast<std::size_t>(first_unreached)], nodes[*root].rank);
   }
-  // Parents must agree with children lists; both are derived from edges by parsers,
-  // but a Topology built by hand may give either.
-  for (const Node& n : nodes) {
-    for (Rank c : n.children) {
-      auto it = at.find(c);
-      if (it == at.end()) {
-        return Error{where(source, n.line) + "node " + std::to_string(n.rank) + " has unknown child " + std::to_string(c)};
-      }
-      Node& child = nodes[it->second];
-      if (child.parent && *child.parent != n.rank) {
-        return Error{where(source, child.line ? child.line : n.line) + "node " + std::to_string(c) +
-                     " has two parents (" + std::to_string(*child.parent) + " and " + std::to_string(n.rank) + ")"};
-      }
-      child.parent = n.rank;
-    }
-  }
-  for (Node& n : nodes) {
-    if (!n.parent) continue;
-    auto it = at.find(*n.parent);
-    if (it == at.end()) {
-      return Error{where(source, n.line) + "node " + std::to_string(n.rank) + " has unknown parent " +
-                   std::to_string(*n.parent)};
-    }
-    auto& siblings = nodes[it->second].children;
-    if (std::find(siblings.begin(), siblings.end(), n.rank) == siblings.end()) siblings.push_back(n.rank);
-  }
+  if (auto ok = check_roles(draft); !ok) return Error{ok.error()};
+  if (auto ok = complete_hosts(draft, hosts); !ok) return Error{ok.error()};
 
-  const Node* root = nullptr;
-  for (const Node& n : nodes) {
-    if (n.parent) continue;
-    if (root) {
-      return Error{where(source, n.line) + "several roots: " + std::to_string(root->rank) +
-                   (root->line ? " (line " + std::to_string(root->line) + ")" : std::string()) + " and " +
-                   std::to_string(n.rank) + "; the tree must have exactly one front-end with no parent"};
-    }
-    root = &n;
-  }
-  if (!root) {
-    // Every node has a parent: there is a cycle. Walk up from the first node to name it.
-    std::vector<Rank> path;
-    std::unordered_set<Rank> seen;
-    Rank r = nodes.front().rank;
-    while (seen.insert(r).second) {
-      path.push_back(r);
-      r = *nodes[at[r]].parent;
-    }
-    std::string cycle;
-    bool in = false;
-    for (Rank p : path) {
-      if (p == r) in = true;
-      if (in) cycle += std::to_string(p) + " -> ";
-    }
-    return Error{where(source, nodes[at[r]].line) + "no root: every node has a parent; cycle: " + cycle +
-                 std::to_string(r)};
-  }
-  if (root->role != Role::frontend) {
-    return Error{where(source, root->line) + "root " + std::to_string(root->rank) + " is a " +
-                 std::string(to_string(root->role)) + "; the root must be the front-end"};
-  }
-
-  // Breadth-first from the root: gives the stored order and finds the unreachable.
-  Topology t;
-  std::deque<Rank> queue{root->rank};
-  std::unordered_set<Rank> reached{root->rank};
-  while (!queue.empty()) {
-    const Node& n = nodes[at[queue.front()]];
-    queue.pop_front();
-    t.nodes_.push_back(n);
-    for (Rank c : n.children) {
-      if (!reached.insert(c).second) {
-        return Error{where(source, nodes[at[c]].line) + "cycle through node " + std::to_string(c)};
-      }
-      queue.push_back(c);
-    }
-  }
-  for (const Node& n : nodes) {
-    if (reached.count(n.rank)) continue;
-    // Unreachable nodes sit on a cycle or hang below one.
-    return Error{where(source, n.line) + "node " + std::to_string(n.rank) + " is not reachable from the root " +
-                 std::to_string(root->rank) + " (it is on or below a cycle)"};
-  }
-  for (const Node& n : t.nodes_) {
-    if (n.role == Role::backend && !n.children.empty()) {
-      return Error{where(source, n.line) + "back-end " + std::to_string(n.rank) + " has children"};
-    }
-    if (n.role == Role::frontend && n.parent) {
-      return Error{where(source, n.line) + "front-end " + std::to_string(n.rank) + " is not the root"};
-    }
-  }
-  for (const Node& n : t.nodes_) {
-    bool known = std::any_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == n.host; });
-    if (!known) hosts.push_back({n.host, ""});
-  }
-  t.hosts_ = std::move(hosts);
-  for (std::size_t i = 0; i < t.nodes_.size(); ++i) t.index_[t.nodes_[i].rank] = i;
-  return t;
+  Topology topology;
+  topology.nodes_.reserve(nodes.size());
+  for (std::size_t i : order) topology.nodes_.push_back(std::move(nodes[i]));
+  topology.index_.reserve(nodes.size());
+  for (std::size_t i = 0; i < topology.nodes_.size(); ++i) topology.index_.emplace(topology.nodes_[i].rank, i);
+  topology.hosts_ = std::move(hosts);
+  return topology;
 }
 
 const Node& Topology::root() const { return nodes_.front(); }
@@ -144,37 +220,36 @@ const Node* Topology::find(Rank rank) const {
 const Node& Topology::at(Rank rank) const { return nodes_[index_.at(rank)]; }
 
 std::vector<Rank> Topology::backends() const {
-  std::vector<Rank> out;
-  for (const Node& n : nodes_) {
-    if (n.role == Role::backend) out.push_back(n.rank);
+  std::vector<Rank> ranks;
+  for (const Node& node : nodes_) {
+    if (node.role == Role::backend) ranks.push_back(node.rank);
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
 }
 
 std::size_t Topology::depth() const {
-  std::unordered_map<Rank, std::size_t> level;
+  std::vector<std::size_t> level(nodes_.size(), 0);  // by position; parents come first
   std::size_t deepest = 0;
-  for (const Node& n : nodes_) {  // breadth-first: parents come first
-    std::size_t l = n.parent ? level[*n.parent] + 1 : 0;
-    level[n.rank] = l;
-    deepest = std::max(deepest, l);
+  for (std::size_t i = 1; i < nodes_.size(); ++i) {
+    level[i] = level[index_.at(*nodes_[i].parent)] + 1;
+    deepest = std::max(deepest, level[i]);
   }
   return deepest;
 }
 
 std::vector<Rank> Topology::backends_below(Rank rank) const {
-  std::vector<Rank> out;
-  std::vector<Rank> stack{rank};
-  while (!stack.empty()) {
-    const Node* n = find(stack.back());
-    stack.pop_back();
-    if (!n) continue;
-    if (n->role == Role::backend) out.push_back(n->rank);
-    stack.insert(stack.end(), n->children.begin(), n->children.end());
+  std::vector<Rank> ranks;
+  std::vector<const Node*> pending;
+  if (const Node* start = find(rank)) pending.push_back(start);
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (node->role == Role::backend) ranks.push_back(node->rank);
+    for (Rank child : node->children) pending.push_back(&at(child));
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
 }
 
 std::string Topology::address_of(std::string_view host) const {

@@ -380,3 +380,29 @@ TEST_F(Tree, BadFramesCloseOnlyTheirOwnConnection) {
   ASSERT_EQ(results.size(), 20u);
   EXPECT_EQ(std::get<std::int32_t>(results[19][0]), expected_sum(19, {0, 1}));
 }
+
+TEST_F(Tree, SilentConnectionIsClosedAfterTheStartupTimeout) {
+  std::uint16_t port = free_port();
+  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode, port: " +
+                     std::to_string(port) + "}\n  - {rank: 0, role: backend}\n"
+                     "edges:\n  - {parent: 1000000, children: [1000001]}\n  - {parent: 1000001, children: [0]}\n";
+  canopy::LaunchOptions options;
+  options.topology = *canopy::parse_topology_yaml(yaml, "pinned.yaml");
+  options.backend_argv = {kBin + "/canopy-demo-backend"};
+  options.startup_timeout = 500ms;
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  EXPECT_TRUE(peer_closes_after(port, "")) << "a connection that never says hello must not linger";
+}
+
+TEST_F(Tree, ReceiveAfterShutdownFailsAtOnce) {
+  auto& net = launch("b:2");
+  ASSERT_TRUE(net.shutdown());
+  auto first = net.receive(5s);
+  EXPECT_FALSE(first);
+  auto started = std::chrono::steady_clock::now();
+  auto again = net.receive(5s);
+  EXPECT_FALSE(again);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+}
