@@ -11,8 +11,18 @@ ctest --test-dir "$here/build" --output-on-failure -j "$jobs" --timeout 180
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
   CANOPY_BUILD_TYPE=Debug "$here/scripts/build.sh" "$here/build-sanitize" -DCANOPY_SANITIZE=ON -DCANOPY_BUILD_BENCH=OFF
-  # Leak checking is on; every process of a tree (commnodes, back-ends) is checked.
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  # Every process of every tree (commnodes and back-ends too, whose reports no test
+  # would see) writes sanitizer reports, leaks included, into one directory; any
+  # report there fails the run.
+  reports="$(mktemp -d /tmp/canopy-sanitizers.XXXXXX)"
+  ASAN_OPTIONS="detect_leaks=1:log_path=$reports/asan" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
     ctest --test-dir "$here/build-sanitize" --output-on-failure -j "$jobs" --timeout 300 -L 'unit|integration'
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "sanitizer reports from processes of the trees under test:" >&2
+    head -n 40 "$reports"/* >&2
+    exit 1
+  fi
+  rm -rf "$reports"
 fi
 echo "all tests passed"
