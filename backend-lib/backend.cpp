@@ -22,7 +22,7 @@ struct Backend::Impl final : core::NodeObserver {
 
   void on_downstream(StreamId stream, Packet&& packet) override {
     Received received{stream, std::move(packet)};
-    if (handler && handler(received)) return;
+    if (handler && handler(*owner, received)) return;
     inbox.push(std::move(received));
   }
   void on_stopped(const std::string& reason) override {
@@ -30,7 +30,8 @@ struct Backend::Impl final : core::NodeObserver {
     inbox.push(Error{"network stopped: " + reason});
   }
 
-  Backend::Handler handler;  // touched only on the loop thread
+  Backend::Handler handler;  // set before the node starts; called on the loop thread
+  Backend* owner = nullptr;
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
   core::LoopThread loop;
   std::unique_ptr<core::Node> node;
@@ -60,7 +61,7 @@ Result<std::uint64_t> parse_number(const char* name, int base) {
 Backend::Backend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Backend::~Backend() = default;
 
-Result<std::unique_ptr<Backend>> Backend::connect() {
+Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
   auto rank = parse_number(core::kEnvRank, 10);
   if (!rank) return Error{rank.error()};
   auto network = parse_number(core::kEnvNetworkId, 16);
@@ -84,11 +85,14 @@ Result<std::unique_ptr<Backend>> Backend::connect() {
   core::init_logging(Role::backend, identity.rank);
   auto impl = std::make_unique<Impl>(identity);
   Impl& i = *impl;
+  std::unique_ptr<Backend> backend(new Backend(std::move(impl)));
+  i.owner = backend.get();
+  i.handler = std::move(handler);
   auto connected = i.loop.call([&] {
     return i.node->start_as_child(endpoint.substr(0, colon), static_cast<std::uint16_t>(port));
   });
   if (!connected) return Error{connected.error()};
-  return std::unique_ptr<Backend>(new Backend(std::move(impl)));
+  return backend;
 }
 
 Rank Backend::rank() const { return impl_->node->identity().rank; }
@@ -116,10 +120,6 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   return {};
 }
 
-void Backend::set_handler(Handler handler) {
-  Impl& i = *impl_;
-  i.loop.call([&] { i.handler = std::move(handler); });
-}
 
 int Backend::event_fd() const { return impl_->inbox.fd(); }
 

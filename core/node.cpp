@@ -522,7 +522,8 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
   log().warn("child {}: {} -> gone ({})", child.rank, state_name(child.state), reason);
   child.state = ChildState::gone;
   child.close_reason = std::string(reason);
-  for (auto& [id, stream] : streams_) drop_member(stream, index);
+  // Streams keep waiting for it until the loss has been reported (finish_child_loss),
+  // so that the front-end hears of the loss before any aggregate that lacks it.
   if (child.process && child.process->running()) {
     // Wait briefly for the exit status, which makes a better report.
     child.loss_timer = std::make_unique<asio::steady_timer>(io_, kExitStatusWait);
@@ -564,6 +565,9 @@ void Node::finish_child_loss(std::size_t index) {
   } else {
     report_node_lost(child.rank, what);
   }
+  // Reports and data share the ordered link up, so from here on aggregates without
+  // this child follow the report of its loss.
+  for (auto& [id, stream] : streams_) drop_member(stream, index);
 }
 
 // ---- streams ----

@@ -25,10 +25,17 @@ namespace canopy {
 
 class Backend {
  public:
+  // Optional low-latency path: called on the back-end's event-loop thread for every
+  // packet that arrives, before it is queued for receive(); returns true if it has
+  // dealt with the packet (which is then not queued). It must not block; it may call
+  // backend.send(), which then goes out at once without a thread switch.
+  using Handler = std::function<bool(Backend& backend, const Received& packet)>;
+
   // Connects to the parent named in the environment a Canopy parent sets
   // (CANOPY_PARENT, CANOPY_RANK, CANOPY_NETWORK_ID). Fails with an explanation when
-  // they are missing or the parent cannot be reached.
-  static Result<std::unique_ptr<Backend>> connect();
+  // they are missing or the parent cannot be reached. `handler`, if given, is in
+  // place before the first packet can arrive.
+  static Result<std::unique_ptr<Backend>> connect(Handler handler = {});
   ~Backend();
 
   Rank rank() const;
@@ -38,17 +45,8 @@ class Backend {
   // gone (then the program should exit).
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
 
-  // Sends a packet up a stream. From inside a handler (set_handler) it goes out at
-  // once, without a thread switch.
+  // Sends a packet up a stream.
   Result<void> send(StreamId stream, const Packet& packet);
-
-  // Optional low-latency path: `handler` is called on the back-end's event-loop
-  // thread for every packet that arrives, before it is queued for receive(). It
-  // returns true if it has dealt with the packet (which is then not queued). It must
-  // not block; it may call send(). Set it before the first packet can arrive (i.e.
-  // right after connect()); a null handler removes it.
-  using Handler = std::function<bool(const Received&)>;
-  void set_handler(Handler handler);
 
   // Readable while receive() would return at once.
   int event_fd() const;

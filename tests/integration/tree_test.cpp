@@ -252,9 +252,14 @@ TEST_F(Tree, BackendExitingMidRunIsReportedAndNothingHangs) {
   int results = 0;
   for (int i = 0; i < 40 && error.empty(); ++i) {
     auto in = net.receive(10s);
-    if (!in) error = in.error();
-    else if (*in) ++results;
-    else break;
+    if (!in) {
+      error = in.error();
+    } else if (*in) {
+      ++results;
+      EXPECT_EQ((*in)->packet.contributors(), 4u) << "an incomplete aggregate came before the loss was reported";
+    } else {
+      break;
+    }
   }
   EXPECT_NE(error.find("back-end 1"), std::string::npos) << error;
   EXPECT_NE(error.find("exited with status 7"), std::string::npos) << error;
