@@ -3,23 +3,39 @@
 // measured in the same run for reference. Prints CSV (docs/benchmarks.md).
 //
 //   canopy-bench [--quick] [--samples N] [--topologies b:4,b:2^2,...]
+//
+// canopy-commnode and canopy-demo-backend are taken from the directory of this
+// executable (build/bin, or the install's bin). Every Network is shut down or
+// destroyed before the program ends, also on error; at the end the program checks
+// that none of the processes it started, directly or not, is still alive.
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "canopy/frontend.h"
 #include "demo_protocol.h"
+#include "process_guard.h"
 
 namespace {
 
@@ -31,8 +47,16 @@ struct Options {
   int instantiations = 5;
   int samples = 2000;
   int warmup = 200;
-  int waves_small = 20000;
-  int waves_large = 5000;
+  int throughput_reps = 3;
+  int waves_small = 20000;  // trees of up to 100 processes
+  int waves_large = 5000;   // larger trees (b:16^2)
+};
+
+// A failure: reported on stderr by main(), which then exits with status 1. Thrown
+// rather than exit()ing so that every live Network is destroyed on the way out,
+// which tears its tree down.
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 struct Stats {
@@ -40,9 +64,13 @@ struct Stats {
   std::size_t n;
 };
 
+// Nearest-rank percentiles of the samples.
 Stats stats(std::vector<double> v) {
+  if (v.empty()) throw Failure("no samples");
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+  };
   return {at(0.5), at(0.1), at(0.9), v.size()};
 }
 
@@ -53,31 +81,38 @@ void row(const std::string& bench, const std::string& topology, int payload, con
   std::fflush(stdout);
 }
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "canopy-bench: %s\n", message.c_str());
-  std::exit(1);
-}
-
+// A program next to this executable; fails if it is not there.
 std::string sibling(const char* name) {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / name).string();
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Failure(std::string("cannot read /proc/self/exe: ") + ec.message());
+  auto path = self.parent_path() / name;
+  if (access(path.c_str(), X_OK) != 0) {
+    throw Failure(path.string() + " is missing or not executable (build the canopy-bench target, which builds it)");
+  }
+  return path.string();
 }
 
 std::unique_ptr<canopy::Network> launch(const std::string& spec) {
   auto topology = canopy::generate_topology(spec);
-  if (!topology) die(topology.error());
+  if (!topology) throw Failure("topology \"" + spec + "\": " + topology.error());
   canopy::LaunchOptions options;
   options.topology = *topology;
   options.backend_argv = {sibling("canopy-demo-backend")};
   options.commnode_exe = sibling("canopy-commnode");
   auto network = canopy::Network::launch(std::move(options));
-  if (!network) die(network.error());
+  if (!network) throw Failure("launching " + spec + ": " + network.error());
   return std::move(*network);
 }
 
-canopy::Packet receive_one(canopy::Network& net) {
+void shutdown(canopy::Network& net, const std::string& spec) {
+  if (auto r = net.shutdown(); !r) throw Failure("shutting down " + spec + ": " + r.error());
+}
+
+canopy::Packet receive_one(canopy::Network& net, const std::string& spec, const char* what) {
   auto in = net.receive(30s);
-  if (!in) die(in.error());
-  if (!*in) die("no result within 30 s");
+  if (!in) throw Failure(spec + ", " + what + ": " + in.error());
+  if (!*in) throw Failure(spec + ", " + what + ": no result within 30 s");
   return std::move((*in)->packet);
 }
 
@@ -87,80 +122,117 @@ void instantiate(const Options& o, const std::string& spec) {
     auto start = Clock::now();
     auto net = launch(spec);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    (void)net->shutdown();
+    shutdown(*net, spec);
   }
   row("instantiate", spec, 0, "launch_time", stats(ms), "ms");
 }
 
-void roundtrip_and_throughput(const Options& o, const std::string& spec, double* rt_0b) {
+// Round trips (0 B and 1 KiB) and throughput on one tree; returns the 0 B median (µs).
+double roundtrip_and_throughput(const Options& o, const std::string& spec) {
   auto net = launch(spec);
+  const auto backends = static_cast<std::uint32_t>(net->topology().backends().size());
   auto stream = net->create_stream({.upstream_filter = "sum"});
-  if (!stream) die(stream.error());
+  if (!stream) throw Failure("creating a sum stream on " + spec + ": " + stream.error());
+
+
+  double median_0b = 0;
   for (int payload : {0, 1024}) {
     canopy::Packet echo{canopy::demo::kEchoTag, {}};
     if (payload) echo = canopy::Packet{canopy::demo::kEchoTag, {std::vector<std::int32_t>(payload / 4, 1)}};
     std::vector<double> us;
+    us.reserve(o.samples);
     for (int i = 0; i < o.warmup + o.samples; ++i) {
       auto start = Clock::now();
-      if (!net->broadcast(*stream, echo)) die("broadcast failed");
-      receive_one(*net);
-      if (i >= o.warmup) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      if (auto r = net->broadcast(*stream, echo); !r) throw Failure("broadcast on " + spec + ": " + r.error());
+      auto reply = receive_one(*net, spec, "round trip");
+      auto end = Clock::now();
+      if (i >= o.warmup) us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+      // The reply must be the aggregate of every back-end's echo.
+      bool ok = reply.tag() == canopy::demo::kEchoTag && reply.contributors() == backends &&
+                reply.size() == echo.size();
+      if (ok && payload) {
+        const auto* sums = std::get_if<std::vector<std::int32_t>>(&reply[0]);
+        ok = sums && sums->size() == static_cast<std::size_t>(payload / 4) &&
+             std::all_of(sums->begin(), sums->end(), [&](std::int32_t v) { return v == static_cast<std::int32_t>(backends); });
+      }
+      if (!ok) {
+        throw Failure(spec + ", round trip " + std::to_string(i) + ": unexpected reply (tag " +
+                      std::to_string(reply.tag()) + ", " + std::to_string(reply.contributors()) + " of " +
+                      std::to_string(backends) + " contributors, format \"" + reply.format() + "\")");
+      }
     }
     auto s = stats(us);
-    if (payload == 0 && rt_0b) *rt_0b = s.median;
+    if (payload == 0) median_0b = s.median;
     row("roundtrip", spec, payload, "broadcast_reduce_latency", s, "us");
   }
-  int waves = net->topology().size() > 100 ? o.waves_large : o.waves_small;
+
+  const int waves = net->topology().size() > 100 ? o.waves_large : o.waves_small;
   std::vector<double> rates;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < o.throughput_reps; ++rep) {
     auto start_packet = canopy::Packet::pack(canopy::demo::kStartTag, "%d %d %d", waves, 0, 0);
+    if (!start_packet) throw Failure(start_packet.error());
     auto start = Clock::now();
-    if (!net->broadcast(*stream, *start_packet)) die("broadcast failed");
-    for (int w = 0; w < waves; ++w) receive_one(*net);
+    if (auto r = net->broadcast(*stream, *start_packet); !r) throw Failure("broadcast on " + spec + ": " + r.error());
+    for (int w = 0; w < waves; ++w) {
+      auto result = receive_one(*net, spec, "throughput");
+      if (result.tag() != w || result.contributors() != backends) {
+        throw Failure(spec + ", throughput: wave " + std::to_string(w) + " arrived as tag " +
+                      std::to_string(result.tag()) + " with " + std::to_string(result.contributors()) + " of " +
+                      std::to_string(backends) + " contributors");
+      }
+    }
     rates.push_back(waves / std::chrono::duration<double>(Clock::now() - start).count());
   }
   row("throughput", spec, 4, "reduce_waves_per_second", stats(rates), "waves/s");
-  (void)net->shutdown();
+  shutdown(*net, spec);
+  return median_0b;
 }
 
 bool read_exact(int fd, char* buf, std::size_t n) {
   while (n) {
     ssize_t r = read(fd, buf, n);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     buf += r;
-    n -= r;
+    n -= static_cast<std::size_t>(r);
   }
   return true;
 }
 
 bool write_exact(int fd, const char* buf, std::size_t n) {
   while (n) {
-    ssize_t r = write(fd, buf, n);
+    ssize_t r = send(fd, buf, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     buf += r;
-    n -= r;
+    n -= static_cast<std::size_t>(r);
   }
   return true;
 }
 
-// Ping-pong between this process and a forked echo process over loopback TCP.
+// Ping-pong of `bytes`-byte messages between this process and a forked echo
+// process over loopback TCP; returns the median round trip (µs). Runs before any
+// Network exists, so the fork happens while this process has one thread.
 double raw_tcp(const Options& o, std::size_t bytes) {
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) || listen(listener, 1) ||
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), len) || listen(listener, 1) ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len)) {
-    die(std::string("raw TCP set-up: ") + std::strerror(errno));
+    throw Failure(std::string("raw TCP set-up: ") + std::strerror(errno));
   }
-  int rounds = o.warmup + o.samples;
+  const int rounds = o.warmup + o.samples;
+  std::fflush(stdout);
   pid_t child = fork();
+  if (child < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
+    close(listener);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) _exit(1);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) _exit(1);
     std::vector<char> buf(bytes);
     for (int i = 0; i < rounds; ++i) {
       if (!read_exact(fd, buf.data(), bytes) || !write_exact(fd, buf.data(), bytes)) _exit(1);
@@ -169,26 +241,81 @@ double raw_tcp(const Options& o, std::size_t bytes) {
   }
   int fd = accept(listener, nullptr, nullptr);
   close(listener);
+  if (fd < 0) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    throw Failure(std::string("raw TCP accept: ") + std::strerror(errno));
+  }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   std::vector<char> buf(bytes, 'x');
   std::vector<double> us;
-  for (int i = 0; i < rounds; ++i) {
+  us.reserve(o.samples);
+  bool ok = true;
+  for (int i = 0; i < rounds && ok; ++i) {
     auto start = Clock::now();
-    if (!write_exact(fd, buf.data(), bytes) || !read_exact(fd, buf.data(), bytes)) die("raw TCP ping-pong failed");
-    if (i >= o.warmup) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    ok = write_exact(fd, buf.data(), bytes) && read_exact(fd, buf.data(), bytes);
+    auto end = Clock::now();
+    if (i >= o.warmup) us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
   }
-  close(fd);
-  waitpid(child, nullptr, 0);
+  close(fd);  // the child reads end-of-file and exits, if it has not yet
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Failure("raw TCP ping-pong failed");
   auto s = stats(us);
   row("raw_tcp_roundtrip", "2 processes", static_cast<int>(bytes), "pingpong_latency", s, "us");
   return s.median;
+}
+
+// Waits up to 5 s for every process this one started to be gone; kills and reports
+// any that is left. Returns false if some were.
+bool check_nothing_left() {
+  auto left = canopy::testing::ProcessGuard::wait_for_none(5s);
+  if (left.empty()) return true;
+  std::string pids;
+  for (pid_t pid : left) {
+    pids += ' ';
+    pids += std::to_string(pid);
+    kill(pid, SIGKILL);
+  }
+  std::this_thread::sleep_for(100ms);
+  canopy::testing::ProcessGuard::reap();
+  std::fprintf(stderr, "canopy-bench: %zu processes were still alive at the end (killed):%s\n", left.size(),
+               pids.c_str());
+  return false;
+}
+
+int run(const Options& o) {
+  std::printf("benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
+  std::fflush(stdout);
+  double raw_1b = raw_tcp(o, 1);
+  raw_tcp(o, 1024);
+  for (const auto& spec : o.topologies) {
+    instantiate(o, spec);
+    double rt_0b = roundtrip_and_throughput(o, spec);
+    if (spec == "b:2^2") {
+      double ratio = rt_0b / (2 * raw_1b);
+      row("ratio", spec, 0, "roundtrip_over_2x_raw_tcp", {ratio, ratio, ratio, 1}, "x");
+    }
+  }
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: canopy-bench [--quick] [--samples N] [--topologies SPEC,SPEC,...]\n"
+               "  --quick        smoke run: 3 instantiations, 300 round trips, few waves\n"
+               "  --samples N    round trips measured per topology and payload (default 2000)\n"
+               "  --topologies   default b:4,b:2^2,b:4^2,b:16^2\n"
+               "prints CSV: benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  int samples = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -196,29 +323,41 @@ int main(int argc, char** argv) {
       o.samples = 300;
       o.warmup = 50;
       o.waves_small = 2000;
-      o.waves_large = 1000;
+      o.waves_large = 500;
     } else if (a == "--samples" && i + 1 < argc) {
-      o.samples = std::max(1, std::atoi(argv[++i]));
+      samples = std::atoi(argv[++i]);
+      if (samples < 1) return usage();
     } else if (a == "--topologies" && i + 1 < argc) {
       o.topologies.clear();
       std::stringstream list(argv[++i]);
-      for (std::string t; std::getline(list, t, ',');) o.topologies.push_back(t);
+      for (std::string t; std::getline(list, t, ',');) {
+        if (!t.empty()) o.topologies.push_back(t);
+      }
+      if (o.topologies.empty()) return usage();
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
     } else {
-      std::fprintf(stderr, "usage: canopy-bench [--quick] [--samples N] [--topologies b:4,b:2^2,...]\n");
-      return 2;
+      return usage();
     }
   }
-  std::printf("benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
-  double raw_1b = raw_tcp(o, 1);
-  raw_tcp(o, 1024);
-  for (const auto& spec : o.topologies) {
-    instantiate(o, spec);
-    double rt = 0;
-    roundtrip_and_throughput(o, spec, &rt);
-    if (spec == "b:2^2") {
-      double ratio = rt / (2 * raw_1b);
-      row("ratio", spec, 0, "roundtrip_over_2x_raw_tcp", {ratio, ratio, ratio, 1}, "x");
-    }
+  if (samples) o.samples = samples;  // wins over --quick, in either order
+
+  // Orphaned descendants (say, a back-end whose commnode died) come to this process
+  // instead of init, so that check_nothing_left() sees every one of them.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGPIPE, SIG_IGN);
+
+  int status = 0;
+  try {
+    status = run(o);
+  } catch (const Failure& e) {
+    std::fprintf(stderr, "canopy-bench: %s\n", e.what());
+    status = 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "canopy-bench: unexpected error: %s\n", e.what());
+    status = 1;
   }
-  return 0;
+  if (!check_nothing_left()) status = 1;
+  return status;
 }
