@@ -101,6 +101,29 @@ Result<void> link_parents_and_children(Draft& draft) {
   return {};
 }
 
+// The cycle of parent links at or above `start`, written parent first ("1 -> 2 ->
+// 1") and beginning at `start` when it is on it. Precondition: every node on the
+// way up has a parent, which holds for any node the root does not reach.
+struct Cycle {
+  std::string path;
+  bool through_start;
+};
+
+Cycle cycle_above(Draft& draft, const Node& start) {
+  std::vector<Rank> upward;  // start, its parent, its grandparent, ...
+  std::unordered_map<Rank, std::size_t> position;
+  for (Rank at = start.rank; position.emplace(at, upward.size()).second; at = *draft.find(at)->parent) {
+    upward.push_back(at);
+  }
+  Rank closing = *draft.find(upward.back())->parent;  // the first rank met twice
+  std::vector<Rank> cycle(upward.begin() + static_cast<std::ptrdiff_t>(position[closing]), upward.end());
+  std::reverse(cycle.begin(), cycle.end());  // child -> parent becomes parent -> child
+  std::rotate(cycle.begin(), cycle.end() - 1, cycle.end());  // begin at `closing`
+  std::string path;
+  for (Rank rank : cycle) path += str(rank) + " -> ";
+  return {path + str(closing), closing == start.rank};
+}
+
 Result<std::size_t> find_root(Draft& draft) {
   std::optional<std::size_t> root;
   for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
@@ -114,7 +137,11 @@ Result<std::size_t> find_root(Draft& draft) {
     root = i;
   }
   if (!root) {
-    return draft.error(nullptr, "no root: every node has a parent (the tree must have exactly one front-end with no parent)");
+    auto frontend = std::find_if(draft.nodes.begin(), draft.nodes.end(),
+                                 [](const Node& node) { return node.role == Role::frontend; });
+    const Node& start = frontend != draft.nodes.end() ? *frontend : draft.nodes.front();
+    return draft.error(nullptr, "no root: every node has a parent (the tree must have exactly one front-end with "
+                                "no parent); cycle: " + cycle_above(draft, start).path);
   }
   const Node& node = draft.nodes[*root];
   if (node.role != Role::frontend) {
@@ -124,36 +151,24 @@ Result<std::size_t> find_root(Draft& draft) {
   return *root;
 }
 
-// Positions of the nodes in breadth-first order from the root, children in order.
-// Linking gave every node at most one parent, so no node is queued twice.
-std::vector<std::size_t> breadth_first(Draft& draft, std::size_t root) {
+// Positions of the nodes in breadth-first order from the root, children in listed
+// order. Linking gave every node at most one parent, so none is queued twice; a
+// node left out sits on a cycle of parent links or below one.
+Result<std::vector<std::size_t>> breadth_first(Draft& draft, std::size_t root) {
   std::vector<std::size_t> order{root};
   order.reserve(draft.nodes.size());
   for (std::size_t next = 0; next < order.size(); ++next) {
     for (Rank child : draft.nodes[order[next]].children) order.push_back(draft.index.at(child));
   }
-  return order;
-}
+  if (order.size() == draft.nodes.size()) return order;
 
-// A node the root does not reach sits on a cycle of parent links or hangs below
-// one (every node has a parent but the root). Names the cycle, parent first,
-// starting at `node` when it is on it.
-Error unreachable(Draft& draft, const Node& node, Rank root) {
-  std::vector<Rank> upward;  // node, its parent, its grandparent, ...
-  std::unordered_map<Rank, std::size_t> position;
-  for (Rank at = node.rank; position.emplace(at, upward.size()).second; at = *draft.find(at)->parent) {
-    upward.push_back(at);
-  }
-  Rank closing = *draft.find(upward.back())->parent;  // the first rank seen twice
-  std::vector<Rank> cycle(upward.begin() + static_cast<std::ptrdiff_t>(position[closing]), upward.end());
-  std::reverse(cycle.begin(), cycle.end());  // parent -> child order
-  std::rotate(cycle.begin(), cycle.end() - 1, cycle.end());
-  std::string path;
-  for (Rank rank : cycle) path += str(rank) + " -> ";
-  path += str(cycle.front());
-  if (closing == node.rank) return draft.error(&node, "cycle: " + path);
-  return draft.error(&node, "node " + str(node.rank) + " is not reachable from the root " + str(root) +
-                                " (it hangs below the cycle " + path + ")");
+  std::vector<bool> reached(draft.nodes.size());
+  for (std::size_t i : order) reached[i] = true;
+  const Node& lost = draft.nodes[static_cast<std::size_t>(std::find(reached.begin(), reached.end(), false) - reached.begin())];
+  Cycle cycle = cycle_above(draft, lost);
+  if (cycle.through_start) return draft.error(&lost, "cycle: " + cycle.path);
+  return draft.error(&lost, "node " + str(lost.rank) + " is not reachable from the root " +
+                                str(draft.nodes[root].rank) + " (it hangs below the cycle " + cycle.path + ")");
 }
 
 Result<void> check_roles(const Draft& draft) {
@@ -191,19 +206,14 @@ Result<Topology> Topology::make(std::vector<Node> nodes, std::vector<Host> hosts
   if (auto ok = link_parents_and_children(draft); !ok) return Error{ok.error()};
   auto root = find_root(draft);
   if (!root) return Error{root.error()};
-  std::vector<std::size_t> order = breadth_first(draft, *root);
-  if (order.size() < nodes.size()) {
-    std::vector<bool> reached(nodes.size());
-    for (std::size_t i : order) reached[i] = true;
-    auto first_unreached = std::find(reached.begin(), reached.end(), false) - reached.begin();
-    return unreachable(draft, nodes[static_cast<std::size_t>(first_unreached)], nodes[*root].rank);
-  }
+  auto order = breadth_first(draft, *root);
+  if (!order) return Error{order.error()};
   if (auto ok = check_roles(draft); !ok) return Error{ok.error()};
   if (auto ok = complete_hosts(draft, hosts); !ok) return Error{ok.error()};
 
   Topology topology;
   topology.nodes_.reserve(nodes.size());
-  for (std::size_t i : order) topology.nodes_.push_back(std::move(nodes[i]));
+  for (std::size_t i : *order) topology.nodes_.push_back(std::move(nodes[i]));
   topology.index_.reserve(nodes.size());
   for (std::size_t i = 0; i < topology.nodes_.size(); ++i) topology.index_.emplace(topology.nodes_[i].rank, i);
   topology.hosts_ = std::move(hosts);

@@ -1,199 +1,307 @@
-// The YAML topology format (docs/topology.md): parsing with file:line errors, and
-// writing.
+// The YAML topology format (docs/topology.md): reading with `file:line` errors,
+// and writing.
+//
+// The parser checks what only the text knows (types, unknown keys, which edge gave
+// a node its parent) and leaves the shape of the tree to Topology::make().
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <charconv>
+#include <cstdio>
 #include <limits>
 #include <map>
-#include <set>
-#include <sstream>
+#include <memory>
+#include <system_error>
 
 #include "canopy/topology.h"
 
 namespace canopy {
 namespace {
 
-struct ParseError {
+// A problem found by the parser, already formatted. yaml-cpp reports its own
+// problems by throwing, so the parser throws too; parse_topology_yaml() turns both
+// into an Error and nothing escapes the API.
+struct Invalid {
   std::string message;
 };
 
-int line_of(const YAML::Node& node) { return node.Mark().is_null() ? 0 : node.Mark().line + 1; }
+using Fields = std::map<std::string, YAML::Node, std::less<>>;
+using Keys = std::initializer_list<std::string_view>;
 
-[[noreturn]] void fail(std::string_view source, const YAML::Node& at, const std::string& problem) {
-  int line = line_of(at);
-  throw ParseError{std::string(source) + (line ? ":" + std::to_string(line) : std::string()) + ": " + problem};
+int line_of(const YAML::Node& node) {
+  YAML::Mark mark = node.Mark();
+  return mark.is_null() ? 0 : mark.line + 1;
 }
 
-void check_keys(std::string_view source, const YAML::Node& map, std::initializer_list<const char*> allowed,
-                const char* what) {
-  if (!map.IsMap()) fail(source, map, std::string(what) + " must be a map");
-  for (const auto& kv : map) {
-    auto key = kv.first.as<std::string>();
-    bool ok = false;
-    for (const char* a : allowed) ok = ok || key == a;
-    if (!ok) {
-      std::string names;
-      for (const char* a : allowed) names += std::string(names.empty() ? "" : ", ") + a;
-      fail(source, kv.first, "unknown key '" + key + "' in " + what + " (expected " + names + ")");
-    }
+std::string describe(const YAML::Node& value) {
+  constexpr std::size_t kShown = 40;  // enough to recognise a value, short enough for one line
+  if (value.IsScalar() && value.Scalar().size() > kShown) return "'" + value.Scalar().substr(0, kShown) + "...'";
+  if (value.IsScalar()) return "'" + value.Scalar() + "'";
+  if (value.IsSequence()) return "a list";
+  if (value.IsMap()) return "a map";
+  return "empty";
+}
+
+std::string join(Keys keys) {
+  std::string names;
+  for (std::string_view key : keys) names += (names.empty() ? "" : ", ") + std::string(key);
+  return names;
+}
+
+bool contains(Keys keys, std::string_view key) {
+  for (std::string_view k : keys) {
+    if (k == key) return true;
   }
+  return false;
 }
 
-std::uint64_t read_unsigned(std::string_view source, const YAML::Node& node, std::uint64_t max, const char* what) {
-  std::string text = node.IsScalar() ? node.Scalar() : "";
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19) {
-    fail(source, node, std::string(what) + " must be a whole number from 0 to " + std::to_string(max) +
-                           ", not '" + text + "'");
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  Result<Topology> parse(std::string_view text) {
+    YAML::Node document = read_document(text);
+    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges"});
+    for (const YAML::Node& host : list(top, "hosts")) read_host(host);
+    for (const YAML::Node& node : list(top, "nodes")) read_node(node);
+    for (const YAML::Node& edge : list(top, "edges")) read_edge(edge);
+    return Topology::make(std::move(nodes_), std::move(hosts_), source_);
   }
-  std::uint64_t value = std::stoull(text);
-  if (value > max) fail(source, node, std::string(what) + " " + text + " is larger than " + std::to_string(max));
-  return value;
-}
 
-std::string read_string(std::string_view source, const YAML::Node& node, const char* what) {
-  if (!node.IsScalar() || node.Scalar().empty()) fail(source, node, std::string(what) + " must be a non-empty string");
-  return node.Scalar();
-}
-
-Role read_role(std::string_view source, const YAML::Node& node) {
-  std::string role = node.IsScalar() ? node.Scalar() : "";
-  if (role == "frontend" || role == "front-end") return Role::frontend;
-  if (role == "commnode") return Role::commnode;
-  if (role == "backend" || role == "back-end") return Role::backend;
-  fail(source, node, "unknown role '" + role + "' (expected frontend, commnode or backend)");
-}
-
-Topology parse(std::string_view text, std::string_view source) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    throw ParseError{std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg};
+ private:
+  [[noreturn]] void fail(int line, const std::string& problem) const {
+    std::string where(source_);
+    if (line > 0) where += ":" + std::to_string(line);
+    throw Invalid{where + ": " + problem};
   }
-  if (!doc.IsDefined() || doc.IsNull()) throw ParseError{std::string(source) + ": the file is empty"};
-  check_keys(source, doc, {"hosts", "nodes", "edges"}, "the topology");
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& problem) const { fail(line_of(at), problem); }
 
-  std::vector<Host> hosts;
-  if (auto list = doc["hosts"]) {
-    if (!list.IsSequence()) fail(source, list, "'hosts' must be a list");
-    for (const auto& h : list) {
-      check_keys(source, h, {"name", "address"}, "a host");
-      if (!h["name"]) fail(source, h, "a host needs a name");
-      Host host{read_string(source, h["name"], "host name"), ""};
-      if (h["address"]) host.address = read_string(source, h["address"], "host address");
-      for (const auto& other : hosts) {
-        if (other.name == host.name) fail(source, h, "host '" + host.name + "' is listed twice");
+  YAML::Node read_document(std::string_view text) const {
+    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1) fail(documents[1], "a topology file holds one YAML document, this one has several");
+    if (documents.empty() || documents[0].IsNull()) fail(0, "the topology is empty; it needs at least 'nodes'");
+    return documents[0];
+  }
+
+  // The entries of a map that must have the `required` keys and may have the
+  // `optional` ones. Any other key, or a key given twice, is an error: typos in
+  // a topology should not pass silently.
+  Fields fields(const YAML::Node& map, std::string_view what, Keys required, Keys optional) const {
+    std::string expected = join(required) + (optional.size() ? ", " + join(optional) : "");
+    if (!map.IsMap()) fail(map, std::string(what) + " must be a map with keys " + expected + ", not " + describe(map));
+    Fields found;
+    for (const auto& entry : map) {
+      const YAML::Node& key = entry.first;
+      if (!key.IsScalar()) fail(key, "a key in " + std::string(what) + " must be a name, not " + describe(key));
+      if (!contains(required, key.Scalar()) && !contains(optional, key.Scalar())) {
+        fail(key, "unknown key '" + key.Scalar() + "' in " + std::string(what) + " (expected " + expected + ")");
       }
-      hosts.push_back(std::move(host));
+      if (!found.emplace(key.Scalar(), entry.second).second) {
+        fail(key, "key '" + key.Scalar() + "' appears twice in " + std::string(what));
+      }
     }
+    for (std::string_view key : required) {
+      if (!found.count(key)) fail(map, std::string(what) + " needs '" + std::string(key) + "'");
+    }
+    return found;
   }
 
-  auto list = doc["nodes"];
-  if (!list || !list.IsSequence() || list.size() == 0) {
-    fail(source, list ? list : doc, "the topology needs a non-empty list 'nodes'");
+  // The list under `key`; absent or empty means no entries.
+  std::vector<YAML::Node> list(const Fields& map, std::string_view key) const {
+    auto it = map.find(key);
+    if (it == map.end() || it->second.IsNull()) return {};
+    if (!it->second.IsSequence()) fail(it->second, "'" + std::string(key) + "' must be a list, not " + describe(it->second));
+    return {it->second.begin(), it->second.end()};
   }
-  std::vector<Node> nodes;
-  std::map<Rank, std::size_t> at;
-  for (const auto& n : list) {
-    check_keys(source, n, {"rank", "role", "host", "port"}, "a node");
-    if (!n["rank"]) fail(source, n, "a node needs a rank");
-    if (!n["role"]) fail(source, n, "a node needs a role");
+
+  std::uint64_t read_number(const YAML::Node& value, std::uint64_t max, std::string_view what) const {
+    std::uint64_t number = 0;
+    std::errc error = std::errc::invalid_argument;
+    if (value.IsScalar()) {
+      const std::string& text = value.Scalar();
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+      error = (ec == std::errc() && end != text.data() + text.size()) ? std::errc::invalid_argument : ec;
+    }
+    if (error == std::errc() && number <= max) return number;
+    std::string range = "from 0 to " + std::to_string(max);
+    if (error == std::errc::invalid_argument) {
+      fail(value, std::string(what) + " must be a whole number " + range + ", not " + describe(value));
+    }
+    fail(value, std::string(what) + " " + value.Scalar() + " is out of range (" + range + ")");
+  }
+
+  Rank read_rank(const YAML::Node& value) const {
+    return static_cast<Rank>(read_number(value, std::numeric_limits<Rank>::max(), "rank"));
+  }
+
+  std::string read_name(const YAML::Node& value, std::string_view what) const {
+    if (!value.IsScalar() || value.Scalar().empty()) {
+      fail(value, std::string(what) + " must be a non-empty string, not " + describe(value));
+    }
+    return value.Scalar();
+  }
+
+  Role read_role(const YAML::Node& value) const {
+    for (Role role : {Role::frontend, Role::commnode, Role::backend}) {
+      if (value.IsScalar() && value.Scalar() == to_string(role)) return role;
+    }
+    fail(value, "unknown role " + describe(value) + " (expected frontend, commnode or backend)");
+  }
+
+  void read_host(const YAML::Node& item) {
+    Fields f = fields(item, "a host", {"name"}, {"address"});
+    Host host{read_name(f.at("name"), "host name"), ""};
+    if (auto it = f.find("address"); it != f.end()) host.address = read_name(it->second, "host address");
+    auto [first, fresh] = host_lines_.emplace(host.name, line_of(item));
+    if (!fresh) fail(item, "host '" + host.name + "' is listed twice (first at line " + std::to_string(first->second) + ")");
+    hosts_.push_back(std::move(host));
+  }
+
+  void read_node(const YAML::Node& item) {
+    Fields f = fields(item, "a node", {"rank", "role"}, {"host", "port"});
     Node node;
-    node.line = line_of(n);
-    node.rank = static_cast<Rank>(read_unsigned(source, n["rank"], std::numeric_limits<Rank>::max(), "rank"));
-    node.role = read_role(source, n["role"]);
-    if (n["host"]) node.host = read_string(source, n["host"], "host");
-    if (n["port"]) node.port = static_cast<std::uint16_t>(read_unsigned(source, n["port"], 65535, "port"));
-    if (auto [it, fresh] = at.emplace(node.rank, nodes.size()); !fresh) {
-      fail(source, n, "duplicate rank " + std::to_string(node.rank) + " (first at line " +
-                          std::to_string(nodes[it->second].line) + ")");
+    node.line = line_of(item);
+    node.rank = read_rank(f.at("rank"));
+    node.role = read_role(f.at("role"));
+    if (auto it = f.find("host"); it != f.end()) node.host = read_name(it->second, "host");
+    if (auto it = f.find("port"); it != f.end()) node.port = static_cast<std::uint16_t>(read_number(it->second, 65535, "port"));
+    auto [first, fresh] = index_.emplace(node.rank, nodes_.size());
+    if (!fresh) {
+      fail(item, "duplicate rank " + std::to_string(node.rank) + " (first at line " +
+                     std::to_string(nodes_[first->second].line) + ")");
     }
-    nodes.push_back(std::move(node));
+    nodes_.push_back(std::move(node));
   }
 
-  std::map<Rank, int> parent_line;
-  if (auto edges = doc["edges"]) {
-    if (!edges.IsSequence()) fail(source, edges, "'edges' must be a list");
-    for (const auto& e : edges) {
-      check_keys(source, e, {"parent", "children"}, "an edge");
-      if (!e["parent"] || !e["children"]) fail(source, e, "an edge needs 'parent' and 'children'");
-      Rank parent = static_cast<Rank>(read_unsigned(source, e["parent"], std::numeric_limits<Rank>::max(), "rank"));
-      auto p = at.find(parent);
-      if (p == at.end()) fail(source, e, "edge refers to unknown rank " + std::to_string(parent));
-      auto children = e["children"];
-      if (!children.IsSequence()) fail(source, children, "'children' must be a list of ranks");
-      for (const auto& c : children) {
-        Rank child = static_cast<Rank>(read_unsigned(source, c, std::numeric_limits<Rank>::max(), "rank"));
-        auto it = at.find(child);
-        if (it == at.end()) fail(source, e, "edge refers to unknown rank " + std::to_string(child));
-        if (child == parent) fail(source, e, "node " + std::to_string(child) + " is its own parent (cycle)");
-        Node& node = nodes[it->second];
-        if (node.parent) {
-          fail(source, e, "node " + std::to_string(child) + " has two parents (" + std::to_string(*node.parent) +
-                              " at line " + std::to_string(parent_line[child]) + " and " + std::to_string(parent) +
-                              " at line " + std::to_string(line_of(e)) + ")");
+  Node& node_named_by(const YAML::Node& value) {
+    Rank rank = read_rank(value);
+    auto it = index_.find(rank);
+    if (it == index_.end()) fail(value, "edge refers to unknown rank " + std::to_string(rank));
+    return nodes_[it->second];
+  }
+
+  // Sets parent and children together, so Topology::make() finds them agreeing; a
+  // second parent is reported here, where both edges' lines are known.
+  void read_edge(const YAML::Node& item) {
+    Fields f = fields(item, "an edge", {"parent", "children"}, {});
+    int line = line_of(item);
+    Node& parent = node_named_by(f.at("parent"));
+    const YAML::Node& children = f.at("children");
+    if (!children.IsSequence()) fail(children, "'children' must be a list of ranks, not " + describe(children));
+    for (const YAML::Node& value : children) {
+      Node& child = node_named_by(value);
+      auto [first, fresh] = parent_lines_.emplace(child.rank, line);
+      if (!fresh) {
+        std::string child_rank = std::to_string(child.rank), first_line = std::to_string(first->second);
+        if (*child.parent == parent.rank) {
+          fail(value, "node " + child_rank + " is listed twice as a child of " + std::to_string(parent.rank) +
+                          " (lines " + first_line + " and " + std::to_string(line) + ")");
         }
-        node.parent = parent;
-        parent_line[child] = line_of(e);
-        nodes[p->second].children.push_back(child);
+        fail(value, "node " + child_rank + " has two parents (" + std::to_string(*child.parent) + " at line " +
+                        first_line + " and " + std::to_string(parent.rank) + " at line " + std::to_string(line) + ")");
       }
+      child.parent = parent.rank;
+      parent.children.push_back(child.rank);
     }
   }
-  auto topology = Topology::make(std::move(nodes), std::move(hosts), source);
-  if (!topology) throw ParseError{topology.error()};
-  return std::move(*topology);
+
+  std::string_view source_;
+  std::vector<Host> hosts_;
+  std::vector<Node> nodes_;
+  std::unordered_map<Rank, std::size_t> index_;    // rank -> position in nodes_
+  std::unordered_map<Rank, int> parent_lines_;     // child -> line of the edge naming its parent
+  std::unordered_map<std::string, int> host_lines_;
+};
+
+// A host name or address as a YAML scalar: plain when it is an ordinary name,
+// else double-quoted, so that parsing gives back exactly the same string.
+std::string scalar(std::string_view text) {
+  bool plain = !text.empty() && text != "null" && text != "Null" && text != "NULL";
+  for (char c : text) {
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
+  }
+  if (plain) return std::string(text);
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[5];
+      std::snprintf(escape, sizeof escape, "\\x%02x", static_cast<unsigned>(c));
+      quoted += escape;
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
 }
 
 }  // namespace
 
 Result<Topology> parse_topology_yaml(std::string_view text, std::string_view source) {
   try {
-    return parse(text, source);
-  } catch (const ParseError& e) {
-    return Error{e.message};
+    return Parser(source).parse(text);
+  } catch (const Invalid& invalid) {
+    return Error{invalid.message};
   } catch (const YAML::Exception& e) {
-    return Error{std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
+    std::string where(source);
+    if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1);
+    bool syntax = dynamic_cast<const YAML::ParserException*>(&e) != nullptr;
+    return Error{where + ": " + (syntax ? "YAML syntax error: " : "") + e.msg};
   }
 }
 
 Result<Topology> load_topology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read topology file " + path + ": " + std::strerror(errno)};
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_topology_yaml(text.str(), path);
+  constexpr std::size_t kMaxBytes = std::size_t{1} << 30;  // far above any real tree; stops /dev/zero
+  auto unreadable = [&](int error) {
+    return Error{"cannot read topology file " + path + ": " + std::generic_category().message(error)};
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return unreadable(errno);
+  std::string text;
+  char buffer[1 << 16];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get())) {
+    text.append(buffer, n);
+    if (text.size() > kMaxBytes) return unreadable(EFBIG);
+  }
+  if (std::ferror(file.get())) return unreadable(errno);
+  return parse_topology_yaml(text, path);
 }
 
 std::string to_yaml(const Topology& topology) {
-  std::ostringstream out;
-  out << "# Canopy topology: " << topology.size() << " processes, " << topology.backends().size()
-      << " back-ends\n";
+  std::string out = "# Canopy topology: " + std::to_string(topology.size()) + " processes, " +
+                    std::to_string(topology.backends().size()) + " back-ends\n";
   bool any_address = false;
-  for (const auto& h : topology.hosts()) any_address = any_address || !h.address.empty();
+  for (const Host& host : topology.hosts()) any_address = any_address || !host.address.empty();
   if (any_address || topology.hosts().size() > 1) {
-    out << "hosts:\n";
-    for (const auto& h : topology.hosts()) {
-      out << "  - {name: " << h.name;
-      if (!h.address.empty()) out << ", address: " << h.address;
-      out << "}\n";
+    out += "hosts:\n";
+    for (const Host& host : topology.hosts()) {
+      out += "  - {name: " + scalar(host.name);
+      if (!host.address.empty()) out += ", address: " + scalar(host.address);
+      out += "}\n";
     }
   }
-  out << "nodes:\n";
-  for (const auto& n : topology.nodes()) {
-    out << "  - {rank: " << n.rank << ", role: " << to_string(n.role) << ", host: " << n.host;
-    if (n.port) out << ", port: " << n.port;
-    out << "}\n";
+  out += "nodes:\n";
+  for (const Node& node : topology.nodes()) {
+    out += "  - {rank: " + std::to_string(node.rank) + ", role: " + std::string(to_string(node.role));
+    if (node.host != "localhost") out += ", host: " + scalar(node.host);
+    if (node.port != 0) out += ", port: " + std::to_string(node.port);
+    out += "}\n";
   }
-  out << "edges:\n";
-  for (const auto& n : topology.nodes()) {
-    if (n.children.empty()) continue;
-    out << "  - {parent: " << n.rank << ", children: [";
-    for (std::size_t i = 0; i < n.children.size(); ++i) out << (i ? ", " : "") << n.children[i];
-    out << "]}\n";
+  bool any_edge = false;
+  for (const Node& node : topology.nodes()) {
+    if (node.children.empty()) continue;
+    if (!any_edge) out += "edges:\n";
+    any_edge = true;
+    out += "  - {parent: " + std::to_string(node.rank) + ", children: [";
+    for (std::size_t i = 0; i < node.children.size(); ++i) {
+      out += (i ? ", " : "") + std::to_string(node.children[i]);
+    }
+    out += "]}\n";
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace canopy
