@@ -110,8 +110,6 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
 }
 
 Result<void> Node::start_as_child(const std::string& parent_address, std::uint16_t parent_port) {
-  parent_address_ = parent_address;
-  parent_port_ = parent_port;
   boost::system::error_code ec;
   auto socket = transport::connect_tcp(io_, parent_address, parent_port, ec);
   if (ec) {

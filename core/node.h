@@ -183,8 +183,6 @@ class Node {
 
   std::optional<Topology> topology_;
   LaunchPlan plan_;
-  std::string parent_address_;
-  std::uint16_t parent_port_ = 0;
   std::shared_ptr<transport::Link> parent_;
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   std::uint16_t listen_port_ = 0;
