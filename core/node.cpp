@@ -716,8 +716,8 @@ void Node::accept_upstream(std::size_t child, StreamId id, Packet packet) {
 }
 
 void Node::run_waves(Stream& stream) {
-  std::vector<Packet> wave;
-  std::vector<Packet> out;
+  auto& wave = stream.wave;
+  auto& out = stream.output;
   while (!stream.members.empty() && stream.nonempty == stream.members.size()) {
     wave.clear();
     for (auto& queue : stream.queues) {

@@ -132,6 +132,7 @@ class Node {
     std::size_t nonempty = 0;                    // members with a queued packet
     std::unique_ptr<filters::Filter> filter;      // upstream
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
+    std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     std::string ack_error;
   };
