@@ -593,14 +593,16 @@ void Node::open_stream(const StreamSpec& spec) {
       report_stream_ack(spec.id, "only the wait-for-all synchronisation mode is available in this version");
       return;
     }
-    auto filter = filters_.create(spec.upstream_filter);
+    const FilterContext context{.rank = id_.rank, .stream = spec.id, .upstream = true};
+    auto filter = filters_.create(spec.upstream_filter, context);
     if (!filter) {
       report_stream_ack(spec.id, describe(id_.rank) + ": " + filter.error());
       return;
     }
     stream.filter = std::move(*filter);
     if (!spec.downstream_filter.empty()) {
-      auto downstream = filters_.create(spec.downstream_filter);
+      const FilterContext down_context{.rank = id_.rank, .stream = spec.id, .upstream = false};
+      auto downstream = filters_.create(spec.downstream_filter, down_context);
       if (!downstream) {
         report_stream_ack(spec.id, describe(id_.rank) + ": downstream " + downstream.error());
         return;

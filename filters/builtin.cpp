@@ -49,11 +49,9 @@ std::uint32_t total_contributors(std::span<const Packet> wave) {
 // Element-wise combination of numeric scalars and equal-length numeric arrays:
 // sum, min and max.
 template <typename Op>
-class ElementwiseFilter final : public Filter {
+class ElementwiseFilter {
  public:
-  explicit ElementwiseFilter(std::string name) : name_(std::move(name)) {}
-
-  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) override {
+  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
     if (auto r = same_shape(name_, wave); !r) return r;
     Packet result = wave.front();
     for (std::size_t i = 0; i < result.size(); ++i) {
@@ -88,18 +86,21 @@ class ElementwiseFilter final : public Filter {
   }
 
  private:
-  std::string name_;
+  std::string name_ = Op::name;
 };
 
 struct Plus {
+  static constexpr const char* name = "sum";
   template <typename T>
   T operator()(T a, T b) const { return static_cast<T>(a + b); }
 };
 struct Min {
+  static constexpr const char* name = "min";
   template <typename T>
   T operator()(T a, T b) const { return std::min(a, b); }
 };
 struct Max {
+  static constexpr const char* name = "max";
   template <typename T>
   T operator()(T a, T b) const { return std::max(a, b); }
 };
@@ -107,9 +108,9 @@ struct Max {
 // Average weighted by the number of back-end packets behind each input, so that an
 // average of averages over an unbalanced tree is still the average of the inputs.
 // Numeric values become doubles, numeric arrays arrays of doubles.
-class AverageFilter final : public Filter {
+class AverageFilter {
  public:
-  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) override {
+  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
     if (auto r = same_shape("avg", wave); !r) return r;
     const double total = total_contributors(wave);
     std::vector<Value> values;
@@ -179,9 +180,9 @@ bool with_array_type(const Value& v, F&& f) {
 }
 
 // Concatenation in child order: scalars are gathered into arrays, arrays appended.
-class ConcatFilter final : public Filter {
+class ConcatFilter {
  public:
-  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) override {
+  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
     if (auto r = same_shape("concat", wave); !r) return r;
     std::vector<Value> values;
     for (std::size_t i = 0; i < wave.front().size(); ++i) {
@@ -200,9 +201,9 @@ class ConcatFilter final : public Filter {
 
 // Integer set union: each value (an integer or an integer array) becomes the sorted
 // array of distinct integers found at that position in any input.
-class UnionFilter final : public Filter {
+class UnionFilter {
  public:
-  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) override {
+  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
     if (auto r = same_shape("union", wave); !r) return r;
     std::vector<Value> values;
     for (std::size_t i = 0; i < wave.front().size(); ++i) {
@@ -232,33 +233,13 @@ class UnionFilter final : public Filter {
 
 FilterRegistry FilterRegistry::with_builtins() {
   FilterRegistry registry;
-  registry.add("sum", [] { return std::make_unique<ElementwiseFilter<Plus>>("sum"); });
-  registry.add("min", [] { return std::make_unique<ElementwiseFilter<Min>>("min"); });
-  registry.add("max", [] { return std::make_unique<ElementwiseFilter<Max>>("max"); });
-  registry.add("avg", [] { return std::make_unique<AverageFilter>(); });
-  registry.add("concat", [] { return std::make_unique<ConcatFilter>(); });
-  registry.add("union", [] { return std::make_unique<UnionFilter>(); });
+  registry.add(filter_descriptor<ElementwiseFilter<Plus>>("sum"));
+  registry.add(filter_descriptor<ElementwiseFilter<Min>>("min"));
+  registry.add(filter_descriptor<ElementwiseFilter<Max>>("max"));
+  registry.add(filter_descriptor<AverageFilter>("avg"));
+  registry.add(filter_descriptor<ConcatFilter>("concat"));
+  registry.add(filter_descriptor<UnionFilter>("union"));
   return registry;
-}
-
-void FilterRegistry::add(std::string name, Factory factory) {
-  factories_[std::move(name)] = std::move(factory);
-}
-
-Result<std::unique_ptr<Filter>> FilterRegistry::create(const std::string& name) const {
-  auto it = factories_.find(name);
-  if (it == factories_.end()) {
-    std::string known;
-    for (const auto& [n, f] : factories_) known += (known.empty() ? "" : ", ") + n;
-    return Error{"unknown filter '" + name + "' (known: " + known + ")"};
-  }
-  return it->second();
-}
-
-std::vector<std::string> FilterRegistry::names() const {
-  std::vector<std::string> names;
-  for (const auto& [n, f] : factories_) names.push_back(n);
-  return names;
 }
 
 }  // namespace canopy::filters

@@ -17,7 +17,7 @@ Packet from(canopy::Rank source, std::vector<canopy::Value> values, std::uint32_
 
 canopy::Result<Packet> run(const std::string& name, std::vector<Packet> wave) {
   auto registry = FilterRegistry::with_builtins();
-  auto filter = registry.create(name);
+  auto filter = registry.create(name, canopy::FilterContext{});
   if (!filter) return canopy::Error{filter.error()};
   std::vector<Packet> out;
   if (auto r = (*filter)->execute(wave, out); !r) return canopy::Error{r.error()};
@@ -83,7 +83,7 @@ TEST(UnionFilter, RejectsFloatingPoint) {
 
 TEST(FilterRegistry, UnknownNameListsTheKnownOnes) {
   auto registry = FilterRegistry::with_builtins();
-  auto f = registry.create("median");
+  auto f = registry.create("median", canopy::FilterContext{});
   ASSERT_FALSE(f);
   EXPECT_NE(f.error().find("sum"), std::string::npos) << f.error();
 }
