@@ -36,6 +36,13 @@ class Backend {
   // they are missing or the parent cannot be reached. `handler`, if given, is in
   // place before the first packet can arrive.
   static Result<std::unique_ptr<Backend>> connect(Handler handler = {});
+
+  // Attach mode: connects back-end `rank` to the parent that the attach file written
+  // by the front-end (LaunchOptions::attach_file) assigns to it. Fails with an
+  // explanation if the file is unreadable or malformed, the rank is not a back-end
+  // of the tree, or the parent cannot be reached.
+  static Result<std::unique_ptr<Backend>> attach(const std::string& attach_file, Rank rank,
+                                                 Handler handler = {});
   ~Backend();
 
   Rank rank() const;
@@ -47,6 +54,12 @@ class Backend {
 
   // Sends a packet up a stream.
   Result<void> send(StreamId stream, const Packet& packet);
+
+  // Sends a packet to another back-end, through the tree: up to the nearest common
+  // ancestor, then down. It arrives at `backend`'s receive() with stream `stream`
+  // (any number; 0 if it belongs to no stream) and source() = this back-end's rank.
+  // Delivery is asynchronous; an unknown rank is reported to the front-end.
+  Result<void> send_to(Rank backend, StreamId stream, const Packet& packet);
 
   // Readable while receive() would return at once.
   int event_fd() const;

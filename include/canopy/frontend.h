@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,14 +41,29 @@ struct LaunchOptions {
   std::chrono::milliseconds startup_timeout{10000};
   // Called, on the network's thread, each time a process comes up: (up, total).
   std::function<void(std::size_t, std::size_t)> on_progress;
+
+  // Attach mode: the back-ends of the topology are not started by Canopy. launch()
+  // starts the commnodes, writes `attach_file` (docs/attach.md), and returns; the
+  // back-ends, started by someone else (e.g. inside the ranks of an MPI job), call
+  // Backend::attach(attach_file, rank). Use wait_for_backends() before creating
+  // streams. Empty = normal mode: every back-end is started by its parent.
+  std::string attach_file;
 };
 
 struct StreamOptions {
   std::vector<Rank> backends;  // the communicator; empty = every back-end
   std::string upstream_filter = "sum";
+  Packet upstream_params;      // given to the upstream filter's create
   SyncMode sync = SyncMode::wait_for_all;
+  // time_out mode: how long a node waits for the rest of a wave after its first packet.
+  std::chrono::milliseconds sync_timeout{100};
   std::string downstream_filter;  // "" = packets go down unchanged
+  Packet downstream_params;
 };
+
+// Which filter of a stream set_filter_params() addresses. The sync "filter" takes
+// one parameter in time_out mode: the time-out in milliseconds (an integer).
+enum class FilterSlot : std::uint8_t { upstream, sync, downstream };
 
 class Network {
  public:
@@ -58,9 +74,23 @@ class Network {
 
   const Topology& topology() const;
 
+  // Loads filter `name` (symbol canopy_filter_<name>) from the shared object `path`
+  // in every process of the tree (front-end, commnodes and back-ends), so that
+  // streams can name it. `path` must be valid on every host. Fails, naming each node
+  // and its reason, if any node could not load it; the tree keeps running either way.
+  Result<void> load_filter(const std::string& path, const std::string& name);
+
+  // Attach mode: waits until every back-end of the topology has attached, or fails
+  // after `timeout` naming the back-ends that have not.
+  Result<void> wait_for_backends(std::chrono::milliseconds timeout);
+
   // Creates a stream over `options.backends` and waits until every node of it has
   // acknowledged. Errors name the node and the problem (unknown filter, rank...).
   Result<StreamId> create_stream(const StreamOptions& options = {});
+
+  // Changes the parameters of one of a stream's filters at every node of the stream;
+  // returns once every node has applied them, or with the nodes that refused them.
+  Result<void> set_filter_params(StreamId stream, FilterSlot slot, const Packet& params);
 
   // Sends `packet` down `stream` to all its back-ends, or to one.
   Result<void> broadcast(StreamId stream, const Packet& packet);
