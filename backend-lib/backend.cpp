@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 
 #include "core/log.h"
@@ -78,21 +80,65 @@ Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
     return Error{std::string(core::kEnvParent) + "='" + endpoint + "' has no valid port"};
   }
 
+  return start(static_cast<Rank>(*rank), *network, endpoint.substr(0, colon),
+               static_cast<std::uint16_t>(port), std::move(handler));
+}
+
+Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& address,
+                                                std::uint16_t port, Handler handler) {
   core::NodeIdentity identity;
-  identity.rank = static_cast<Rank>(*rank);
+  identity.rank = rank;
   identity.role = Role::backend;
-  identity.network_id = *network;
+  identity.network_id = network_id;
   core::init_logging(Role::backend, identity.rank);
   auto impl = std::make_unique<Impl>(identity);
   Impl& i = *impl;
   std::unique_ptr<Backend> backend(new Backend(std::move(impl)));
   i.owner = backend.get();
   i.handler = std::move(handler);
-  auto connected = i.loop.call([&] {
-    return i.node->start_as_child(endpoint.substr(0, colon), static_cast<std::uint16_t>(port));
-  });
+  auto connected = i.loop.call([&] { return i.node->start_as_child(address, port); });
   if (!connected) return Error{connected.error()};
   return backend;
+}
+
+Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file, Rank rank, Handler handler) {
+  std::ifstream in(attach_file);
+  if (!in) return Error{"cannot read attach file " + attach_file + ": " + std::strerror(errno)};
+  std::string line;
+  std::size_t number = 0;
+  std::optional<std::uint64_t> network;
+  auto bad = [&](const std::string& why) {
+    return Error{attach_file + ":" + std::to_string(number) + ": " + why};
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    std::istringstream words(line);
+    std::string key;
+    if (!(words >> key) || key[0] == '#') continue;
+    if (key == "canopy-attach") {
+      int version = 0;
+      if (!(words >> version) || version != 1) return bad("unsupported attach file version (this library reads 1)");
+    } else if (key == "network") {
+      std::string hex;
+      words >> hex;
+      char* end = nullptr;
+      network = std::strtoull(hex.c_str(), &end, 16);
+      if (hex.empty() || *end) return bad("network id '" + hex + "' is not hexadecimal");
+    } else if (key == "backend") {
+      std::uint64_t r = 0, parent = 0, port = 0;
+      std::string address;
+      if (!(words >> r >> parent >> address >> port) || port == 0 || port > 65535) {
+        return bad("expected 'backend RANK PARENT-RANK ADDRESS PORT'");
+      }
+      if (r != rank) continue;
+      if (!network) return bad("no 'network' line before the back-ends");
+      return start(rank, *network, address, static_cast<std::uint16_t>(port), std::move(handler));
+    } else {
+      return bad("unknown key '" + key + "'");
+    }
+  }
+  if (number == 0) return Error{"attach file " + attach_file + " is empty"};
+  return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file};
 }
 
 Rank Backend::rank() const { return impl_->node->identity().rank; }
@@ -120,6 +166,12 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   return {};
 }
 
+Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packet) {
+  if (impl_->stopped.load()) return Error{"the network has stopped"};
+  Impl& i = *impl_;
+  asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.node->send_to_backend(backend, stream, packet); });
+  return {};
+}
 
 int Backend::event_fd() const { return impl_->inbox.fd(); }
 

@@ -74,6 +74,17 @@ Value decode_value(wire::Value::Reader in) {
 
 }  // namespace
 
+void encode_values(const std::vector<Value>& values, capnp::List<wire::Value>::Builder out) {
+  for (std::size_t i = 0; i < values.size(); ++i) encode_value(values[i], out[i]);
+}
+
+Packet decode_values(capnp::List<wire::Value>::Reader in) {
+  std::vector<Value> values;
+  values.reserve(in.size());
+  for (auto v : in) values.push_back(decode_value(v));
+  return Packet(0, std::move(values));
+}
+
 wire::Role to_wire(Role role) {
   switch (role) {
     case Role::frontend: return wire::Role::FRONTEND;

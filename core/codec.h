@@ -13,6 +13,10 @@ namespace canopy::core {
 void encode_packet(const Packet& packet, wire::DataPacket::Builder out);
 Packet decode_packet(wire::DataPacket::Reader in);
 
+// Filter parameters travel as a bare list of values (tag 0).
+void encode_values(const std::vector<Value>& values, capnp::List<wire::Value>::Builder out);
+Packet decode_values(capnp::List<wire::Value>::Reader in);
+
 void encode_topology(const Topology& topology, wire::Topology::Builder out);
 // Validates as Topology::make does; a peer sending an invalid tree is an error.
 Result<Topology> decode_topology(wire::Topology::Reader in);

@@ -70,6 +70,26 @@ SyncMode from_wire(wire::SyncMode mode) {
 
 }  // namespace
 
+Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
+  constexpr std::int64_t kMax = 3600 * 1000;
+  std::optional<std::int64_t> ms;
+  if (params.size() == 1) {
+    std::visit(
+        [&](const auto& v) {
+          using T = std::remove_cvref_t<decltype(v)>;
+          if constexpr (std::is_integral_v<T>) {
+            if (v > 0 && static_cast<std::uint64_t>(v) <= static_cast<std::uint64_t>(kMax)) ms = v;
+          }
+        },
+        params[0]);
+  }
+  if (!ms) {
+    return Error{"the sync parameter is one integer, the time-out in milliseconds (1 to " +
+                 std::to_string(kMax) + "); got \"" + params.format() + "\""};
+  }
+  return std::chrono::milliseconds(*ms);
+}
+
 // One outgoing protocol message, stamped with the sender's identity.
 class Node::Message {
  public:
@@ -85,7 +105,7 @@ class Node::Message {
   wire::Message::Builder root_;
 };
 
-Node::Node(asio::io_context& io, NodeIdentity identity, const filters::FilterRegistry& filters,
+Node::Node(asio::io_context& io, NodeIdentity identity, filters::FilterRegistry& filters,
            NodeObserver* observer)
     : io_(io), id_(identity), filters_(filters), observer_(observer), startup_timer_(io),
       stop_timer_(io) {}
@@ -252,6 +272,7 @@ void Node::send_topology(Link& link, bool update) {
   t.setCommnodeExe(plan_.commnode_exe);
   auto argv = t.initBackendArgv(plan_.backend_argv.size());
   for (std::size_t i = 0; i < plan_.backend_argv.size(); ++i) argv.set(i, plan_.backend_argv[i]);
+  t.setAttachMode(plan_.attach);
   link.send(message.builder());
 }
 
@@ -281,14 +302,20 @@ void Node::adopt_topology(Topology topology) {
 // ---- launching children ----
 
 void Node::launch_children() {
+  bool waiting = false;
   for (auto& child : children_) {
+    if (plan_.attach && child.role == Role::backend) {
+      log().info("back-end {} will attach by itself", child.rank);
+      continue;
+    }
+    waiting = true;
     if (auto r = launch_child(child); !r) {
       child.state = ChildState::gone;
       child.loss_reported = true;
       report_launch_failed(child.rank, r.error());
     }
   }
-  if (!children_.empty()) {
+  if (waiting) {
     startup_timer_.expires_after(plan_.startup_timeout);
     startup_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) on_startup_timeout();
@@ -337,6 +364,7 @@ void Node::on_startup_timeout() {
   for (std::size_t i = 0; i < children_.size(); ++i) {
     Child& child = children_[i];
     if (child.state != ChildState::starting) continue;
+    if (plan_.attach && child.role == Role::backend) continue;  // the front-end waits for those
     child.state = ChildState::gone;
     child.loss_reported = true;
     if (child.process) child.process->kill(SIGKILL);
@@ -348,6 +376,8 @@ void Node::on_startup_timeout() {
 void Node::check_subtree_ready() {
   if (ready_reported_ || stopping_) return;
   for (const auto& child : children_) {
+    // In attach mode the tree is up once its commnodes are; back-ends come later.
+    if (plan_.attach && child.role == Role::backend) continue;
     if (child.state != ChildState::ready) return;
   }
   ready_reported_ = true;
@@ -412,6 +442,7 @@ void Node::on_parent_message(wire::Message::Reader msg) {
       plan_.startup_timeout = std::chrono::milliseconds(t.getStartupTimeoutMs());
       plan_.launcher = t.getLauncher();
       plan_.commnode_exe = t.getCommnodeExe();
+      plan_.attach = t.getAttachMode();
       plan_.backend_argv.clear();
       for (auto a : t.getBackendArgv()) plan_.backend_argv.emplace_back(a);
       adopt_topology(std::move(*topology));
@@ -432,9 +463,28 @@ void Node::on_parent_message(wire::Message::Reader msg) {
       spec.id = c.getStreamId();
       for (auto b : c.getBackends()) spec.backends.push_back(b);
       spec.upstream_filter = c.getUpstreamFilter();
+      spec.upstream_params = decode_values(c.getUpstreamParams());
       spec.sync = from_wire(c.getSyncMode());
+      spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
       spec.downstream_filter = c.getDownstreamFilter();
+      spec.downstream_params = decode_values(c.getDownstreamParams());
       open_stream(spec);
+      return;
+    }
+    case Body::LOAD_FILTER: {
+      auto l = body.getLoadFilter();
+      do_load_filter(l.getRequestId(), l.getPath(), l.getName());
+      return;
+    }
+    case Body::SET_PARAMS: {
+      auto p = body.getSetParams();
+      FilterSlot slot = FilterSlot::upstream;
+      switch (p.getSlot()) {
+        case wire::FilterSlot::UPSTREAM: slot = FilterSlot::upstream; break;
+        case wire::FilterSlot::SYNC: slot = FilterSlot::sync; break;
+        case wire::FilterSlot::DOWNSTREAM: slot = FilterSlot::downstream; break;
+      }
+      do_set_params(p.getRequestId(), p.getStreamId(), slot, decode_values(p.getParams()));
       return;
     }
     case Body::DATA: {
@@ -458,7 +508,16 @@ void Node::on_child_message(std::size_t index, wire::Message::Reader msg) {
   switch (body.which()) {
     case Body::DATA: {
       auto d = body.getData();
+      if (d.getPointToPoint()) {
+        route_point_to_point(d);
+        return;
+      }
       accept_upstream(index, d.getStreamId(), decode_packet(d));
+      return;
+    }
+    case Body::REQUEST_ACK: {
+      auto a = body.getRequestAck();
+      request_acked(a.getRequestId(), index, a.getError());
       return;
     }
     case Body::LAUNCHED:
@@ -566,6 +625,9 @@ void Node::finish_child_loss(std::size_t index) {
   // Reports and data share the ordered link up, so from here on aggregates without
   // this child follow the report of its loss.
   for (auto& [id, stream] : streams_) drop_member(stream, index);
+  std::vector<std::uint64_t> pending;
+  for (const auto& [id, request] : requests_) pending.push_back(id);
+  for (auto id : pending) request_acked(id, index, describe(child.rank) + " was lost");
 }
 
 // ---- streams ----
@@ -589,20 +651,18 @@ void Node::open_stream(const StreamSpec& spec) {
   Stream stream;
   stream.spec = spec;
   if (!children_.empty()) {
-    if (spec.sync != SyncMode::wait_for_all) {
-      report_stream_ack(spec.id, "only the wait-for-all synchronisation mode is available in this version");
-      return;
-    }
-    const FilterContext context{.rank = id_.rank, .stream = spec.id, .upstream = true};
-    auto filter = filters_.create(spec.upstream_filter, context);
+    std::uint32_t live = 0;
+    for (const auto& child : children_) live += child.link != nullptr;
+    const FilterContext context{.rank = id_.rank, .stream = spec.id, .upstream = true, .children = live};
+    auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
     if (!filter) {
       report_stream_ack(spec.id, describe(id_.rank) + ": " + filter.error());
       return;
     }
     stream.filter = std::move(*filter);
     if (!spec.downstream_filter.empty()) {
-      const FilterContext down_context{.rank = id_.rank, .stream = spec.id, .upstream = false};
-      auto downstream = filters_.create(spec.downstream_filter, down_context);
+      const FilterContext down_context{.rank = id_.rank, .stream = spec.id, .upstream = false, .children = live};
+      auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
       if (!downstream) {
         report_stream_ack(spec.id, describe(id_.rank) + ": downstream " + downstream.error());
         return;
@@ -618,10 +678,11 @@ void Node::open_stream(const StreamSpec& spec) {
     }
     stream.queues.resize(stream.members.size());
     stream.awaiting_ack = stream.members;
+    if (spec.sync == SyncMode::time_out) stream.wave_timer = std::make_unique<asio::steady_timer>(io_);
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
-  log().info("stream {} opened: filter {}, {} member children", spec.id, spec.upstream_filter,
-             it->second.members.size());
+  log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id, spec.upstream_filter,
+             static_cast<int>(spec.sync), it->second.members.size());
   if (it->second.members.empty()) {
     report_stream_ack(spec.id, "");
     return;
@@ -633,7 +694,10 @@ void Node::open_stream(const StreamSpec& spec) {
   for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
   c.setUpstreamFilter(spec.upstream_filter);
   c.setSyncMode(to_wire(spec.sync));
+  c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
   c.setDownstreamFilter(spec.downstream_filter);
+  encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
+  encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
   for (std::size_t i : it->second.members) children_[i].link->send(message.builder());
 }
 
@@ -711,6 +775,12 @@ void Node::accept_upstream(std::size_t child, StreamId id, Packet packet) {
     log().warn("dropping a packet on stream {} from non-member child {}", id, children_[child].rank);
     return;
   }
+  if (stream.spec.sync == SyncMode::dont_wait) {
+    stream.wave.clear();
+    stream.wave.push_back(std::move(packet));
+    emit_wave(stream);
+    return;
+  }
   auto& queue = stream.queues[pos - stream.members.begin()];
   if (queue.empty()) ++stream.nonempty;
   queue.push_back(std::move(packet));
@@ -718,25 +788,234 @@ void Node::accept_upstream(std::size_t child, StreamId id, Packet packet) {
 }
 
 void Node::run_waves(Stream& stream) {
-  auto& wave = stream.wave;
-  auto& out = stream.output;
+  bool emitted = false;
   while (!stream.members.empty() && stream.nonempty == stream.members.size()) {
-    wave.clear();
+    stream.wave.clear();
     for (auto& queue : stream.queues) {
-      wave.push_back(std::move(queue.front()));
+      stream.wave.push_back(std::move(queue.front()));
       queue.pop_front();
       if (queue.empty()) --stream.nonempty;
     }
-    out.clear();
-    if (auto r = stream.filter->execute(wave, out); !r) {
-      report_stream_error(stream.spec.id, describe(id_.rank) + ": " + r.error());
-      continue;
+    emit_wave(stream);
+    emitted = true;
+  }
+  if (stream.wave_timer) {
+    // time_out mode: the timer measures from the first packet of the open wave.
+    if (emitted || stream.nonempty == 0) {
+      stream.timer_armed = false;
+      stream.wave_timer->cancel();
     }
-    for (auto& packet : out) {
-      packet.set_source(id_.rank);
-      report_upstream(stream.spec.id, packet);
+    if (stream.nonempty > 0 && !stream.timer_armed) arm_wave_timer(stream);
+  }
+}
+
+void Node::arm_wave_timer(Stream& stream) {
+  stream.timer_armed = true;
+  stream.wave_timer->expires_after(stream.spec.sync_timeout);
+  stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
+    if (!ec) run_partial_wave(id);
+  });
+}
+
+// time_out mode: the time is up for the open wave; filter what has arrived.
+void Node::run_partial_wave(StreamId id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end() || !it->second.timer_armed) return;
+  Stream& stream = it->second;
+  stream.timer_armed = false;
+  if (stream.nonempty == 0) return;
+  stream.wave.clear();
+  for (auto& queue : stream.queues) {
+    if (queue.empty()) continue;
+    stream.wave.push_back(std::move(queue.front()));
+    queue.pop_front();
+    if (queue.empty()) --stream.nonempty;
+  }
+  log().debug("stream {}: wave closed by time-out with {} of {} children", id, stream.wave.size(),
+              stream.members.size());
+  emit_wave(stream);
+  run_waves(stream);
+}
+
+void Node::emit_wave(Stream& stream) {
+  auto& out = stream.output;
+  out.clear();
+  if (auto r = stream.filter->execute(stream.wave, out); !r) {
+    report_stream_error(stream.spec.id, describe(id_.rank) + ": " + r.error());
+    return;
+  }
+  for (auto& packet : out) {
+    packet.set_source(id_.rank);
+    report_upstream(stream.spec.id, packet);
+  }
+}
+
+// ---- point-to-point between back-ends ----
+
+void Node::send_to_backend(Rank destination, StreamId stream, Packet packet) {
+  packet.set_source(id_.rank);
+  packet.set_contributors(1);
+  capnp::MallocMessageBuilder builder;
+  auto d = builder.initRoot<wire::DataPacket>();
+  d.setStreamId(stream);
+  encode_packet(packet, d);
+  d.setPointToPoint(true);
+  d.setDestination(destination);
+  route_point_to_point(d.asReader());
+}
+
+// Down towards `destination` if it is below this node, else up; the first node on the
+// way up that has it below is the nearest common ancestor.
+void Node::route_point_to_point(wire::DataPacket::Reader packet) {
+  const Rank destination = packet.getDestination();
+  if (destination == id_.rank && children_.empty()) {
+    if (observer_) observer_->on_downstream(packet.getStreamId(), decode_packet(packet));
+    return;
+  }
+  std::shared_ptr<Link> next;
+  if (auto r = route_.find(destination); r != route_.end()) {
+    next = children_[r->second].link;
+    if (!next) {
+      report_stream_error(packet.getStreamId(),
+                          describe(id_.rank) + ": point-to-point packet from rank " +
+                              std::to_string(packet.getSourceRank()) + " to back-end " +
+                              std::to_string(destination) + " dropped: its subtree is gone");
+      return;
+    }
+  } else if (parent_) {
+    next = parent_;
+  } else {
+    report_stream_error(packet.getStreamId(),
+                        "point-to-point packet from rank " + std::to_string(packet.getSourceRank()) +
+                            " dropped: " + std::to_string(destination) + " is not a back-end of this network");
+    return;
+  }
+  Message message(id_);
+  message.body().setData(packet);
+  next->send(message.builder());
+}
+
+// ---- requests: filter loading and parameters ----
+
+void Node::load_filter(std::uint64_t request, const std::string& path, const std::string& name) {
+  do_load_filter(request, path, name);
+}
+
+void Node::do_load_filter(std::uint64_t request, const std::string& path, const std::string& name) {
+  std::string error;
+  if (!children_.empty()) {
+    if (auto r = filters_.load(path, name); !r) {
+      error = describe(id_.rank) + ": " + r.error();
+      log().error("load filter {} from {}: {}", name, path, r.error());
+    } else {
+      log().info("loaded filter {} from {}", name, path);
     }
   }
+  std::vector<std::size_t> targets;  // back-ends run no filters
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].link && children_[i].role == Role::commnode) targets.push_back(i);
+  }
+  start_request(request, std::move(targets), std::move(error), [&](Message& message) {
+    auto l = message.body().initLoadFilter();
+    l.setRequestId(request);
+    l.setPath(path);
+    l.setName(name);
+  });
+}
+
+void Node::set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params) {
+  do_set_params(request, stream, slot, params);
+}
+
+void Node::do_set_params(std::uint64_t request, StreamId id, FilterSlot slot, const Packet& params) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    report_request_ack(request, describe(id_.rank) + ": no stream " + std::to_string(id));
+    return;
+  }
+  Stream& stream = it->second;
+  Result<void> applied;
+  if (!children_.empty()) {
+    switch (slot) {
+      case FilterSlot::upstream:
+        applied = stream.filter->set_params(params);
+        break;
+      case FilterSlot::downstream:
+        if (stream.downstream) {
+          applied = stream.downstream->set_params(params);
+        } else if (params.size() != 0) {
+          applied = Error{"the stream has no downstream filter"};
+        }
+        break;
+      case FilterSlot::sync: {
+        auto timeout = sync_timeout_param(params);
+        if (!timeout) {
+          applied = Error{timeout.error()};
+        } else {
+          stream.spec.sync_timeout = *timeout;
+        }
+        break;
+      }
+    }
+  }
+  std::string error = applied ? "" : describe(id_.rank) + ": " + applied.error();
+  std::vector<std::size_t> targets;
+  for (std::size_t i : stream.members) {
+    if (children_[i].link && children_[i].role == Role::commnode) targets.push_back(i);
+  }
+  start_request(request, std::move(targets), std::move(error), [&](Message& message) {
+    auto p = message.body().initSetParams();
+    p.setRequestId(request);
+    p.setStreamId(id);
+    p.setSlot(slot == FilterSlot::upstream ? wire::FilterSlot::UPSTREAM
+              : slot == FilterSlot::sync   ? wire::FilterSlot::SYNC
+                                           : wire::FilterSlot::DOWNSTREAM);
+    encode_values(params.values(), p.initParams(params.size()));
+  });
+}
+
+void Node::start_request(std::uint64_t request, std::vector<std::size_t> children, std::string error,
+                         const std::function<void(Message&)>& fill) {
+  if (children.empty()) {
+    report_request_ack(request, error);
+    return;
+  }
+  Message message(id_);
+  fill(message);
+  for (std::size_t i : children) children_[i].link->send(message.builder());
+  requests_[request] = Request{std::move(children), std::move(error)};
+}
+
+void Node::request_acked(std::uint64_t request, std::size_t child, const std::string& error) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return;
+  auto& awaiting = it->second.awaiting;
+  auto pos = std::find(awaiting.begin(), awaiting.end(), child);
+  if (pos == awaiting.end()) return;
+  awaiting.erase(pos);
+  auto& all = it->second.error;
+  // Keep reports bounded however many nodes fail the same way.
+  constexpr std::size_t kMaxErrorText = 4096;
+  if (!error.empty() && all.size() < kMaxErrorText) all += (all.empty() ? "" : "; ") + error;
+  if (all.size() >= kMaxErrorText && all.find("(more errors omitted)") == std::string::npos) {
+    all += "; (more errors omitted)";
+  }
+  if (!awaiting.empty()) return;
+  std::string result = std::move(all);
+  requests_.erase(it);
+  report_request_ack(request, result);
+}
+
+void Node::report_request_ack(std::uint64_t request, const std::string& error) {
+  if (!parent_) {
+    if (observer_) observer_->on_request_ack(request, error);
+    return;
+  }
+  Message message(id_);
+  auto a = message.body().initRequestAck();
+  a.setRequestId(request);
+  a.setError(error);
+  send_to_parent(message);
 }
 
 void Node::drop_member(Stream& stream, std::size_t child) {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,15 +44,22 @@ struct LaunchPlan {
   std::vector<std::string> backend_argv;    // back-end program and its arguments
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
+  bool attach = false;                      // back-ends attach themselves; not launched
 };
 
 struct StreamSpec {
   StreamId id = 0;
   std::vector<Rank> backends;               // the communicator, ascending
   std::string upstream_filter = "sum";
+  Packet upstream_params;
   SyncMode sync = SyncMode::wait_for_all;
+  std::chrono::milliseconds sync_timeout{100};  // time_out mode
   std::string downstream_filter;            // "" = none
+  Packet downstream_params;
 };
+
+// Reads the sync "filter" parameter: one positive integer, the time-out in ms.
+Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params);
 
 // What the process above the node hears. Called on the io_context's thread.
 class NodeObserver {
@@ -64,6 +72,7 @@ class NodeObserver {
   virtual void on_node_lost(Rank rank, const std::string& reason) {}
   virtual void on_stream_ack(StreamId stream, const std::string& error) {}
   virtual void on_stream_error(StreamId stream, const std::string& error) {}
+  virtual void on_request_ack(std::uint64_t request, const std::string& error) {}
   virtual void on_upstream(StreamId stream, Packet&& packet) {}
   // Leaf only:
   virtual void on_downstream(StreamId stream, Packet&& packet) {}
@@ -81,7 +90,7 @@ class Node {
  public:
   // `filters` and `observer` are borrowed and must outlive the node; observer may be
   // null (a commnode).
-  Node(asio::io_context& io, NodeIdentity identity, const filters::FilterRegistry& filters,
+  Node(asio::io_context& io, NodeIdentity identity, filters::FilterRegistry& filters,
        NodeObserver* observer);
   ~Node();
   Node(const Node&) = delete;
@@ -99,8 +108,16 @@ class Node {
   void create_stream(const StreamSpec& spec);
   // Root: sends a packet down a stream, to all its back-ends or to one.
   void send_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  // Root: loads a filter plugin in every node that has children, this one included;
+  // on_request_ack reports the outcome.
+  void load_filter(std::uint64_t request, const std::string& path, const std::string& name);
+  // Root: new parameters for one filter of a stream at every node of the stream;
+  // on_request_ack reports the outcome.
+  void set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params);
   // Leaf: sends a packet up a stream.
   void send_up(StreamId stream, Packet packet);
+  // Leaf: sends a packet to another back-end through the nearest common ancestor.
+  void send_to_backend(Rank destination, StreamId stream, Packet packet);
   // Orderly stop of the whole subtree; on_stopped follows.
   void shutdown(const std::string& reason);
 
@@ -135,6 +152,13 @@ class Node {
     std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     std::string ack_error;
+    std::unique_ptr<asio::steady_timer> wave_timer;  // time_out mode: closes a partial wave
+    bool timer_armed = false;
+  };
+  // A request from the root that every node of a subtree carries out and acks.
+  struct Request {
+    std::vector<std::size_t> awaiting;  // children yet to ack
+    std::string error;
   };
 
   class Message;  // an outgoing protocol message
@@ -161,6 +185,16 @@ class Node {
   void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
   void accept_upstream(std::size_t child, StreamId stream, Packet packet);
   void run_waves(Stream& stream);
+  void run_partial_wave(StreamId id);
+  void arm_wave_timer(Stream& stream);
+  void emit_wave(Stream& stream);
+  void route_point_to_point(wire::DataPacket::Reader packet);
+  void do_load_filter(std::uint64_t request, const std::string& path, const std::string& name);
+  void do_set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params);
+  void start_request(std::uint64_t request, std::vector<std::size_t> children, std::string error,
+                     const std::function<void(Message&)>& fill);
+  void request_acked(std::uint64_t request, std::size_t child, const std::string& error);
+  void report_request_ack(std::uint64_t request, const std::string& error);
   void drop_member(Stream& stream, std::size_t child);
 
   void report_launched(Rank rank);
@@ -179,7 +213,7 @@ class Node {
 
   asio::io_context& io_;
   NodeIdentity id_;
-  const filters::FilterRegistry& filters_;
+  filters::FilterRegistry& filters_;
   NodeObserver* observer_;
 
   std::optional<Topology> topology_;
@@ -200,6 +234,7 @@ class Node {
   bool ready_reported_ = false;
 
   std::unordered_map<StreamId, Stream> streams_;
+  std::unordered_map<std::uint64_t, Request> requests_;
 
   bool stopping_ = false;
   bool stopped_ = false;

@@ -2,7 +2,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -44,6 +46,33 @@ std::string absolute_program(const std::string& program) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(program, ec);
   return ec ? program : abs.lexically_normal().string();
+}
+
+// Writes the attach file atomically (docs/attach.md), so that a back-end that finds
+// the file never reads half of it.
+Result<void> write_attach_file(const std::string& path, const Topology& topology, std::uint64_t network_id) {
+  std::string text = "canopy-attach 1\n";
+  char id[17];
+  std::snprintf(id, sizeof id, "%016" PRIx64, network_id);
+  text += std::string("network ") + id + "\n";
+  for (Rank b : topology.backends()) {
+    const auto& parent = topology.at(*topology.at(b).parent);
+    text += "backend " + std::to_string(b) + " " + std::to_string(parent.rank) + " " +
+            topology.address_of(parent.host) + " " + std::to_string(parent.port) + "\n";
+  }
+  std::string temporary = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return Error{"cannot write attach file " + temporary + ": " + std::strerror(errno)};
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Error{"cannot write attach file " + path + ": " + why};
+  }
+  return {};
 }
 
 }  // namespace
@@ -91,6 +120,11 @@ struct Network::Impl final : core::NodeObserver {
     acks[stream] = error;
     changed.notify_all();
   }
+  void on_request_ack(std::uint64_t request, const std::string& error) override {
+    std::lock_guard lock(mutex);
+    request_acks[request] = error;
+    changed.notify_all();
+  }
   void on_stream_error(StreamId stream, const std::string& error) override {
     inbox.push(Error{"stream " + std::to_string(stream) + ": " + error});
   }
@@ -119,6 +153,7 @@ struct Network::Impl final : core::NodeObserver {
     std::size_t missing = 0;
     for (const auto& n : options.topology.nodes()) {
       if (!n.parent || launched.count(n.rank)) continue;
+      if (attach() && n.role == Role::backend) continue;
       if (++missing <= 5) {
         out += (out.empty() ? "" : ", ") + std::string(to_string(n.role)) + " " + std::to_string(n.rank) +
                " on " + n.host;
@@ -126,6 +161,57 @@ struct Network::Impl final : core::NodeObserver {
     }
     if (missing > 5) out += " and " + std::to_string(missing - 5) + " more";
     return out.empty() ? "every process connected, but not every subtree reported ready" : "not up: " + out;
+  }
+
+  bool attach() const { return !options.attach_file.empty(); }
+
+  // Sends a request down the tree and waits for the whole tree's answer.
+  Result<void> request(const std::function<void(std::uint64_t)>& post, const std::string& what) {
+    std::uint64_t id;
+    {
+      std::lock_guard lock(mutex);
+      if (stopped) return Error{"the network has stopped"};
+      id = next_request++;
+    }
+    post(id);
+    auto deadline = Clock::now() + options.startup_timeout;
+    bool acked = wait_until(deadline, [&] { return request_acks.count(id) || stopped; });
+    std::lock_guard lock(mutex);
+    if (!acked) return Error{what + ": not acknowledged by every node within " +
+                             std::to_string(options.startup_timeout.count()) + " ms"};
+    auto it = request_acks.find(id);
+    if (it == request_acks.end()) return Error{what + ": the network stopped"};
+    std::string error = std::move(it->second);
+    request_acks.erase(it);
+    if (!error.empty()) return Error{what + " failed: " + error};
+    return {};
+  }
+
+  // Back-end ranks that have not attached yet, as ranges ("0-3, 7").
+  std::string missing_backends() {
+    std::vector<Rank> missing;
+    {
+      std::lock_guard lock(mutex);
+      for (Rank b : options.topology.backends()) {
+        if (!launched.count(b)) missing.push_back(b);
+      }
+    }
+    std::string out;
+    for (std::size_t i = 0; i < missing.size();) {
+      std::size_t j = i;
+      while (j + 1 < missing.size() && missing[j + 1] == missing[j] + 1) ++j;
+      out += (out.empty() ? "" : ", ") + std::to_string(missing[i]) +
+             (j > i ? "-" + std::to_string(missing[j]) : "");
+      i = j + 1;
+    }
+    return out;
+  }
+
+  bool all_backends_attached() {
+    for (Rank b : options.topology.backends()) {
+      if (!launched.count(b)) return false;
+    }
+    return true;
   }
 
   LaunchOptions options;
@@ -144,7 +230,9 @@ struct Network::Impl final : core::NodeObserver {
   bool stop_reported = false;  // receive() has returned the "network stopped" error
   bool shut_down = false;
   std::map<StreamId, std::string> acks;
+  std::map<std::uint64_t, std::string> request_acks;
   StreamId next_stream = 1;
+  std::uint64_t next_request = 1;
 };
 
 Network::Network(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -154,13 +242,19 @@ Network::~Network() {
 }
 
 Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
-  if (options.backend_argv.empty() || options.backend_argv[0].empty()) {
+  const bool attach = !options.attach_file.empty();
+  if (!attach && (options.backend_argv.empty() || options.backend_argv[0].empty())) {
     return Error{"no back-end program given (LaunchOptions::backend_argv)"};
   }
+  if (options.topology.backends().empty()) return Error{"the topology has no back-ends"};
   core::init_logging(Role::frontend, options.topology.root().rank);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
-  options.backend_argv[0] = absolute_program(options.backend_argv[0]);
-  for (const auto& program : {options.commnode_exe, options.backend_argv[0]}) {
+  std::vector<std::string> programs{options.commnode_exe};
+  if (!attach) {
+    options.backend_argv[0] = absolute_program(options.backend_argv[0]);
+    programs.push_back(options.backend_argv[0]);
+  }
+  for (const auto& program : programs) {
     if (program.find('/') != std::string::npos && access(program.c_str(), X_OK) != 0) {
       return Error{"cannot run '" + program + "': " + std::strerror(errno)};
     }
@@ -171,6 +265,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   plan.backend_argv = options.backend_argv;
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
+  plan.attach = attach;
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 
@@ -200,14 +295,72 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     (void)network->shutdown();
     return Error{error};
   }
+  // The topology with the listening ports chosen at start-up.
+  impl.options.topology = impl.loop.call([&] { return *impl.node->topology(); });
+  if (attach) {
+    if (auto written = write_attach_file(impl.options.attach_file, impl.options.topology, impl.identity.network_id);
+        !written) {
+      (void)network->shutdown();
+      return Error{written.error()};
+    }
+    core::log().info("commnodes up; attach file {} written", impl.options.attach_file);
+    return network;
+  }
   core::log().info("network up: {} processes", impl.options.topology.size());
   return network;
 }
 
 const Topology& Network::topology() const { return impl_->options.topology; }
 
+Result<void> Network::load_filter(const std::string& path, const std::string& name) {
+  Impl& impl = *impl_;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error{"cannot load filter '" + name + "': no file " + path};
+  std::string absolute = absolute_program(path.find('/') == std::string::npos ? "./" + path : path);
+  return impl.request(
+      [&](std::uint64_t id) {
+        impl.loop.post([&impl, id, absolute, name] { impl.node->load_filter(id, absolute, name); });
+      },
+      "loading filter '" + name + "' from " + absolute);
+}
+
+Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {
+  Impl& impl = *impl_;
+  bool done = impl.wait_until(Clock::now() + timeout, [&] { return impl.all_backends_attached() || impl.stopped; });
+  {
+    std::lock_guard lock(impl.mutex);
+    if (impl.stopped) return Error{"the network has stopped"};
+  }
+  if (done) return {};
+  return Error{"back-ends did not attach within " + std::to_string(timeout.count()) +
+               " ms: missing ranks " + impl.missing_backends()};
+}
+
+Result<void> Network::set_filter_params(StreamId stream, FilterSlot slot, const Packet& params) {
+  Impl& impl = *impl_;
+  if (slot == FilterSlot::sync) {
+    if (auto ok = core::sync_timeout_param(params); !ok) return Error{ok.error()};
+  }
+  return impl.request(
+      [&](std::uint64_t id) {
+        impl.loop.post([&impl, id, stream, slot, params] { impl.node->set_params(id, stream, slot, params); });
+      },
+      "setting parameters of stream " + std::to_string(stream));
+}
+
 Result<StreamId> Network::create_stream(const StreamOptions& options) {
   Impl& impl = *impl_;
+  if (options.sync == SyncMode::time_out) {
+    if (auto ok = core::sync_timeout_param(Packet(0, {std::int64_t(options.sync_timeout.count())})); !ok) {
+      return Error{ok.error()};
+    }
+  }
+  if (impl.attach()) {
+    // Streams are made of the back-ends present when they are created.
+    if (auto ok = wait_for_backends(impl.options.startup_timeout); !ok) {
+      return Error{"cannot create stream: " + ok.error()};
+    }
+  }
   core::StreamSpec spec;
   {
     std::lock_guard lock(impl.mutex);
@@ -218,8 +371,11 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   std::sort(spec.backends.begin(), spec.backends.end());
   spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
   spec.upstream_filter = options.upstream_filter;
+  spec.upstream_params = options.upstream_params;
   spec.sync = options.sync;
+  spec.sync_timeout = options.sync_timeout;
   spec.downstream_filter = options.downstream_filter;
+  spec.downstream_params = options.downstream_params;
   impl.loop.post([&impl, spec] { impl.node->create_stream(spec); });
   auto deadline = Clock::now() + impl.options.startup_timeout;
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });

@@ -42,6 +42,9 @@ struct Message {
     data @10 :DataPacket;
     shutdown @11 :Shutdown;
     streamError @12 :StreamError;
+    loadFilter @13 :LoadFilter;
+    setParams @14 :SetParams;
+    requestAck @15 :RequestAck;
   }
 }
 
@@ -68,6 +71,8 @@ struct Topology {
   isUpdate @4 :Bool;            # true: endpoints changed only; do not launch again
   commnodeExe @5 :Text;         # program that runs a commnode on every host
   backendArgv @6 :List(Text);   # back-end program and its arguments
+  attachMode @7 :Bool;          # true: back-ends are started by others and attach
+                                # (docs/attach.md); parents do not launch them
 
   struct Node {
     rank @0 :UInt32;
@@ -116,8 +121,9 @@ struct NodeLost {
 
 enum SyncMode {
   waitForAll @0;                 # one packet from every participating child per wave
-  dontWait @1;                   # reserved: pass packets on as they arrive
-  timeOut @2;                    # reserved: wait-for-all bounded by a time-out
+  dontWait @1;                   # every packet is filtered (alone) as it arrives
+  timeOut @2;                    # wait-for-all, but a wave closes `syncTimeoutMs` after
+                                 # its first packet with whatever has arrived
 }
 
 struct StreamCreate {
@@ -128,6 +134,8 @@ struct StreamCreate {
   syncMode @3 :SyncMode;
   downstreamFilter @4 :Text;     # name of the filter applied on the way down ("" = none)
   syncTimeoutMs @5 :UInt32;      # for syncMode timeOut
+  upstreamParams @6 :List(Value);    # parameters given to the upstream filter's create
+  downstreamParams @7 :List(Value);  # and to the downstream filter's
 }
 
 struct StreamAck {
@@ -179,4 +187,33 @@ struct StreamError {
 struct Shutdown {
   # Down the tree: close every stream, shut down children, then exit.
   reason @0 :Text;
+}
+
+struct LoadFilter {
+  # Down to every process that has children: load filter `name` (symbol
+  # canopy_filter_<name>) from the shared object `path`. Answered by a RequestAck.
+  requestId @0 :UInt64;
+  path @1 :Text;
+  name @2 :Text;
+}
+
+enum FilterSlot {
+  upstream @0;
+  sync @1;                       # parameter: the time-out in milliseconds (integer)
+  downstream @2;
+}
+
+struct SetParams {
+  # Down the nodes of a stream: new parameters for one of its filters. Answered by a
+  # RequestAck.
+  requestId @0 :UInt64;
+  streamId @1 :UInt32;
+  slot @2 :FilterSlot;
+  params @3 :List(Value);
+}
+
+struct RequestAck {
+  # Up the tree once the whole subtree has carried out request `requestId`.
+  requestId @0 :UInt64;
+  error @1 :Text;                # "" on success, else every failure with its node
 }

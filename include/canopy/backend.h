@@ -13,9 +13,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "canopy/packet.h"
 #include "canopy/result.h"
@@ -67,6 +69,8 @@ class Backend {
  private:
   struct Impl;
   explicit Backend(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<Backend>> start(Rank rank, std::uint64_t network_id, const std::string& address,
+                                                std::uint16_t port, Handler handler);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -61,9 +61,6 @@ struct StreamOptions {
   Packet downstream_params;
 };
 
-// Which filter of a stream set_filter_params() addresses. The sync "filter" takes
-// one parameter in time_out mode: the time-out in milliseconds (an integer).
-enum class FilterSlot : std::uint8_t { upstream, sync, downstream };
 
 class Network {
  public:

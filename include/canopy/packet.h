@@ -103,9 +103,14 @@ struct Received {
 // How a node groups its children's packets into waves for the upstream filter.
 enum class SyncMode : std::uint8_t {
   wait_for_all,  // one packet from every child of the stream per wave
-  dont_wait,     // not available yet
-  time_out,      // not available yet
+  dont_wait,     // every packet is filtered on its own as soon as it arrives
+  time_out,      // like wait_for_all, but a wave closes a time-out after its first
+                 // packet with whatever has arrived by then
 };
+
+// Which filter of a stream new parameters are for. The sync "filter" takes one
+// parameter: the time-out of time_out mode in milliseconds (an integer).
+enum class FilterSlot : std::uint8_t { upstream, sync, downstream };
 
 // A human-readable rendering, e.g. "48120" or "[1, 2, 3]"; strings are quoted.
 std::string to_string(const Value& value);
