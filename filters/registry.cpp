@@ -89,7 +89,8 @@ Result<void> FilterRegistry::load(const std::string& path, const std::string& na
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
-    return Error{"cannot load " + path + ": " + (why ? why : "unknown error")};
+    // dlerror() names the file itself.
+    return Error{std::string("cannot load filter plugin: ") + (why ? why : path + ": unknown error")};
   }
   auto library = std::make_shared<Library>(handle, path);
   const std::string symbol = kFilterSymbolPrefix + name;

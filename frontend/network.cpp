@@ -99,6 +99,7 @@ struct Network::Impl final : core::NodeObserver {
       std::lock_guard lock(mutex);
       launched.insert(rank);
       up = launched.size() + 1;  // and the front-end itself
+      changed.notify_all();      // wait_for_backends() counts them
     }
     if (options.on_progress) options.on_progress(up, options.topology.size());
   }

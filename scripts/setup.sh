@@ -12,6 +12,7 @@ packages=(
   libcli11-dev                # command line
   libspdlog-dev libfmt-dev    # logging
   procps psmisc               # pgrep/pkill used by tests to prove no process is left
+  openmpi-bin libopenmpi-dev  # attach-mode test: tool back-ends inside an MPI job
 )
 
 missing=()

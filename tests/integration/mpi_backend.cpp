@@ -1,0 +1,42 @@
+// A tool back-end living inside the ranks of an MPI job: each rank attaches to the
+// Canopy tree as the back-end of its MPI rank (attach mode), and answers a request
+// with {its rank, the MPI_Allreduce sum of all ranks}: proof that the MPI job and the
+// tree both work. Usage: mpirun -np N mpi_backend ATTACH_FILE
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "canopy/backend.h"
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: mpi_backend ATTACH_FILE\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int code = 0;
+  {
+    auto backend = canopy::Backend::attach(argv[1], static_cast<canopy::Rank>(rank));
+    if (!backend) {
+      std::fprintf(stderr, "mpi_backend %d: %s\n", rank, backend.error().c_str());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    auto& be = **backend;
+    while (true) {
+      auto in = be.receive(std::chrono::minutes(5));
+      if (!in) break;  // the tree shut down
+      if (!*in) {
+        code = 3;
+        break;
+      }
+      int sum = 0;
+      MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      (void)be.send((*in)->stream, canopy::Packet{(*in)->packet.tag(), {std::int32_t(rank), std::int32_t(sum)}});
+    }
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,50 @@
+// A back-end for stream tests that acts on commands sent down the stream.
+//   tag kReply,  "%d %d": (slow rank, delay ms): reply {rank} on the stream; the slow
+//                rank waits `delay ms` first.
+//   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
+//                point-to-point to back-end `to`, which checks the packet's source
+//                and answers up the stream with kRelayed {from, to}.
+// Started by a Canopy parent, or with `--attach FILE RANK` in attach mode.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "canopy/backend.h"
+#include "script_protocol.h"
+
+int main(int argc, char** argv) {
+  using namespace canopy::script;
+  auto backend = argc == 4 && std::string(argv[1]) == "--attach"
+                     ? canopy::Backend::attach(argv[2], static_cast<canopy::Rank>(std::atol(argv[3])))
+                     : canopy::Backend::connect();
+  if (!backend) {
+    std::fprintf(stderr, "script_backend: %s\n", backend.error().c_str());
+    return 1;
+  }
+  auto& be = **backend;
+  const auto me = static_cast<std::int32_t>(be.rank());
+  while (true) {
+    auto in = be.receive(std::chrono::hours(1));
+    if (!in) return 0;
+    if (!*in) continue;
+    const auto& [stream, packet] = **in;
+    if (packet.tag() == kReply) {
+      std::int32_t slow = -1, delay_ms = 0;
+      if (!packet.unpack("%d %d", slow, delay_ms)) continue;
+      if (slow == me) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      (void)be.send(stream, canopy::Packet{kReply, {me}});
+    } else if (packet.tag() == kRelay) {
+      std::uint32_t from = 0, to = 0;
+      if (packet.unpack("%ud %ud", from, to) && from == be.rank()) {
+        (void)be.send_to(to, stream, canopy::Packet{kPeer, {me}});
+      }
+    } else if (packet.tag() == kPeer) {
+      std::int32_t from = 0;
+      if (packet.unpack("%d", from) && static_cast<canopy::Rank>(from) == packet.source()) {
+        (void)be.send(stream, canopy::Packet{kRelayed, {from, me}});
+      }
+    }
+  }
+}

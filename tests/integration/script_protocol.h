@@ -1,0 +1,13 @@
+// Commands understood by script_backend (see there), shared with the tests.
+#pragma once
+
+#include <cstdint>
+
+namespace canopy::script {
+
+inline constexpr std::int32_t kReply = 10;    // "%d %d": slow rank, delay ms -> {rank}
+inline constexpr std::int32_t kRelay = 11;    // "%ud %ud": from, to -> peer packet
+inline constexpr std::int32_t kPeer = 12;     // point-to-point: {from}
+inline constexpr std::int32_t kRelayed = 13;  // up the stream: {from, to}
+
+}  // namespace canopy::script

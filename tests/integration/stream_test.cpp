@@ -1,0 +1,344 @@
+// Integration tests for issue 3's stream features, on real trees over loopback:
+// filter plugins loaded through the tree, parameters, synchronisation modes,
+// back-end to back-end point-to-point, and attach mode (also from an MPI job).
+#include <gtest/gtest.h>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "canopy/frontend.h"
+#include "process_guard.h"
+#include "script_protocol.h"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+namespace script = canopy::script;
+
+namespace {
+
+const std::string kBin = CANOPY_BIN_DIR;
+const std::string kTestBin = CANOPY_TEST_BIN_DIR;
+const std::string kScaleFilter = CANOPY_SCALE_FILTER;
+const std::string kScriptBackend = kTestBin + "/script_backend";
+
+class Streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
+    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
+    dir_ = std::filesystem::temp_directory_path() /
+           ("canopy-stream-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    network_.reset();
+    auto left = ProcessGuard::wait_for_none(10s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  canopy::Network* launch(const std::string& spec, const std::string& attach_file = {},
+                          std::chrono::milliseconds startup = 10s) {
+    auto topology = canopy::generate_topology(spec);
+    EXPECT_TRUE(topology) << topology.error();
+    canopy::LaunchOptions options;
+    options.topology = *topology;
+    options.backend_argv = {kScriptBackend};
+    options.startup_timeout = startup;
+    options.attach_file = attach_file;
+    auto network = canopy::Network::launch(std::move(options));
+    if (!network) {
+      ADD_FAILURE() << network.error();
+      return nullptr;
+    }
+    network_ = std::move(*network);
+    return network_.get();
+  }
+
+  // The next packet, failing the test on an error or after 10 s.
+  std::optional<canopy::Packet> next(canopy::Network& net, std::chrono::milliseconds limit = 10s) {
+    auto in = net.receive(limit);
+    if (!in) {
+      ADD_FAILURE() << in.error();
+      return std::nullopt;
+    }
+    if (!*in) {
+      ADD_FAILURE() << "nothing received within " << limit.count() << " ms";
+      return std::nullopt;
+    }
+    return (*in)->packet;
+  }
+
+  static std::int32_t int_at(const canopy::Packet& p, std::size_t i) { return std::get<std::int32_t>(p[i]); }
+
+  canopy::Packet reply_command(std::int32_t slow_rank = -1, std::int32_t delay_ms = 0) {
+    return canopy::Packet{script::kReply, {slow_rank, delay_ms}};
+  }
+
+  pid_t spawn(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = -1;
+    int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
+    EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+    return pid;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<canopy::Network> network_;
+  ProcessGuard guard_;
+};
+
+TEST_F(Streams, PluginFilterLoadsEverywhereAndTakesParameters) {
+  auto* net = launch("b:2^2");  // back-ends 0..3; the filter runs at three nodes
+  ASSERT_TRUE(net);
+  ASSERT_TRUE(net->load_filter(kScaleFilter, "scale")) << "first load";
+  auto again = net->load_filter(kScaleFilter, "scale");
+  EXPECT_TRUE(again) << "loading the same filter again is harmless: " << again.error();
+  auto stream = net->create_stream({.upstream_filter = "scale", .upstream_params = canopy::Packet{0, {3}}});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  // Each level multiplies by the factor: commnodes then front-end.
+  EXPECT_EQ(int_at(*out, 0), (0 + 1 + 2 + 3) * 3 * 3);
+  EXPECT_EQ(out->contributors(), 4u);
+
+  auto changed = net->set_filter_params(*stream, canopy::FilterSlot::upstream, canopy::Packet{0, {2}});
+  ASSERT_TRUE(changed) << changed.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 6 * 2 * 2);
+
+  auto refused = net->set_filter_params(*stream, canopy::FilterSlot::upstream, canopy::Packet{0, {"x"}});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("commnode"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("scale takes one parameter"), std::string::npos) << refused.error();
+  // The refused parameters changed nothing.
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 24);
+}
+
+TEST_F(Streams, PluginFailuresAreReportedAndTheTreeKeepsRunning) {
+  auto* net = launch("b:2^2");
+  ASSERT_TRUE(net);
+  auto missing = net->load_filter((dir_ / "nope.so").string(), "scale");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("no file"), std::string::npos) << missing.error();
+
+  const auto text = dir_ / "not-a-library.so";
+  std::ofstream(text) << "this is not an ELF file\n";
+  auto unloadable = net->load_filter(text.string(), "scale");
+  ASSERT_FALSE(unloadable);
+  // Every node that filters says why: the front-end and both commnodes.
+  EXPECT_NE(unloadable.error().find("front-end"), std::string::npos) << unloadable.error();
+  EXPECT_NE(unloadable.error().find("commnode 1000001"), std::string::npos) << unloadable.error();
+  EXPECT_NE(unloadable.error().find("commnode 1000002"), std::string::npos) << unloadable.error();
+  EXPECT_NE(unloadable.error().find("cannot load"), std::string::npos) << unloadable.error();
+
+  auto no_symbol = net->load_filter(kScaleFilter, "shrink");
+  ASSERT_FALSE(no_symbol);
+  EXPECT_NE(no_symbol.error().find("no symbol canopy_filter_shrink"), std::string::npos) << no_symbol.error();
+
+  auto bad_name = net->load_filter(kScaleFilter, "../x");
+  ASSERT_FALSE(bad_name);
+  EXPECT_NE(bad_name.error().find("not an identifier"), std::string::npos) << bad_name.error();
+
+  auto unknown = net->create_stream({.upstream_filter = "shrink"});
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("unknown filter 'shrink'"), std::string::npos) << unknown.error();
+
+  ASSERT_TRUE(net->load_filter(kScaleFilter, "scale"));
+  auto bad_params = net->create_stream({.upstream_filter = "scale", .upstream_params = canopy::Packet{0, {1.5}}});
+  ASSERT_FALSE(bad_params);
+  EXPECT_NE(bad_params.error().find("scale takes one parameter"), std::string::npos) << bad_params.error();
+
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 6);
+}
+
+TEST_F(Streams, DontWaitPassesEveryPacketOnAsItArrives) {
+  auto* net = launch("b:2^2");
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum", .sync = canopy::SyncMode::dont_wait});
+  ASSERT_TRUE(stream) << stream.error();
+  // Rank 2 is slow: the others must not wait for it.
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(2, 1500)));
+  std::vector<std::int32_t> ranks;
+  for (int i = 0; i < 3; ++i) {
+    auto out = next(*net, 1000ms);
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->contributors(), 1u);
+    ranks.push_back(int_at(*out, 0));
+  }
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<std::int32_t>{0, 1, 3}));
+  auto late = next(*net);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(int_at(*late, 0), 2);
+}
+
+TEST_F(Streams, TimeOutClosesAWaveWithoutTheSlowBackend) {
+  auto* net = launch("b:4");  // flat, so that one time-out decides the wave
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum", .sync = canopy::SyncMode::time_out,
+                                    .sync_timeout = 500ms});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(3, 3000)));
+  auto first = next(*net, 2500ms);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(int_at(*first, 0), 0 + 1 + 2);
+  EXPECT_EQ(first->contributors(), 3u);
+  auto late = next(*net);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(int_at(*late, 0), 3);
+  EXPECT_EQ(late->contributors(), 1u);
+
+  // A longer time-out, set later, lets the slow back-end make the wave.
+  auto longer = net->set_filter_params(*stream, canopy::FilterSlot::sync, canopy::Packet{0, {20000}});
+  ASSERT_TRUE(longer) << longer.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(3, 1000)));
+  auto whole = next(*net);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(int_at(*whole, 0), 6);
+  EXPECT_EQ(whole->contributors(), 4u);
+
+  auto bad = net->set_filter_params(*stream, canopy::FilterSlot::sync, canopy::Packet{0, {"soon"}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("time-out in milliseconds"), std::string::npos) << bad.error();
+  auto zero = net->create_stream({.sync = canopy::SyncMode::time_out, .sync_timeout = 0ms});
+  EXPECT_FALSE(zero);
+}
+
+TEST_F(Streams, WaitForAllWaitsForTheSlowBackend) {
+  auto* net = launch("b:4");
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(3, 800)));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 6);
+  EXPECT_EQ(out->contributors(), 4u);
+}
+
+TEST_F(Streams, BackendsReachEachOtherThroughTheTree) {
+  auto* net = launch("b:2^2");  // {0, 1} under one commnode, {2, 3} under the other
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum", .sync = canopy::SyncMode::dont_wait});
+  ASSERT_TRUE(stream) << stream.error();
+  std::set<std::pair<std::int32_t, std::int32_t>> want{{0, 3}, {3, 0}, {1, 0}, {2, 3}};
+  for (auto [from, to] : want) {
+    ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kRelay, {std::uint32_t(from), std::uint32_t(to)}}));
+  }
+  std::set<std::pair<std::int32_t, std::int32_t>> got;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    auto out = next(*net);
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->tag(), script::kRelayed);
+    got.emplace(int_at(*out, 0), int_at(*out, 1));
+  }
+  EXPECT_EQ(got, want);
+
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kRelay, {std::uint32_t(1), std::uint32_t(77)}}));
+  auto in = net->receive(10s);
+  ASSERT_FALSE(in) << "a packet to an unknown rank must be reported";
+  EXPECT_NE(in.error().find("77 is not a back-end"), std::string::npos) << in.error();
+}
+
+TEST_F(Streams, AttachedBackendsJoinAndReduce) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2^2", file);
+  ASSERT_TRUE(net);
+  ASSERT_TRUE(std::filesystem::exists(file));
+  std::vector<pid_t> pids;
+  for (int r = 3; r >= 0; --r) pids.push_back(spawn({kScriptBackend, "--attach", file, std::to_string(r)}));
+  ASSERT_TRUE(net->wait_for_backends(10s));
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 6);
+  EXPECT_EQ(out->contributors(), 4u);
+  network_.reset();  // shutdown reaches the attached back-ends, which exit
+  for (pid_t pid : pids) {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+}
+
+TEST_F(Streams, StreamCreationNamesBackendsThatNeverAttach) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2^2", file, 1500ms);
+  ASSERT_TRUE(net);
+  for (int r : {0, 2}) spawn({kScriptBackend, "--attach", file, std::to_string(r)});
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_FALSE(stream);
+  EXPECT_NE(stream.error().find("missing ranks 1, 3"), std::string::npos) << stream.error();
+}
+
+TEST_F(Streams, AttachFileErrorsAreClear) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2", file);
+  ASSERT_TRUE(net);
+  // A rank that is not in the tree, then a file that does not exist.
+  spawn({kScriptBackend, "--attach", file, "9"});
+  spawn({kScriptBackend, "--attach", (dir_ / "none").string(), "0"});
+  // Both exit with an error at once; the two real back-ends have not been started.
+  for (int i = 0; i < 50 && ProcessGuard::descendants().size() > 2; ++i) std::this_thread::sleep_for(100ms);
+  auto timed_out = net->wait_for_backends(200ms);
+  ASSERT_FALSE(timed_out);
+  EXPECT_NE(timed_out.error().find("missing ranks 0-1"), std::string::npos) << timed_out.error();
+}
+
+#ifdef CANOPY_MPI_BACKEND
+TEST_F(Streams, BackendsInsideAnMpiJobAttachAndReduce) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2x4", file);  // 8 back-ends under 2 commnodes
+  ASSERT_TRUE(net);
+  pid_t mpirun = spawn({CANOPY_MPIEXEC, "-np", "8", "--oversubscribe", "--allow-run-as-root",
+                        CANOPY_MPI_BACKEND, file});
+  auto attached = net->wait_for_backends(60s);
+  ASSERT_TRUE(attached) << attached.error();
+  auto stream = net->create_stream({.upstream_filter = "concat"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{1, {}}));
+  auto out = next(*net, 30s);
+  ASSERT_TRUE(out);
+  // Each MPI rank reports its rank and the MPI_Allreduce sum of all ranks.
+  auto ranks = std::get<std::vector<std::int32_t>>((*out)[0]);
+  auto sums = std::get<std::vector<std::int32_t>>((*out)[1]);
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(sums, std::vector<std::int32_t>(8, 28));
+  network_.reset();
+  int status = 0;
+  EXPECT_EQ(waitpid(mpirun, &status, 0), mpirun);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun status " << status;
+}
+#endif
+
+}  // namespace
