@@ -72,9 +72,11 @@ class Network {
   const Topology& topology() const;
 
   // Loads filter `name` (symbol canopy_filter_<name>) from the shared object `path`
-  // in every process of the tree (front-end, commnodes and back-ends), so that
-  // streams can name it. `path` must be valid on every host. Fails, naming each node
-  // and its reason, if any node could not load it; the tree keeps running either way.
+  // in every process of the tree that runs filters (the front-end and every
+  // commnode; back-ends run none), so that streams can name it. `path` must be valid
+  // on every host. Fails, naming each node and its reason, if any node could not
+  // load it; the tree keeps running either way. Loading the same file and name
+  // again is harmless.
   Result<void> load_filter(const std::string& path, const std::string& name);
 
   // Attach mode: waits until every back-end of the topology has attached, or fails
