@@ -48,7 +48,11 @@ struct RunOptions {
   std::string format = "text";
   int startup_timeout_ms = 10000;
   std::string launcher = "ssh {host} {command}";
+  std::string plugin;       // load --filter from this shared object
+  std::string attach_file;  // attach mode: back-ends are started by someone else
 };
+
+const std::vector<std::string> kBuiltinFilters{"sum", "min", "max", "avg", "concat", "union"};
 
 // The demo workload's expected aggregate at `wave` (docs/demo.md), or nothing for
 // filters whose result is not checked.
@@ -97,12 +101,24 @@ int run(const RunOptions& opt) {
   if (!topology) return fail(topology.error(), 2);
   auto backends = topology->backends();
   if (backends.empty()) return fail("the topology has no back-ends", 2);
-  bool demo = opt.backend.empty();
+  if (opt.plugin.empty() &&
+      std::find(kBuiltinFilters.begin(), kBuiltinFilters.end(), opt.filter) == kBuiltinFilters.end()) {
+    return fail("--filter " + opt.filter + " is not a built-in filter (sum, min, max, avg, concat, union); "
+                "give --plugin FILE to load it", 2);
+  }
+  const bool attach = !opt.attach_file.empty();
+  if (attach && !opt.backend.empty()) return fail("--attach and --backend exclude each other: attached back-ends are started by you", 2);
+  // Attached back-ends are assumed to be the demo back-end; results of a plugin are not checked.
+  bool demo = opt.backend.empty() && opt.plugin.empty();
   bool arrays = opt.filter == "concat" || opt.filter == "union";
 
   canopy::LaunchOptions launch;
   launch.topology = *topology;
-  launch.backend_argv = demo ? std::vector<std::string>{sibling_program("canopy-demo-backend")} : opt.backend;
+  launch.attach_file = opt.attach_file;
+  if (!attach) {
+    launch.backend_argv = opt.backend.empty() ? std::vector<std::string>{sibling_program("canopy-demo-backend")}
+                                              : opt.backend;
+  }
   launch.launcher = opt.launcher;
   launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
   bool tty = isatty(STDERR_FILENO);
@@ -117,10 +133,26 @@ int run(const RunOptions& opt) {
   if (!network) return fail(network.error());
   double launch_seconds = seconds_since(started);
   auto& net = **network;
-  if (!jsonl) {
+  if (attach) {
+    std::size_t commnodes = topology->size() - backends.size() - 1;
+    if (jsonl) {
+      std::printf("{\"attach_file\":%s,\"backends\":%zu}\n", json_string(opt.attach_file).c_str(), backends.size());
+    } else {
+      std::printf("launched %zu commnodes in %.3f s; attach file %s is waiting for %zu back-ends, e.g.\n"
+                  "  mpirun -np %zu canopy-demo-backend --attach %s\n",
+                  commnodes, launch_seconds, opt.attach_file.c_str(), backends.size(), backends.size(),
+                  opt.attach_file.c_str());
+    }
+    std::fflush(stdout);
+    auto attached = net.wait_for_backends(std::chrono::milliseconds(opt.startup_timeout_ms));
+    if (!attached) return fail(attached.error());
+  } else if (!jsonl) {
     std::printf("launched %zu/%zu processes in %.3f s (%zu back-ends)\n", topology->size(), topology->size(),
                 launch_seconds, backends.size());
     std::fflush(stdout);
+  }
+  if (!opt.plugin.empty()) {
+    if (auto loaded = net.load_filter(opt.plugin, opt.filter); !loaded) return fail(loaded.error());
   }
 
   auto stream = net.create_stream({.upstream_filter = opt.filter});
@@ -235,9 +267,15 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--tree", opt.tree, "Generated tree when no --topology: b:F^D or b:FxF")
       ->capture_default_str()
       ->excludes(topo_opt);
-  run_cmd->add_option("--filter", opt.filter, "Upstream filter: sum, min, max, avg, concat, union")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sum", "min", "max", "avg", "concat", "union"}));
+  run_cmd->add_option("--filter", opt.filter,
+                      "Upstream filter: sum, min, max, avg, concat, union, or a filter of --plugin")
+      ->capture_default_str();
+  run_cmd->add_option("--plugin", opt.plugin, "Shared object to load the --filter from (docs/filters.md)")
+      ->check(CLI::ExistingFile);
+  run_cmd->add_option("--attach", opt.attach_file,
+                      "Attach mode: start only the commnodes, write this attach file and wait (--startup-timeout) "
+                      "for back-ends started by you, e.g. mpirun -np N canopy-demo-backend --attach FILE "
+                      "(docs/attach.md)");
   run_cmd->add_option("--waves", opt.waves, "Number of waves")->capture_default_str()->check(CLI::Range(1, 100000000));
   run_cmd->add_option("--interval", opt.interval_ms, "Milliseconds between a back-end's waves")
       ->capture_default_str()

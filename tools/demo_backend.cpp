@@ -1,20 +1,58 @@
 // canopy-demo-backend: the back-end of `canopy run`'s demo workload
 // (tools/demo_protocol.h, docs/demo.md). Exits when the network shuts down.
+//   canopy-demo-backend                       started by a Canopy parent
+//   canopy-demo-backend --attach FILE [RANK]  attach mode (docs/attach.md); the rank
+//       defaults to the MPI rank from the environment (Open MPI, PMIx, PMI, Slurm)
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "canopy/backend.h"
 #include "demo_protocol.h"
 
-int main() {
+namespace {
+
+// The rank of this process in its MPI job, from the launcher's environment.
+std::optional<long> mpi_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(name); v && *v) {
+      char* end = nullptr;
+      long rank = std::strtol(v, &end, 10);
+      if (!*end && rank >= 0) return rank;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   // Echoes are answered on the loop thread, without waking this one: the round-trip
   // benchmark measures the tree, not two thread switches per back-end.
-  auto backend = canopy::Backend::connect([](canopy::Backend& be, const canopy::Received& in) {
+  auto echo = [](canopy::Backend& be, const canopy::Received& in) {
     if (in.packet.tag() != canopy::demo::kEchoTag) return false;
     (void)be.send(in.stream, in.packet);
     return true;
-  });
+  };
+  canopy::Result<std::unique_ptr<canopy::Backend>> backend = canopy::Error{"no arguments parsed"};
+  if (argc == 1) {
+    backend = canopy::Backend::connect(echo);
+  } else if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--attach") {
+    char* end = nullptr;
+    std::optional<long> rank = argc == 4 ? std::optional<long>(std::strtol(argv[3], &end, 10)) : mpi_rank();
+    if (!rank || (end && *end) || *rank < 0) {
+      std::fprintf(stderr, "canopy-demo-backend: give the back-end rank after the attach file (none found in "
+                           "OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID)\n");
+      return 2;
+    }
+    backend = canopy::Backend::attach(argv[2], static_cast<canopy::Rank>(*rank), echo);
+  } else {
+    std::fprintf(stderr, "usage: canopy-demo-backend [--attach ATTACH_FILE [RANK]]\n");
+    return 2;
+  }
   if (!backend) {
     std::fprintf(stderr, "canopy-demo-backend: %s\n", backend.error().c_str());
     return 1;

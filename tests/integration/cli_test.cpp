@@ -165,3 +165,45 @@ TEST_F(Cli, KillingTheFrontEndTakesTheWholeTreeDown) {
   auto left = ProcessGuard::wait_for_none(5s);
   EXPECT_TRUE(left.empty()) << left.size() << " processes outlived the killed front-end by 5 s";
 }
+
+TEST_F(Cli, AttachModeRunsTheDemoWithBackendsStartedByTheUser) {
+  const std::string file = "/tmp/canopy-cli-attach-" + std::to_string(getpid());
+  std::remove(file.c_str());
+  Output o;
+  std::thread front_end([&] {
+    o = run_canopy({"run", "--tree", "b:2^2", "--attach", file, "--waves", "5", "--interval", "1", "--format",
+                    "jsonl"});
+  });
+  for (int i = 0; i < 100 && access(file.c_str(), R_OK) != 0; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(access(file.c_str(), R_OK), 0) << "no attach file";
+  std::vector<pid_t> backends;
+  const std::string demo = std::string(CANOPY_BIN_DIR) + "/canopy-demo-backend";
+  for (int r = 0; r < 4; ++r) {
+    std::string rank = std::to_string(r);
+    char* argv[] = {const_cast<char*>(demo.c_str()), const_cast<char*>("--attach"), const_cast<char*>(file.c_str()),
+                    rank.data(), nullptr};
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, demo.c_str(), nullptr, nullptr, argv, environ), 0);
+    backends.push_back(pid);
+  }
+  front_end.join();
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("\"attach_file\""), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("{\"stream\":1,\"wave\":4,\"values\":[16006]}"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"check\":\"ok\""), std::string::npos) << o.out;
+  for (pid_t pid : backends) {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::remove(file.c_str());
+}
+
+TEST_F(Cli, PluginFilterIsLoadedFromTheCommandLine) {
+  auto o = run_canopy({"run", "--tree", "b:2", "--filter", "scale", "--plugin", CANOPY_SCALE_FILTER, "--waves", "2"});
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("wave 1: 2001 (2 back-ends)"), std::string::npos) << o.out;
+  auto missing = run_canopy({"run", "--tree", "b:2", "--filter", "scale"});
+  EXPECT_EQ(exit_code(missing), 2);
+  EXPECT_NE(missing.err.find("give --plugin FILE"), std::string::npos) << missing.err;
+}
