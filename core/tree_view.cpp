@@ -1,0 +1,123 @@
+#include "core/tree_view.h"
+
+#include <algorithm>
+
+namespace canopy::core {
+
+TreeView::TreeView(const Topology& topology) {
+  const auto& nodes = topology.nodes();
+  index_.reserve(nodes.size());
+  for (const auto& n : nodes) {
+    Entry e;
+    e.parent = n.parent ? *n.parent : kNone;
+    e.children = n.children;
+    e.role = n.role;
+    e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
+    index_.emplace(n.rank, std::move(e));
+  }
+  root_ = topology.root().rank;
+  // nodes() is breadth-first from the root: walking it backwards visits every child
+  // before its parent.
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    if (it->parent) {
+      auto& parent = index_.at(*it->parent);
+      parent.height = std::max(parent.height, index_.at(it->rank).height + 1);
+    }
+  }
+  for (const auto& n : nodes) {
+    if (n.role != Role::backend) by_weight_.push_back(n.rank);
+  }
+  std::sort(by_weight_.begin(), by_weight_.end(), [&](Rank a, Rank b) {
+    const auto &x = index_.at(a), &y = index_.at(b);
+    if (x.height != y.height) return x.height < y.height;
+    if (x.launch_fanout != y.launch_fanout) return x.launch_fanout < y.launch_fanout;
+    return a < b;
+  });
+}
+
+bool TreeView::in_subtree(Rank node, Rank top) const {
+  // Bounded walk: a view built from stale reports must not loop forever.
+  std::size_t steps = 0;
+  for (Rank r = node; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) {
+    if (r == top) return true;
+  }
+  return false;
+}
+
+Rank TreeView::live_ancestor(Rank rank) const {
+  std::size_t steps = 0;
+  for (Rank r = entry(rank).parent; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) {
+    if (entry(r).alive) return r;
+  }
+  return kNone;
+}
+
+bool TreeView::apply_failure(Rank rank) {
+  auto it = index_.find(rank);
+  if (it == index_.end() || !it->second.alive || rank == root_) return false;
+  it->second.alive = false;
+  // Its parent lets go of it; its own children stay attached until adopted.
+  if (it->second.parent != kNone) std::erase(entry(it->second.parent).children, rank);
+  return true;
+}
+
+bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
+  auto it = index_.find(orphan);
+  if (it == index_.end() || !index_.count(adopter) || orphan == root_) return false;
+  Entry& o = it->second;
+  if (incarnation < o.incarnation || (incarnation == o.incarnation && o.parent == adopter)) return false;
+  if (in_subtree(adopter, orphan)) return false;
+  if (o.parent != kNone) std::erase(entry(o.parent).children, orphan);
+  o.parent = adopter;
+  o.incarnation = incarnation;
+  o.alive = true;
+  auto& siblings = entry(adopter).children;
+  if (std::find(siblings.begin(), siblings.end(), orphan) == siblings.end()) siblings.push_back(orphan);
+  return true;
+}
+
+bool TreeView::adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const {
+  const Entry& c = entry(candidate);
+  return c.alive && c.role != Role::backend && c.height >= min_height && candidate != orphan &&
+         !in_subtree(candidate, orphan);
+}
+
+std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) const {
+  std::vector<Rank> out;
+  if (!contains(orphan) || limit == 0) return out;
+  const std::uint32_t min_height = entry(orphan).height + 1;
+  const Rank failed = entry(orphan).parent;
+  auto listed = [&](Rank r) { return std::find(out.begin(), out.end(), r) != out.end(); };
+
+  // 1. The failed parent's live siblings, then the ancestor itself: close to where
+  //    the orphan was, so paths to the root stay short and the shape balanced.
+  const Rank ancestor = live_ancestor(orphan);
+  if (ancestor != kNone) {
+    std::vector<Rank> local;
+    for (Rank s : entry(ancestor).children) {
+      if (s != failed && adoptable_by(s, orphan, min_height)) local.push_back(s);
+    }
+    std::sort(local.begin(), local.end(), [&](Rank a, Rank b) {
+      const auto &x = entry(a), &y = entry(b);
+      if (x.height != y.height) return x.height < y.height;
+      if (x.launch_fanout != y.launch_fanout) return x.launch_fanout < y.launch_fanout;
+      return a < b;
+    });
+    for (std::size_t i = 0; i < local.size() && out.size() < limit; ++i) {
+      out.push_back(local[(orphan + i) % local.size()]);
+    }
+    if (out.size() < limit && adoptable_by(ancestor, orphan, min_height)) out.push_back(ancestor);
+  }
+
+  // 2. Everyone else who qualifies, by weight, round-robin by the orphan's rank.
+  auto first = std::partition_point(by_weight_.begin(), by_weight_.end(),
+                                    [&](Rank r) { return entry(r).height < min_height; });
+  const std::size_t count = static_cast<std::size_t>(by_weight_.end() - first);
+  for (std::size_t i = 0; i < count && out.size() < limit; ++i) {
+    Rank r = first[(orphan + i) % count];
+    if (r != failed && !listed(r) && adoptable_by(r, orphan, min_height)) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,86 @@
+// TreeView: the live shape of the tree as one process knows it.
+//
+// Every process starts from the launch topology and applies the failure and
+// adoption reports that flood the tree. Reports may arrive duplicated, late or out
+// of order: applying a failure twice changes nothing, and an adoption report
+// carries the orphan's incarnation number, so an older adoption of the same orphan
+// never overrides a newer one.
+//
+// It also answers the orphan's question: "my parent died; whom do I ask to adopt
+// me?" (potential_adopters). Pure logic, no I/O; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/topology.h"
+
+namespace canopy::core {
+
+class TreeView {
+ public:
+  static constexpr Rank kNone = std::numeric_limits<Rank>::max();
+
+  explicit TreeView(const Topology& topology);
+
+  bool contains(Rank rank) const { return index_.count(rank) != 0; }
+  Role role(Rank rank) const { return entry(rank).role; }
+  Rank root() const { return root_; }
+  // The current parent (kNone for the root).
+  Rank parent(Rank rank) const { return entry(rank).parent; }
+  const std::vector<Rank>& children(Rank rank) const { return entry(rank).children; }
+  bool alive(Rank rank) const { return entry(rank).alive; }
+  std::uint32_t incarnation(Rank rank) const { return entry(rank).incarnation; }
+  // Height of the node's subtree at launch (0 for a back-end). Adoption never lets a
+  // subtree grow beyond it, so it bounds the current height.
+  std::uint32_t height(Rank rank) const { return entry(rank).height; }
+
+  // True if `node` is `top` or below it, following current parents.
+  bool in_subtree(Rank node, Rank top) const;
+  // The nearest live ancestor of `rank` (kNone if none).
+  Rank live_ancestor(Rank rank) const;
+
+  // A failure report: `rank` is gone. Returns false if it was already known.
+  bool apply_failure(Rank rank);
+
+  // An adoption report: `orphan`, with its new `incarnation`, is now a child of
+  // `adopter`. Ignored (false) when the view already has this or a newer
+  // incarnation of the orphan, when a rank is unknown, or when the adopter is inside
+  // the orphan's subtree (a stale report that would make a cycle).
+  bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
+
+  // Up to `limit` potential adopters for `orphan`, whose parent has failed, in the
+  // order to try them. Every one is a live commnode or the front-end, outside the
+  // orphan's subtree, whose launch height exceeds the orphan's, so the tree never
+  // gets deeper. First the live children of the orphan's nearest live ancestor (the
+  // failed parent's siblings), then that ancestor, then every other candidate by
+  // weight (subtree height, then fan-out at launch, then rank). Within the siblings
+  // and within the rest, orphans start at an offset given by their own rank
+  // (round-robin), so the orphans of one failure spread evenly over the adopters.
+  // Cost: O(fan-out + limit) subtree checks, independent of the tree's size.
+  std::vector<Rank> potential_adopters(Rank orphan, std::size_t limit = 16) const;
+
+ private:
+  struct Entry {
+    Rank parent = kNone;
+    std::vector<Rank> children;
+    std::uint32_t incarnation = 0;
+    std::uint32_t height = 0;
+    std::uint32_t launch_fanout = 0;
+    Role role = Role::backend;
+    bool alive = true;
+  };
+  const Entry& entry(Rank rank) const { return index_.at(rank); }
+  Entry& entry(Rank rank) { return index_.at(rank); }
+  bool adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const;
+
+  std::unordered_map<Rank, Entry> index_;
+  Rank root_ = kNone;
+  // Commnodes and the front-end ordered by (height, launch fan-out, rank); the
+  // candidates of height >= h are a suffix found by binary search.
+  std::vector<Rank> by_weight_;
+};
+
+}  // namespace canopy::core

@@ -1,0 +1,118 @@
+// TreeView: failure and adoption reports, and the choice of adopters for orphans.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/tree_view.h"
+
+using canopy::Rank;
+using canopy::core::TreeView;
+
+namespace {
+
+constexpr Rank FE = canopy::kFirstInternalRank;
+constexpr Rank C1 = FE + 1, C2 = FE + 2, C3 = FE + 3, C4 = FE + 4;
+
+TreeView view(const char* spec) {
+  auto topology = canopy::generate_topology(spec);
+  EXPECT_TRUE(topology) << topology.error();
+  return TreeView(*topology);
+}
+
+TEST(TreeView, HeightsComeFromTheLaunchTopology) {
+  auto v = view("b:2x2x2");  // FE, 2 commnodes, 4 commnodes, 8 back-ends
+  EXPECT_EQ(v.height(FE), 3u);
+  EXPECT_EQ(v.height(C1), 2u);
+  EXPECT_EQ(v.height(C3), 1u);
+  EXPECT_EQ(v.height(0), 0u);
+  EXPECT_EQ(v.parent(0), C3);
+  EXPECT_EQ(v.parent(FE), TreeView::kNone);
+}
+
+TEST(TreeView, OrphansPreferTheFailedParentsSiblingsThenTheAncestor) {
+  auto v = view("b:2^2");  // back-ends 0,1 under C1; 2,3 under C2
+  ASSERT_TRUE(v.apply_failure(C1));
+  EXPECT_EQ(v.potential_adopters(0), (std::vector<Rank>{C2, FE}));
+  EXPECT_EQ(v.potential_adopters(1), (std::vector<Rank>{C2, FE}));
+}
+
+TEST(TreeView, OrphansOfOneFailureSpreadRoundRobinOverTheAdopters) {
+  auto v = view("b:4x4");  // back-ends 0..3 under C1
+  ASSERT_TRUE(v.apply_failure(C1));
+  std::map<Rank, int> adoptions;
+  for (Rank orphan : {0u, 1u, 2u, 3u}) {
+    auto adopters = v.potential_adopters(orphan, 1);
+    ASSERT_EQ(adopters.size(), 1u);
+    ++adoptions[adopters[0]];
+  }
+  EXPECT_EQ(adoptions.size(), 3u) << "C2, C3 and C4 all adopt";
+  int most = 0, least = 100;
+  for (auto [adopter, n] : adoptions) {
+    EXPECT_NE(adopter, FE);
+    most = std::max(most, n);
+    least = std::min(least, n);
+  }
+  EXPECT_LE(most - least, 1);
+}
+
+TEST(TreeView, AdoptersAreNeverInsideTheOrphansSubtreeNorTooShallow) {
+  auto v = view("b:2x2x2");
+  ASSERT_TRUE(v.apply_failure(C1));  // orphans C3, C4 (height 1), each with 2 back-ends
+  for (Rank orphan : {C3, C4}) {
+    for (Rank a : v.potential_adopters(orphan, 100)) {
+      EXPECT_FALSE(v.in_subtree(a, orphan)) << a;
+      EXPECT_GE(v.height(a), 2u) << a << " would make the tree deeper";
+      EXPECT_TRUE(v.alive(a));
+      EXPECT_NE(v.role(a), canopy::Role::backend);
+    }
+    EXPECT_EQ(v.potential_adopters(orphan, 100), (std::vector<Rank>{C2, FE}));
+  }
+}
+
+TEST(TreeView, ChainedFailuresClimbToTheNearestLiveAncestor) {
+  auto v = view("b:2x2x2");
+  ASSERT_TRUE(v.apply_failure(C3));  // parent of 0 and 1
+  ASSERT_TRUE(v.apply_failure(C1));  // and then its parent
+  EXPECT_EQ(v.live_ancestor(0), FE);
+  auto adopters = v.potential_adopters(0, 100);
+  ASSERT_FALSE(adopters.empty());
+  EXPECT_EQ(adopters.front(), C2) << "the live child of the nearest live ancestor";
+  for (Rank a : adopters) EXPECT_TRUE(v.alive(a));
+  EXPECT_EQ(std::count(adopters.begin(), adopters.end(), C1), 0);
+  EXPECT_EQ(std::count(adopters.begin(), adopters.end(), C3), 0);
+}
+
+TEST(TreeView, TheFrontEndIsTheLastResort) {
+  auto top = view("b:1x2");
+  ASSERT_TRUE(top.apply_failure(C1));
+  EXPECT_EQ(top.potential_adopters(0), (std::vector<Rank>{FE}));
+}
+
+TEST(TreeView, AdoptionReportsAreIdempotentAndOrderedByIncarnation) {
+  auto v = view("b:2^2");
+  ASSERT_TRUE(v.apply_failure(C1));
+  EXPECT_FALSE(v.apply_failure(C1)) << "duplicate failure report";
+  ASSERT_TRUE(v.apply_adoption(0, C2, 1));
+  EXPECT_EQ(v.parent(0), C2);
+  EXPECT_EQ(v.incarnation(0), 1u);
+  EXPECT_FALSE(v.apply_adoption(0, C2, 1)) << "duplicate adoption report";
+  // A later adoption (C2 failed too) wins; the late report of the first is ignored.
+  ASSERT_TRUE(v.apply_failure(C2));
+  ASSERT_TRUE(v.apply_adoption(0, FE, 2));
+  EXPECT_FALSE(v.apply_adoption(0, C2, 1)) << "late report with a lower incarnation";
+  EXPECT_EQ(v.parent(0), FE);
+  auto& fe_children = v.children(FE);
+  EXPECT_NE(std::find(fe_children.begin(), fe_children.end(), 0u), fe_children.end());
+  auto& c2_children = v.children(C2);
+  EXPECT_EQ(std::find(c2_children.begin(), c2_children.end(), 0u), c2_children.end());
+}
+
+TEST(TreeView, AdoptionThatWouldMakeACycleIsRefused) {
+  auto v = view("b:2x2x2");
+  EXPECT_FALSE(v.apply_adoption(C1, C3, 5)) << "C3 is below C1";
+  EXPECT_EQ(v.parent(C1), FE);
+  EXPECT_FALSE(v.apply_adoption(FE, C1, 1)) << "the root is never adopted";
+  EXPECT_FALSE(v.apply_adoption(42424, C1, 1)) << "unknown orphan";
+}
+
+}  // namespace
