@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cinttypes>
 
+#include <capnp/serialize.h>
+
 #include "core/codec.h"
 #include "core/log.h"
 #include "transport/tcp_link.h"
@@ -28,6 +30,15 @@ constexpr auto kStopGraceStep = std::chrono::seconds(1);
 constexpr auto kExitStatusWait = std::chrono::milliseconds(300);
 
 }  // namespace
+
+const char* Node::peer_state_name(PeerState state) {
+  switch (state) {
+    case PeerState::alive: return "alive";
+    case PeerState::suspect: return "suspect";
+    case PeerState::lost: return "lost";
+  }
+  return "?";
+}
 
 const char* Node::state_name(ChildState state) {
   switch (state) {
@@ -107,11 +118,12 @@ class Node::Message {
 
 Node::Node(asio::io_context& io, NodeIdentity identity, filters::FilterRegistry& filters,
            NodeObserver* observer)
-    : io_(io), id_(identity), filters_(filters), observer_(observer), startup_timer_(io),
-      stop_timer_(io) {}
+    : io_(io), id_(identity), filters_(filters), observer_(observer), heartbeat_timer_(io),
+      startup_timer_(io), stop_timer_(io) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
+  if (orphan_ && orphan_->trying) orphan_->trying->detach();
   for (auto& link : pending_) link->detach();
   for (auto& child : children_) {
     if (child.link) child.link->detach();
@@ -126,6 +138,7 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
   adopt_topology(std::move(topology));
   if (auto r = listen(); !r) return r;
   launch_children();
+  start_heartbeats();
   return {};
 }
 
@@ -136,11 +149,7 @@ Result<void> Node::start_as_child(const std::string& parent_address, std::uint16
     return Error{"cannot connect to parent at " + parent_address + ":" + std::to_string(parent_port) +
                  ": " + ec.message()};
   }
-  parent_ = TcpLink::create(std::move(socket));
-  parent_->start([this](wire::Message::Reader msg) { on_parent_message(msg); },
-                 [this](std::string_view reason) {
-                   if (!stopping_) begin_stop("lost parent: " + std::string(reason));
-                 });
+  attach_parent(TcpLink::create(std::move(socket)));
   Message hello(id_);
   auto h = hello.body().initHello();
   h.setProtocolVersion(wire::PROTOCOL_VERSION);
@@ -241,6 +250,10 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
                   std::to_string(wire::PROTOCOL_VERSION));
   }
   if (hello.getNetworkId() != id_.network_id) return refuse("hello from another network");
+  if (hello.getAdopt()) {
+    accept_orphan(link, hello);
+    return;
+  }
   auto it = child_index_.find(hello.getRank());
   if (it == child_index_.end()) {
     return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
@@ -273,6 +286,12 @@ void Node::send_topology(Link& link, bool update) {
   auto argv = t.initBackendArgv(plan_.backend_argv.size());
   for (std::size_t i = 0; i < plan_.backend_argv.size(); ++i) argv.set(i, plan_.backend_argv[i]);
   t.setAttachMode(plan_.attach);
+  auto ft = t.initFaultTolerance();
+  ft.setEnabled(plan_.fault.enabled);
+  ft.setHeartbeatMs(static_cast<std::uint32_t>(plan_.fault.heartbeat.count()));
+  ft.setSuspectMs(static_cast<std::uint32_t>(plan_.fault.suspect.count()));
+  ft.setLostMs(static_cast<std::uint32_t>(plan_.fault.lost.count()));
+  ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan_.fault.adoption_timeout.count()));
   link.send(message.builder());
 }
 
@@ -284,6 +303,7 @@ std::string Node::describe(Rank rank) const {
 
 void Node::adopt_topology(Topology topology) {
   topology_ = std::move(topology);
+  view_.emplace(*topology_);
   const auto& me = topology_->at(id_.rank);
   for (Rank r : me.children) {
     child_index_[r] = children_.size();
@@ -403,8 +423,9 @@ void Node::check_subtree_ready() {
   if (auto updated = Topology::make(std::move(nodes), topology_->hosts()); updated) {
     topology_ = std::move(*updated);
   }
+  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
   for (auto& child : children_) {
-    if (child.link && child.role == Role::commnode) send_topology(*child.link, true);
+    if (child.link) send_topology(*child.link, true);
   }
   if (observer_) observer_->on_ready();
 }
@@ -423,9 +444,10 @@ void Node::on_parent_message(wire::Message::Reader msg) {
         return;
       }
       if (t.getIsUpdate()) {
+        // Endpoints only: the live shape (view_) keeps the reports applied so far.
         topology_ = std::move(*topology);
         for (auto& child : children_) {
-          if (child.link && child.role == Role::commnode) send_topology(*child.link, true);
+          if (child.link) send_topology(*child.link, true);
         }
         log().debug("topology updated with listening endpoints");
         return;
@@ -443,6 +465,12 @@ void Node::on_parent_message(wire::Message::Reader msg) {
       plan_.launcher = t.getLauncher();
       plan_.commnode_exe = t.getCommnodeExe();
       plan_.attach = t.getAttachMode();
+      auto ft = t.getFaultTolerance();
+      plan_.fault.enabled = ft.getEnabled();
+      plan_.fault.heartbeat = std::chrono::milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));
+      plan_.fault.suspect = std::chrono::milliseconds(std::max<std::uint32_t>(20, ft.getSuspectMs()));
+      plan_.fault.lost = std::chrono::milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
+      plan_.fault.adoption_timeout = std::chrono::milliseconds(ft.getAdoptionTimeoutMs());
       plan_.backend_argv.clear();
       for (auto a : t.getBackendArgv()) plan_.backend_argv.emplace_back(a);
       adopt_topology(std::move(*topology));
@@ -455,6 +483,19 @@ void Node::on_parent_message(wire::Message::Reader msg) {
         }
       }
       launch_children();
+      start_heartbeats();
+      return;
+    }
+    case Body::HEARTBEAT:
+      return;
+    case Body::FAILURE_REPORT: {
+      auto f = body.getFailureReport();
+      on_failure_report(f.getRank(), f.getReason(), parent_.get());
+      return;
+    }
+    case Body::ADOPTION_REPORT: {
+      auto a = body.getAdoptionReport();
+      on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), parent_.get());
       return;
     }
     case Body::STREAM_CREATE: {
@@ -518,6 +559,48 @@ void Node::on_child_message(std::size_t index, wire::Message::Reader msg) {
     case Body::REQUEST_ACK: {
       auto a = body.getRequestAck();
       request_acked(a.getRequestId(), index, a.getError());
+      return;
+    }
+    case Body::HEARTBEAT:
+      return;
+    case Body::FAILURE_REPORT: {
+      auto f = body.getFailureReport();
+      on_failure_report(f.getRank(), f.getReason(), child.link.get());
+      return;
+    }
+    case Body::ADOPTION_REPORT: {
+      auto a = body.getAdoptionReport();
+      on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), child.link.get());
+      return;
+    }
+    case Body::RECOVERED: {
+      auto r = body.getRecovered();
+      RecoveryReport report;
+      report.orphan = r.getOrphan();
+      report.adopter = r.getAdopter();
+      report.failed_parent = r.getFailedParent();
+      report.incarnation = r.getIncarnation();
+      report.choose = std::chrono::microseconds(r.getChooseUs());
+      report.connect = std::chrono::microseconds(r.getConnectUs());
+      report.compensate = std::chrono::microseconds(r.getCompensateUs());
+      report.cleanup = std::chrono::microseconds(r.getCleanupUs());
+      report.attempts = r.getAttempts();
+      for (auto s : r.getIncompleteStreams()) report.incomplete_streams.push_back(s);
+      report_recovered(report);
+      return;
+    }
+    case Body::STREAM_JOIN: {
+      auto c = body.getStreamJoin();
+      StreamSpec spec;
+      spec.id = c.getStreamId();
+      for (auto b : c.getBackends()) spec.backends.push_back(b);
+      spec.upstream_filter = c.getUpstreamFilter();
+      spec.upstream_params = decode_values(c.getUpstreamParams());
+      spec.sync = from_wire(c.getSyncMode());
+      spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
+      spec.downstream_filter = c.getDownstreamFilter();
+      spec.downstream_params = decode_values(c.getDownstreamParams());
+      join_stream(index, spec);
       return;
     }
     case Body::LAUNCHED:
@@ -625,6 +708,13 @@ void Node::finish_child_loss(std::size_t index) {
   // Reports and data share the ordered link up, so from here on aggregates without
   // this child follow the report of its loss.
   for (auto& [id, stream] : streams_) drop_member(stream, index);
+  if (view_ && view_->apply_failure(child.rank)) {
+    Message report(id_);
+    auto f = report.body().initFailureReport();
+    f.setRank(child.rank);
+    f.setReason(what);
+    flood(report, nullptr);
+  }
   std::vector<std::uint64_t> pending;
   for (const auto& [id, request] : requests_) pending.push_back(id);
   for (auto id : pending) request_acked(id, index, describe(child.rank) + " was lost");
@@ -650,25 +740,11 @@ void Node::open_stream(const StreamSpec& spec) {
   }
   Stream stream;
   stream.spec = spec;
+  if (auto made = make_filters(stream); !made) {
+    report_stream_ack(spec.id, describe(id_.rank) + ": " + made.error());
+    return;
+  }
   if (!children_.empty()) {
-    std::uint32_t live = 0;
-    for (const auto& child : children_) live += child.link != nullptr;
-    const FilterContext context{.rank = id_.rank, .stream = spec.id, .upstream = true, .children = live};
-    auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
-    if (!filter) {
-      report_stream_ack(spec.id, describe(id_.rank) + ": " + filter.error());
-      return;
-    }
-    stream.filter = std::move(*filter);
-    if (!spec.downstream_filter.empty()) {
-      const FilterContext down_context{.rank = id_.rank, .stream = spec.id, .upstream = false, .children = live};
-      auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
-      if (!downstream) {
-        report_stream_ack(spec.id, describe(id_.rank) + ": downstream " + downstream.error());
-        return;
-      }
-      stream.downstream = std::move(*downstream);
-    }
     std::vector<bool> member(children_.size(), false);
     for (Rank b : spec.backends) {
       if (auto it = route_.find(b); it != route_.end()) member[it->second] = true;
@@ -678,7 +754,6 @@ void Node::open_stream(const StreamSpec& spec) {
     }
     stream.queues.resize(stream.members.size());
     stream.awaiting_ack = stream.members;
-    if (spec.sync == SyncMode::time_out) stream.wave_timer = std::make_unique<asio::steady_timer>(io_);
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
   log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id, spec.upstream_filter,
@@ -722,7 +797,7 @@ void Node::deliver_down(StreamId stream, wire::DataPacket::Reader packet) {
 void Node::forward_down(StreamId id, const Packet& input, std::optional<Rank> destination) {
   auto it = streams_.find(id);
   if (it == streams_.end()) {
-    if (!parent_ && observer_) observer_->on_stream_error(id, "no such stream " + std::to_string(id));
+    if (is_root() && observer_) observer_->on_stream_error(id, "no such stream " + std::to_string(id));
     log().warn("dropping a packet for unknown stream {}", id);
     return;
   }
@@ -757,9 +832,41 @@ void Node::forward_down(StreamId id, const Packet& input, std::optional<Rank> de
   }
 }
 
+Result<void> Node::make_filters(Stream& stream) {
+  const StreamSpec& spec = stream.spec;
+  std::uint32_t live = 0;
+  for (const auto& child : children_) live += child.link != nullptr;
+  const FilterContext context{.rank = id_.rank, .stream = spec.id, .upstream = true, .children = live};
+  auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
+  if (children_.empty()) {
+    // A back-end keeps an instance of a state-recoverable upstream filter over its
+    // own packets: its state is what it sends a new parent if its parent dies.
+    if (filter && (*filter)->state_recoverable()) stream.filter = std::move(*filter);
+    return {};
+  }
+  if (!filter) return Error{filter.error()};
+  stream.filter = std::move(*filter);
+  if (!spec.downstream_filter.empty()) {
+    const FilterContext down_context{.rank = id_.rank, .stream = spec.id, .upstream = false, .children = live};
+    auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
+    if (!downstream) return Error{"downstream " + downstream.error()};
+    stream.downstream = std::move(*downstream);
+  }
+  if (spec.sync == SyncMode::time_out && !stream.wave_timer) {
+    stream.wave_timer = std::make_unique<asio::steady_timer>(io_);
+  }
+  return {};
+}
+
 void Node::send_up(StreamId stream, Packet packet) {
   packet.set_source(id_.rank);
   packet.set_contributors(1);
+  if (auto it = streams_.find(stream); it != streams_.end() && it->second.filter) {
+    it->second.wave.clear();
+    it->second.wave.push_back(std::move(packet));
+    emit_wave(it->second);
+    return;
+  }
   report_upstream(stream, packet);
 }
 
@@ -882,8 +989,11 @@ void Node::route_point_to_point(wire::DataPacket::Reader packet) {
                               std::to_string(destination) + " dropped: its subtree is gone");
       return;
     }
-  } else if (parent_) {
-    next = parent_;
+  } else if (!is_root()) {
+    Message message(id_);
+    message.body().setData(packet);
+    send_to_parent(message);  // held back while orphaned
+    return;
   } else {
     report_stream_error(packet.getStreamId(),
                         "point-to-point packet from rank " + std::to_string(packet.getSourceRank()) +
@@ -903,7 +1013,7 @@ void Node::load_filter(std::uint64_t request, const std::string& path, const std
 
 void Node::do_load_filter(std::uint64_t request, const std::string& path, const std::string& name) {
   std::string error;
-  if (!children_.empty()) {
+  {
     if (auto r = filters_.load(path, name); !r) {
       error = describe(id_.rank) + ": " + r.error();
       log().error("load filter {} from {}: {}", name, path, r.error());
@@ -911,9 +1021,10 @@ void Node::do_load_filter(std::uint64_t request, const std::string& path, const 
       log().info("loaded filter {} from {}", name, path);
     }
   }
-  std::vector<std::size_t> targets;  // back-ends run no filters
+  // Back-ends too: they keep state-recoverable filters over their own packets.
+  std::vector<std::size_t> targets;
   for (std::size_t i = 0; i < children_.size(); ++i) {
-    if (children_[i].link && children_[i].role == Role::commnode) targets.push_back(i);
+    if (children_[i].link) targets.push_back(i);
   }
   start_request(request, std::move(targets), std::move(error), [&](Message& message) {
     auto l = message.body().initLoadFilter();
@@ -1007,7 +1118,7 @@ void Node::request_acked(std::uint64_t request, std::size_t child, const std::st
 }
 
 void Node::report_request_ack(std::uint64_t request, const std::string& error) {
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_request_ack(request, error);
     return;
   }
@@ -1038,11 +1149,26 @@ void Node::drop_member(Stream& stream, std::size_t child) {
 // ---- reports travelling up ----
 
 void Node::send_to_parent(Message& message) {
-  if (parent_) parent_->send(message.builder());
+  if (parent_) {
+    parent_->send(message.builder());
+    return;
+  }
+  if (!orphan_) return;
+  // Orphaned: hold the message back until a new parent adopts us, within a bound.
+  constexpr std::size_t kMaxHeldBytes = 64u << 20;
+  auto words = capnp::messageToFlatArray(message.builder());
+  if (orphan_->held_bytes + words.size() * sizeof(capnp::word) > kMaxHeldBytes) {
+    auto body = message.builder().getRoot<wire::Message>().getBody();
+    if (body.isData()) orphan_->overflowed.push_back(body.getData().getStreamId());
+    log().warn("orphan: dropping held-back output beyond {} MiB", kMaxHeldBytes >> 20);
+    return;
+  }
+  orphan_->held_bytes += words.size() * sizeof(capnp::word);
+  orphan_->held.push_back(std::move(words));
 }
 
 void Node::report_launched(Rank rank) {
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_launched(rank);
     return;
   }
@@ -1053,7 +1179,7 @@ void Node::report_launched(Rank rank) {
 
 void Node::report_launch_failed(Rank rank, const std::string& reason) {
   log().error("launch failed: {}", reason);
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_launch_failed(rank, reason);
     return;
   }
@@ -1065,7 +1191,7 @@ void Node::report_launch_failed(Rank rank, const std::string& reason) {
 }
 
 void Node::report_node_lost(Rank rank, const std::string& reason) {
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_node_lost(rank, reason);
     return;
   }
@@ -1077,7 +1203,7 @@ void Node::report_node_lost(Rank rank, const std::string& reason) {
 }
 
 void Node::report_stream_ack(StreamId stream, const std::string& error) {
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_stream_ack(stream, error);
     return;
   }
@@ -1090,7 +1216,7 @@ void Node::report_stream_ack(StreamId stream, const std::string& error) {
 
 void Node::report_stream_error(StreamId stream, const std::string& error) {
   log().error("stream {}: {}", stream, error);
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_stream_error(stream, error);
     return;
   }
@@ -1103,14 +1229,428 @@ void Node::report_stream_error(StreamId stream, const std::string& error) {
 }
 
 void Node::report_upstream(StreamId stream, const Packet& packet) {
-  if (!parent_) {
+  if (is_root()) {
     if (observer_) observer_->on_upstream(stream, Packet(packet));
     return;
+  }
+  if (orphan_) {
+    // The filter state of a recoverable stream subsumes its pending output: the
+    // state goes to the new parent instead.
+    auto it = streams_.find(stream);
+    if (it != streams_.end() && it->second.filter && it->second.filter->state_recoverable()) return;
   }
   Message message(id_);
   auto d = message.body().initData();
   d.setStreamId(stream);
   encode_packet(packet, d);
+  send_to_parent(message);
+}
+
+// ---- fault tolerance: event detection ----
+
+void Node::attach_parent(std::shared_ptr<Link> link) {
+  const Link* raw = link.get();
+  link->start(
+      [this, raw](wire::Message::Reader msg) {
+        if (parent_.get() == raw) {
+          on_parent_message(msg);
+        } else if (orphan_ && orphan_->trying.get() == raw && msg.getBody().isAdopted()) {
+          on_adopted(msg.getBody().getAdopted());
+        }
+      },
+      [this, raw](std::string_view reason) {
+        if (parent_.get() == raw) {
+          on_parent_closed(reason);
+        } else if (orphan_ && orphan_->trying.get() == raw) {
+          log().warn("adopter {} refused or failed: {}", orphan_->trying_rank, reason);
+          orphan_->attempt.cancel();
+          orphan_->trying.reset();
+          asio::post(io_, [this] { try_next_adopter(); });
+        }
+      });
+  if (!orphan_) parent_ = std::move(link);
+}
+
+void Node::on_parent_closed(std::string_view reason) {
+  if (stopping_) return;
+  const bool parent_is_root = view_ && view_->parent(id_.rank) == view_->root();
+  if (!plan_.fault.enabled || !view_ || !topology_ || parent_is_root) {
+    // The front-end is gone (or healing is off): nothing to rejoin.
+    begin_stop("lost parent: " + std::string(reason));
+    return;
+  }
+  become_orphan(std::string(reason));
+}
+
+void Node::start_heartbeats() {
+  if (!plan_.fault.enabled || heartbeats_started_) return;
+  heartbeats_started_ = true;
+  heartbeat_timer_.expires_after(plan_.fault.heartbeat / 2);
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) heartbeat_tick();
+  });
+}
+
+void Node::heartbeat_tick() {
+  if (stopping_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (parent_) watch_peer(*parent_, parent_peer_, "parent " + describe(view_->parent(id_.rank)), now);
+  for (auto& child : children_) {
+    if (!child.link || !child.link->is_open()) continue;
+    watch_peer(*child.link, child.peer, "child " + describe(child.rank), now);
+    if (child.peer == PeerState::lost && child.process && child.process->running()) {
+      // Fence it: a hung process must not wake up later and rejoin a healed tree.
+      child.process->kill(SIGKILL);
+    }
+  }
+  heartbeat_timer_.expires_after(plan_.fault.heartbeat / 2);
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) heartbeat_tick();
+  });
+}
+
+// Heartbeats go only on links idle for a heartbeat interval; a peer silent for the
+// suspect threshold is suspect, for the lost threshold lost, and its link is cut.
+void Node::watch_peer(Link& link, PeerState& state, const std::string& who,
+                      std::chrono::steady_clock::time_point now) {
+  if (now - link.last_sent() >= plan_.fault.heartbeat) {
+    Message beat(id_);
+    beat.body().setHeartbeat();
+    link.send(beat.builder());
+  }
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_received());
+  PeerState next = silent >= plan_.fault.lost      ? PeerState::lost
+                   : silent >= plan_.fault.suspect ? PeerState::suspect
+                                                   : PeerState::alive;
+  if (next == state) return;
+  log().warn("{}: {} -> {} (silent for {} ms)", who, peer_state_name(state), peer_state_name(next), silent.count());
+  state = next;
+  if (next == PeerState::lost) link.abort("no message or heartbeat for " + std::to_string(silent.count()) + " ms");
+}
+
+// ---- fault tolerance: topology reports ----
+
+void Node::flood(Message& message, const Link* except) {
+  if (parent_ && parent_.get() != except) parent_->send(message.builder());
+  for (auto& child : children_) {
+    if (child.link && child.link.get() != except) child.link->send(message.builder());
+  }
+}
+
+void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from) {
+  if (!view_ || !view_->contains(rank) || !view_->apply_failure(rank)) return;  // not news
+  log().info("failure report: {} ({})", describe(rank), reason);
+  Message message(id_);
+  auto f = message.body().initFailureReport();
+  f.setRank(rank);
+  f.setReason(reason);
+  flood(message, from);
+}
+
+void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
+  if (!view_ || !view_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
+  log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
+  update_routes(orphan);
+  if (is_root() && observer_) observer_->on_adoption(orphan, adopter, incarnation);
+  Message message(id_);
+  auto a = message.body().initAdoptionReport();
+  a.setOrphan(orphan);
+  a.setAdopter(adopter);
+  a.setIncarnation(incarnation);
+  flood(message, from);
+}
+
+// The back-ends below a re-adopted orphan are reached through whichever child of
+// this node is now its ancestor, if any.
+void Node::update_routes(Rank orphan) {
+  Rank via = TreeView::kNone;
+  std::size_t steps = 0;
+  for (Rank r = orphan; r != TreeView::kNone && steps < 64; r = view_->parent(r), ++steps) {
+    if (view_->parent(r) == id_.rank) {
+      via = r;
+      break;
+    }
+  }
+  auto child = via == TreeView::kNone ? child_index_.end() : child_index_.find(via);
+  for (Rank b : view_->backends_below(orphan)) {
+    if (child != child_index_.end()) {
+      route_[b] = child->second;
+    } else {
+      route_.erase(b);
+    }
+  }
+}
+
+// ---- fault tolerance: adopting an orphan ----
+
+void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  const Rank orphan = hello.getRank();
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing to adopt {}: {}", orphan, why);
+    link->close("adoption refused: " + why);
+  };
+  if (!plan_.fault.enabled || !view_) return refuse("fault tolerance is off");
+  if (stopping_) return refuse("this node is stopping");
+  if (orphan_) return refuse("this node is itself an orphan");
+  if (!view_->contains(orphan) || orphan == view_->root()) return refuse("unknown rank");
+  if (from_wire(hello.getRole()) != view_->role(orphan)) return refuse("role does not match the topology");
+  if (view_->in_subtree(id_.rank, orphan)) return refuse("this node is inside the orphan's subtree");
+  if (view_->role(id_.rank) == Role::backend) return refuse("a back-end adopts no one");
+  if (view_->height(id_.rank) < view_->height(orphan) + 1) return refuse("adoption would make the tree deeper");
+  const std::uint32_t incarnation = hello.getIncarnation();
+  if (incarnation <= view_->incarnation(orphan)) return refuse("stale incarnation");
+
+  std::size_t index;
+  if (auto it = child_index_.find(orphan); it != child_index_.end()) {
+    if (children_[it->second].link) return refuse("already connected");
+    index = it->second;  // a former child of ours coming back
+  } else {
+    index = children_.size();
+    Child fresh;
+    fresh.rank = orphan;
+    fresh.role = view_->role(orphan);
+    children_.push_back(std::move(fresh));
+    child_index_[orphan] = index;
+  }
+  Child& child = children_[index];
+  child.link = link;
+  child.state = ChildState::ready;  // its subtree is already up
+  child.adopted = true;
+  child.peer = PeerState::alive;
+  child.loss_reported = false;
+  child.close_reason.clear();
+  child_of_link_[link.get()] = index;
+  hello_deadlines_.erase(link.get());
+  std::erase(pending_, link);
+  log().info("adopted {} from {} (pid {}, incarnation {})", describe(orphan), link->peer(), hello.getPid(),
+             incarnation);
+
+  Message reply(id_);
+  auto a = reply.body().initAdopted();
+  a.setAdopter(id_.rank);
+  a.setIncarnation(incarnation);
+  link->send(reply.builder());
+  on_adoption_report(orphan, id_.rank, incarnation, link.get());
+}
+
+// A stream of an adopted orphan: join it to the local stream, creating the stream
+// here (and asking upwards) if this node was not on it.
+void Node::join_stream(std::size_t child, const StreamSpec& spec) {
+  auto it = streams_.find(spec.id);
+  if (it == streams_.end()) {
+    Stream stream;
+    stream.spec = spec;
+    if (auto made = make_filters(stream); !made) {
+      report_stream_error(spec.id, describe(id_.rank) + ": cannot join stream for an adopted orphan: " + made.error());
+      return;
+    }
+    it = streams_.emplace(spec.id, std::move(stream)).first;
+    if (parent_ || orphan_) {
+      Message join(id_);
+      write_stream_spec(join.body().initStreamJoin(), spec);
+      send_to_parent(join);
+    }
+    log().info("stream {} created here for an adopted orphan", spec.id);
+  }
+  Stream& stream = it->second;
+  if (std::find(stream.members.begin(), stream.members.end(), child) == stream.members.end()) {
+    stream.members.push_back(child);
+    stream.queues.emplace_back();
+  }
+}
+
+void Node::write_stream_spec(wire::StreamCreate::Builder c, const StreamSpec& spec) const {
+  c.setStreamId(spec.id);
+  auto list = c.initBackends(spec.backends.size());
+  for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
+  c.setUpstreamFilter(spec.upstream_filter);
+  c.setSyncMode(to_wire(spec.sync));
+  c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
+  c.setDownstreamFilter(spec.downstream_filter);
+  encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
+  encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
+}
+
+// ---- fault tolerance: being an orphan ----
+
+void Node::become_orphan(const std::string& reason) {
+  const Rank failed = view_->parent(id_.rank);
+  log().warn("parent {} lost ({}): orphaned, looking for an adopter", describe(failed), reason);
+  orphan_ = std::make_unique<Orphanhood>(io_);
+  orphan_->failed = failed;
+  orphan_->since = std::chrono::steady_clock::now();
+  parent_.reset();
+  parent_peer_ = PeerState::alive;
+  on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
+  orphan_->deadline.expires_after(plan_.fault.adoption_timeout);
+  orphan_->deadline.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !orphan_) return;
+    begin_stop("no adopter accepted this node within " + std::to_string(plan_.fault.adoption_timeout.count()) + " ms");
+  });
+  start_adoption_round();
+}
+
+void Node::start_adoption_round() {
+  if (!orphan_ || stopping_) return;
+  auto t0 = std::chrono::steady_clock::now();
+  orphan_->candidates = view_->potential_adopters(id_.rank, 16);
+  orphan_->choose += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  orphan_->next = 0;
+  std::string list;
+  for (Rank r : orphan_->candidates) list += (list.empty() ? "" : " ") + std::to_string(r);
+  log().info("potential adopters: {}", list.empty() ? "none" : list);
+  try_next_adopter();
+}
+
+void Node::try_next_adopter() {
+  if (!orphan_ || stopping_ || orphan_->trying || orphan_->socket) return;
+  auto& o = *orphan_;
+  while (o.next < o.candidates.size()) {
+    Rank candidate = o.candidates[o.next++];
+    const canopy::Node* n = topology_->find(candidate);
+    if (!n || n->port == 0 || !view_->alive(candidate)) continue;
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(topology_->address_of(n->host), ec);
+    if (ec) {
+      asio::ip::tcp::resolver resolver(io_);
+      auto results = resolver.resolve(topology_->address_of(n->host), "0", ec);
+      if (ec || results.empty()) continue;
+      address = results.begin()->endpoint().address();
+    }
+    if (o.attempts++ == 0) o.connect_start = std::chrono::steady_clock::now();
+    o.trying_rank = candidate;
+    o.socket = std::make_unique<asio::ip::tcp::socket>(io_);
+    log().info("asking {} to adopt this node", describe(candidate));
+    // Bounded: an adopter that does not answer in time is skipped.
+    o.attempt.expires_after(std::max(std::chrono::milliseconds(500), plan_.fault.lost));
+    o.attempt.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || !orphan_) return;
+      log().warn("adopter {} did not answer in time", orphan_->trying_rank);
+      if (orphan_->trying) {
+        orphan_->trying->abort("no answer to the adoption request");
+      } else if (orphan_->socket) {
+        boost::system::error_code ignored;
+        orphan_->socket->close(ignored);
+      }
+    });
+    o.socket->async_connect({address, n->port}, [this, candidate](const boost::system::error_code& ec) {
+      if (!orphan_ || stopping_) return;
+      auto socket = std::move(orphan_->socket);
+      if (ec) {
+        log().warn("cannot reach potential adopter {}: {}", candidate, ec.message());
+        orphan_->attempt.cancel();
+        asio::post(io_, [this] { try_next_adopter(); });
+        return;
+      }
+      auto link = TcpLink::create(std::move(*socket));
+      orphan_->trying = link;
+      attach_parent(link);
+      Message hello(id_);
+      auto h = hello.body().initHello();
+      h.setProtocolVersion(wire::PROTOCOL_VERSION);
+      h.setNetworkId(id_.network_id);
+      h.setRole(core::to_wire(id_.role));
+      h.setRank(id_.rank);
+      h.setIncarnation(std::max(id_.incarnation, view_->incarnation(id_.rank)) + 1);
+      h.setPid(getpid());
+      h.setAdopt(true);
+      link->send(hello.builder());
+    });
+    return;
+  }
+  // Everyone on the list failed: views change as reports arrive; try again shortly.
+  o.retry.expires_after(std::chrono::milliseconds(100));
+  o.retry.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) start_adoption_round();
+  });
+}
+
+void Node::on_adopted(wire::Adopted::Reader adopted) {
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d); };
+  auto o = std::move(orphan_);  // no longer an orphan: from here on messages go to the parent
+  o->attempt.cancel();
+  o->retry.cancel();
+  o->deadline.cancel();
+  const auto accepted = Clock::now();
+  parent_ = std::move(o->trying);
+  parent_peer_ = PeerState::alive;
+  id_.incarnation = adopted.getIncarnation();
+  const Rank adopter = adopted.getAdopter();
+
+  // Compensate: join our streams at the adopter, send the state of every
+  // state-recoverable filter as channel state, then the output held back meanwhile.
+  RecoveryReport report;
+  report.orphan = id_.rank;
+  report.adopter = adopter;
+  report.failed_parent = o->failed;
+  report.incarnation = id_.incarnation;
+  report.attempts = o->attempts;
+  report.choose = o->choose;
+  report.connect = us(accepted - o->connect_start);
+  std::vector<StreamId> ids;
+  for (const auto& [id, stream] : streams_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (StreamId id : ids) {
+    Stream& stream = streams_.at(id);
+    Message join(id_);
+    write_stream_spec(join.body().initStreamJoin(), stream.spec);
+    parent_->send(join.builder());
+    if (stream.filter && stream.filter->state_recoverable()) {
+      auto state = stream.filter->extract_state();
+      if (!state) {
+        report_stream_error(id, describe(id_.rank) + ": cannot extract filter state: " + state.error());
+        report.incomplete_streams.push_back(id);
+        continue;
+      }
+      state->set_source(id_.rank);
+      state->set_contributors(0);  // state, not new input
+      report_upstream(id, *state);
+    } else {
+      report.incomplete_streams.push_back(id);
+    }
+  }
+  for (auto& words : o->held) {
+    capnp::FlatArrayMessageReader reader(words.asPtr());
+    capnp::MallocMessageBuilder copy;
+    copy.setRoot(reader.getRoot<wire::Message>());
+    parent_->send(copy);
+  }
+  const auto compensated = Clock::now();
+  report.compensate = us(compensated - accepted);
+
+  view_->apply_adoption(id_.rank, adopter, id_.incarnation);
+  Message announce(id_);
+  auto a = announce.body().initAdoptionReport();
+  a.setOrphan(id_.rank);
+  a.setAdopter(adopter);
+  a.setIncarnation(id_.incarnation);
+  flood(announce, nullptr);
+  report.cleanup = us(Clock::now() - compensated);
+  log().info("adopted by {} after {} attempt(s): choose {} us, connect {} us, compensate {} us, cleanup {} us",
+             describe(adopter), report.attempts, report.choose.count(), report.connect.count(),
+             report.compensate.count(), report.cleanup.count());
+  report_recovered(report);
+}
+
+void Node::report_recovered(const RecoveryReport& report) {
+  if (is_root()) {
+    if (observer_) observer_->on_recovered(report);
+    return;
+  }
+  Message message(id_);
+  auto r = message.body().initRecovered();
+  r.setOrphan(report.orphan);
+  r.setAdopter(report.adopter);
+  r.setFailedParent(report.failed_parent);
+  r.setIncarnation(report.incarnation);
+  r.setChooseUs(report.choose.count());
+  r.setConnectUs(report.connect.count());
+  r.setCompensateUs(report.compensate.count());
+  r.setCleanupUs(report.cleanup.count());
+  r.setAttempts(report.attempts);
+  auto list = r.initIncompleteStreams(report.incomplete_streams.size());
+  for (std::size_t i = 0; i < report.incomplete_streams.size(); ++i) list.set(i, report.incomplete_streams[i]);
   send_to_parent(message);
 }
 
@@ -1124,6 +1664,17 @@ void Node::begin_stop(const std::string& reason) {
   stop_reason_ = reason;
   log().info("stopping: {}", reason);
   startup_timer_.cancel();
+  heartbeat_timer_.cancel();
+  if (orphan_) {
+    orphan_->retry.cancel();
+    orphan_->deadline.cancel();
+    orphan_->attempt.cancel();
+    if (orphan_->trying) orphan_->trying->detach();
+    if (orphan_->socket) {
+      boost::system::error_code ignored;
+      orphan_->socket->close(ignored);
+    }
+  }
   for (auto& link : pending_) link->close("stopping");
   Message message(id_);
   message.body().initShutdown().setReason(reason);

@@ -24,6 +24,7 @@
 #include "canopy/packet.h"
 #include "canopy/topology.h"
 #include "core/process.h"
+#include "core/tree_view.h"
 #include "filters/filter.h"
 #include "transport/link.h"
 
@@ -38,6 +39,26 @@ struct NodeIdentity {
   std::uint32_t incarnation = 0;
 };
 
+// How every process watches its peers and heals the tree (docs/fault-tolerance.md).
+struct FaultConfig {
+  bool enabled = true;
+  std::chrono::milliseconds heartbeat{500};          // idle links carry a heartbeat this often
+  std::chrono::milliseconds suspect{2000};           // silent this long: suspect
+  std::chrono::milliseconds lost{5000};              // silent this long: lost
+  std::chrono::milliseconds adoption_timeout{30000}; // an orphan gives up after this long
+};
+
+// What an orphan reports once it has been adopted and has compensated.
+struct RecoveryReport {
+  Rank orphan = 0;
+  Rank adopter = 0;
+  Rank failed_parent = 0;
+  std::uint32_t incarnation = 0;
+  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
+  std::uint32_t attempts = 0;
+  std::vector<StreamId> incomplete_streams;
+};
+
 // How a parent starts its children. Sent down with the topology.
 struct LaunchPlan {
   std::string commnode_exe;                 // absolute path of canopy-commnode
@@ -45,6 +66,7 @@ struct LaunchPlan {
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
+  FaultConfig fault;
 };
 
 struct StreamSpec {
@@ -73,6 +95,8 @@ class NodeObserver {
   virtual void on_stream_ack(StreamId stream, const std::string& error) {}
   virtual void on_stream_error(StreamId stream, const std::string& error) {}
   virtual void on_request_ack(std::uint64_t request, const std::string& error) {}
+  virtual void on_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {}
+  virtual void on_recovered(const RecoveryReport& report) {}
   virtual void on_upstream(StreamId stream, Packet&& packet) {}
   // Leaf only:
   virtual void on_downstream(StreamId stream, Packet&& packet) {}
@@ -127,9 +151,13 @@ class Node {
   // children before killing them; parents always wait longer than their children.
   static std::chrono::milliseconds stop_grace_for_height(std::size_t height);
   const NodeIdentity& identity() const { return id_; }
+  bool is_root() const { return id_.role == Role::frontend; }
 
  private:
   enum class ChildState : std::uint8_t { starting, connected, ready, gone };
+  // The event detection service's view of a connected peer.
+  enum class PeerState : std::uint8_t { alive, suspect, lost };
+  static const char* peer_state_name(PeerState state);
   static const char* state_name(ChildState state);
   struct Child {
     Rank rank;
@@ -140,6 +168,8 @@ class Node {
     std::optional<int> exit_status;
     std::string close_reason;      // set when the link closed; loss reported later
     bool loss_reported = false;
+    bool adopted = false;          // joined as an orphan, not started by this node
+    PeerState peer = PeerState::alive;
     std::unique_ptr<asio::steady_timer> loss_timer;
   };
   struct Stream {
@@ -154,6 +184,24 @@ class Node {
     std::string ack_error;
     std::unique_ptr<asio::steady_timer> wave_timer;  // time_out mode: closes a partial wave
     bool timer_armed = false;
+  };
+  // An orphan looking for a new parent.
+  struct Orphanhood {
+    explicit Orphanhood(asio::io_context& io) : retry(io), deadline(io), attempt(io) {}
+    Rank failed = 0;
+    std::chrono::steady_clock::time_point since, connect_start;
+    std::chrono::microseconds choose{0};
+    std::vector<Rank> candidates;
+    std::size_t next = 0;
+    std::uint32_t attempts = 0;
+    Rank trying_rank = 0;
+    std::shared_ptr<transport::Link> trying;
+    std::unique_ptr<asio::ip::tcp::socket> socket;
+    asio::steady_timer retry, deadline, attempt;
+    // Upward messages held back until adoption (copies of whole protocol messages).
+    std::vector<kj::Array<capnp::word>> held;
+    std::size_t held_bytes = 0;
+    std::vector<StreamId> overflowed;  // streams whose held output had to be dropped
   };
   // A request from the root that every node of a subtree carries out and acks.
   struct Request {
@@ -195,6 +243,27 @@ class Node {
                      const std::function<void(Message&)>& fill);
   void request_acked(std::uint64_t request, std::size_t child, const std::string& error);
   void report_request_ack(std::uint64_t request, const std::string& error);
+
+  // ---- fault tolerance ----
+  void attach_parent(std::shared_ptr<transport::Link> link);
+  void on_parent_closed(std::string_view reason);
+  void start_heartbeats();
+  void heartbeat_tick();
+  void watch_peer(transport::Link& link, PeerState& state, const std::string& who,
+                  std::chrono::steady_clock::time_point now);
+  void accept_orphan(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  void join_stream(std::size_t child, const StreamSpec& spec);
+  Result<void> make_filters(Stream& stream);
+  void become_orphan(const std::string& reason);
+  void start_adoption_round();
+  void try_next_adopter();
+  void on_adopted(wire::Adopted::Reader adopted);
+  void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from);
+  void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
+  void update_routes(Rank orphan);
+  void flood(Message& message, const transport::Link* except);
+  void report_recovered(const RecoveryReport& report);
+  void write_stream_spec(wire::StreamCreate::Builder c, const StreamSpec& spec) const;
   void drop_member(Stream& stream, std::size_t child);
 
   void report_launched(Rank rank);
@@ -217,6 +286,11 @@ class Node {
   NodeObserver* observer_;
 
   std::optional<Topology> topology_;
+  std::optional<TreeView> view_;             // the live tree, with failure and adoption reports applied
+  std::unique_ptr<Orphanhood> orphan_;       // set while the parent is lost and no adopter found
+  PeerState parent_peer_ = PeerState::alive;
+  asio::steady_timer heartbeat_timer_;
+  bool heartbeats_started_ = false;
   LaunchPlan plan_;
   std::shared_ptr<transport::Link> parent_;
   std::optional<asio::ip::tcp::acceptor> acceptor_;

@@ -52,6 +52,19 @@ Rank TreeView::live_ancestor(Rank rank) const {
   return kNone;
 }
 
+std::vector<Rank> TreeView::backends_below(Rank rank) const {
+  std::vector<Rank> out, stack{rank};
+  while (!stack.empty() && stack.size() <= index_.size()) {
+    Rank r = stack.back();
+    stack.pop_back();
+    const Entry& e = entry(r);
+    if (e.role == Role::backend) out.push_back(r);
+    stack.insert(stack.end(), e.children.begin(), e.children.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool TreeView::apply_failure(Rank rank) {
   auto it = index_.find(rank);
   if (it == index_.end() || !it->second.alive || rank == root_) return false;

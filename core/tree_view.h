@@ -41,6 +41,8 @@ class TreeView {
   bool in_subtree(Rank node, Rank top) const;
   // The nearest live ancestor of `rank` (kNone if none).
   Rank live_ancestor(Rank rank) const;
+  // The back-ends in `rank`'s current subtree (itself, if a back-end).
+  std::vector<Rank> backends_below(Rank rank) const;
 
   // A failure report: `rank` is gone. Returns false if it was already known.
   bool apply_failure(Rank rank);

@@ -113,8 +113,49 @@ struct Network::Impl final : core::NodeObserver {
     ready = true;
     changed.notify_all();
   }
-  void on_node_lost(Rank, const std::string& reason) override {
-    inbox.push(Error{"lost " + reason + "; results from now on are incomplete"});
+  void on_node_lost(Rank rank, const std::string& reason) override {
+    Event event;
+    event.kind = Event::Kind::failure;
+    event.rank = rank;
+    event.reason = reason;
+    push_event(std::move(event));
+    const auto* node = options.topology.find(rank);
+    // A lost commnode is healed; a lost back-end takes its data with it.
+    if (!options.fault_tolerance.enabled || !node || node->role == Role::backend) {
+      inbox.push(Error{"lost " + reason + "; results from now on are incomplete"});
+    }
+  }
+  void on_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) override {
+    Event event;
+    event.kind = Event::Kind::adoption;
+    event.rank = orphan;
+    event.adopter = adopter;
+    event.incarnation = incarnation;
+    push_event(std::move(event));
+  }
+  void on_recovered(const core::RecoveryReport& report) override {
+    Event event;
+    event.kind = Event::Kind::recovered;
+    event.rank = report.orphan;
+    event.adopter = report.adopter;
+    event.failed_parent = report.failed_parent;
+    event.incarnation = report.incarnation;
+    event.choose = report.choose;
+    event.connect = report.connect;
+    event.compensate = report.compensate;
+    event.cleanup = report.cleanup;
+    event.attempts = report.attempts;
+    event.incomplete_streams = report.incomplete_streams;
+    for (StreamId s : report.incomplete_streams) {
+      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.orphan) +
+                       " was re-adopted after its parent " + std::to_string(report.failed_parent) +
+                       " failed, and its filter is not state recoverable"});
+    }
+    push_event(std::move(event));
+  }
+  void push_event(Event event) {
+    event.time = std::chrono::system_clock::now();
+    events.push(std::move(event));
   }
   void on_stream_ack(StreamId stream, const std::string& error) override {
     std::lock_guard lock(mutex);
@@ -221,6 +262,7 @@ struct Network::Impl final : core::NodeObserver {
   core::LoopThread loop;
   std::unique_ptr<core::Node> node;
   core::Inbox<std::variant<Received, Error>> inbox;
+  core::Inbox<Event> events;
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -267,6 +309,12 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;
+  const auto& ft = options.fault_tolerance;
+  plan.fault = core::FaultConfig{.enabled = ft.enabled,
+                                 .heartbeat = ft.heartbeat,
+                                 .suspect = ft.suspect,
+                                 .lost = ft.lost,
+                                 .adoption_timeout = ft.adoption_timeout};
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 
@@ -430,6 +478,47 @@ Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeo
 }
 
 int Network::event_fd() const { return impl_->inbox.fd(); }
+
+std::optional<Event> Network::next_event(std::chrono::milliseconds timeout) {
+  return impl_->events.pop(timeout);
+}
+
+std::string_view to_string(Event::Kind kind) {
+  switch (kind) {
+    case Event::Kind::failure: return "failure";
+    case Event::Kind::adoption: return "adoption";
+    case Event::Kind::recovered: return "recovered";
+  }
+  return "event";
+}
+
+std::string to_json(const Event& e) {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(e.time.time_since_epoch()).count();
+  std::string out = "{\"event\":\"" + std::string(to_string(e.kind)) + "\",\"rank\":" + std::to_string(e.rank);
+  switch (e.kind) {
+    case Event::Kind::failure:
+      out += ",\"reason\":" + to_json(Value{e.reason});
+      break;
+    case Event::Kind::adoption:
+      out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"incarnation\":" + std::to_string(e.incarnation);
+      break;
+    case Event::Kind::recovered: {
+      out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"failed_parent\":" + std::to_string(e.failed_parent) +
+             ",\"incarnation\":" + std::to_string(e.incarnation) + ",\"attempts\":" + std::to_string(e.attempts) +
+             ",\"choose_us\":" + std::to_string(e.choose.count()) +
+             ",\"connect_us\":" + std::to_string(e.connect.count()) +
+             ",\"compensate_us\":" + std::to_string(e.compensate.count()) +
+             ",\"cleanup_us\":" + std::to_string(e.cleanup.count()) + ",\"incomplete_streams\":[";
+      for (std::size_t i = 0; i < e.incomplete_streams.size(); ++i) {
+        out += (i ? "," : "") + std::to_string(e.incomplete_streams[i]);
+      }
+      out += "]";
+      break;
+    }
+  }
+  out += ",\"time_us\":" + std::to_string(micros) + "}";
+  return out;
+}
 
 Result<void> Network::shutdown() {
   Impl& impl = *impl_;

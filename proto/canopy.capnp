@@ -45,6 +45,12 @@ struct Message {
     loadFilter @13 :LoadFilter;
     setParams @14 :SetParams;
     requestAck @15 :RequestAck;
+    adopted @16 :Adopted;
+    heartbeat @17 :Void;
+    failureReport @18 :FailureReport;
+    adoptionReport @19 :AdoptionReport;
+    recovered @20 :Recovered;
+    streamJoin @21 :StreamCreate;
   }
 }
 
@@ -58,6 +64,8 @@ struct Hello {
   rank @3 :UInt32;              # its topology rank
   incarnation @4 :UInt32;       # its incarnation number (0 at launch)
   pid @5 :Int32;                # its process id, for logs and diagnostics
+  adopt @6 :Bool;               # true: an orphan asking this process to adopt it;
+                                # `incarnation` is then its new incarnation number
 }
 
 struct Topology {
@@ -73,6 +81,7 @@ struct Topology {
   backendArgv @6 :List(Text);   # back-end program and its arguments
   attachMode @7 :Bool;          # true: back-ends are started by others and attach
                                 # (docs/attach.md); parents do not launch them
+  faultTolerance @8 :FaultTolerance;
 
   struct Node {
     rank @0 :UInt32;
@@ -216,4 +225,49 @@ struct RequestAck {
   # Up the tree once the whole subtree has carried out request `requestId`.
   requestId @0 :UInt64;
   error @1 :Text;                # "" on success, else every failure with its node
+}
+
+struct FaultTolerance {
+  # Sent down with the topology: how every process watches its peers and heals.
+  enabled @0 :Bool;              # false: losing the parent stops the subtree (issue 2)
+  heartbeatMs @1 :UInt32;        # a link idle this long carries a heartbeat
+  suspectMs @2 :UInt32;          # a peer silent this long is suspect (logged)
+  lostMs @3 :UInt32;             # a peer silent this long is lost (link closed)
+  adoptionTimeoutMs @4 :UInt32;  # an orphan gives up (and stops) after this long
+}
+
+struct Adopted {
+  # Adopter -> orphan, in answer to a Hello with `adopt`: the orphan is now a child.
+  adopter @0 :UInt32;
+  incarnation @1 :UInt32;        # the orphan's incarnation the adopter recorded
+}
+
+struct FailureReport {
+  # Floods the tree (each process forwards it to every peer but the sender, if it
+  # was news): process `rank` is gone.
+  rank @0 :UInt32;
+  reason @1 :Text;
+}
+
+struct AdoptionReport {
+  # Floods the tree: `orphan`, at `incarnation`, is now a child of `adopter`.
+  # Reports with a lower incarnation than one already applied are ignored.
+  orphan @0 :UInt32;
+  adopter @1 :UInt32;
+  incarnation @2 :UInt32;
+}
+
+struct Recovered {
+  # Orphan -> front-end (up the tree): the orphan has been adopted and has
+  # compensated its lost state. Times in microseconds.
+  orphan @0 :UInt32;
+  adopter @1 :UInt32;
+  failedParent @2 :UInt32;
+  incarnation @3 :UInt32;
+  chooseUs @4 :UInt64;           # computing the list of potential adopters
+  connectUs @5 :UInt64;          # from the parent's loss to acceptance by the adopter
+  compensateUs @6 :UInt64;       # sending filter states and held-back output
+  cleanupUs @7 :UInt64;          # updating local tables and sending reports
+  attempts @8 :UInt32;           # adopters tried
+  incompleteStreams @9 :List(UInt32);  # streams whose filters are not state recoverable
 }

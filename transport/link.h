@@ -7,6 +7,7 @@
 
 #include <capnp/message.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,10 +43,30 @@ class Link {
   // that are going away.
   virtual void detach() = 0;
 
+  // Closes at once, dropping what is queued, and calls the close handler with
+  // `reason`; for a peer that is declared lost (it may never read again, so waiting
+  // to flush could wait forever).
+  virtual void abort(std::string_view reason) { close(reason); }
+
   virtual bool is_open() const = 0;
 
   // "127.0.0.1:4242" — for log lines and error messages.
   virtual const std::string& peer() const = 0;
+
+  // When a message was last queued, and last received, on this link: the event
+  // detection service sends heartbeats only on idle links and declares a silent
+  // peer suspect, then lost.
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_sent() const { return last_sent_; }
+  Clock::time_point last_received() const { return last_received_; }
+
+ protected:
+  void note_sent() { last_sent_ = Clock::now(); }
+  void note_received() { last_received_ = Clock::now(); }
+
+ private:
+  Clock::time_point last_sent_ = Clock::now();
+  Clock::time_point last_received_ = Clock::now();
 };
 
 }  // namespace canopy::transport

@@ -37,6 +37,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
     return;
   }
   reader_.commit(n);
+  note_received();
   while (auto frame = reader_.next()) {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = reader_.limits().traversal_limit_words;
@@ -61,6 +62,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
 void TcpLink::send(capnp::MessageBuilder& message) {
   if (!open_ || closing_) return;
   append_frame(message, queued_);
+  note_sent();
   if (!writing_) write_queued();
 }
 
@@ -105,6 +107,12 @@ void TcpLink::fail(std::string reason) {
   auto on_close = std::move(on_close_);
   on_close_ = nullptr;
   if (on_close) on_close(reason);
+}
+
+void TcpLink::abort(std::string_view reason) {
+  if (!open_) return;
+  queued_.clear();
+  fail(std::string(reason));
 }
 
 void TcpLink::detach() {

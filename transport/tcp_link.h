@@ -22,6 +22,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   void send(capnp::MessageBuilder& message) override;
   void close(std::string_view reason) override;
   void detach() override;
+  void abort(std::string_view reason) override;
   bool is_open() const override { return open_; }
   const std::string& peer() const override { return peer_; }
 

@@ -27,6 +27,41 @@
 
 namespace canopy {
 
+// How the tree detects failures and heals itself (docs/fault-tolerance.md).
+struct FaultToleranceOptions {
+  // false: losing its parent stops a process and its subtree (no healing).
+  bool enabled = true;
+  // A link with nothing to send for this long carries a heartbeat.
+  std::chrono::milliseconds heartbeat{500};
+  // A peer silent this long is suspect (logged); this long, lost (its link is cut,
+  // and a lost child process started by the node is killed).
+  std::chrono::milliseconds suspect{2000};
+  std::chrono::milliseconds lost{5000};
+  // An orphan that no adopter has accepted after this long stops its subtree.
+  std::chrono::milliseconds adoption_timeout{30000};
+};
+
+// A failure, an adoption or a completed recovery, as the front-end saw it.
+struct Event {
+  enum class Kind : std::uint8_t { failure, adoption, recovered };
+  Kind kind = Kind::failure;
+  std::chrono::system_clock::time_point time;  // when the front-end learned of it
+  Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan
+  Rank adopter = 0;           // adoption, recovered
+  Rank failed_parent = 0;     // recovered
+  std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
+  std::string reason;         // failure: why (exit status, closed connection, silence)
+  // recovered: the orphan's times to choose an adopter, to be accepted by it, to send
+  // its filter states and held-back output, and to update tables and send reports.
+  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
+  std::uint32_t attempts = 0;     // recovered: adopters tried
+  std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
+};
+
+std::string_view to_string(Event::Kind kind);
+// One JSON object, e.g. {"event":"failure","rank":1000001,"reason":"...","time":...}.
+std::string to_json(const Event& event);
+
 struct LaunchOptions {
   Topology topology;
   // The back-end program and its arguments, started once per back-end of the tree.
@@ -48,6 +83,8 @@ struct LaunchOptions {
   // Backend::attach(attach_file, rank). Use wait_for_backends() before creating
   // streams. Empty = normal mode: every back-end is started by its parent.
   std::string attach_file;
+
+  FaultToleranceOptions fault_tolerance;
 };
 
 struct StreamOptions {
@@ -102,6 +139,13 @@ class Network {
 
   // Readable while receive() would return at once (for poll/epoll users).
   int event_fd() const;
+
+  // The next failure, adoption or recovery event, waiting at most `timeout`. With
+  // fault tolerance on, the loss of a commnode is an event, not an error: the tree
+  // heals and, for state-recoverable filters, no aggregated data is lost. receive()
+  // still fails when data is lost: a back-end is gone, or a recovered stream's
+  // filter is not state recoverable.
+  std::optional<Event> next_event(std::chrono::milliseconds timeout);
 
   // Tears the tree down: every commnode and back-end exits. Idempotent.
   Result<void> shutdown();
