@@ -1,10 +1,12 @@
 // The built-in filters. All are associative and commutative, so any tree shape
-// gives the same result at the front-end.
+// gives the same result at the front-end. The stateless ones are here; the
+// stateful ones are in stateful.cpp.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "filters/filter.h"
+#include "filters/stateful.h"
 
 namespace canopy::filters {
 namespace {
@@ -239,6 +241,8 @@ FilterRegistry FilterRegistry::with_builtins() {
   registry.add(filter_descriptor<AverageFilter>("avg"));
   registry.add(filter_descriptor<ConcatFilter>("concat"));
   registry.add(filter_descriptor<UnionFilter>("union"));
+  registry.add(incremental_union_descriptor());
+  registry.add(prefix_tree_descriptor());
   return registry;
 }
 
