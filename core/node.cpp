@@ -709,6 +709,7 @@ void Node::finish_child_loss(std::size_t index) {
   // this child follow the report of its loss.
   for (auto& [id, stream] : streams_) drop_member(stream, index);
   if (view_ && view_->apply_failure(child.rank)) {
+    loosen_waves();
     Message report(id_);
     auto f = report.body().initFailureReport();
     f.setRank(child.rank);
@@ -918,7 +919,10 @@ void Node::run_waves(Stream& stream) {
 
 void Node::arm_wave_timer(Stream& stream) {
   stream.timer_armed = true;
-  stream.wave_timer->expires_after(stream.spec.sync_timeout);
+  // After the tree changed shape, wait-for-all tolerates stragglers for the suspect
+  // threshold (see loosen_waves).
+  stream.wave_timer->expires_after(stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout
+                                                                          : plan_.fault.suspect);
   stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
     if (!ec) run_partial_wave(id);
   });
@@ -942,6 +946,21 @@ void Node::run_partial_wave(StreamId id) {
               stream.members.size());
   emit_wave(stream);
   run_waves(stream);
+}
+
+// Once a child has left or joined, the packets in flight at the moment of the
+// failure (lost, or compensated by filter state) leave the children's packet counts
+// unequal for good, so a wave could wait forever for a packet that will never come.
+// From the first failure or adoption this node hears of, its wait-for-all streams
+// close a wave that has waited longer than the suspect threshold with the packets
+// present. Every node floods the reports, so every node loosens its streams.
+void Node::loosen_waves() {
+  for (auto& [id, stream] : streams_) {
+    if (stream.wave_timer || !stream.filter || children_.empty()) continue;
+    stream.wave_timer = std::make_unique<asio::steady_timer>(io_);
+    log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id, plan_.fault.suspect.count());
+    run_waves(stream);
+  }
 }
 
 void Node::emit_wave(Stream& stream) {
@@ -1340,6 +1359,7 @@ void Node::flood(Message& message, const Link* except) {
 void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from) {
   if (!view_ || !view_->contains(rank) || !view_->apply_failure(rank)) return;  // not news
   log().info("failure report: {} ({})", describe(rank), reason);
+  loosen_waves();
   Message message(id_);
   auto f = message.body().initFailureReport();
   f.setRank(rank);
@@ -1351,6 +1371,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
   if (!view_ || !view_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
   log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
   update_routes(orphan);
+  loosen_waves();
   if (is_root() && observer_) observer_->on_adoption(orphan, adopter, incarnation);
   Message message(id_);
   auto a = message.body().initAdoptionReport();
@@ -1451,6 +1472,7 @@ void Node::join_stream(std::size_t child, const StreamSpec& spec) {
       send_to_parent(join);
     }
     log().info("stream {} created here for an adopted orphan", spec.id);
+    loosen_waves();
   }
   Stream& stream = it->second;
   if (std::find(stream.members.begin(), stream.members.end(), child) == stream.members.end()) {

@@ -236,6 +236,7 @@ class Node {
   void run_partial_wave(StreamId id);
   void arm_wave_timer(Stream& stream);
   void emit_wave(Stream& stream);
+  void loosen_waves();
   void route_point_to_point(wire::DataPacket::Reader packet);
   void do_load_filter(std::uint64_t request, const std::string& path, const std::string& name);
   void do_set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params);

@@ -290,6 +290,11 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{"no back-end program given (LaunchOptions::backend_argv)"};
   }
   if (options.topology.backends().empty()) return Error{"the topology has no back-ends"};
+  if (const auto& ft = options.fault_tolerance;
+      ft.enabled && !(ft.heartbeat.count() > 0 && ft.heartbeat < ft.suspect && ft.suspect < ft.lost)) {
+    return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
+                 ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)"};
+  }
   core::init_logging(Role::frontend, options.topology.root().rank);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
   std::vector<std::string> programs{options.commnode_exe};

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "canopy/frontend.h"
 #include "canopy/topology.h"
@@ -50,7 +51,140 @@ struct RunOptions {
   std::string launcher = "ssh {host} {command}";
   std::string plugin;       // load --filter from this shared object
   std::string attach_file;  // attach mode: back-ends are started by someone else
+  std::string workload = "demo";
+  int rate_hz = 10;
+  double duration_s = 10;
+  std::string record_dir;
+  canopy::FaultToleranceOptions fault;
 };
+
+// Prints every event that has arrived (failures, adoptions, recoveries).
+void print_events(canopy::Network& net, bool jsonl) {
+  while (auto e = net.next_event(std::chrono::milliseconds(0))) {
+    if (jsonl) {
+      std::printf("%s\n", canopy::to_json(*e).c_str());
+    } else if (e->kind == canopy::Event::Kind::failure) {
+      std::printf("event: failure of %u: %s\n", e->rank, e->reason.c_str());
+    } else if (e->kind == canopy::Event::Kind::adoption) {
+      std::printf("event: %u adopted by %u (incarnation %u)\n", e->rank, e->adopter, e->incarnation);
+    } else {
+      std::printf("event: %u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
+                  "compensate %lld us, cleanup %lld us%s\n",
+                  e->rank, e->adopter, e->attempts, static_cast<long long>(e->choose.count()),
+                  static_cast<long long>(e->connect.count()), static_cast<long long>(e->compensate.count()),
+                  static_cast<long long>(e->cleanup.count()),
+                  e->incomplete_streams.empty() ? "" : " (some streams may have lost data)");
+    }
+    std::fflush(stdout);
+  }
+}
+
+// Reads the integers a back-end recorded, one per line.
+bool read_integers(const std::filesystem::path& path, std::set<std::int32_t>& into) {
+  std::ifstream in(path);
+  if (!in) return false;
+  for (std::int32_t x; in >> x;) into.insert(x);
+  return true;
+}
+
+// The union workload (docs/demo.md): random integers through incremental_union,
+// healed through failures; the final union is checked against what every back-end
+// recorded.
+int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<canopy::Rank>& backends,
+              const std::function<int(const std::string&, int)>& fail) {
+  const bool jsonl = opt.format == "jsonl";
+  if (!opt.record_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.record_dir, ec);
+    if (ec) return fail("cannot create --record directory " + opt.record_dir + ": " + ec.message(), 2);
+  }
+  auto stream = net.create_stream({.upstream_filter = "incremental_union"});
+  if (!stream) return fail(stream.error(), 1);
+  const auto duration_ms = static_cast<std::int32_t>(opt.duration_s * 1000);
+  std::string record = opt.record_dir.empty() ? "" : std::filesystem::absolute(opt.record_dir).string();
+  if (auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {opt.rate_hz, duration_ms, record}});
+      !r) {
+    return fail(r.error(), 1);
+  }
+  auto run_start = Clock::now();
+  std::set<std::int32_t> result;
+  std::size_t done = 0, packets = 0;
+  double last_report = 0;
+  std::size_t last_size = 0;
+  const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
+  while (done < backends.size()) {
+    if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
+    if (Clock::now() - run_start > limit) {
+      return fail("only " + std::to_string(done) + " of " + std::to_string(backends.size()) +
+                  " back-ends finished within " + std::to_string(limit.count() / 1000) + " s", 1);
+    }
+    print_events(net, jsonl);
+    auto in = net.receive(std::chrono::milliseconds(100));
+    if (!in) return fail(in.error(), 1);
+    if (*in) {
+      ++packets;
+      for (const auto& v : (*in)->packet.values()) {
+        auto* xs = std::get_if<std::vector<std::int32_t>>(&v);
+        if (!xs) continue;
+        for (auto x : *xs) {
+          if (x < 0) {
+            done += result.insert(x).second;  // markers are counted once each
+          } else {
+            result.insert(x);
+          }
+        }
+      }
+    }
+    double t = seconds_since(run_start);
+    if (t - last_report >= 1.0) {
+      std::size_t size = result.size() - done;
+      if (jsonl) {
+        std::printf("{\"time\":%.3f,\"union_size\":%zu,\"new_per_second\":%.1f,\"packets\":%zu}\n", t, size,
+                    (size - last_size) / (t - last_report), packets);
+      } else {
+        std::printf("%.1f s: union has %zu integers (+%.0f/s)\n", t, size, (size - last_size) / (t - last_report));
+      }
+      std::fflush(stdout);
+      last_report = t;
+      last_size = size;
+    }
+  }
+  print_events(net, jsonl);
+  double run_seconds = seconds_since(run_start);
+  std::erase_if(result, [](std::int32_t x) { return x < 0; });
+
+  std::string check = "skipped";
+  std::size_t expected = 0, missing = 0, extra = 0;
+  if (!opt.record_dir.empty()) {
+    std::ofstream out(std::filesystem::path(opt.record_dir) / "frontend.txt", std::ios::trunc);
+    for (auto x : result) out << x << '\n';
+    if (!out.flush()) return fail("cannot write " + opt.record_dir + "/frontend.txt", 1);
+    std::set<std::int32_t> sent;
+    for (auto r : backends) {
+      auto path = std::filesystem::path(opt.record_dir) / ("be-" + std::to_string(r) + ".txt");
+      if (!read_integers(path, sent)) return fail("cannot read " + path.string(), 1);
+    }
+    expected = sent.size();
+    for (auto x : sent) missing += !result.count(x);
+    for (auto x : result) extra += !sent.count(x);
+    check = missing || extra ? "failed" : "ok";
+  }
+  if (jsonl) {
+    std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
+                "\"missing\":%zu,\"extra\":%zu,\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
+                backends.size(), result.size(), expected, missing, extra, run_seconds, check.c_str());
+  } else {
+    std::printf("union of %zu integers from %zu back-ends in %.3f s; check: %s", result.size(), backends.size(),
+                run_seconds, check.c_str());
+    if (check != "skipped") std::printf(" (%zu expected, %zu missing, %zu extra)", expected, missing, extra);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  auto stopped = net.shutdown();
+  if (check == "failed") return fail("the union differs from what the back-ends sent", 1);
+  if (!stopped) return fail(stopped.error(), 1);
+  return 0;
+}
 
 const std::vector<std::string> kBuiltinFilters{"sum", "min", "max", "avg", "concat", "union"};
 
@@ -106,6 +240,11 @@ int run(const RunOptions& opt) {
     return fail("--filter " + opt.filter + " is not a built-in filter (sum, min, max, avg, concat, union); "
                 "give --plugin FILE to load it", 2);
   }
+  if (opt.fault.enabled && !(opt.fault.heartbeat < opt.fault.suspect && opt.fault.suspect < opt.fault.lost)) {
+    return fail("--heartbeat, --suspect and --lost must increase (now " + std::to_string(opt.fault.heartbeat.count()) +
+                ", " + std::to_string(opt.fault.suspect.count()) + ", " + std::to_string(opt.fault.lost.count()) +
+                " ms)", 2);
+  }
   const bool attach = !opt.attach_file.empty();
   if (attach && !opt.backend.empty()) return fail("--attach and --backend exclude each other: attached back-ends are started by you", 2);
   // Attached back-ends are assumed to be the demo back-end; results of a plugin are not checked.
@@ -121,6 +260,7 @@ int run(const RunOptions& opt) {
   }
   launch.launcher = opt.launcher;
   launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
+  launch.fault_tolerance = opt.fault;
   bool tty = isatty(STDERR_FILENO);
   if (!jsonl && tty) {
     launch.on_progress = [](std::size_t up, std::size_t total) {
@@ -154,6 +294,10 @@ int run(const RunOptions& opt) {
   if (!opt.plugin.empty()) {
     if (auto loaded = net.load_filter(opt.plugin, opt.filter); !loaded) return fail(loaded.error());
   }
+  if (opt.workload == "union") {
+    if (!opt.backend.empty()) return fail("--workload union runs the demo back-end; drop --backend", 2);
+    return run_union(net, opt, backends, fail);
+  }
 
   auto stream = net.create_stream({.upstream_filter = opt.filter});
   if (!stream) return fail(stream.error());
@@ -177,6 +321,7 @@ int run(const RunOptions& opt) {
       }
       continue;
     }
+    print_events(net, jsonl);
     const auto& packet = (*in)->packet;
     int wave = received++;
     if (demo) {
@@ -288,6 +433,34 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 3600000));
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
+  run_cmd->add_option("--workload", opt.workload,
+                      "demo: the checked waves of docs/demo.md; union: random integers through the "
+                      "stateful incremental_union filter, at --rate for --duration")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"demo", "union"}));
+  run_cmd->add_option("--rate", opt.rate_hz, "union workload: integers per second from each back-end")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  run_cmd->add_option("--duration", opt.duration_s, "union workload: seconds each back-end sends")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  run_cmd->add_option("--record", opt.record_dir,
+                      "union workload: each back-end writes what it sent to DIR/be-RANK.txt, the front-end its "
+                      "final union to DIR/frontend.txt, and the run checks that they agree");
+  auto ms = [](std::chrono::milliseconds& target) {
+    return [&target](int v) { target = std::chrono::milliseconds(v); };
+  };
+  run_cmd->add_option_function<int>("--heartbeat", ms(opt.fault.heartbeat),
+                                    "Milliseconds of idleness after which a link carries a heartbeat (500)")
+      ->check(CLI::Range(10, 600000));
+  run_cmd->add_option_function<int>("--suspect", ms(opt.fault.suspect),
+                                    "Milliseconds of silence after which a peer is suspect (2000)")
+      ->check(CLI::Range(20, 600000));
+  run_cmd->add_option_function<int>("--lost", ms(opt.fault.lost),
+                                    "Milliseconds of silence after which a peer is lost (5000)")
+      ->check(CLI::Range(30, 3600000));
+  run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
+                             "Do not heal: losing its parent stops a process and its subtree");
   run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
 
   std::string spec, host = "localhost", output;

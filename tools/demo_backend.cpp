@@ -5,6 +5,8 @@
 //       defaults to the MPI rank from the environment (Open MPI, PMIx, PMI, Slurm)
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <random>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -25,6 +27,38 @@ std::optional<long> mpi_rank() {
     }
   }
   return std::nullopt;
+}
+
+// The union workload: random integers at a rate, each recorded if asked, then the
+// end marker. False if the network stopped.
+bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packet& start) {
+  std::int32_t rate = 0, duration_ms = 0;
+  std::string record;
+  if (!start.unpack("%d %d %s", rate, duration_ms, record) || rate <= 0) {
+    std::fprintf(stderr, "canopy-demo-backend %u: bad union start packet \"%s\"\n", be.rank(), start.format().c_str());
+    return true;
+  }
+  std::ofstream out;
+  if (!record.empty()) {
+    auto path = record + "/be-" + std::to_string(be.rank()) + ".txt";
+    out.open(path, std::ios::trunc);
+    if (!out) std::fprintf(stderr, "canopy-demo-backend %u: cannot write %s\n", be.rank(), path.c_str());
+  }
+  std::mt19937 random(be.rank() * 7919u + static_cast<unsigned>(std::random_device{}()));
+  std::uniform_int_distribution<std::int32_t> value(0, canopy::demo::kUnionRange - 1);
+  const auto period = std::chrono::microseconds(1000000 / rate);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(duration_ms);
+  auto next = std::chrono::steady_clock::now();
+  while (next < end) {
+    std::int32_t x = value(random);
+    if (out) out << x << '\n';
+    if (!be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
+    next += period;
+    std::this_thread::sleep_until(next);
+  }
+  out.close();  // every integer is on disk before the marker says we are done
+  return static_cast<bool>(
+      be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{canopy::demo::union_end_marker(be.rank())}}}));
 }
 
 }  // namespace
@@ -63,6 +97,10 @@ int main(int argc, char** argv) {
     if (!in) return 0;  // the network stopped
     if (!*in) continue;
     const auto& [stream, packet] = **in;
+    if (packet.tag() == canopy::demo::kUnionStartTag) {
+      if (!run_union(be, stream, packet)) return 0;
+      continue;
+    }
     std::int32_t waves = 0, interval_ms = 0, shape = 0;
     if (packet.tag() != canopy::demo::kStartTag || !packet.unpack("%d %d %d", waves, interval_ms, shape)) {
       std::fprintf(stderr, "canopy-demo-backend %u: ignoring a packet \"%s\" with tag %d\n", be.rank(),

@@ -14,6 +14,14 @@ namespace canopy::demo {
 
 inline constexpr std::int32_t kStartTag = -1;
 inline constexpr std::int32_t kEchoTag = -2;
+// The union workload (docs/demo.md): "%d %d %s": rate in Hz, duration in ms, record
+// directory ("" = do not record). Each back-end sends one random integer in
+// [0, kUnionRange) per tick as a one-element array, then its end marker.
+inline constexpr std::int32_t kUnionStartTag = -3;
+inline constexpr std::int32_t kUnionRange = 1000000;
+
+// The negative integer a back-end sends last, so the front-end knows it is done.
+inline std::int32_t union_end_marker(std::uint32_t rank) { return -1 - static_cast<std::int32_t>(rank); }
 
 inline std::int32_t demo_value(std::int32_t wave, std::uint32_t rank) {
   return wave * 1000 + static_cast<std::int32_t>(rank);
