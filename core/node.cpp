@@ -1497,7 +1497,7 @@ void Node::write_stream_spec(wire::StreamCreate::Builder c, const StreamSpec& sp
 
 void Node::become_orphan(const std::string& reason) {
   const Rank failed = view_->parent(id_.rank);
-  log().warn("parent {} lost ({}): orphaned, looking for an adopter", describe(failed), reason);
+  log().info("parent {} lost ({}): orphaned, looking for an adopter", describe(failed), reason);
   orphan_ = std::make_unique<Orphanhood>(io_);
   orphan_->failed = failed;
   orphan_->since = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev    # logging
   procps psmisc               # pgrep/pkill used by tests to prove no process is left
   openmpi-bin libopenmpi-dev  # attach-mode test: tool back-ends inside an MPI job
+  gnuplot-nox                 # benchmark figures (bench/plot_recovery.sh)
 )
 
 missing=()

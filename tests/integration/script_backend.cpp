@@ -1,6 +1,8 @@
 // A back-end for stream tests that acts on commands sent down the stream.
 //   tag kReply,  "%d %d": (slow rank, delay ms): reply {rank} on the stream; the slow
 //                rank waits `delay ms` first.
+//   tag kUnion,  "%d %d": (count, interval ms): send `count` packets, one integer
+//                each (script_protocol.h), `interval ms` apart.
 //   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
 //                point-to-point to back-end `to`, which checks the packet's source
 //                and answers up the stream with kRelayed {from, to}.
@@ -39,6 +41,13 @@ int main(int argc, char** argv) {
       std::uint32_t from = 0, to = 0;
       if (packet.unpack("%ud %ud", from, to) && from == be.rank()) {
         (void)be.send_to(to, stream, canopy::Packet{kPeer, {me}});
+      }
+    } else if (packet.tag() == kUnion) {
+      std::int32_t count = 0, interval_ms = 0;
+      if (!packet.unpack("%d %d", count, interval_ms)) continue;
+      for (std::int32_t i = 0; i < count; ++i) {
+        (void)be.send(stream, canopy::Packet{kUnion, {std::vector<std::int32_t>{union_value(be.rank(), i)}}});
+        if (interval_ms) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
       }
     } else if (packet.tag() == kPeer) {
       std::int32_t from = 0;

@@ -1,0 +1,334 @@
+// canopy-recovery-bench: the paper's fault-tolerance measurements, on this machine.
+// Prints CSV (benchmark,params,metric,value,unit) on stdout (docs/benchmarks.md):
+//
+//   adopters      time for an orphan to compute its potential adopters on 32^3 and
+//                 32^4 topologies (TreeView::potential_adopters), and to build the view
+//   recovery      Figure 6: a victim commnode with fan-out 16..128 next to 16 extra
+//                 commnodes is SIGKILLed under the union workload; overall recovery
+//                 (kill to the last orphan's recovery event at the front-end) and the
+//                 per-orphan phases choose/connect/compensate/cleanup
+//   perturbation  Figure 7: union throughput over time in b:8^2 (64 back-ends) while
+//                 a commnode is SIGKILLed every few seconds; one row per 250 ms
+//
+//   canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]
+//
+// Processes are real (canopy-commnode and canopy-demo-backend from this executable's
+// directory) and talk over loopback. At the end the program checks that nothing it
+// started is left.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "canopy/frontend.h"
+#include "core/tree_view.h"
+#include "demo_protocol.h"
+#include "process_guard.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using canopy::Rank;
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void row(const std::string& bench, const std::string& params, const std::string& metric, double value,
+         const char* unit) {
+  std::printf("%s,%s,%s,%.3f,%s\n", bench.c_str(), params.c_str(), metric.c_str(), value, unit);
+  std::fflush(stdout);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string self_directory() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().string();
+}
+
+// A balanced tree of the given fan-outs, built directly (generate_topology numbers
+// internal nodes from 1,000,000, which 32^4 back-ends would collide with).
+canopy::Topology balanced(const std::vector<std::size_t>& fanouts) {
+  std::size_t leaves = 1;
+  for (auto f : fanouts) leaves *= f;
+  const Rank first_internal = static_cast<Rank>(std::max<std::size_t>(canopy::kFirstInternalRank, 2 * leaves));
+  std::vector<canopy::Node> nodes;
+  std::vector<Rank> level{first_internal};
+  nodes.push_back({.rank = first_internal, .role = canopy::Role::frontend});
+  Rank next_internal = first_internal + 1, next_backend = 0;
+  for (std::size_t depth = 0; depth < fanouts.size(); ++depth) {
+    const bool last = depth + 1 == fanouts.size();
+    std::vector<Rank> below;
+    for (Rank parent : level) {
+      for (std::size_t i = 0; i < fanouts[depth]; ++i) {
+        Rank r = last ? next_backend++ : next_internal++;
+        nodes.push_back({.rank = r, .role = last ? canopy::Role::backend : canopy::Role::commnode, .parent = parent});
+        below.push_back(r);
+      }
+    }
+    level = std::move(below);
+  }
+  auto topology = canopy::Topology::make(std::move(nodes), {});
+  if (!topology) throw Failure("cannot build the topology: " + topology.error());
+  return std::move(*topology);
+}
+
+// ---- adopters ----
+
+void bench_adopters(bool quick) {
+  for (std::size_t depth : {3, 4}) {
+    if (quick && depth == 4) continue;
+    std::vector<std::size_t> fanouts(depth, 32);
+    std::string params = "32^" + std::to_string(depth);
+    auto topology = balanced(fanouts);
+    auto t0 = Clock::now();
+    canopy::core::TreeView view(topology);
+    row("adopters", params, "build_view", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), "ms");
+    row("adopters", params, "processes", static_cast<double>(topology.size()), "count");
+
+    // A leaf commnode (its orphans are back-ends) and a commnode just below the
+    // front-end (its orphans are commnodes).
+    const Rank root = topology.root().rank;
+    const Rank top = topology.at(root).children.front();
+    Rank leaf = top;
+    while (topology.at(topology.at(leaf).children.front()).role != canopy::Role::backend) {
+      leaf = topology.at(leaf).children.front();
+    }
+    for (auto [name, victim] : {std::pair{"leaf_commnode", leaf}, std::pair{"top_commnode", top}}) {
+      const auto orphans = topology.at(victim).children;
+      view.apply_failure(victim);
+      std::vector<double> times;
+      const int rounds = quick ? 20 : 200;
+      for (int i = 0; i < rounds; ++i) {
+        for (Rank orphan : orphans) {
+          auto start = Clock::now();
+          auto list = view.potential_adopters(orphan, 16);
+          times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+          if (list.empty()) throw Failure("no adopter for " + std::to_string(orphan));
+        }
+      }
+      row("adopters", params + " " + name, "potential_adopters_median", median(times), "us");
+      row("adopters", params + " " + name, "potential_adopters_max", *std::max_element(times.begin(), times.end()),
+          "us");
+    }
+  }
+}
+
+// ---- processes ----
+
+pid_t pid_of(Rank rank) {
+  for (pid_t pid : canopy::testing::ProcessGuard::descendants()) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+    std::string env((std::istreambuf_iterator<char>(in)), {});
+    std::istringstream vars(env);
+    for (std::string var; std::getline(vars, var, '\0');) {
+      if (var == "CANOPY_RANK=" + std::to_string(rank)) return pid;
+    }
+  }
+  return -1;
+}
+
+std::unique_ptr<canopy::Network> launch(const canopy::Topology& topology) {
+  canopy::LaunchOptions options;
+  options.topology = topology;
+  options.backend_argv = {self_directory() + "/canopy-demo-backend"};
+  options.commnode_exe = self_directory() + "/canopy-commnode";
+  options.startup_timeout = 30s;
+  auto network = canopy::Network::launch(std::move(options));
+  if (!network) throw Failure(network.error());
+  return std::move(*network);
+}
+
+canopy::StreamId start_union(canopy::Network& net, int rate_hz, int duration_ms) {
+  auto stream = net.create_stream({.upstream_filter = "incremental_union"});
+  if (!stream) throw Failure(stream.error());
+  auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {rate_hz, duration_ms, std::string()}});
+  if (!r) throw Failure(r.error());
+  return *stream;
+}
+
+// Figure 5's topology: the front-end over the victim (fan-out F, back-ends) and 16
+// extra commnodes with one back-end each, which adopt the victim's orphans.
+canopy::Topology victim_topology(std::size_t fanout) {
+  const Rank fe = canopy::kFirstInternalRank;
+  std::vector<canopy::Node> nodes{{.rank = fe, .role = canopy::Role::frontend}};
+  nodes.push_back({.rank = fe + 1, .role = canopy::Role::commnode, .parent = fe});
+  Rank backend = 0;
+  for (std::size_t i = 0; i < fanout; ++i) {
+    nodes.push_back({.rank = backend++, .role = canopy::Role::backend, .parent = fe + 1});
+  }
+  for (Rank extra = 0; extra < 16; ++extra) {
+    nodes.push_back({.rank = fe + 2 + extra, .role = canopy::Role::commnode, .parent = fe});
+    nodes.push_back({.rank = backend++, .role = canopy::Role::backend, .parent = fe + 2 + extra});
+  }
+  auto topology = canopy::Topology::make(std::move(nodes), {});
+  if (!topology) throw Failure(topology.error());
+  return std::move(*topology);
+}
+
+void bench_recovery(bool quick, int reps) {
+  std::vector<std::size_t> fanouts = quick ? std::vector<std::size_t>{16} : std::vector<std::size_t>{16, 32, 64, 128};
+  for (std::size_t fanout : fanouts) {
+    std::vector<double> overall, choose_max, connect_max, compensate_max, cleanup_max, per_orphan_mean;
+    for (int rep = 0; rep < reps; ++rep) {
+      auto net = launch(victim_topology(fanout));
+      start_union(*net, 10, 600000);  // the paper's 10 Hz sampling rate
+      std::this_thread::sleep_for(500ms);
+      const Rank victim = canopy::kFirstInternalRank + 1;
+      pid_t pid = pid_of(victim);
+      if (pid <= 0) throw Failure("no victim process");
+      auto killed_at = std::chrono::system_clock::now();
+      kill(pid, SIGKILL);
+      std::set<Rank> recovered;
+      std::vector<canopy::Event> events;
+      auto deadline = Clock::now() + 30s;
+      while (recovered.size() < fanout && Clock::now() < deadline) {
+        (void)net->receive(0ms);  // keep the data flowing
+        if (auto e = net->next_event(20ms); e && e->kind == canopy::Event::Kind::recovered) {
+          recovered.insert(e->rank);
+          events.push_back(*e);
+        }
+      }
+      if (recovered.size() < fanout) {
+        throw Failure(std::to_string(recovered.size()) + " of " + std::to_string(fanout) + " orphans recovered");
+      }
+      double last = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, sum = 0;
+      for (const auto& e : events) {
+        last = std::max(last, std::chrono::duration<double, std::milli>(e.time - killed_at).count());
+        c1 = std::max(c1, e.choose.count() / 1000.0);
+        c2 = std::max(c2, e.connect.count() / 1000.0);
+        c3 = std::max(c3, e.compensate.count() / 1000.0);
+        c4 = std::max(c4, e.cleanup.count() / 1000.0);
+        sum += (e.choose + e.connect + e.compensate + e.cleanup).count() / 1000.0;
+      }
+      overall.push_back(last);
+      choose_max.push_back(c1);
+      connect_max.push_back(c2);
+      compensate_max.push_back(c3);
+      cleanup_max.push_back(c4);
+      per_orphan_mean.push_back(sum / events.size());
+      (void)net->shutdown();
+    }
+    std::string params = "fanout=" + std::to_string(fanout) + " adopters=16 reps=" + std::to_string(reps);
+    row("recovery", params, "overall_median", median(overall), "ms");
+    row("recovery", params, "orphan_mean_median", median(per_orphan_mean), "ms");
+    row("recovery", params, "slowest_choose_median", median(choose_max), "ms");
+    row("recovery", params, "slowest_connect_median", median(connect_max), "ms");
+    row("recovery", params, "slowest_compensate_median", median(compensate_max), "ms");
+    row("recovery", params, "slowest_cleanup_median", median(cleanup_max), "ms");
+  }
+}
+
+// ---- perturbation ----
+
+void bench_perturbation(bool quick) {
+  const int seconds = quick ? 8 : 30;
+  const int kill_every = quick ? 3 : 6;
+  auto topology = canopy::generate_topology("b:8^2");
+  if (!topology) throw Failure(topology.error());
+  auto net = launch(*topology);
+  start_union(*net, 100, seconds * 1000);
+  std::vector<Rank> commnodes;
+  for (const auto& n : topology->nodes()) {
+    if (n.role == canopy::Role::commnode) commnodes.push_back(n.rank);
+  }
+  std::mt19937 random(42);
+  std::shuffle(commnodes.begin(), commnodes.end(), random);
+  std::set<std::int32_t> seen;
+  const auto start = Clock::now();
+  auto next_kill = start + std::chrono::seconds(kill_every);
+  auto window_end = start + 250ms;
+  std::size_t window_new = 0;
+  while (Clock::now() - start < std::chrono::seconds(seconds)) {
+    auto in = net->receive(10ms);
+    if (!in) throw Failure(in.error());
+    if (*in) {
+      for (const auto& v : (*in)->packet.values()) {
+        if (auto* xs = std::get_if<std::vector<std::int32_t>>(&v)) {
+          for (auto x : *xs) window_new += x >= 0 && seen.insert(x).second;
+        }
+      }
+    }
+    while (auto e = net->next_event(0ms)) {
+      if (e->kind == canopy::Event::Kind::failure) {
+        row("perturbation", "b:8^2 rate=100Hz", "failure_at",
+            std::chrono::duration<double>(Clock::now() - start).count(), "s");
+      }
+    }
+    auto now = Clock::now();
+    if (now >= next_kill && !commnodes.empty()) {
+      pid_t pid = pid_of(commnodes.back());
+      commnodes.pop_back();
+      if (pid > 0) kill(pid, SIGKILL);
+      next_kill += std::chrono::seconds(kill_every);
+    }
+    while (now >= window_end) {
+      char params[64];
+      std::snprintf(params, sizeof params, "b:8^2 rate=100Hz t=%.2f",
+                    std::chrono::duration<double>(window_end - start).count());
+      row("perturbation", params, "new_integers_per_s", window_new * 4.0, "1/s");
+      window_new = 0;
+      window_end += 250ms;
+    }
+  }
+  (void)net->shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  bool quick = false;
+  std::string only;
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+      reps = 1;
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]\n");
+      return 2;
+    }
+  }
+  canopy::testing::ProcessGuard guard;
+  std::printf("benchmark,params,metric,value,unit\n");
+  try {
+    if (only.empty() || only == "adopters") bench_adopters(quick);
+    if (only.empty() || only == "recovery") bench_recovery(quick, reps);
+    if (only.empty() || only == "perturbation") bench_perturbation(quick);
+  } catch (const Failure& e) {
+    std::fprintf(stderr, "canopy-recovery-bench: %s\n", e.what());
+    canopy::testing::ProcessGuard::kill_all();
+    return 1;
+  }
+  auto left = canopy::testing::ProcessGuard::wait_for_none(10s);
+  if (!left.empty()) {
+    std::fprintf(stderr, "canopy-recovery-bench: %zu processes left over; killing them\n", left.size());
+    canopy::testing::ProcessGuard::kill_all();
+    return 1;
+  }
+  return 0;
+}

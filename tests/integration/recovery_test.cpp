@@ -1,0 +1,226 @@
+// Fault tolerance on real trees: processes are killed (SIGKILL) or hung (SIGSTOP)
+// while back-ends stream integers through the stateful `incremental_union` filter;
+// the tree must heal, the front-end must see the events, the union it receives
+// must hold every integer every back-end sent, and no process may be left.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "canopy/frontend.h"
+#include "process_guard.h"
+#include "script_protocol.h"
+
+using namespace std::chrono_literals;
+using canopy::Rank;
+using canopy::testing::ProcessGuard;
+namespace script = canopy::script;
+
+namespace {
+
+const std::string kBin = CANOPY_BIN_DIR;
+const std::string kScriptBackend = std::string(CANOPY_TEST_BIN_DIR) + "/script_backend";
+constexpr Rank FE = canopy::kFirstInternalRank;
+
+// The process of a Canopy rank among our descendants, from its environment.
+pid_t pid_of(Rank rank) {
+  for (pid_t pid : ProcessGuard::descendants()) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+    std::string env((std::istreambuf_iterator<char>(in)), {});
+    std::istringstream vars(env);
+    for (std::string var; std::getline(vars, var, '\0');) {
+      if (var == "CANOPY_RANK=" + std::to_string(rank)) return pid;
+    }
+  }
+  return -1;
+}
+
+class Recovery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
+    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
+  }
+  void TearDown() override {
+    for (pid_t pid : stopped_) kill(pid, SIGKILL);
+    network_.reset();
+    auto left = ProcessGuard::wait_for_none(10s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+  }
+
+  // Launches `spec` with quick failure detection and starts the union workload:
+  // every back-end sends `count` integers, `interval` apart.
+  canopy::Network* start(const std::string& spec, int count, int interval_ms) {
+    auto topology = canopy::generate_topology(spec);
+    EXPECT_TRUE(topology) << topology.error();
+    canopy::LaunchOptions options;
+    options.topology = *topology;
+    options.backend_argv = {kScriptBackend};
+    options.startup_timeout = 10s;
+    options.fault_tolerance.heartbeat = 100ms;
+    options.fault_tolerance.suspect = 300ms;
+    options.fault_tolerance.lost = 800ms;
+    auto network = canopy::Network::launch(std::move(options));
+    if (!network) {
+      ADD_FAILURE() << network.error();
+      return nullptr;
+    }
+    network_ = std::move(*network);
+    backends_ = network_->topology().backends();
+    auto stream = network_->create_stream({.upstream_filter = "incremental_union"});
+    if (!stream) {
+      ADD_FAILURE() << stream.error();
+      return nullptr;
+    }
+    count_ = count;
+    if (!network_->broadcast(*stream, canopy::Packet{script::kUnion, {count, interval_ms}})) return nullptr;
+    return network_.get();
+  }
+
+  // Receives until the union holds every integer sent, or `limit` passes; also
+  // collects events.
+  void expect_complete_union(std::chrono::milliseconds limit = 20s) {
+    std::set<std::int32_t> want;
+    for (Rank r : backends_) {
+      for (int i = 0; i < count_; ++i) want.insert(script::union_value(r, i));
+    }
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (got_ != want && std::chrono::steady_clock::now() < deadline) {
+      auto in = network_->receive(100ms);
+      ASSERT_TRUE(in) << "receive failed: " << in.error();
+      if (*in) {
+        for (const auto& v : (*in)->packet.values()) {
+          if (auto* xs = std::get_if<std::vector<std::int32_t>>(&v)) got_.insert(xs->begin(), xs->end());
+        }
+      }
+      drain_events();
+    }
+    drain_events();
+    std::vector<std::int32_t> missing;
+    std::set_difference(want.begin(), want.end(), got_.begin(), got_.end(), std::back_inserter(missing));
+    EXPECT_TRUE(missing.empty()) << missing.size() << " integers never reached the front-end, e.g. "
+                                 << (missing.empty() ? 0 : missing.front());
+    EXPECT_EQ(got_.size(), want.size());
+  }
+
+  void drain_events() {
+    while (auto e = network_->next_event(0ms)) events_.push_back(*e);
+  }
+
+  // Waits until the front-end has seen a recovery of every orphan in `orphans`.
+  void expect_recovered(const std::set<Rank>& orphans, std::chrono::milliseconds limit = 15s) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    std::set<Rank> done;
+    while (std::chrono::steady_clock::now() < deadline) {
+      done.clear();
+      for (const auto& e : events_) {
+        if (e.kind == canopy::Event::Kind::recovered) done.insert(e.rank);
+      }
+      if (std::includes(done.begin(), done.end(), orphans.begin(), orphans.end())) break;
+      if (auto e = network_->next_event(100ms)) events_.push_back(*e);
+    }
+    for (Rank o : orphans) EXPECT_TRUE(done.count(o)) << "no recovery event for orphan " << o;
+    for (const auto& e : events_) {
+      if (e.kind != canopy::Event::Kind::recovered) continue;
+      EXPECT_TRUE(e.incomplete_streams.empty()) << "incremental_union is state recoverable";
+      EXPECT_GE(e.attempts, 1u);
+    }
+  }
+
+  bool saw_failure(Rank rank) const {
+    for (const auto& e : events_) {
+      if (e.kind == canopy::Event::Kind::failure && e.rank == rank) return true;
+    }
+    return false;
+  }
+
+  void kill_rank(Rank rank, int signal = SIGKILL) {
+    pid_t pid = pid_of(rank);
+    ASSERT_GT(pid, 0) << "no process for rank " << rank;
+    ASSERT_EQ(kill(pid, signal), 0);
+    if (signal == SIGSTOP) stopped_.push_back(pid);
+  }
+
+  std::unique_ptr<canopy::Network> network_;
+  std::vector<Rank> backends_;
+  int count_ = 0;
+  std::set<std::int32_t> got_;
+  std::vector<canopy::Event> events_;
+  std::vector<pid_t> stopped_;
+  ProcessGuard guard_;
+};
+
+// b:2x2x2: FE 1000000; commnodes 1000001-2 (level 1), 1000003-6 (level 2, two
+// back-ends each); back-ends 0-7 (0 and 1 under 1000003).
+
+TEST_F(Recovery, LeafCommnodeKilledItsBackendsAreAdopted) {
+  ASSERT_TRUE(start("b:2x2x2", 150, 10));
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 3);
+  expect_recovered({0, 1});
+  expect_complete_union();
+  EXPECT_TRUE(saw_failure(FE + 3));
+}
+
+TEST_F(Recovery, MidLevelCommnodeKilledItsCommnodesAreAdopted) {
+  ASSERT_TRUE(start("b:2x2x2", 150, 10));
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 1);
+  expect_recovered({FE + 3, FE + 4});
+  expect_complete_union();
+  EXPECT_TRUE(saw_failure(FE + 1));
+}
+
+TEST_F(Recovery, TwoSiblingsKilledAtOnce) {
+  ASSERT_TRUE(start("b:2x2x2", 150, 10));
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 3);
+  kill_rank(FE + 4);
+  expect_recovered({0, 1, 2, 3});
+  expect_complete_union();
+  EXPECT_TRUE(saw_failure(FE + 3));
+  EXPECT_TRUE(saw_failure(FE + 4));
+}
+
+TEST_F(Recovery, NodeThenItsAdopterKilled) {
+  ASSERT_TRUE(start("b:2x2x2", 250, 10));
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 3);
+  expect_recovered({0, 1});
+  Rank adopter = 0;
+  for (const auto& e : events_) {
+    if (e.kind == canopy::Event::Kind::recovered && e.rank == 0) adopter = e.adopter;
+  }
+  ASSERT_NE(adopter, 0u);
+  if (adopter != FE) {
+    kill_rank(adopter);
+    events_.clear();
+    expect_recovered({0});
+  }
+  expect_complete_union();
+}
+
+TEST_F(Recovery, TopCommnodeKilled) {
+  ASSERT_TRUE(start("b:2^2", 150, 10));  // FE, commnodes 1000001-2, back-ends 0-3
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 1);
+  expect_recovered({0, 1});
+  expect_complete_union();
+  EXPECT_TRUE(saw_failure(FE + 1));
+}
+
+TEST_F(Recovery, HungCommnodeIsDetectedByHeartbeats) {
+  ASSERT_TRUE(start("b:2x2x2", 200, 10));
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 3, SIGSTOP);
+  expect_recovered({0, 1});
+  expect_complete_union();
+  EXPECT_TRUE(saw_failure(FE + 3));
+}
+
+}  // namespace
