@@ -146,6 +146,7 @@ class Node {
   void shutdown(const std::string& reason);
 
   const std::optional<Topology>& topology() const { return topology_; }
+  const std::optional<TreeView>& view() const { return view_; }
 
   // How long a stopping node whose subtree is `height` levels deep gives its
   // children before killing them; parents always wait longer than their children.

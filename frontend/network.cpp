@@ -488,6 +488,45 @@ std::optional<Event> Network::next_event(std::chrono::milliseconds timeout) {
   return impl_->events.pop(timeout);
 }
 
+std::vector<NodeStatus> Network::status() const {
+  Impl& impl = *impl_;
+  return impl.loop.call([&impl] {
+    std::vector<NodeStatus> out;
+    const auto& view = impl.node->view();
+    if (!view) return out;
+    std::vector<Rank> queue{view->root()};
+    std::set<Rank> listed;
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      Rank r = queue[i];
+      if (!listed.insert(r).second) continue;
+      const auto* node = impl.options.topology.find(r);
+      NodeStatus s;
+      s.rank = r;
+      s.role = view->role(r);
+      s.host = node ? node->host : "";
+      if (view->parent(r) != core::TreeView::kNone) s.parent = view->parent(r);
+      s.alive = view->alive(r);
+      s.incarnation = view->incarnation(r);
+      s.children = view->children(r);
+      queue.insert(queue.end(), s.children.begin(), s.children.end());
+      out.push_back(std::move(s));
+    }
+    for (const auto& n : impl.options.topology.nodes()) {
+      if (listed.count(n.rank)) continue;
+      NodeStatus s;
+      s.rank = n.rank;
+      s.role = n.role;
+      s.host = n.host;
+      if (view->parent(n.rank) != core::TreeView::kNone) s.parent = view->parent(n.rank);
+      s.alive = view->alive(n.rank);
+      s.incarnation = view->incarnation(n.rank);
+      s.children = view->children(n.rank);
+      out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
 std::string_view to_string(Event::Kind kind) {
   switch (kind) {
     case Event::Kind::failure: return "failure";

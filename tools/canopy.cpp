@@ -13,6 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <cstring>
+#include <functional>
+
+#include <yaml-cpp/yaml.h>
 #include <set>
 
 #include "canopy/frontend.h"
@@ -56,11 +61,41 @@ struct RunOptions {
   double duration_s = 10;
   std::string record_dir;
   canopy::FaultToleranceOptions fault;
+  std::string status_file;  // kept up to date with the live tree (canopy status FILE)
 };
 
-// Prints every event that has arrived (failures, adoptions, recoveries).
-void print_events(canopy::Network& net, bool jsonl) {
+// Writes the live tree as JSON, atomically (a reader never sees half a file).
+void write_status(canopy::Network& net, const std::string& path) {
+  if (path.empty()) return;
+  std::string json = "{\"nodes\":[";
+  bool first = true;
+  for (const auto& n : net.status()) {
+    json += first ? "\n" : ",\n";
+    first = false;
+    json += "{\"rank\":" + std::to_string(n.rank) + ",\"role\":\"" + std::string(canopy::to_string(n.role)) +
+            "\",\"host\":" + json_string(n.host) + ",\"parent\":" +
+            (n.parent ? std::to_string(*n.parent) : std::string("null")) + ",\"state\":\"" +
+            (n.alive ? "alive" : "lost") + "\",\"incarnation\":" + std::to_string(n.incarnation) + ",\"children\":[";
+    for (std::size_t i = 0; i < n.children.size(); ++i) json += (i ? "," : "") + std::to_string(n.children[i]);
+    json += "]}";
+  }
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch()).count();
+  json += "\n],\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now) + "}\n";
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << json;
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+// Prints every event that has arrived (failures, adoptions, recoveries), and keeps
+// the status file current.
+void print_events(canopy::Network& net, bool jsonl, const std::string& status_file) {
+  bool changed = false;
   while (auto e = net.next_event(std::chrono::milliseconds(0))) {
+    changed = true;
     if (jsonl) {
       std::printf("%s\n", canopy::to_json(*e).c_str());
     } else if (e->kind == canopy::Event::Kind::failure) {
@@ -77,6 +112,7 @@ void print_events(canopy::Network& net, bool jsonl) {
     }
     std::fflush(stdout);
   }
+  if (changed) write_status(net, status_file);
 }
 
 // Reads the integers a back-end recorded, one per line.
@@ -118,7 +154,7 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
       return fail("only " + std::to_string(done) + " of " + std::to_string(backends.size()) +
                   " back-ends finished within " + std::to_string(limit.count() / 1000) + " s", 1);
     }
-    print_events(net, jsonl);
+    print_events(net, jsonl, opt.status_file);
     auto in = net.receive(std::chrono::milliseconds(100));
     if (!in) return fail(in.error(), 1);
     if (*in) {
@@ -149,7 +185,7 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
       last_size = size;
     }
   }
-  print_events(net, jsonl);
+  print_events(net, jsonl, opt.status_file);
   double run_seconds = seconds_since(run_start);
   std::erase_if(result, [](std::int32_t x) { return x < 0; });
 
@@ -291,6 +327,7 @@ int run(const RunOptions& opt) {
                 launch_seconds, backends.size());
     std::fflush(stdout);
   }
+  write_status(net, opt.status_file);
   if (!opt.plugin.empty()) {
     if (auto loaded = net.load_filter(opt.plugin, opt.filter); !loaded) return fail(loaded.error());
   }
@@ -321,7 +358,7 @@ int run(const RunOptions& opt) {
       }
       continue;
     }
-    print_events(net, jsonl);
+    print_events(net, jsonl, opt.status_file);
     const auto& packet = (*in)->packet;
     int wave = received++;
     if (demo) {
@@ -360,6 +397,81 @@ int run(const RunOptions& opt) {
   std::fflush(stdout);
   if (mismatches) return fail(std::to_string(mismatches) + " waves did not match the demo workload; first: " + first_mismatch);
   if (!stopped) return fail(stopped.error());
+  return 0;
+}
+
+// `canopy status FILE`: the live tree a running `canopy run --status FILE` keeps.
+int status(const std::string& path, const std::string& format) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "canopy status: cannot read " << path << ": " << std::strerror(errno)
+              << " (start the run with canopy run --status " << path << ")\n";
+    return 2;
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (format == "json") {
+    std::cout << text;
+    return 0;
+  }
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);  // JSON is YAML
+  } catch (const YAML::Exception& e) {
+    std::cerr << "canopy status: " << path << " is not a status file: " << e.what() << "\n";
+    return 2;
+  }
+  struct Entry {
+    std::string role, host, state;
+    std::uint32_t incarnation = 0;
+    std::vector<canopy::Rank> children;
+    bool has_parent = false;
+  };
+  std::map<canopy::Rank, Entry> nodes;
+  std::vector<canopy::Rank> order;
+  try {
+    for (const auto& n : doc["nodes"]) {
+      Entry e;
+      e.role = n["role"].as<std::string>();
+      e.host = n["host"].as<std::string>();
+      e.state = n["state"].as<std::string>();
+      e.incarnation = n["incarnation"].as<std::uint32_t>();
+      e.has_parent = !n["parent"].IsNull();
+      for (const auto& c : n["children"]) e.children.push_back(c.as<canopy::Rank>());
+      auto rank = n["rank"].as<canopy::Rank>();
+      order.push_back(rank);
+      nodes.emplace(rank, std::move(e));
+    }
+  } catch (const YAML::Exception& e) {
+    std::cerr << "canopy status: " << path << " is not a status file: " << e.what() << "\n";
+    return 2;
+  }
+  if (order.empty()) {
+    std::cerr << "canopy status: " << path << " lists no processes\n";
+    return 2;
+  }
+  std::size_t alive = 0, lost = 0;
+  for (const auto& [rank, e] : nodes) (e.state == "alive" ? alive : lost)++;
+  std::set<canopy::Rank> shown;
+  std::function<void(canopy::Rank, const std::string&, bool, bool)> print =
+      [&](canopy::Rank rank, const std::string& prefix, bool last, bool root) {
+        if (!shown.insert(rank).second) return;
+        auto it = nodes.find(rank);
+        if (it == nodes.end()) return;
+        const auto& e = it->second;
+        std::cout << prefix << (root ? "" : last ? "`- " : "|- ") << e.role << " " << rank << " on " << e.host << ": "
+                  << e.state;
+        if (e.incarnation) std::cout << " (adopted, incarnation " << e.incarnation << ")";
+        std::cout << "\n";
+        std::string below = prefix + (root ? "" : last ? "   " : "|  ");
+        for (std::size_t i = 0; i < e.children.size(); ++i) {
+          print(e.children[i], below, i + 1 == e.children.size(), false);
+        }
+      };
+  print(order.front(), "", true, true);
+  for (auto rank : order) {
+    if (!shown.count(rank) && nodes[rank].state == "lost") print(rank, "", true, true);
+  }
+  std::cout << alive << " alive, " << lost << " lost\n";
   return 0;
 }
 
@@ -463,6 +575,16 @@ int main(int argc, char** argv) {
                              "Do not heal: losing its parent stops a process and its subtree");
   run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
 
+  run_cmd->add_option("--status", opt.status_file,
+                      "Keep FILE up to date with the live tree (JSON), for canopy status FILE");
+
+  std::string status_path, status_format = "text";
+  auto* status_cmd = app.add_subcommand("status", "Show the live tree of a run started with canopy run --status FILE");
+  status_cmd->add_option("file", status_path, "The status file")->required();
+  status_cmd->add_option("--format", status_format, "text (a tree) or json (the file as is)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+
   std::string spec, host = "localhost", output;
   auto* topgen_cmd = app.add_subcommand("topgen", "Write a generated topology as YAML");
   topgen_cmd->add_option("spec", spec, "Tree spec: b:F^D (fan-out F, depth D) or b:FxFx...")->required();
@@ -474,6 +596,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (*status_cmd) return status(status_path, status_format);
   if (*topgen_cmd) return topgen(spec, host, output);
   opt.backend = backend_command;
   struct sigaction sa {};

@@ -58,6 +58,17 @@ struct Event {
   std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
 };
 
+// One process of the live tree as the front-end knows it (Network::status()).
+struct NodeStatus {
+  Rank rank = 0;
+  Role role = Role::backend;
+  std::string host;
+  std::optional<Rank> parent;  // the current parent (after adoptions); none for the root
+  bool alive = true;           // false once its failure was reported
+  std::uint32_t incarnation = 0;  // how many times it has been adopted
+  std::vector<Rank> children;  // current children
+};
+
 std::string_view to_string(Event::Kind kind);
 // One JSON object, e.g. {"event":"failure","rank":1000001,"reason":"...","time":...}.
 std::string to_json(const Event& event);
@@ -146,6 +157,10 @@ class Network {
   // still fails when data is lost: a back-end is gone, or a recovered stream's
   // filter is not state recoverable.
   std::optional<Event> next_event(std::chrono::milliseconds timeout);
+
+  // The live tree: every process with its current parent, children, incarnation
+  // and whether it is alive; the root first, then breadth-first, then lost ones.
+  std::vector<NodeStatus> status() const;
 
   // Tears the tree down: every commnode and back-end exits. Idempotent.
   Result<void> shutdown();
