@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <optional>
+#include <set>
 
 #include "canopy/call_tree.h"
 #include "filters/filter.h"
@@ -178,6 +180,44 @@ TEST(IncrementalUnionFilter, OrdersUnsignedAndNegativeIntegersByValue) {
   ASSERT_TRUE(out) << out.error();
   EXPECT_EQ(std::get<std::vector<std::int64_t>>((*out)[0]), (std::vector<std::int64_t>{-5, 0, 3}));
   EXPECT_EQ(std::get<std::vector<std::uint64_t>>((*out)[1]), (std::vector<std::uint64_t>{1, ~0ull}));
+}
+
+TEST(IncrementalUnionFilter, StoresTheExtremeValuesOfEachType) {
+  // The set marks empty slots with the type's maximum; that integer must still count.
+  using L = std::numeric_limits<std::int32_t>;
+  using U = std::numeric_limits<std::uint64_t>;
+  auto f = make("incremental_union");
+  auto out = wave(*f, {from(0, {I32s{L::max(), L::min(), 0, -1}, std::vector<std::uint64_t>{U::max(), 0}})});
+  ASSERT_TRUE(out) << out.error();
+  EXPECT_EQ(std::get<I32s>((*out)[0]), (I32s{L::min(), -1, 0, L::max()}));
+  EXPECT_EQ(std::get<std::vector<std::uint64_t>>((*out)[1]), (std::vector<std::uint64_t>{0, U::max()}));
+  auto again = wave(*f, {from(0, {I32s{L::max()}, std::vector<std::uint64_t>{U::max()}})});
+  ASSERT_TRUE(again) << again.error();
+  EXPECT_TRUE(std::get<I32s>((*again)[0]).empty());
+  EXPECT_EQ(std::get<I32s>(state_of(*f)[0]), (I32s{L::min(), -1, 0, L::max()}));
+}
+
+TEST(IncrementalUnionFilter, EmitsEveryIntegerExactlyOnceAsTheStateGrows) {
+  auto f = make("incremental_union");
+  std::set<std::int64_t> sent;
+  std::vector<std::int64_t> emitted;
+  for (std::int64_t w = 0; w < 200; ++w) {
+    std::vector<std::int64_t> a, b;
+    for (std::int64_t k = 0; k < 300; ++k) {
+      a.push_back((w * 300 + k) * 4096);  // a power-of-two stride
+      b.push_back((w * 150 + k) * 7 - 50000);  // overlaps earlier waves and `a`
+    }
+    sent.insert(a.begin(), a.end());
+    sent.insert(b.begin(), b.end());
+    auto out = wave(*f, {from(0, {a}), from(1, {b})});
+    ASSERT_TRUE(out) << out.error();
+    const auto& fresh = std::get<std::vector<std::int64_t>>((*out)[0]);
+    ASSERT_TRUE(std::is_sorted(fresh.begin(), fresh.end()));
+    emitted.insert(emitted.end(), fresh.begin(), fresh.end());
+  }
+  std::sort(emitted.begin(), emitted.end());
+  EXPECT_EQ(emitted, std::vector<std::int64_t>(sent.begin(), sent.end())) << "each once, none lost";
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(state_of(*f)[0]), emitted);
 }
 
 // ---- CallTree ----
