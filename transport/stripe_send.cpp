@@ -1,0 +1,185 @@
+#include "transport/stripe_send.h"
+
+#include <capnp/serialize.h>
+
+#include <algorithm>
+#include <cassert>
+
+#include "transport/frame.h"
+
+namespace canopy::transport {
+
+SendStream::SendStream(std::size_t block_bytes)
+    : block_words_(std::max<std::size_t>(1, block_bytes / sizeof(capnp::word))) {}
+
+std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
+  std::size_t words = 1 + capnp::computeSerializedSizeInWords(message);  // length header + body
+  if (blocks_.empty() || blocks_.back().words.capacity() - blocks_.back().words.size() < words) {
+    Block block;
+    block.seq = end_;
+    if (words <= block_words_ && !spare_.empty()) {
+      block.words = std::move(spare_.back());
+      spare_.pop_back();
+    } else {
+      block.words.reserve(std::max(block_words_, words));
+    }
+    blocks_.push_back(std::move(block));
+  }
+  auto& tail = blocks_.back().words;
+  append_frame(message, tail);  // fits: never reallocates under a write in flight
+  end_ = blocks_.back().end();
+  return end_;
+}
+
+std::span<const std::byte> SendStream::contiguous(std::uint64_t seq, std::size_t max) const {
+  assert(seq >= begin() && seq < end_);
+  // Fragments are cut at the back and resent from the front: look there first.
+  auto it = blocks_.end() - 1;
+  if (seq < it->seq) {
+    it = std::upper_bound(blocks_.begin(), blocks_.end(), seq,
+                          [](std::uint64_t s, const Block& b) { return s < b.seq; }) - 1;
+  }
+  const auto* bytes = reinterpret_cast<const std::byte*>(it->words.data());
+  std::size_t offset = seq - it->seq;
+  std::size_t available = it->words.size() * sizeof(capnp::word) - offset;
+  return {bytes + offset, std::min(available, max)};
+}
+
+void SendStream::release(std::uint64_t seq) {
+  while (!blocks_.empty() && blocks_.front().end() <= seq) {
+    auto& words = blocks_.front().words;
+    if (words.capacity() == block_words_ && spare_.size() < 4) {
+      words.clear();
+      spare_.push_back(std::move(words));
+    }
+    blocks_.pop_front();
+  }
+}
+
+SendWindow::SendWindow(std::size_t path_count) : in_flight_(path_count, 0) {}
+
+void SendWindow::add(std::uint64_t seq, std::uint32_t length, std::uint32_t checksum, std::uint32_t path) {
+  assert(seq == cut_end_ && length > 0);
+  Fragment f;
+  f.seq = seq;
+  f.length = length;
+  f.checksum = checksum;
+  f.path = path;
+  f.transmissions = 1;
+  f.state = State::writing;
+  fragments_.push_back(f);
+  in_flight_[path] += length;
+  cut_end_ = seq + length;
+}
+
+SendWindow::Fragment* SendWindow::lookup(std::uint64_t seq) {
+  auto it = std::lower_bound(fragments_.begin(), fragments_.end(), seq,
+                             [](const Fragment& f, std::uint64_t s) { return f.seq < s; });
+  return it != fragments_.end() && it->seq == seq ? &*it : nullptr;
+}
+
+const SendWindow::Fragment* SendWindow::find(std::uint64_t seq) const {
+  return const_cast<SendWindow*>(this)->lookup(seq);
+}
+
+void SendWindow::leave(Fragment& f, State next) {
+  bool counted = f.state == State::writing || f.state == State::sent;
+  bool counts = next == State::writing || next == State::sent;
+  if (counted && !counts) in_flight_[f.path] -= f.length;
+  if (!counted && counts) in_flight_[f.path] += f.length;
+  if (next == State::queued) resend_.insert(f.seq);
+  if (f.state == State::queued && next != State::queued) resend_.erase(f.seq);
+  if (next != State::sent) f.deadline.reset();
+  f.state = next;
+}
+
+void SendWindow::written(std::uint64_t seq, std::uint32_t path, Clock::time_point now, const Backoff* retransmit) {
+  Fragment* f = lookup(seq);
+  if (!f || f->state != State::writing || f->path != path) return;
+  leave(*f, State::sent);
+  if (retransmit) f->deadline = now + retransmit->delay(f->transmissions);
+}
+
+const SendWindow::Fragment* SendWindow::take_resend(std::uint32_t path) {
+  while (!resend_.empty()) {
+    Fragment* f = lookup(*resend_.begin());
+    if (!f || f->state != State::queued) {
+      resend_.erase(resend_.begin());
+      continue;
+    }
+    resend_.erase(resend_.begin());
+    f->path = path;  // before leave(): the in-flight bytes count on the new path
+    leave(*f, State::writing);
+    ++f->transmissions;
+    return f;
+  }
+  return nullptr;
+}
+
+void SendWindow::acknowledge(std::uint64_t lirs, std::uint64_t lids, std::span<const SeqRange> received,
+                             const std::function<void(const Fragment&)>& freed) {
+  while (!fragments_.empty() && fragments_.front().end() <= lids) {
+    Fragment& f = fragments_.front();
+    leave(f, State::held);  // drops it from the in-flight count and the resend queue
+    if (freed) freed(f);
+    fragments_.pop_front();
+  }
+  acked_ = std::max(acked_, std::min(lids, cut_end_));
+  auto hold = [&](std::uint64_t begin, std::uint64_t end) {
+    auto it = std::lower_bound(fragments_.begin(), fragments_.end(), begin,
+                               [](const Fragment& f, std::uint64_t s) { return f.seq < s; });
+    for (; it != fragments_.end() && it->end() <= end; ++it) {
+      if (it->state != State::held) leave(*it, State::held);
+    }
+  };
+  if (lirs > acked_) hold(acked_, lirs);
+  for (const auto& r : received) hold(r.begin, r.end);
+}
+
+std::size_t SendWindow::reject(SeqRange range) {
+  std::size_t count = 0;
+  auto it = std::upper_bound(fragments_.begin(), fragments_.end(), range.begin,
+                             [](std::uint64_t s, const Fragment& f) { return s < f.seq; });
+  if (it != fragments_.begin()) --it;  // the fragment that may hold range.begin
+  for (; it != fragments_.end() && it->seq < range.end; ++it) {
+    if (it->end() <= range.begin) continue;
+    if (it->state == State::sent || it->state == State::held) {
+      leave(*it, State::queued);
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::size_t SendWindow::path_failed(std::uint32_t path) {
+  std::size_t count = 0;
+  for (auto& f : fragments_) {
+    if (f.path == path && (f.state == State::writing || f.state == State::sent)) {
+      leave(f, State::queued);
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::size_t SendWindow::expire(Clock::time_point now, const std::function<void(const Fragment&)>& expired) {
+  std::size_t count = 0;
+  for (auto& f : fragments_) {
+    if (f.state == State::sent && f.deadline && *f.deadline <= now) {
+      if (expired) expired(f);
+      leave(f, State::queued);
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::optional<SendWindow::Clock::time_point> SendWindow::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& f : fragments_) {
+    if (f.state == State::sent && f.deadline && (!next || *f.deadline < *next)) next = f.deadline;
+  }
+  return next;
+}
+
+}  // namespace canopy::transport
