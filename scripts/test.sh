@@ -7,13 +7,16 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
 
 "$here/scripts/build.sh" "$here/build" -DCANOPY_BUILD_BENCH=ON
+# Every label: unit, integration, and package (tests/package/run.sh: installs this
+# build into a temporary prefix, builds tests/package and examples/ against it).
 ctest --test-dir "$here/build" --output-on-failure -j "$jobs" --timeout 180
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
   CANOPY_BUILD_TYPE=Debug "$here/scripts/build.sh" "$here/build-sanitize" -DCANOPY_SANITIZE=ON -DCANOPY_BUILD_BENCH=OFF
   # Every process of every tree (commnodes and back-ends too, whose reports no test
   # would see) writes sanitizer reports, leaks included, into one directory; any
-  # report there fails the run.
+  # report there fails the run. Unit and integration tests only: the package test
+  # checks installation, to which the sanitizers add nothing, and ran above.
   reports="$(mktemp -d /tmp/canopy-sanitizers.XXXXXX)"
   ASAN_OPTIONS="detect_leaks=1:log_path=$reports/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \

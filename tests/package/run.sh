@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The ctest test `package`: an installed Canopy works for projects of their own.
+#
+#   tests/package/run.sh BUILD_DIR [cmake options for the consumer projects...]
+#
+# Installs BUILD_DIR (already built) into a temporary prefix with `cmake --install`,
+# configures and builds tests/package and examples/ against it with
+# find_package(Canopy) and CMAKE_PREFIX_PATH, and runs their front-ends on small
+# trees. The installed commnode is found as a user's program would find it: on PATH,
+# through $CANOPY_COMMNODE, or, for the installed `canopy`, beside the program.
+#
+# Every step runs within what is left of a time budget ($CANOPY_PACKAGE_TEST_BUDGET
+# seconds, default 540, below the test's TIMEOUT of 600), so that the temporary
+# directory is always removed and no process is left behind. Builds use
+# $CANOPY_PACKAGE_TEST_JOBS parallel jobs (default 2).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+source_dir="$(cd "$here/../.." && pwd)"
+if (($# < 1)); then
+  echo "usage: $0 BUILD_DIR [cmake options...]" >&2
+  exit 2
+fi
+build="$(cd "$1" && pwd)"
+shift
+jobs="${CANOPY_PACKAGE_TEST_JOBS:-2}"
+deadline=$((SECONDS + ${CANOPY_PACKAGE_TEST_BUDGET:-540}))
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/canopy-package.XXXXXX")"
+prefix="$work/prefix"
+on_exit() {
+  local status=$?
+  # Nothing started from the temporary prefix or builds may outlive the test.
+  local left
+  left="$(pgrep -f "$work/" || true)"
+  if [ -n "$left" ]; then
+    echo "package test: processes left behind:" >&2
+    ps -o pid,args -p "${left//$'\n'/,}" >&2 || true
+    kill -9 $left 2>/dev/null || true
+    status=1
+  fi
+  rm -rf "$work"
+  exit "$status"
+}
+trap on_exit EXIT
+
+# step DESCRIPTION COMMAND...: runs COMMAND within the time left, and says how long it took.
+step() {
+  local what="$1" left=$((deadline - SECONDS)) start=$SECONDS
+  shift
+  if ((left <= 0)); then
+    echo "package test: out of time before: $what" >&2
+    exit 1
+  fi
+  echo "== $what"
+  if ! timeout --kill-after=5 "$left" "$@"; then
+    echo "package test: FAILED: $what" >&2
+    exit 1
+  fi
+  echo "   ($((SECONDS - start)) s)"
+}
+
+step "install $build into $prefix" cmake --install "$build" --prefix "$prefix"
+
+for project in package examples; do
+  src="$here"
+  [ "$project" = examples ] && src="$source_dir/examples"
+  step "configure $src against the installed package" \
+    cmake -S "$src" -B "$work/$project" -DCMAKE_PREFIX_PATH="$prefix" "$@"
+  step "build $project" cmake --build "$work/$project" -j "$jobs"
+done
+
+# A user program finds canopy-commnode on PATH...
+step "package_frontend (commnode from PATH)" \
+  env PATH="$prefix/bin:$PATH" "$work/package/package_frontend"
+# ...or through $CANOPY_COMMNODE...
+step "integer_addition (commnode from CANOPY_COMMNODE)" \
+  env CANOPY_COMMNODE="$prefix/bin/canopy-commnode" \
+  "$work/examples/integer_addition/integer_addition_frontend" --tree b:2^2
+step "integer_union" \
+  env PATH="$prefix/bin:$PATH" \
+  "$work/examples/integer_union/integer_union_frontend" --tree b:2^2 --waves 8 --record "$work/record"
+step "stack_merge" \
+  env PATH="$prefix/bin:$PATH" \
+  "$work/examples/stack_merge/stack_merge_frontend" --tree b:2x3 --output "$work/stack_merge.dot"
+# ...and the installed programs find it beside themselves.
+step "installed canopy run (commnode beside it)" \
+  "$prefix/bin/canopy" run --tree b:2^2 --waves 3 --interval 0
+
+echo "package test passed"
