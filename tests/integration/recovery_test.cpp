@@ -61,7 +61,7 @@ class Recovery : public ::testing::Test {
     canopy::LaunchOptions options;
     options.topology = *topology;
     options.backend_argv = {kScriptBackend};
-    options.startup_timeout = 10s;
+    options.startup_timeout = 30s;
     options.fault_tolerance.heartbeat = 100ms;
     options.fault_tolerance.suspect = 300ms;
     options.fault_tolerance.lost = 800ms;

@@ -51,7 +51,7 @@ class Streams : public ::testing::Test {
   }
 
   canopy::Network* launch(const std::string& spec, const std::string& attach_file = {},
-                          std::chrono::milliseconds startup = 10s) {
+                          std::chrono::milliseconds startup = 30s) {
     auto topology = canopy::generate_topology(spec);
     EXPECT_TRUE(topology) << topology.error();
     canopy::LaunchOptions options;
@@ -301,12 +301,13 @@ TEST_F(Streams, AttachedBackendsJoinAndReduce) {
 
 TEST_F(Streams, StreamCreationNamesBackendsThatNeverAttach) {
   const auto file = (dir_ / "attach").string();
-  auto* net = launch("b:2^2", file, 1500ms);
+  auto* net = launch("b:2^2", file, 4s);
   ASSERT_TRUE(net);
   for (int r : {0, 2}) spawn({kScriptBackend, "--attach", file, std::to_string(r)});
   auto stream = net->create_stream({.upstream_filter = "sum"});
   ASSERT_FALSE(stream);
   EXPECT_NE(stream.error().find("missing ranks 1, 3"), std::string::npos) << stream.error();
+  EXPECT_NE(stream.error().find("within 4000 ms"), std::string::npos) << stream.error();
 }
 
 TEST_F(Streams, AttachFileErrorsAreClear) {
