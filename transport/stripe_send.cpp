@@ -4,30 +4,51 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
-#include "transport/frame.h"
 
 namespace canopy::transport {
 
-SendStream::SendStream(std::size_t block_bytes)
-    : block_words_(std::max<std::size_t>(1, block_bytes / sizeof(capnp::word))) {}
+SendStream::SendStream(std::size_t block_bytes) : block_bytes_(std::max<std::size_t>(64, block_bytes)) {}
 
 std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
-  std::size_t words = 1 + capnp::computeSerializedSizeInWords(message);  // length header + body
-  if (blocks_.empty() || blocks_.back().words.capacity() - blocks_.back().words.size() < words) {
+  auto segments = message.getSegmentsForOutput();
+  // The frame: 8-byte body length, segment table (count-1, then each size, padded to
+  // a whole word), segments. The same bytes as append_frame() in frame.cpp.
+  const std::size_t table_words = (segments.size() + 2) / 2;
+  std::size_t body_words = table_words;
+  for (const auto& segment : segments) body_words += segment.size();
+  const std::size_t frame_bytes = (1 + body_words) * sizeof(capnp::word);
+
+  if (blocks_.empty() || blocks_.back().capacity - blocks_.back().size < frame_bytes) {
     Block block;
-    block.seq = end_;
-    if (words <= block_words_ && !spare_.empty()) {
-      block.words = std::move(spare_.back());
-      spare_.pop_back();
+    auto fits = std::find_if(spare_.begin(), spare_.end(), [&](const Block& b) { return b.capacity >= frame_bytes; });
+    if (fits != spare_.end()) {
+      block = std::move(*fits);
+      spare_.erase(fits);
     } else {
-      block.words.reserve(std::max(block_words_, words));
+      block.capacity = std::max(block_bytes_, frame_bytes);
+      block.bytes = std::make_unique_for_overwrite<std::byte[]>(block.capacity);
     }
+    block.seq = end_;
+    block.size = 0;
     blocks_.push_back(std::move(block));
   }
-  auto& tail = blocks_.back().words;
-  append_frame(message, tail);  // fits: never reallocates under a write in flight
-  end_ = blocks_.back().end();
+  Block& tail = blocks_.back();
+  std::byte* out = tail.bytes.get() + tail.size;
+  const std::uint64_t body_bytes = body_words * sizeof(capnp::word);
+  std::memcpy(out, &body_bytes, 8);  // little-endian hosts, as frame.cpp
+  auto* table = reinterpret_cast<std::uint32_t*>(out + 8);
+  table[0] = static_cast<std::uint32_t>(segments.size() - 1);
+  for (std::size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<std::uint32_t>(segments[i].size());
+  if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
+  std::byte* dst = out + 8 + table_words * sizeof(capnp::word);
+  for (const auto& segment : segments) {
+    std::memcpy(dst, segment.begin(), segment.size() * sizeof(capnp::word));
+    dst += segment.size() * sizeof(capnp::word);
+  }
+  tail.size += frame_bytes;
+  end_ += frame_bytes;
   return end_;
 }
 
@@ -39,19 +60,14 @@ std::span<const std::byte> SendStream::contiguous(std::uint64_t seq, std::size_t
     it = std::upper_bound(blocks_.begin(), blocks_.end(), seq,
                           [](std::uint64_t s, const Block& b) { return s < b.seq; }) - 1;
   }
-  const auto* bytes = reinterpret_cast<const std::byte*>(it->words.data());
   std::size_t offset = seq - it->seq;
-  std::size_t available = it->words.size() * sizeof(capnp::word) - offset;
-  return {bytes + offset, std::min(available, max)};
+  return {it->bytes.get() + offset, std::min<std::size_t>(it->size - offset, max)};
 }
 
 void SendStream::release(std::uint64_t seq) {
   while (!blocks_.empty() && blocks_.front().end() <= seq) {
-    auto& words = blocks_.front().words;
-    if (words.capacity() == block_words_ && spare_.size() < 4) {
-      words.clear();
-      spare_.push_back(std::move(words));
-    }
+    Block& block = blocks_.front();
+    if (spare_.size() < 4 && block.capacity <= 4 * block_bytes_) spare_.push_back(std::move(block));
     blocks_.pop_front();
   }
 }
@@ -96,7 +112,13 @@ void SendWindow::leave(Fragment& f, State next) {
 void SendWindow::written(std::uint64_t seq, std::uint32_t path, Clock::time_point now, const Backoff* retransmit) {
   Fragment* f = lookup(seq);
   if (!f || f->state != State::writing || f->path != path) return;
+  if (f->rejected) {
+    f->rejected = false;
+    leave(*f, State::queued);
+    return;
+  }
   leave(*f, State::sent);
+  f->sent_at = now;
   if (retransmit) f->deadline = now + retransmit->delay(f->transmissions);
 }
 
@@ -110,6 +132,7 @@ const SendWindow::Fragment* SendWindow::take_resend(std::uint32_t path) {
     resend_.erase(resend_.begin());
     f->path = path;  // before leave(): the in-flight bytes count on the new path
     leave(*f, State::writing);
+    f->rejected = false;
     ++f->transmissions;
     return f;
   }
@@ -117,11 +140,14 @@ const SendWindow::Fragment* SendWindow::take_resend(std::uint32_t path) {
 }
 
 void SendWindow::acknowledge(std::uint64_t lirs, std::uint64_t lids, std::span<const SeqRange> received,
-                             const std::function<void(const Fragment&)>& freed) {
+                             const std::function<void(const Fragment&)>& acked) {
+  auto first_time = [&](const Fragment& f) {
+    if (f.state != State::held && acked) acked(f);
+  };
   while (!fragments_.empty() && fragments_.front().end() <= lids) {
     Fragment& f = fragments_.front();
+    first_time(f);
     leave(f, State::held);  // drops it from the in-flight count and the resend queue
-    if (freed) freed(f);
     fragments_.pop_front();
   }
   acked_ = std::max(acked_, std::min(lids, cut_end_));
@@ -129,7 +155,10 @@ void SendWindow::acknowledge(std::uint64_t lirs, std::uint64_t lids, std::span<c
     auto it = std::lower_bound(fragments_.begin(), fragments_.end(), begin,
                                [](const Fragment& f, std::uint64_t s) { return f.seq < s; });
     for (; it != fragments_.end() && it->end() <= end; ++it) {
-      if (it->state != State::held) leave(*it, State::held);
+      if (it->state != State::held) {
+        first_time(*it);
+        leave(*it, State::held);
+      }
     }
   };
   if (lirs > acked_) hold(acked_, lirs);
@@ -146,6 +175,9 @@ std::size_t SendWindow::reject(SeqRange range) {
     if (it->state == State::sent || it->state == State::held) {
       leave(*it, State::queued);
       ++count;
+    } else if (it->state == State::writing && !it->rejected) {
+      it->rejected = true;
+      ++count;
     }
   }
   return count;
@@ -155,6 +187,7 @@ std::size_t SendWindow::path_failed(std::uint32_t path) {
   std::size_t count = 0;
   for (auto& f : fragments_) {
     if (f.path == path && (f.state == State::writing || f.state == State::sent)) {
+      f.rejected = false;
       leave(f, State::queued);
       ++count;
     }

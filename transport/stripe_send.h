@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -30,7 +31,9 @@ class SendStream {
   // its own); blocks are freed, or kept for reuse, once acknowledged.
   explicit SendStream(std::size_t block_bytes = 1u << 20);
 
-  // Appends one frame holding `message`; returns one past its last sequence number.
+  // Appends one frame holding `message`, encoded as append_frame() (frame.h) does but
+  // straight into the block: one copy of the message, no zero-filling first.
+  // Returns one past its last sequence number.
   std::uint64_t append(capnp::MessageBuilder& message);
 
   std::uint64_t begin() const { return blocks_.empty() ? end_ : blocks_.front().seq; }
@@ -47,13 +50,14 @@ class SendStream {
 
  private:
   struct Block {
-    std::uint64_t seq = 0;              // of its first byte
-    std::vector<capnp::word> words;     // capacity fixed when created: never reallocated
-    std::uint64_t end() const { return seq + words.size() * sizeof(capnp::word); }
+    std::uint64_t seq = 0;                // of its first byte
+    std::unique_ptr<std::byte[]> bytes;   // never reallocated: writes in flight point into it
+    std::size_t size = 0, capacity = 0;
+    std::uint64_t end() const { return seq + size; }
   };
-  std::size_t block_words_;
+  std::size_t block_bytes_;
   std::deque<Block> blocks_;
-  std::vector<std::vector<capnp::word>> spare_;  // freed blocks of the standard size
+  std::vector<Block> spare_;  // released blocks kept for reuse (a few, not too large)
   std::uint64_t end_ = 0;
 };
 
@@ -73,6 +77,8 @@ class SendWindow {
     std::uint32_t path = 0;           // of the latest transmission
     std::uint32_t transmissions = 0;
     State state = State::writing;
+    bool rejected = false;            // a negative acknowledgement came while it was being written
+    Clock::time_point sent_at{};                // when its latest write completed
     std::optional<Clock::time_point> deadline;  // sent: when it counts as lost
     std::uint64_t end() const { return seq + length; }
   };
@@ -87,6 +93,7 @@ class SendWindow {
   // The write of fragment `seq` on `path` completed at `now`. It counts as lost
   // `retransmit->delay(transmissions)` later (never if `retransmit` is null:
   // reliability off). Ignored unless the fragment is still being written on `path`.
+  // The caller adapts retransmit->initial to the measured round trip.
   void written(std::uint64_t seq, std::uint32_t path, Clock::time_point now, const Backoff* retransmit);
 
   bool has_resend() const { return !resend_.empty(); }
@@ -94,12 +101,15 @@ class SendWindow {
   // null if there is none. Valid until the next call that frees fragments.
   const Fragment* take_resend(std::uint32_t path);
 
-  // An acknowledgement: fragments below `lids` are freed (`freed` is called for
-  // each); those below `lirs` or inside a `received` range are held.
+  // An acknowledgement: fragments below `lids` are freed; those below `lirs` or
+  // inside a `received` range are held. `acked` is called once per fragment, the
+  // first time an acknowledgement covers it (before its state changes).
   void acknowledge(std::uint64_t lirs, std::uint64_t lids, std::span<const SeqRange> received,
-                   const std::function<void(const Fragment&)>& freed);
-  // A negative acknowledgement: the fragments overlapping `range` that are not
-  // being written go back to the resend queue. Returns how many.
+                   const std::function<void(const Fragment&)>& acked);
+  // A negative acknowledgement: the fragments overlapping `range` go back to the
+  // resend queue — those being written as soon as their write completes (a large
+  // write is still going out when the receiver finds the first corrupt fragment in
+  // it). Returns how many.
   std::size_t reject(SeqRange range);
   // `path` failed: its fragments being written or sent go back to the resend queue.
   // Returns how many.

@@ -195,6 +195,24 @@ TEST(StripeWire, HelloReplyRoundTrips) {
 
 // ---------------------------------------------------------------------------
 
+TEST(SendStream, EncodesFramesExactlyAsAppendFrameDoes) {
+  // Several segments (a tiny first segment forces more), odd and even counts.
+  for (int values : {1, 5, 40}) {
+    capnp::MallocMessageBuilder b(8, capnp::AllocationStrategy::FIXED_SIZE);
+    auto data = b.initRoot<canopy::wire::Message>().getBody().initData();
+    auto list = data.initValues(static_cast<unsigned>(values));
+    for (int i = 0; i < values; ++i) list[i].setString(std::string(static_cast<std::size_t>(i * 3), 'x'));
+    ASSERT_GT(b.getSegmentsForOutput().size(), 1u);
+    std::vector<capnp::word> expected;
+    append_frame(b, expected);
+    SendStream stream;
+    stream.append(b);
+    auto bytes = stream.contiguous(0, SIZE_MAX);
+    ASSERT_EQ(bytes.size(), expected.size() * 8);
+    EXPECT_EQ(std::memcmp(bytes.data(), expected.data(), bytes.size()), 0) << values << " values";
+  }
+}
+
 TEST(SendStream, FragmentsNeverSpanTwoBlocks) {
   SendStream stream(4096);
   std::vector<std::uint64_t> ends;
@@ -386,6 +404,19 @@ TEST(SendWindow, AnAcknowledgementFreesTheFragmentsBelowLids) {
   EXPECT_EQ(w.acked(), 200u);
 }
 
+TEST(SendWindow, EachFragmentCountsAsAcknowledgedOnceEvenWhenHeldFirst) {
+  Backoff backoff;
+  auto now = Clock::now();
+  auto w = four_written(now, backoff);
+  std::vector<std::uint64_t> acked;
+  auto note = [&](const SendWindow::Fragment& f) { acked.push_back(f.seq); };
+  std::vector<SeqRange> held{{200, 300}};
+  w.acknowledge(0, 0, held, note);
+  w.acknowledge(0, 0, held, note);  // the same news again
+  w.acknowledge(400, 400, {}, note);
+  EXPECT_EQ(acked, (std::vector<std::uint64_t>{200, 0, 100, 300}));
+}
+
 TEST(SendWindow, FragmentsTheReceiverHoldsAreNeverResent) {
   Backoff backoff{10ms, 100ms, 2.0};
   auto now = Clock::now();
@@ -414,7 +445,22 @@ TEST(SendWindow, ANegativeAcknowledgementQueuesTheFragmentAtOnce) {
   EXPECT_EQ(f->path, 0u);
   EXPECT_EQ(f->transmissions, 2u);
   EXPECT_EQ(f->state, State::writing);
-  EXPECT_EQ(w.reject({100, 200}), 0u);  // being written again: not queued twice
+}
+
+TEST(SendWindow, AFragmentRejectedWhileStillBeingWrittenIsResentOnceTheWriteCompletes) {
+  Backoff backoff;
+  SendWindow w(1);
+  w.add(0, 100, 0, 0);
+  EXPECT_EQ(w.reject({0, 100}), 1u);
+  EXPECT_EQ(w.reject({0, 100}), 0u);  // the same news twice changes nothing more
+  EXPECT_FALSE(w.has_resend());
+  w.written(0, 0, Clock::now(), &backoff);
+  EXPECT_EQ(w.find(0)->state, State::queued);
+  auto* f = w.take_resend(0);
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(f->rejected);
+  w.written(0, 0, Clock::now(), &backoff);
+  EXPECT_EQ(w.find(0)->state, State::sent);
 }
 
 TEST(SendWindow, AFailedPathsFragmentsAreQueuedLowestFirst) {

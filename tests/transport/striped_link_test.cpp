@@ -1,0 +1,483 @@
+// StripedLink over real sockets on loopback: two paths, 127.0.0.1 and 127.0.0.2
+// (Linux routes all of 127.0.0.0/8 to lo), one io_context per side on a thread of its
+// own. Every test is bounded in time and asserts only on what arrived, never on how
+// fast.
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "canopy.capnp.h"
+#include "core/loop_thread.h"
+#include "transport/striped_link.h"
+#include "transport/tcp_link.h"
+
+using namespace canopy;
+using namespace canopy::transport;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// Message i carries `size_of(i)` bytes, log-uniform from 1 B to 1 MiB, cut from a
+// fixed pattern at an offset that depends on i: a message that arrives damaged,
+// mixed with another or out of order fails its check.
+std::size_t size_of(std::uint64_t i) {
+  std::uint64_t z = i + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  double u = static_cast<double>(z >> 11) / static_cast<double>(1ull << 53);
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::exp2(20.0 * u)));
+}
+
+const std::vector<capnp::byte>& pattern() {
+  static const std::vector<capnp::byte> p = [] {
+    std::vector<capnp::byte> v((1u << 20) + 256);
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<capnp::byte>((k * 7) ^ (k >> 8));
+    return v;
+  }();
+  return p;
+}
+
+void build_message(capnp::MallocMessageBuilder& b, std::uint64_t i) {
+  auto data = b.initRoot<wire::Message>().getBody().initData();
+  data.setTag(static_cast<std::int32_t>(i));
+  auto n = size_of(i);
+  auto bytes = data.initValues(1)[0].initBytes(static_cast<unsigned>(n));
+  std::memcpy(bytes.begin(), pattern().data() + i % 251, n);
+}
+
+// "" if `m` is message `expected`, intact; else what is wrong.
+std::string check_message(wire::Message::Reader m, std::uint64_t expected) {
+  if (!m.getBody().isData()) return "not a data message";
+  auto data = m.getBody().getData();
+  if (static_cast<std::uint64_t>(data.getTag()) != expected) {
+    return "message " + std::to_string(data.getTag()) + " arrived where " + std::to_string(expected) + " was due";
+  }
+  auto bytes = data.getValues()[0].getBytes();
+  if (bytes.size() != size_of(expected)) return "message " + std::to_string(expected) + " has the wrong size";
+  if (std::memcmp(bytes.begin(), pattern().data() + expected % 251, bytes.size()) != 0) {
+    return "message " + std::to_string(expected) + " is damaged";
+  }
+  return "";
+}
+
+void send_progress(Link& link, std::uint64_t received) {
+  capnp::MallocMessageBuilder b;
+  b.initRoot<wire::Message>().getBody().initData().setTag(static_cast<std::int32_t>(received));
+  link.send(b);
+}
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+// Options for tests: the defaults, with a short link time-out so that failures show
+// up quickly.
+StripedOptions test_options() {
+  StripedOptions o;
+  o.link_timeout = 3000ms;
+  o.hello_timeout = 3000ms;
+  return o;
+}
+
+class StripedLinkTest : public ::testing::Test {
+ protected:
+  // --- server side: runs on server_ ---
+  struct Inflow {
+    std::uint64_t received = 0;
+    std::string error;            // the first problem seen
+    bool closed = false;
+    std::string close_reason;
+  };
+  // --- client side: runs on client_ ---
+  struct Outflow {
+    std::uint64_t total = 0, next = 0, confirmed = 0;
+    std::uint64_t window = 24;    // messages in flight, bounded by the receiver's progress reports
+    std::function<void(std::uint64_t)> before_send;  // fault actions
+    bool closed = false;
+    std::string close_reason;
+  };
+
+  void TearDown() override {
+    client_.call([&] {
+      if (client_link_) client_link_->detach();
+    });
+    server_.call([&] {
+      for (auto& l : server_links_) l->detach();
+      acceptor_.reset();
+      listeners_.clear();
+    });
+    std::this_thread::sleep_for(50ms);  // aborted handlers run and let go of the links
+    client_.stop();
+    server_.stop();
+  }
+
+  // Listens on each address (any free port) and hands connections to a
+  // StripedAcceptor whose links stream back progress reports.
+  void listen(const std::vector<std::string>& addresses, StripedOptions options,
+              StripedAcceptor::PlainHandler on_plain = nullptr) {
+    server_.call([&] {
+      acceptor_ = std::make_unique<StripedAcceptor>(
+          server_.io(), options, [this](std::shared_ptr<StripedLink> link) { on_server_link(std::move(link)); },
+          std::move(on_plain));
+      for (const auto& a : addresses) {
+        auto l = std::make_unique<tcp::acceptor>(server_.io(), tcp::endpoint(asio::ip::make_address(a), 0));
+        remote_.push_back({"", a, l->local_endpoint().port()});
+        accept_next(*l);
+        listeners_.push_back(std::move(l));
+      }
+    });
+  }
+
+  void accept_next(tcp::acceptor& l) {
+    l.async_accept([this, &l](const boost::system::error_code& ec, tcp::socket socket) {
+      if (ec) return;
+      if (acceptor_) acceptor_->take(std::move(socket));
+      accept_next(l);
+    });
+  }
+
+  void on_server_link(std::shared_ptr<StripedLink> link) {
+    server_links_.push_back(link);
+    auto* raw = link.get();
+    link->start(
+        [this, raw](wire::Message::Reader m) {
+          if (!inflow_.error.empty()) return;
+          auto problem = check_message(m, inflow_.received);
+          if (!problem.empty()) {
+            inflow_.error = problem;
+            return;
+          }
+          ++inflow_.received;
+          if (inflow_.received % 8 == 0) send_progress(*raw, inflow_.received);
+        },
+        [this](std::string_view reason) {
+          inflow_.closed = true;
+          inflow_.close_reason = reason;
+        });
+  }
+
+  // Paths from the given local addresses to the listening ones, pairwise.
+  std::vector<PathEndpoints> paths(const std::vector<std::string>& local) {
+    std::vector<PathEndpoints> p;
+    for (std::size_t i = 0; i < remote_.size(); ++i) {
+      p.push_back({i < local.size() ? local[i] : "", remote_[i].remote_address, remote_[i].remote_port});
+    }
+    return p;
+  }
+
+  // Connects and starts the client link (progress reports drive the sending).
+  void connect(std::vector<PathEndpoints> to, StripedOptions options) {
+    std::promise<Result<std::shared_ptr<StripedLink>>> done;
+    client_.post([&] {
+      StripedLink::async_connect(client_.io(), to, options,
+                                 [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
+    });
+    auto result = done.get_future().get();
+    ASSERT_TRUE(result) << result.error();
+    client_.call([&] {
+      client_link_ = *result;
+      client_link_->start(
+          [this](wire::Message::Reader m) {
+            outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
+            pump();
+          },
+          [this](std::string_view reason) {
+            outflow_.closed = true;
+            outflow_.close_reason = reason;
+          });
+    });
+  }
+
+  void pump() {
+    auto& o = outflow_;
+    while (client_link_->is_open() && o.next < o.total && o.next - o.confirmed < o.window) {
+      if (o.before_send) o.before_send(o.next);
+      capnp::MallocMessageBuilder b;
+      build_message(b, o.next);
+      client_link_->send(b);
+      ++o.next;
+    }
+  }
+
+  // Sends `total` messages; returns once all arrived, or an error, or `limit` passed.
+  void stream(std::uint64_t total, std::chrono::milliseconds limit = 60000ms) {
+    client_.call([&] {
+      outflow_.total = total;
+      pump();
+    });
+    bool done = eventually([&] { return server_.call([&] { return inflow_.received == total || !inflow_.error.empty(); }); },
+                           limit);
+    auto [received, error] = server_.call([&] { return std::pair(inflow_.received, inflow_.error); });
+    EXPECT_TRUE(done) << "only " << received << " of " << total << " messages arrived in " << limit.count() << " ms";
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(received, total);
+  }
+
+  LinkStats client_stats() { return client_.call([&] { return client_link_->stats(); }); }
+  LinkStats server_stats() {
+    return server_.call([&] { return server_links_.empty() ? LinkStats{} : server_links_.front()->stats(); });
+  }
+
+  core::LoopThread server_, client_;
+  std::vector<std::unique_ptr<tcp::acceptor>> listeners_;
+  std::unique_ptr<StripedAcceptor> acceptor_;
+  std::vector<PathEndpoints> remote_;
+  std::vector<std::shared_ptr<StripedLink>> server_links_;
+  std::shared_ptr<StripedLink> client_link_;
+  Inflow inflow_;
+  Outflow outflow_;
+  const std::vector<std::string> two_{"127.0.0.1", "127.0.0.2"};
+};
+
+}  // namespace
+
+TEST_F(StripedLinkTest, EveryMessageArrivesIntactOnceAndInOrderOverTwoPathsDespiteCorruption) {
+  auto options = test_options();
+  options.corrupt_fraction = 0.05;  // both directions: the acceptor's links take it too
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(2000);
+  auto c = client_stats(), s = server_stats();
+  EXPECT_EQ(s.messages_received, 2000u);
+  EXPECT_GT(s.checksum_failures, 0u) << "no corrupt fragment was caught";
+  EXPECT_GE(c.retransmissions, s.checksum_failures - s.duplicates);
+  EXPECT_GT(c.paths[0].bytes_sent, 0u);
+  EXPECT_GT(c.paths[1].bytes_sent, 0u) << "the second path carried nothing";
+  EXPECT_GT(c.paths[0].corruptions_injected + c.paths[1].corruptions_injected, 0u);
+  EXPECT_EQ(c.live_paths, 2u);
+}
+
+TEST_F(StripedLinkTest, AdditiveChecksumAlsoCatchesEveryInjectedCorruption) {
+  auto options = test_options();
+  options.checksum = ChecksumKind::additive;
+  options.corrupt_fraction = 0.05;
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(400);
+  EXPECT_GT(server_stats().checksum_failures, 0u);
+}
+
+TEST_F(StripedLinkTest, CorruptFragmentsComeBackByTimeOutAloneWithoutNegativeAcknowledgements) {
+  auto options = test_options();
+  options.nack = false;
+  options.retransmit = Backoff{20ms, 200ms, 2.0};
+  options.corrupt_fraction = 0.05;
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(300);
+  auto c = client_stats(), s = server_stats();
+  EXPECT_GT(s.checksum_failures, 0u);
+  EXPECT_EQ(s.nacks_sent, 0u);
+  EXPECT_GT(c.timeouts, 0u);
+}
+
+TEST_F(StripedLinkTest, APathDroppedMidStreamLosesNothingAndRejoins) {
+  auto options = test_options();
+  listen(two_, options);
+  connect(paths(two_), options);
+  std::vector<std::pair<std::size_t, PathState>> changes;  // on the client loop
+  client_.call([&] {
+    client_link_->set_path_observer(
+        [&](std::size_t path, PathState state, std::string_view) { changes.emplace_back(path, state); });
+  });
+  client_.call([&] {
+    outflow_.before_send = [this](std::uint64_t i) {
+      if (i == 300) client_link_->drop_path(0);  // the connecting side's own NIC fails
+      if (i == 700) {
+        server_.post([this] { server_links_.front()->drop_path(1); });  // the accepting side's
+      }
+    };
+  });
+  stream(1000);
+  bool rejoined = eventually(
+      [&] {
+        auto c = client_stats();
+        return c.live_paths == 2 && c.paths[0].rejoins >= 1 && c.paths[1].rejoins >= 1;
+      },
+      10000ms);
+  auto c = client_stats();
+  EXPECT_TRUE(rejoined) << "path 0 rejoined " << c.paths[0].rejoins << " times, path 1 " << c.paths[1].rejoins
+                        << "; " << c.live_paths << " live";
+  EXPECT_GE(c.paths[0].failures, 1u);
+  EXPECT_GE(c.paths[1].failures, 1u);
+  auto seen = client_.call([&] {
+    client_link_->set_path_observer(nullptr);  // `changes` goes out of scope
+    return changes;
+  });
+  auto down = std::find(seen.begin(), seen.end(), std::pair<std::size_t, PathState>{0, PathState::down});
+  ASSERT_NE(down, seen.end()) << "the observer did not hear path 0 go down";
+  EXPECT_NE(std::find(down, seen.end(), std::pair<std::size_t, PathState>{0, PathState::live}), seen.end())
+      << "nor come back";
+  EXPECT_FALSE(client_.call([&] { return outflow_.closed; }));
+  EXPECT_FALSE(server_.call([&] { return inflow_.closed; }));
+}
+
+TEST_F(StripedLinkTest, EveryPathLostWithNoWayBackClosesTheLinkOnBothSides) {
+  auto options = test_options();
+  options.link_timeout = 1000ms;
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(50);
+  // The peer's host vanishes: nothing listens any more and both paths are reset.
+  server_.call([&] {
+    listeners_.clear();
+    server_links_.front()->drop_path(0);
+    server_links_.front()->drop_path(1);
+  });
+  bool closed = eventually([&] { return client_.call([&] { return outflow_.closed; }) &&
+                                        server_.call([&] { return inflow_.closed; }); },
+                           15000ms);
+  ASSERT_TRUE(closed);
+  auto client_reason = client_.call([&] { return outflow_.close_reason; });
+  auto server_reason = server_.call([&] { return inflow_.close_reason; });
+  EXPECT_NE(client_reason.find("paths lost"), std::string::npos) << client_reason;
+  EXPECT_NE(server_reason.find("paths lost"), std::string::npos) << server_reason;
+}
+
+TEST_F(StripedLinkTest, APathThatCannotConnectIsRetriedWhileTheOtherCarriesTheLink) {
+  auto options = test_options();
+  listen({"127.0.0.1"}, options);
+  auto to = paths(two_);
+  to.push_back({"127.0.0.2", "127.0.0.2", 1});  // nothing listens on port 1
+  connect(to, options);
+  stream(200);
+  auto c = client_stats();
+  EXPECT_EQ(c.live_paths, 1u);
+  EXPECT_NE(c.paths[1].state, PathState::live);
+  EXPECT_EQ(c.paths[1].bytes_sent, 0u);
+  EXPECT_FALSE(client_.call([&] { return outflow_.closed; }));
+}
+
+TEST_F(StripedLinkTest, WithReliabilityOffAFailedPathStillLosesNothing) {
+  auto options = test_options();
+  options.reliable = false;
+  listen(two_, options);
+  connect(paths(two_), options);
+  client_.call([&] {
+    outflow_.before_send = [this](std::uint64_t i) {
+      if (i == 200) client_link_->drop_path(1);
+    };
+  });
+  stream(500);
+  EXPECT_EQ(client_stats().timeouts, 0u);
+}
+
+TEST_F(StripedLinkTest, WithReliabilityOffACorruptFragmentClosesTheLink) {
+  auto options = test_options();
+  options.reliable = false;
+  options.corrupt_fraction = 0.5;
+  listen(two_, options);
+  connect(paths(two_), options);
+  client_.call([&] {
+    outflow_.total = 100;
+    pump();
+  });
+  ASSERT_TRUE(eventually([&] { return server_.call([&] { return inflow_.closed; }); }, 10000ms));
+  auto reason = server_.call([&] { return inflow_.close_reason; });
+  EXPECT_NE(reason.find("reliability is off"), std::string::npos) << reason;
+  EXPECT_EQ(server_.call([&] { return inflow_.error; }), "") << "corrupt data was delivered";
+}
+
+TEST_F(StripedLinkTest, CloseDeliversEverythingQueuedThenTellsThePeer) {
+  auto options = test_options();
+  listen(two_, options);
+  connect(paths(two_), options);
+  client_.call([&] {
+    outflow_.total = 100;
+    outflow_.window = 100;  // everything queued at once, then closed at once
+    pump();
+    client_link_->close("done");
+  });
+  ASSERT_TRUE(eventually([&] { return server_.call([&] { return inflow_.closed; }); }, 10000ms));
+  EXPECT_EQ(server_.call([&] { return inflow_.received; }), 100u);
+  EXPECT_EQ(server_.call([&] { return inflow_.close_reason; }), "connection closed by peer");
+  ASSERT_TRUE(eventually([&] { return client_.call([&] { return outflow_.closed; }); }, 5000ms));
+  EXPECT_EQ(client_.call([&] { return outflow_.close_reason; }), "done");
+}
+
+TEST_F(StripedLinkTest, BlockingConnectGivesALinkThatWorksOnceTheLoopRuns) {
+  auto options = test_options();
+  listen(two_, options);
+  auto result = client_.call([&] { return StripedLink::connect(client_.io(), paths(two_), options); });
+  ASSERT_TRUE(result) << result.error();
+  client_.call([&] {
+    client_link_ = *result;
+    client_link_->start([this](wire::Message::Reader m) {
+      outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
+      pump();
+    }, [](std::string_view) {});
+  });
+  stream(100);
+  EXPECT_EQ(client_stats().live_paths, 2u);
+}
+
+TEST_F(StripedLinkTest, ConnectingToNothingFailsWithEveryPathsReason) {
+  std::promise<Result<std::shared_ptr<StripedLink>>> done;
+  client_.post([&] {
+    StripedLink::async_connect(client_.io(), {{"", "127.0.0.1", 1}, {"", "127.0.0.2", 1}}, test_options(),
+                               [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
+  });
+  auto result = done.get_future().get();
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.error().find("path 0"), std::string::npos) << result.error();
+  EXPECT_NE(result.error().find("path 1"), std::string::npos) << result.error();
+}
+
+TEST_F(StripedLinkTest, ARejoinForALinkTheAcceptorDoesNotKnowIsRefused) {
+  listen({"127.0.0.1"}, test_options());
+  asio::io_context io;
+  tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), remote_[0].remote_port});
+  PathHello hello;
+  hello.rejoin = true;
+  hello.link_id = 12345;
+  std::byte out[kPathHelloBytes], in[kHelloReplyBytes];
+  encode_hello(hello, out);
+  asio::write(s, asio::buffer(out));
+  asio::read(s, asio::buffer(in));
+  auto status = decode_hello_reply(in);
+  ASSERT_TRUE(status) << status.error();
+  EXPECT_EQ(*status, HelloStatus::unknown_link);
+  EXPECT_EQ(server_.call([&] { return acceptor_->open_links(); }), 0u);
+}
+
+TEST_F(StripedLinkTest, OneListeningPortServesPlainTcpLinksToo) {
+  std::shared_ptr<TcpLink> plain_server;
+  std::promise<std::int32_t> got;
+  listen({"127.0.0.1"}, test_options(), [&](tcp::socket socket) {
+    plain_server = TcpLink::create(std::move(socket));
+    plain_server->start([&](wire::Message::Reader m) { got.set_value(m.getBody().getData().getTag()); },
+                        [](std::string_view) {});
+  });
+  auto plain_client = client_.call([&] {
+    boost::system::error_code ec;
+    auto socket = connect_tcp(client_.io(), "127.0.0.1", remote_[0].remote_port, ec);
+    auto link = TcpLink::create(std::move(socket));
+    link->start([](wire::Message::Reader) {}, [](std::string_view) {});
+    send_progress(*link, 42);
+    return link;
+  });
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(future.get(), 42);
+  client_.call([&] { plain_client->detach(); });
+  server_.call([&] { plain_server->detach(); });
+}
