@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
     return fail("the merged tree is not the union of the back-ends' call paths");
   }
 
+  if (std::error_code ec; output.has_parent_path()) std::filesystem::create_directories(output.parent_path(), ec);
   std::ofstream file(output);
   file << merged->to_dot();
   file.close();

@@ -1,9 +1,13 @@
-// The package test's front-end: launches a b:2^2 tree (two commnodes, found as
-// canopy-commnode on PATH, and four back-ends), asks every back-end on a stream with
-// the built-in `sum` and on one with the plugin `package_max`, and checks both
-// answers. Exit status 0 when both are right.
+// The package test's front-end: launches a b:2^2 tree (two commnodes and four
+// back-ends), asks every back-end on a stream with the built-in `sum` and on one with
+// the plugin `package_max`, and checks both answers. Exit status 0 when both are
+// right.
+//   package_frontend                          the commnode as Network finds it
+//                                             ($CANOPY_COMMNODE, PATH)
+//   package_frontend --compiled-in-commnode   $<TARGET_FILE:Canopy::commnode>
 #include <algorithm>
 #include <iostream>
+#include <string>
 
 #include <canopy/frontend.h>
 
@@ -38,7 +42,14 @@ bool ask(canopy::Network& network, canopy::StreamId stream, const char* what, st
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  canopy::LaunchOptions options;
+  if (argc == 2 && std::string(argv[1]) == "--compiled-in-commnode") {
+    options.commnode_exe = PACKAGE_COMMNODE;
+  } else if (argc != 1) {
+    std::cerr << "usage: package_frontend [--compiled-in-commnode]\n";
+    return 2;
+  }
   auto topology = canopy::generate_topology("b:2^2");
   if (!topology) {
     std::cerr << "package_frontend: " << topology.error() << "\n";
@@ -50,7 +61,9 @@ int main() {
     max = std::max(max, package_test::answer(rank));
   }
 
-  auto network = canopy::Network::launch({.topology = *topology, .backend_argv = {PACKAGE_BACKEND}});
+  options.topology = *topology;
+  options.backend_argv = {PACKAGE_BACKEND};
+  auto network = canopy::Network::launch(std::move(options));
   if (!network) {
     std::cerr << "package_frontend: " << network.error() << "\n";
     return 1;

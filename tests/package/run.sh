@@ -7,7 +7,8 @@
 # configures and builds tests/package and examples/ against it with
 # find_package(Canopy) and CMAKE_PREFIX_PATH, and runs their front-ends on small
 # trees. The installed commnode is found as a user's program would find it: on PATH,
-# through $CANOPY_COMMNODE, or, for the installed `canopy`, beside the program.
+# from a path compiled in, through $CANOPY_COMMNODE, or, for the installed `canopy`,
+# beside the program.
 #
 # Every step runs within what is left of a time budget ($CANOPY_PACKAGE_TEST_BUDGET
 # seconds, default 540, below the test's TIMEOUT of 600), so that the temporary
@@ -24,6 +25,7 @@ fi
 build="$(cd "$1" && pwd)"
 shift
 jobs="${CANOPY_PACKAGE_TEST_JOBS:-2}"
+unset CANOPY_COMMNODE  # each run below says how it finds the commnode
 deadline=$((SECONDS + ${CANOPY_PACKAGE_TEST_BUDGET:-540}))
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/canopy-package.XXXXXX")"
@@ -73,6 +75,9 @@ done
 # A user program finds canopy-commnode on PATH...
 step "package_frontend (commnode from PATH)" \
   env PATH="$prefix/bin:$PATH" "$work/package/package_frontend"
+# ...or with the path the package gives it at build time...
+step "package_frontend (commnode path compiled in)" \
+  "$work/package/package_frontend" --compiled-in-commnode
 # ...or through $CANOPY_COMMNODE...
 step "integer_addition (commnode from CANOPY_COMMNODE)" \
   env CANOPY_COMMNODE="$prefix/bin/canopy-commnode" \
