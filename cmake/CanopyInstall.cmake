@@ -21,12 +21,42 @@ target_link_libraries(canopy_filter_api INTERFACE canopy_packet)
 set_property(TARGET canopy_packet canopy_filter_api APPEND PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_20)
 
 # Canopy::frontend and Canopy::backend are static libraries built on static
-# libraries, so every one of those is installed and exported as well.
-set(canopy_installed_libraries
-  canopy_frontend canopy_backend canopy_filter_api
-  canopy_core canopy_packet canopy_topology canopy_filters canopy_proto)
+# libraries, so every library of this project they link, directly or not, is
+# installed and exported as well. The list is computed rather than written out, so
+# that a library added to the build later cannot leave the export set incomplete
+# (which would fail every configure).
+function(canopy_linked_libraries out)
+  set(found "")
+  set(queue ${ARGN})
+  while(queue)
+    list(POP_FRONT queue item)
+    # $<LINK_ONLY:x>, $<BUILD_INTERFACE:x>: look at x; other expressions are not targets.
+    string(REGEX REPLACE "^\\$<(LINK_ONLY|BUILD_INTERFACE):(.*)>$" "\\2" item "${item}")
+    if(NOT TARGET "${item}")
+      continue()  # a plain library name such as dl, or a generator expression
+    endif()
+    get_target_property(aliased ${item} ALIASED_TARGET)
+    if(aliased)
+      set(item ${aliased})
+    endif()
+    get_target_property(imported ${item} IMPORTED)
+    if(imported OR item IN_LIST found)
+      continue()
+    endif()
+    list(APPEND found ${item})
+    foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+      get_target_property(linked ${item} ${property})
+      if(linked)
+        list(APPEND queue ${linked})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
+
+canopy_linked_libraries(canopy_installed_libraries canopy_frontend canopy_backend canopy_filter_api)
 foreach(library IN LISTS canopy_installed_libraries)
-  string(REPLACE "canopy_" "" export_name ${library})
+  string(REGEX REPLACE "^canopy_" "" export_name ${library})
   set_target_properties(${library} PROPERTIES EXPORT_NAME ${export_name})
 endforeach()
 
