@@ -934,17 +934,21 @@ void Node::run_partial_wave(StreamId id) {
   if (it == streams_.end() || !it->second.timer_armed) return;
   Stream& stream = it->second;
   stream.timer_armed = false;
-  if (stream.nonempty == 0) return;
-  stream.wave.clear();
-  for (auto& queue : stream.queues) {
-    if (queue.empty()) continue;
-    stream.wave.push_back(std::move(queue.front()));
-    queue.pop_front();
-    if (queue.empty()) --stream.nonempty;
+  // Everything queued has waited at least the time-out: close waves until the
+  // queues are empty, or a backlog left by a failure would drain one wave per
+  // time-out.
+  while (stream.nonempty > 0) {
+    stream.wave.clear();
+    for (auto& queue : stream.queues) {
+      if (queue.empty()) continue;
+      stream.wave.push_back(std::move(queue.front()));
+      queue.pop_front();
+      if (queue.empty()) --stream.nonempty;
+    }
+    log().debug("stream {}: wave closed by time-out with {} of {} children", id, stream.wave.size(),
+                stream.members.size());
+    emit_wave(stream);
   }
-  log().debug("stream {}: wave closed by time-out with {} of {} children", id, stream.wave.size(),
-              stream.members.size());
-  emit_wave(stream);
   run_waves(stream);
 }
 
@@ -1275,6 +1279,10 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
           on_parent_message(msg);
         } else if (orphan_ && orphan_->trying.get() == raw && msg.getBody().isAdopted()) {
           on_adopted(msg.getBody().getAdopted());
+        } else if (orphan_ && orphan_->trying.get() == raw && msg.getBody().isShutdown()) {
+          // The adopter is stopping because the network is: stop with it rather than
+          // look for a parent until the adoption time-out.
+          begin_stop("shutdown while orphaned: " + std::string(msg.getBody().getShutdown().getReason()));
         }
       },
       [this, raw](std::string_view reason) {
@@ -1411,7 +1419,13 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     link->close("adoption refused: " + why);
   };
   if (!plan_.fault.enabled || !view_) return refuse("fault tolerance is off");
-  if (stopping_) return refuse("this node is stopping");
+  if (stopping_) {
+    // Tell the orphan why, so that it stops too instead of trying others.
+    Message stop(id_);
+    stop.body().initShutdown().setReason(stop_reason_);
+    link->send(stop.builder());
+    return refuse("this node is stopping");
+  }
   if (orphan_) return refuse("this node is itself an orphan");
   if (!view_->contains(orphan) || orphan == view_->root()) return refuse("unknown rank");
   if (from_wire(hello.getRole()) != view_->role(orphan)) return refuse("role does not match the topology");
