@@ -51,7 +51,7 @@ void tune(tcp::socket& socket, std::chrono::milliseconds silence) {
 }
 
 std::size_t receive_buffer_bytes(const StripedOptions& options) {
-  return std::max<std::size_t>(256u << 10, 2 * (kStripeHeaderBytes + options.max_fragment_bytes));
+  return std::max<std::size_t>(options.receive_buffer_bytes, 2 * (kStripeHeaderBytes + options.max_fragment_bytes));
 }
 
 std::string validate(const std::vector<PathEndpoints>& paths, const StripedOptions& options) {
