@@ -352,6 +352,19 @@ TEST_F(StripedLinkTest, EveryPathLostWithNoWayBackClosesTheLinkOnBothSides) {
   EXPECT_NE(server_reason.find("paths lost"), std::string::npos) << server_reason;
 }
 
+TEST_F(StripedLinkTest, ALinkThePeerClosedIsNotRejoinedButClosedAtOnce) {
+  auto options = test_options();
+  options.peer_closed_grace = 5000ms;  // so that the refused rejoin, not the grace, ends it
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(20);
+  server_.call([&] { server_links_.front()->abort("the owner gave up on it"); });
+  ASSERT_TRUE(eventually([&] { return client_.call([&] { return outflow_.closed; }); }, 4000ms));
+  auto reason = client_.call([&] { return outflow_.close_reason; });
+  EXPECT_NE(reason.find("no longer knows this link"), std::string::npos) << reason;
+  EXPECT_EQ(server_.call([&] { return inflow_.close_reason; }), "the owner gave up on it");
+}
+
 TEST_F(StripedLinkTest, APathThatCannotConnectIsRetriedWhileTheOtherCarriesTheLink) {
   auto options = test_options();
   listen({"127.0.0.1"}, options);

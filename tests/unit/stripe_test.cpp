@@ -15,6 +15,7 @@
 #include "transport/stripe_receive.h"
 #include "transport/stripe_send.h"
 #include "transport/stripe_wire.h"
+#include "transport/striped_link.h"
 
 using namespace canopy::transport;
 using namespace std::chrono_literals;
@@ -84,6 +85,25 @@ TEST(Backoff, FollowsAnyFactor) {
   EXPECT_EQ(b.delay(2).count(), 300);
   EXPECT_EQ(b.delay(3).count(), 900);
   EXPECT_EQ(b.delay(4).count(), 1000);
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(PathsBetween, PairsAddressesByIndexWhenBothHostsHaveAsManyNics) {
+  auto p = paths_between({"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}, 7000);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].local_address, "10.0.0.1");
+  EXPECT_EQ(p[0].remote_address, "10.0.0.2");
+  EXPECT_EQ(p[1].local_address, "10.1.0.1");
+  EXPECT_EQ(p[1].remote_address, "10.1.0.2");
+  EXPECT_EQ(p[1].remote_port, 7000);
+}
+
+TEST(PathsBetween, TakesEveryCombinationOtherwise) {
+  EXPECT_EQ(paths_between({"a", "b"}, {"x", "y", "z"}, 1).size(), 6u);
+  auto any_local = paths_between({}, {"x", "y"}, 1);
+  ASSERT_EQ(any_local.size(), 2u);
+  EXPECT_EQ(any_local[0].local_address, "");
 }
 
 // ---------------------------------------------------------------------------
