@@ -199,6 +199,7 @@ struct StripedLink::Connection {
   std::vector<std::uint64_t> fragments;  // sequence numbers of the data frames in the write
   std::vector<std::unique_ptr<std::byte[]>> corrupted;  // fault injection: corrupted copies
   std::optional<std::uint64_t> low;      // its entry in writes_in_flight_
+  bool blackhole = false;                // fault injection: drops writes, reads nothing
 };
 
 struct StripedLink::Path {
@@ -536,6 +537,13 @@ void StripedLink::drop_path(std::size_t index) {
   path_failed(path, "dropped (fault injection)", false);
 }
 
+void StripedLink::blackhole_path(std::size_t index) {
+  if (index >= paths_.size() || !open_ || !paths_[index]->conn) return;
+  paths_[index]->conn->blackhole = true;
+  core::log().warn("striped link {:016x} to {}: {} is now a black hole (fault injection)", link_id_, peer_,
+                   describe(*paths_[index]));
+}
+
 std::size_t StripedLink::live_paths() const {
   return static_cast<std::size_t>(std::count_if(paths_.begin(), paths_.end(), [](const auto& p) {
     return p->state == PathState::live || p->state == PathState::suspect;
@@ -699,6 +707,7 @@ void StripedLink::read_more(Path& path) {
 
 void StripedLink::on_read(Path& path, const std::shared_ptr<Connection>& conn, const error_code& ec, std::size_t n) {
   if (!open_ || conn != path.conn) return;  // closed, or a connection the path no longer uses
+  if (conn->blackhole) return;              // fault injection: nothing more is read
   if (ec) {
     bool by_peer = ec == asio::error::eof || ec == asio::error::connection_reset;
     path_failed(path, ec == asio::error::eof ? std::string("closed by the peer") : "read failed: " + ec.message(),
@@ -788,7 +797,13 @@ bool StripedLink::handle_frame(Path& path, const std::shared_ptr<Connection>& co
           if (!deliver_frames()) return false;
           break;
         case Reassembler::Outcome::held: ++stats_.held; break;
-        case Reassembler::Outcome::duplicate: ++stats_.duplicates; break;
+        case Reassembler::Outcome::duplicate:
+          // The sender resent it: our acknowledgement did not reach it (or not in
+          // time). Say it again, on the path the duplicate came in on.
+          ++stats_.duplicates;
+          path.want_ack = true;
+          schedule_pump();
+          break;
         case Reassembler::Outcome::corrupt:
           ++stats_.checksum_failures;
           ++path.stats.checksum_failures;
@@ -1030,6 +1045,11 @@ bool StripedLink::write_batch(Path& path) {
   lids_announced_ = std::max(lids_announced_, lids);
   c.writing = true;
   path.last_sent = Clock::now();
+  if (c.blackhole) {
+    // Fault injection: the write "succeeds" and the bytes vanish.
+    asio::post(io_, [self = shared_from_this(), p = &path, conn = path.conn] { self->on_written(*p, conn, {}); });
+    return true;
+  }
   asio::async_write(c.socket, c.buffers,
                     [self = shared_from_this(), p = &path, conn = path.conn](const error_code& ec, std::size_t) {
                       self->on_written(*p, conn, ec);
@@ -1079,17 +1099,21 @@ void StripedLink::release_acknowledged() {
 }
 
 void StripedLink::queue_ack(Path* preferred) {
-  auto usable = [](const Path* p) {
-    return p && p->conn && (p->state == PathState::live || p->state == PathState::suspect);
+  // An acknowledgement lost on a bad path makes the sender resend, and blame the path
+  // that carried its data. So: the preferred path (the one the data came in on),
+  // else the live path that heard from the peer last, idle ones first.
+  auto rank = [](const Path* p) {
+    if (!p || !p->conn || (p->state != PathState::live && p->state != PathState::suspect)) return 0;
+    return (p->state == PathState::live ? 2 : 0) + (p->conn->writing ? 0 : 1) + 1;
   };
-  Path* chosen = nullptr;
-  if (usable(preferred) && !preferred->conn->writing) chosen = preferred;
+  Path* chosen = rank(preferred) > 0 ? preferred : nullptr;
   for (auto& p : paths_) {
-    if (!chosen && usable(p.get()) && !p->conn->writing) chosen = p.get();
-  }
-  if (!chosen && usable(preferred)) chosen = preferred;
-  for (auto& p : paths_) {
-    if (!chosen && usable(p.get())) chosen = p.get();
+    int r = rank(p.get());
+    if (r == 0) continue;
+    if (!chosen || (chosen != preferred && (r > rank(chosen) ||
+                                            (r == rank(chosen) && p->last_received > chosen->last_received)))) {
+      chosen = p.get();
+    }
   }
   if (!chosen) return;
   chosen->want_ack = true;

@@ -188,6 +188,12 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   // Fault injection: closes path `index` abruptly (a reset, as if its NIC failed).
   // Its fragments go out on the other paths; the connecting side reconnects it.
   void drop_path(std::size_t index);
+  // Fault injection: path `index` silently stops carrying anything either way, as a
+  // cable pulled without any error would: what is written to it is dropped and what
+  // arrives on it is left unread. Only time-outs can tell — fragments resent
+  // elsewhere, the path suspect, then failed for silence — after which it is
+  // reconnected (the new connection works).
+  void blackhole_path(std::size_t index);
   void set_corrupt_fraction(double fraction) { options_.corrupt_fraction = fraction; }
   void set_path_observer(PathObserver observer) { path_observer_ = std::move(observer); }
 

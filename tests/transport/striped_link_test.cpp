@@ -330,6 +330,32 @@ TEST_F(StripedLinkTest, APathDroppedMidStreamLosesNothingAndRejoins) {
   EXPECT_FALSE(server_.call([&] { return inflow_.closed; }));
 }
 
+TEST_F(StripedLinkTest, APathThatFallsSilentIsFoundByTimeOutsAndReplaced) {
+  auto options = test_options();
+  options.retransmit = Backoff{50ms, 400ms, 2.0};
+  options.keepalive = 100ms;
+  options.path_silence = 600ms;
+  listen(two_, options);
+  connect(paths(two_), options);
+  client_.call([&] {
+    outflow_.before_send = [this](std::uint64_t i) {
+      if (i == 100) client_link_->blackhole_path(0);  // no error anywhere: only silence
+    };
+  });
+  stream(500);
+  bool replaced = eventually(
+      [&] {
+        auto c = client_stats();
+        return c.live_paths == 2 && c.paths[0].failures >= 1 && c.paths[0].rejoins >= 1;
+      },
+      10000ms);
+  auto c = client_stats();
+  EXPECT_TRUE(replaced) << "path 0: " << c.paths[0].failures << " failures, " << c.paths[0].rejoins << " rejoins";
+  EXPECT_GT(c.timeouts, 0u) << "fragments lost in the black hole were resent by time-out";
+  EXPECT_GT(c.paths[0].timeouts, 0u);
+  EXPECT_FALSE(client_.call([&] { return outflow_.closed; }));
+}
+
 TEST_F(StripedLinkTest, EveryPathLostWithNoWayBackClosesTheLinkOnBothSides) {
   auto options = test_options();
   options.link_timeout = 1000ms;
