@@ -1,22 +1,37 @@
-// Balanced trees from specs such as "b:16^2" or "b:2x4x8".
+// Generated trees: the topgen specs (MRNet's b:, k: and g:), their placement on a
+// host list, and back-ends added to a tree of commnodes.
+//
+// A spec gives only a shape; detail::number_tree() gives it ranks and roles by the
+// same rule as MRNet's format, so a generated tree written with to_mrnet() reads
+// back unchanged.
+#include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "canopy/topology.h"
+#include "tree_shape.h"
 
 namespace canopy {
 namespace {
 
+using detail::Shape;
+
 // Beyond this a spec is a typo, not a tree: it would take gigabytes to hold.
 constexpr std::uint64_t kMaxNodes = 1'100'000;
 
-constexpr std::string_view kUsage = "use b:F^D or b:FxF";
+constexpr std::string_view kUsage = "use b:F^D, b:FxFx..., k:K@N or g:N:N,N:... (docs/topology.md)";
 
 Error bad_spec(std::string_view spec, const std::string& problem) {
   return Error{"bad topology spec '" + std::string(spec) + "': " + problem + " (" + std::string(kUsage) + ")"};
 }
 
-// A fan-out or a depth: a whole number of at least 1, and nothing else.
-Result<std::uint32_t> parse_count(std::string_view text, std::string_view spec, const char* what) {
+Error too_many_nodes(std::string_view spec) {
+  return Error{"topology spec '" + std::string(spec) + "' gives more than " + std::to_string(kMaxNodes) +
+               " processes; that is not a tree Canopy can launch"};
+}
+
+// A whole number of at least `min`, and nothing else.
+Result<std::uint32_t> parse_count(std::string_view text, std::string_view spec, const char* what, std::uint32_t min = 1) {
   if (text.empty()) return bad_spec(spec, std::string("missing ") + what);
   std::uint32_t count = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
@@ -24,21 +39,32 @@ Result<std::uint32_t> parse_count(std::string_view text, std::string_view spec, 
   if (ec != std::errc() || end != text.data() + text.size()) {
     return bad_spec(spec, std::string(what) + " '" + std::string(text) + "' is not a whole number");
   }
-  if (count == 0) return bad_spec(spec, std::string(what) + " must be at least 1");
+  if (count < min) return bad_spec(spec, std::string(what) + " must be at least " + std::to_string(min));
   return count;
 }
 
-// The fan-out of each level, root first: "F^D" is D times F, "F1xF2x..." lists them.
-Result<std::vector<std::uint32_t>> parse_fanouts(std::string_view spec) {
-  std::string_view body = spec;
-  if (auto colon = body.find(':'); colon != std::string_view::npos) {
-    std::string_view prefix = body.substr(0, colon + 1);
-    if (prefix == "k:" || prefix == "g:") {
-      return Error{"topology spec prefix '" + std::string(prefix) + "' is not supported yet; " + std::string(kUsage)};
-    }
-    if (prefix != "b:") return bad_spec(spec, "unknown prefix '" + std::string(prefix) + "'");
-    body.remove_prefix(colon + 1);
+// Splits at each `separator`; "a,,b" gives an empty middle part.
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    std::size_t at = text.find(separator, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
   }
+}
+
+// Adds `count` children to `parent`, at the end of the shape.
+void add_children(Shape& shape, std::size_t parent, std::uint64_t count) {
+  for (std::uint64_t i = 0; i < count; ++i) {
+    shape[parent].children.push_back(shape.size());
+    shape.emplace_back();
+  }
+}
+
+// b:F^D or b:F1xF2x...: every node of level i has the i-th fan-out.
+Result<Shape> balanced(std::string_view body, std::string_view spec) {
+  std::vector<std::uint32_t> fanouts;
   if (auto caret = body.find('^'); caret != std::string_view::npos) {
     auto fanout = parse_count(body.substr(0, caret), spec, "fan-out");
     if (!fanout) return Error{fanout.error()};
@@ -46,77 +72,210 @@ Result<std::vector<std::uint32_t>> parse_fanouts(std::string_view spec) {
     if (!depth) return Error{depth.error()};
     // Every level adds at least one node: a deeper tree is over the limit anyway.
     if (*depth > kMaxNodes) return bad_spec(spec, "depth " + std::to_string(*depth) + " is too large");
-    return std::vector<std::uint32_t>(*depth, *fanout);
+    fanouts.assign(*depth, *fanout);
+  } else {
+    for (std::string_view part : split(body, 'x')) {
+      auto fanout = parse_count(part, spec, "fan-out");
+      if (!fanout) return Error{fanout.error()};
+      fanouts.push_back(*fanout);
+    }
   }
-  std::vector<std::uint32_t> fanouts;
-  for (std::size_t start = 0;;) {
-    std::size_t x = body.find('x', start);
-    auto fanout = parse_count(body.substr(start, x == std::string_view::npos ? x : x - start), spec, "fan-out");
-    if (!fanout) return Error{fanout.error()};
-    fanouts.push_back(*fanout);
-    if (x == std::string_view::npos) return fanouts;
-    start = x + 1;
-  }
-}
-
-// The number of nodes; refuses trees that are absurdly large, or whose back-end
-// ranks (0..N-1) would run into the front-end's rank kFirstInternalRank.
-Result<std::size_t> count_nodes(std::string_view spec, const std::vector<std::uint32_t>& fanouts) {
   std::uint64_t total = 1, level = 1;
   for (std::uint32_t fanout : fanouts) {
     level *= fanout;  // no overflow: level <= kMaxNodes before, fanout < 2^32
     total += level;
-    if (total > kMaxNodes) {
-      return Error{"topology spec '" + std::string(spec) + "' gives more than " + std::to_string(kMaxNodes) +
-                   " processes; that is not a tree Canopy can launch"};
-    }
+    if (total > kMaxNodes) return too_many_nodes(spec);
   }
-  if (level > kFirstInternalRank) {
-    return Error{"topology spec '" + std::string(spec) + "' gives " + std::to_string(level) +
-                 " back-ends; generated trees allow at most " + std::to_string(kFirstInternalRank)};
+  Shape shape(1);
+  shape.reserve(total);
+  std::size_t level_begin = 0;
+  for (std::uint32_t fanout : fanouts) {
+    std::size_t level_end = shape.size();
+    for (std::size_t parent = level_begin; parent < level_end; ++parent) add_children(shape, parent, fanout);
+    level_begin = level_end;
   }
-  return static_cast<std::size_t>(total);
+  return shape;
 }
 
-Node make_node(Rank rank, Role role, std::string_view host) {
-  Node node;
-  node.rank = rank;
-  node.role = role;
-  node.host = std::string(host);
-  return node;
+// k:K@N, MRNet's k-nomial tree of N processes, the front-end included. It grows in
+// rounds: in each, every node already in the tree, oldest first, gets K-1 new
+// children, until the tree has N nodes. k:2@2^n is the binomial tree.
+Result<Shape> knomial(std::string_view body, std::string_view spec) {
+  auto at = body.find('@');
+  if (at == std::string_view::npos) return bad_spec(spec, "a k-nomial spec is K@N");
+  auto k = parse_count(body.substr(0, at), spec, "k-factor", 2);
+  if (!k) return Error{k.error()};
+  auto n = parse_count(body.substr(at + 1), spec, "number of processes", 2);
+  if (!n) return Error{n.error()};
+  if (*n > kMaxNodes) return too_many_nodes(spec);
+  Shape shape(1);
+  shape.reserve(*n);
+  while (shape.size() < *n) {
+    std::size_t in_tree = shape.size();
+    for (std::size_t parent = 0; parent < in_tree && shape.size() < *n; ++parent) {
+      add_children(shape, parent, std::min<std::uint64_t>(*k - 1, *n - shape.size()));
+    }
+  }
+  return shape;
+}
+
+// g:N:N,N,KxN:..., MRNet's generic tree. Levels are separated by ':'; a level lists
+// the child counts of the nodes of the level above, left to right, separated by
+// ','; "KxN" stands for K nodes with N children each. The first level is the
+// front-end's count. Nodes of a level left without a count have no children.
+Result<Shape> generic(std::string_view body, std::string_view spec) {
+  Shape shape(1);
+  std::size_t level_begin = 0;
+  std::vector<std::string_view> levels = split(body, ':');
+  for (std::size_t depth = 0; depth < levels.size(); ++depth) {
+    std::size_t level_end = shape.size();
+    std::size_t parents = level_end - level_begin;
+    struct Run {
+      std::uint32_t nodes, children;
+    };
+    std::vector<Run> runs;
+    std::uint64_t counted = 0, added = 0;
+    for (std::string_view item : split(levels[depth], ',')) {
+      Run run{1, 0};
+      auto x = item.find('x');
+      if (x != std::string_view::npos) {
+        auto nodes = parse_count(item.substr(0, x), spec, "repeat count K of KxN");
+        if (!nodes) return Error{nodes.error()};
+        run.nodes = *nodes;
+        item.remove_prefix(x + 1);
+      }
+      auto children = parse_count(item, spec, "child count", 0);
+      if (!children) return Error{children.error()};
+      run.children = *children;
+      counted += run.nodes;
+      if (counted > parents) {
+        std::string level = depth == 0 ? "the first level (the front-end's)" : "level " + std::to_string(depth + 1);
+        return bad_spec(spec, level + " gives child counts for " + std::to_string(counted) +
+                                  " nodes or more, but the level above it has " + std::to_string(parents));
+      }
+      added += std::uint64_t{run.nodes} * run.children;
+      if (shape.size() + added > kMaxNodes) return too_many_nodes(spec);
+      runs.push_back(run);
+    }
+    if (depth == 0 && runs[0].children == 0) return bad_spec(spec, "the front-end needs at least one child");
+    std::size_t parent = level_begin;
+    for (const Run& run : runs) {
+      for (std::uint32_t i = 0; i < run.nodes; ++i) add_children(shape, parent++, run.children);
+    }
+    level_begin = level_end;
+  }
+  return shape;
+}
+
+Result<Shape> shape_from_spec(std::string_view spec) {
+  std::string_view body = spec;
+  std::string_view kind = "b:";
+  if (auto colon = body.find(':'); colon != std::string_view::npos) {
+    kind = body.substr(0, colon + 1);
+    body.remove_prefix(colon + 1);
+  }
+  if (kind == "b:") return balanced(body, spec);
+  if (kind == "k:") return knomial(body, spec);
+  if (kind == "g:") return generic(body, spec);
+  return bad_spec(spec, "unknown prefix '" + std::string(kind) + "'");
+}
+
+std::string source_of(std::string_view spec) { return "generated tree '" + std::string(spec) + "'"; }
+
+std::string describe(const std::vector<HostSlots>& hosts) {
+  constexpr std::size_t kShown = 4;
+  std::string list;
+  for (std::size_t i = 0; i < hosts.size() && i < kShown; ++i) {
+    list += (i ? "," : "") + hosts[i].name + ":" + std::to_string(hosts[i].slots);
+  }
+  return hosts.size() > kShown ? list + ",..." : list;
+}
+
+// The front-end on the first slot, then the others breadth first, each host filled
+// before the next.
+Result<void> place_on_hosts(Shape& shape, const std::vector<HostSlots>& hosts, std::string_view spec) {
+  std::uint64_t slots = 0;
+  for (const HostSlots& host : hosts) {
+    if (host.name.empty()) return Error{"a host of the host list has an empty name"};
+    if (host.slots == 0) return Error{"host '" + host.name + "' has 0 slots; give at least 1"};
+    slots += host.slots;
+  }
+  if (slots < shape.size()) {
+    return Error{"topology spec '" + std::string(spec) + "' gives " + std::to_string(shape.size()) +
+                 " processes but the hosts have " + std::to_string(slots) + " slots (" + describe(hosts) +
+                 "); add hosts or slots (host:slots)"};
+  }
+  auto host = hosts.begin();
+  std::uint32_t used = 0;
+  for (std::size_t at : detail::breadth_first(shape)) {
+    if (used == host->slots) {
+      ++host;
+      used = 0;
+    }
+    shape[at].host = host->name;
+    ++used;
+  }
+  return {};
 }
 
 }  // namespace
 
 Result<Topology> generate_topology(std::string_view spec, std::string_view host) {
-  auto fanouts = parse_fanouts(spec);
-  if (!fanouts) return Error{fanouts.error()};
-  auto size = count_nodes(spec, *fanouts);
-  if (!size) return Error{size.error()};
+  auto shape = shape_from_spec(spec);
+  if (!shape) return Error{shape.error()};
+  for (detail::ShapeNode& node : *shape) node.host = std::string(host);
+  return detail::number_tree(*shape, Leaves::backends, source_of(spec));
+}
 
-  // Level by level, left to right: back-ends are numbered 0..N-1 in that order,
-  // the front-end and commnodes kFirstInternalRank and up in breadth-first order.
-  std::vector<Node> nodes;
-  nodes.reserve(*size);
-  nodes.push_back(make_node(kFirstInternalRank, Role::frontend, host));
-  Rank next_internal = kFirstInternalRank + 1;
-  Rank next_backend = 0;
-  std::size_t level_begin = 0;
-  for (std::size_t depth = 0; depth < fanouts->size(); ++depth) {
-    bool leaves = depth + 1 == fanouts->size();
-    std::size_t level_end = nodes.size();
-    for (std::size_t parent = level_begin; parent < level_end; ++parent) {
-      for (std::uint32_t i = 0; i < (*fanouts)[depth]; ++i) {
-        Node child = leaves ? make_node(next_backend++, Role::backend, host)
-                            : make_node(next_internal++, Role::commnode, host);
-        child.parent = nodes[parent].rank;
-        nodes[parent].children.push_back(child.rank);
-        nodes.push_back(std::move(child));
-      }
-    }
-    level_begin = level_end;
+Result<Topology> generate_topology(std::string_view spec, const std::vector<HostSlots>& hosts, Leaves leaves) {
+  auto shape = shape_from_spec(spec);
+  if (!shape) return Error{shape.error()};
+  if (!hosts.empty()) {
+    if (auto placed = place_on_hosts(*shape, hosts, spec); !placed) return Error{placed.error()};
   }
-  return Topology::make(std::move(nodes), {}, "generated tree '" + std::string(spec) + "'");
+  return detail::number_tree(*shape, leaves, source_of(spec));
+}
+
+Result<Topology> attach_backends(const Topology& commnode_tree, std::size_t count) {
+  const std::string what = "cannot attach back-ends: ";
+  if (count == 0) return Error{what + "the number of back-ends must be at least 1"};
+  if (count > kFirstInternalRank) {
+    return Error{what + std::to_string(count) + " back-ends is more than " + std::to_string(kFirstInternalRank) +
+                 ", where their ranks would reach the front-end's"};
+  }
+  if (auto backends = commnode_tree.backends(); !backends.empty()) {
+    return Error{what + "the tree already has " + std::to_string(backends.size()) +
+                 " back-ends; give a tree whose leaves are commnodes"};
+  }
+  detail::Shape shape = detail::shape_of(commnode_tree);
+  std::vector<Rank> leaves;  // depth first, left to right
+  for (std::size_t at : detail::depth_first(shape)) {
+    const Node& node = commnode_tree.nodes()[at];
+    if (node.role == Role::commnode && node.children.empty()) leaves.push_back(node.rank);
+  }
+  if (leaves.empty()) return Error{what + "the tree has no commnode without children to put them under"};
+  for (const Node& node : commnode_tree.nodes()) {
+    if (node.rank < count) {
+      return Error{what + "the " + std::string(to_string(node.role)) + " " + std::to_string(node.rank) +
+                   " has a rank in 0.." + std::to_string(count - 1) + ", the back-ends' ranks"};
+    }
+  }
+
+  std::vector<Node> nodes = commnode_tree.nodes();
+  std::unordered_map<Rank, std::size_t> position;
+  for (std::size_t i = 0; i < nodes.size(); ++i) position.emplace(nodes[i].rank, i);
+  nodes.reserve(nodes.size() + count);
+  for (std::size_t r = 0; r < count; ++r) {
+    Rank leaf = leaves[r * leaves.size() / count];
+    Node backend;
+    backend.rank = static_cast<Rank>(r);
+    backend.role = Role::backend;
+    backend.host = nodes[position.at(leaf)].host;
+    backend.parent = leaf;
+    nodes[position.at(leaf)].children.push_back(backend.rank);
+    nodes.push_back(std::move(backend));
+  }
+  return Topology::make(std::move(nodes), commnode_tree.hosts(), "tree with attached back-ends");
 }
 
 }  // namespace canopy

@@ -6,15 +6,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <limits>
 #include <map>
-#include <memory>
-#include <system_error>
 
 #include "canopy/topology.h"
+#include "tree_shape.h"
 
 namespace canopy {
 namespace {
@@ -241,6 +239,14 @@ std::string scalar(std::string_view text) {
 }  // namespace
 
 Result<Topology> parse_topology_yaml(std::string_view text, std::string_view source) {
+  if (text.size() > kMaxTopologyBytes) return detail::too_large(source, text.size());
+  std::size_t items = 0;
+  for (char c : text) items += c == ',' || c == '[' || c == '{' || c == '\n';
+  if (items > kMaxYamlItems) {
+    return Error{std::string(source) + ": the YAML topology has " + std::to_string(items) + " items (',', '[', '{' "
+                 "and line breaks), over the limit of " + std::to_string(kMaxYamlItems) + " that keeps the YAML "
+                 "parser under about 2 GB; write a tree this large in MRNet's format (canopy topgen --format mrnet)"};
+  }
   try {
     return Parser(source).parse(text);
   } catch (const Invalid& invalid) {
@@ -251,23 +257,6 @@ Result<Topology> parse_topology_yaml(std::string_view text, std::string_view sou
     bool syntax = dynamic_cast<const YAML::ParserException*>(&e) != nullptr;
     return Error{where + ": " + (syntax ? "YAML syntax error: " : "") + e.msg};
   }
-}
-
-Result<Topology> load_topology(const std::string& path) {
-  constexpr std::size_t kMaxBytes = std::size_t{1} << 30;  // far above any real tree; stops /dev/zero
-  auto unreadable = [&](int error) {
-    return Error{"cannot read topology file " + path + ": " + std::generic_category().message(error)};
-  };
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) return unreadable(errno);
-  std::string text;
-  char buffer[1 << 16];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get())) {
-    text.append(buffer, n);
-    if (text.size() > kMaxBytes) return unreadable(EFBIG);
-  }
-  if (std::ferror(file.get())) return unreadable(errno);
-  return parse_topology_yaml(text, path);
 }
 
 std::string to_yaml(const Topology& topology) {

@@ -5,6 +5,7 @@
 // re-adoption, can be computed locally.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,22 +69,100 @@ class Topology {
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
 };
 
+inline constexpr Rank kFirstInternalRank = 1000000;
+
+// The largest topology text the parsers accept. A tree of a million processes takes
+// about 40 MiB of YAML and 17 MiB in MRNet's format; the limit stops a stray file (or
+// /dev/zero) early.
+inline constexpr std::size_t kMaxTopologyBytes = std::size_t{64} << 20;
+
+// YAML costs the parser (yaml-cpp) about 1 KB of memory per item, so YAML text is
+// also limited in items, counted as ',', '[', '{' and line breaks: at most about 2
+// GB of parser memory, and room for 500,000 processes in to_yaml()'s output (4 items
+// a process). Larger trees take MRNet's format, at about 350 bytes a process.
+inline constexpr std::size_t kMaxYamlItems = 2'000'000;
+
+// The role of the leaves of a tree described only by its shape, as MRNet's format
+// and the topgen specs describe it.
+enum class Leaves : std::uint8_t {
+  backends,   // every leaf is a back-end (MRNet's meaning)
+  commnodes,  // every leaf is a commnode and there are no back-ends: attach mode,
+              // where back-ends are added by attach_backends() and started by others
+};
+
+// Trees read from MRNet's format and generated from specs are numbered by one rule:
+// back-ends 0..N-1 in depth-first, left-to-right order (the order of the leaves in
+// a drawing of the tree, so that each subtree holds a contiguous block of ranks);
+// the front-end kFirstInternalRank; commnodes kFirstInternalRank+1 and up in
+// breadth-first order. Children keep the order in which the source lists them.
+
 // Parses the YAML topology format of docs/topology.md. `source` names the text in
 // error messages ("file.yaml:12: node 7 has two parents (3 and 5)").
 Result<Topology> parse_topology_yaml(std::string_view text, std::string_view source);
 
-// Reads and parses a topology file.
-Result<Topology> load_topology(const std::string& path);
+// Parses MRNet's topology format: statements "host:N => host:N host:N ;", `#`
+// comments. The front-end is the one node that is nobody's child; the leaves take
+// the role `leaves`; ranks follow the rule above. Errors name `source:line`.
+Result<Topology> parse_topology_mrnet(std::string_view text, std::string_view source,
+                                      Leaves leaves = Leaves::backends);
+
+enum class TopologyFormat : std::uint8_t { yaml, mrnet };
+
+// MRNet's format when, outside `#` comments, the text contains "=>" or begins with
+// a node "host:N"; YAML otherwise.
+TopologyFormat detect_topology_format(std::string_view text);
+
+// Parses either format, chosen by detect_topology_format(). `leaves` applies to
+// MRNet's format only: a YAML file states every node's role.
+Result<Topology> parse_topology(std::string_view text, std::string_view source,
+                                Leaves leaves = Leaves::backends);
+
+// Reads a topology file of either format. Files over kMaxTopologyBytes are refused.
+Result<Topology> load_topology(const std::string& path, Leaves leaves = Leaves::backends);
 
 // Writes the YAML format; parse_topology_yaml(to_yaml(t)) gives back t.
 std::string to_yaml(const Topology& topology);
 
-// Generates a balanced tree from a spec: "b:F^D" (fan-out F, depth D) or
-// "b:F1xF2x...". The prefix "b:" is optional. All processes on `host`.
-// Ranks: back-ends are 0..N-1 left to right; the front-end is 1000000 and
-// commnodes follow it in breadth-first order (1000001, ...).
+// Writes MRNet's format, instance numbers counted per host in breadth-first order.
+// parse_topology_mrnet(text, source, leaves) gives back the topology, `leaves` being
+// Leaves::commnodes for a tree without back-ends. Refuses (naming the node or host)
+// what the format cannot carry: ranks other than those of the numbering rule, ports,
+// host addresses, host names MRNet cannot read, and leaves of both roles.
+Result<std::string> to_mrnet(const Topology& topology);
+
+// A host of a host list, and how many processes it takes.
+struct HostSlots {
+  std::string name;
+  std::uint32_t slots = 1;
+};
+
+// Parses a host list: entries "host" or "host:slots" (slots default 1) separated by
+// commas or white space, `#` comments to the end of the line. A host named twice
+// gets the sum of its slots, at its first place. Errors name `source` (and the line
+// when the text has several).
+Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::string_view source);
+
+// Generates a tree from a spec (docs/topology.md), every process on `host`:
+//   b:F^D       balanced: fan-out F at each of D levels ("b:" may be left out)
+//   b:F1xF2x... balanced with a fan-out per level
+//   k:K@N       k-nomial tree of N processes, front-end included (MRNet's k:)
+//   g:N:N,N:... generic: child counts per node, level by level (MRNet's g:)
+// Ranks follow the numbering rule above.
 Result<Topology> generate_topology(std::string_view spec, std::string_view host = "localhost");
 
-inline constexpr Rank kFirstInternalRank = 1000000;
+// Generates a tree from a spec and places it on `hosts`: the front-end on the first
+// slot of the first host, then every other process in breadth-first order on the
+// next free slot, filling a host before moving to the next. Fails when the hosts
+// have fewer slots than the tree has processes. An empty list puts every process on
+// "localhost". With Leaves::commnodes the tree has no back-ends; see attach_backends().
+Result<Topology> generate_topology(std::string_view spec, const std::vector<HostSlots>& hosts,
+                                   Leaves leaves = Leaves::backends);
+
+// Adds `count` back-ends, ranks 0..count-1, to a tree whose leaves are commnodes:
+// with L leaf commnodes in depth-first, left-to-right order, back-end r goes below
+// leaf floor(r*L/count), so each leaf gets a contiguous block of ranks. A back-end
+// runs on its parent's host. Fails when `commnode_tree` already has back-ends or
+// has no leaf commnode, when count is 0, or when it exceeds kFirstInternalRank.
+Result<Topology> attach_backends(const Topology& commnode_tree, std::size_t count);
 
 }  // namespace canopy
