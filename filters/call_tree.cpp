@@ -181,7 +181,11 @@ Packet CallTree::to_packet(Tag tag) const {
   for (const auto& node : nodes_) total += node.ranks.size();
   ranks.reserve(total);
   // Pre-order, siblings by name: children are pushed in reverse so the first pops first.
-  std::vector<std::pair<NodeId, std::uint32_t>> pending{{kRoot, kNoParent}};  // (node, parent's new index)
+  // Reserved: prefix_tree calls this every wave, and a growing stack allocates
+  // several times.
+  std::vector<std::pair<NodeId, std::uint32_t>> pending;  // (node, parent's new index)
+  pending.reserve(nodes_.size());
+  pending.emplace_back(kRoot, kNoParent);
   while (!pending.empty()) {
     auto [id, parent] = pending.back();
     pending.pop_back();
