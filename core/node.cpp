@@ -101,6 +101,24 @@ Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
   return std::chrono::milliseconds(*ms);
 }
 
+namespace {
+
+// The inverse of Node::write_stream_spec.
+StreamSpec read_stream_spec(wire::StreamCreate::Reader c) {
+  StreamSpec spec;
+  spec.id = c.getStreamId();
+  for (auto b : c.getBackends()) spec.backends.push_back(b);
+  spec.upstream_filter = c.getUpstreamFilter();
+  spec.upstream_params = decode_values(c.getUpstreamParams());
+  spec.sync = from_wire(c.getSyncMode());
+  spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
+  spec.downstream_filter = c.getDownstreamFilter();
+  spec.downstream_params = decode_values(c.getDownstreamParams());
+  return spec;
+}
+
+}  // namespace
+
 // One outgoing protocol message, stamped with the sender's identity.
 class Node::Message {
  public:
@@ -499,17 +517,7 @@ void Node::on_parent_message(wire::Message::Reader msg) {
       return;
     }
     case Body::STREAM_CREATE: {
-      auto c = body.getStreamCreate();
-      StreamSpec spec;
-      spec.id = c.getStreamId();
-      for (auto b : c.getBackends()) spec.backends.push_back(b);
-      spec.upstream_filter = c.getUpstreamFilter();
-      spec.upstream_params = decode_values(c.getUpstreamParams());
-      spec.sync = from_wire(c.getSyncMode());
-      spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
-      spec.downstream_filter = c.getDownstreamFilter();
-      spec.downstream_params = decode_values(c.getDownstreamParams());
-      open_stream(spec);
+      open_stream(read_stream_spec(body.getStreamCreate()));
       return;
     }
     case Body::LOAD_FILTER: {
@@ -590,17 +598,7 @@ void Node::on_child_message(std::size_t index, wire::Message::Reader msg) {
       return;
     }
     case Body::STREAM_JOIN: {
-      auto c = body.getStreamJoin();
-      StreamSpec spec;
-      spec.id = c.getStreamId();
-      for (auto b : c.getBackends()) spec.backends.push_back(b);
-      spec.upstream_filter = c.getUpstreamFilter();
-      spec.upstream_params = decode_values(c.getUpstreamParams());
-      spec.sync = from_wire(c.getSyncMode());
-      spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
-      spec.downstream_filter = c.getDownstreamFilter();
-      spec.downstream_params = decode_values(c.getDownstreamParams());
-      join_stream(index, spec);
+      join_stream(index, read_stream_spec(body.getStreamJoin()));
       return;
     }
     case Body::LAUNCHED:
