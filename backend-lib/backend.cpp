@@ -69,23 +69,14 @@ Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
   auto network = parse_number(core::kEnvNetworkId, 16);
   if (!network) return Error{network.error()};
   const char* parent = std::getenv(core::kEnvParent);
-  std::string endpoint = parent ? parent : "";
-  auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Error{std::string(core::kEnvParent) + "='" + endpoint + "' is not address:port"};
-  }
-  char* end = nullptr;
-  unsigned long port = std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
-  if (*end || port == 0 || port > 65535) {
-    return Error{std::string(core::kEnvParent) + "='" + endpoint + "' has no valid port"};
-  }
-
-  return start(static_cast<Rank>(*rank), *network, endpoint.substr(0, colon),
-               static_cast<std::uint16_t>(port), std::move(handler));
+  return start(static_cast<Rank>(*rank), *network, parent ? parent : "", std::getenv(core::kEnvParentLink),
+               std::move(handler));
 }
 
-Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& address,
-                                                std::uint16_t port, Handler handler) {
+Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& parent,
+                                                const char* parent_link, Handler handler) {
+  auto link = core::parent_link_from(parent.c_str(), parent_link);
+  if (!link) return Error{link.error()};
   core::NodeIdentity identity;
   identity.rank = rank;
   identity.role = Role::backend;
@@ -96,7 +87,7 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
   std::unique_ptr<Backend> backend(new Backend(std::move(impl)));
   i.owner = backend.get();
   i.handler = std::move(handler);
-  auto connected = i.loop.call([&] { return i.node->start_as_child(address, port); });
+  auto connected = i.loop.call([&] { return i.node->start_as_child(*link); });
   if (!connected) return Error{connected.error()};
   return backend;
 }
@@ -132,7 +123,7 @@ Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file,
       }
       if (r != rank) continue;
       if (!network) return bad("no 'network' line before the back-ends");
-      return start(rank, *network, address, static_cast<std::uint16_t>(port), std::move(handler));
+      return start(rank, *network, address + ":" + std::to_string(port), nullptr, std::move(handler));
     } else {
       return bad("unknown key '" + key + "'");
     }

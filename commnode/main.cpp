@@ -36,24 +36,23 @@ const char* require_env(const char* name) {
 
 int main() {
   signal(SIGPIPE, SIG_IGN);
-  std::string parent = require_env(canopy::core::kEnvParent);
+  auto parent = canopy::core::parent_link_from(require_env(canopy::core::kEnvParent),
+                                               std::getenv(canopy::core::kEnvParentLink));
   canopy::core::NodeIdentity identity;
   identity.role = canopy::Role::commnode;
   identity.rank = static_cast<canopy::Rank>(std::strtoul(require_env(canopy::core::kEnvRank), nullptr, 10));
   identity.network_id = std::strtoull(require_env(canopy::core::kEnvNetworkId), nullptr, 16);
   canopy::core::init_logging(identity.role, identity.rank);
 
-  auto colon = parent.rfind(':');
-  if (colon == std::string::npos) {
-    std::fprintf(stderr, "canopy-commnode: %s='%s' is not address:port\n", canopy::core::kEnvParent, parent.c_str());
+  if (!parent) {
+    std::fprintf(stderr, "canopy-commnode: %s\n", parent.error().c_str());
     return 2;
   }
   boost::asio::io_context io(1);
   auto filters = canopy::filters::FilterRegistry::with_builtins();
   Exit exit(io);
   canopy::core::Node node(io, identity, filters, &exit);
-  auto started = node.start_as_child(parent.substr(0, colon),
-                                     static_cast<std::uint16_t>(std::strtoul(parent.c_str() + colon + 1, nullptr, 10)));
+  auto started = node.start_as_child(*parent);
   if (!started) {
     canopy::core::log().error("{}", started.error());
     std::fprintf(stderr, "canopy-commnode %u: %s\n", identity.rank, started.error().c_str());

@@ -122,6 +122,14 @@ Packet decode_packet(wire::DataPacket::Reader in) {
   return packet;
 }
 
+// The wire's enums are the API's, value for value.
+static_assert(static_cast<int>(wire::Topology::LinkKind::AUTOMATIC) == static_cast<int>(LinkKind::automatic) &&
+              static_cast<int>(wire::Topology::LinkKind::PLAIN) == static_cast<int>(LinkKind::plain) &&
+              static_cast<int>(wire::Topology::LinkKind::STRIPED) == static_cast<int>(LinkKind::striped));
+static_assert(static_cast<int>(wire::Topology::Checksum::CRC32C) == static_cast<int>(LinkChecksum::crc32c) &&
+              static_cast<int>(wire::Topology::Checksum::ADDITIVE) == static_cast<int>(LinkChecksum::additive) &&
+              static_cast<int>(wire::Topology::Checksum::NONE) == static_cast<int>(LinkChecksum::none));
+
 void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   auto nodes = out.initNodes(topology.size());
   for (std::size_t i = 0; i < topology.size(); ++i) {
@@ -134,12 +142,22 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
     w.setHasParent(n.parent.has_value());
     w.setParent(n.parent.value_or(0));
     fill_list(w.initChildren(n.children.size()), n.children);
+    w.setHasLink(n.link.has_value());
+    if (n.link) w.setLink(static_cast<wire::Topology::LinkKind>(*n.link));
   }
   auto hosts = out.initHosts(topology.hosts().size());
   for (std::size_t i = 0; i < topology.hosts().size(); ++i) {
-    hosts[i].setName(topology.hosts()[i].name);
-    hosts[i].setAddress(topology.hosts()[i].address);
+    const Host& host = topology.hosts()[i];
+    hosts[i].setName(host.name);
+    hosts[i].setAddress(host.address);
+    auto nics = hosts[i].initNics(host.nics.size());
+    for (std::size_t j = 0; j < host.nics.size(); ++j) nics.set(j, host.nics[j]);
   }
+  auto links = out.initLinks();
+  links.setKind(static_cast<wire::Topology::LinkKind>(topology.links().kind));
+  links.setChecksum(static_cast<wire::Topology::Checksum>(topology.links().checksum));
+  links.setReliable(topology.links().reliable);
+  links.setCorruptFraction(topology.links().corrupt_fraction);
 }
 
 Result<Topology> decode_topology(wire::Topology::Reader in) {
@@ -153,11 +171,31 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
     n.port = w.getPort();
     if (w.getHasParent()) n.parent = w.getParent();
     n.children = read_list<Rank>(w.getChildren());
+    if (w.getHasLink()) {
+      auto link = w.getLink();
+      if (link > wire::Topology::LinkKind::STRIPED) return Error{"topology from parent: unknown link kind"};
+      n.link = static_cast<LinkKind>(link);
+    }
     nodes.push_back(std::move(n));
   }
   std::vector<Host> hosts;
-  for (auto h : in.getHosts()) hosts.push_back({h.getName(), h.getAddress()});
-  return Topology::make(std::move(nodes), std::move(hosts), "topology from parent");
+  for (auto h : in.getHosts()) {
+    Host host{h.getName(), h.getAddress(), {}};
+    for (auto nic : h.getNics()) host.nics.emplace_back(nic);
+    hosts.push_back(std::move(host));
+  }
+  auto topology = Topology::make(std::move(nodes), std::move(hosts), "topology from parent");
+  if (!topology) return topology;
+  auto w = in.getLinks();
+  LinkSettings links;
+  if (w.getKind() > wire::Topology::LinkKind::STRIPED) return Error{"topology from parent: unknown link kind"};
+  links.kind = static_cast<LinkKind>(w.getKind());
+  if (w.getChecksum() > wire::Topology::Checksum::NONE) return Error{"topology from parent: unknown checksum"};
+  links.checksum = static_cast<LinkChecksum>(w.getChecksum());
+  links.reliable = w.getReliable();
+  links.corrupt_fraction = w.getCorruptFraction();
+  if (auto ok = topology->set_links(links); !ok) return Error{"topology from parent: " + ok.error()};
+  return topology;
 }
 
 }  // namespace canopy::core

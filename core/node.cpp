@@ -3,7 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
+#include <random>
+#include <sstream>
 
 #include <capnp/serialize.h>
 
@@ -160,78 +163,207 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
   return {};
 }
 
-Result<void> Node::start_as_child(const std::string& parent_address, std::uint16_t parent_port) {
-  boost::system::error_code ec;
-  auto socket = transport::connect_tcp(io_, parent_address, parent_port, ec);
-  if (ec) {
-    return Error{"cannot connect to parent at " + parent_address + ":" + std::to_string(parent_port) +
-                 ": " + ec.message()};
+transport::StripedOptions striped_options(const LinkSettings& links) {
+  transport::StripedOptions options;
+  switch (links.checksum) {
+    case LinkChecksum::crc32c: options.checksum = transport::ChecksumKind::crc32c; break;
+    case LinkChecksum::additive: options.checksum = transport::ChecksumKind::additive; break;
+    case LinkChecksum::none: options.checksum = transport::ChecksumKind::none; break;
   }
-  attach_parent(TcpLink::create(std::move(socket)));
+  options.reliable = links.reliable;
+  options.corrupt_fraction = links.corrupt_fraction;
+  // Every process of a tree corrupts differently.
+  options.fault_seed = std::random_device{}();
+  return options;
+}
+
+std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths) {
+  char corrupt[32];
+  std::snprintf(corrupt, sizeof corrupt, "%.17g", links.corrupt_fraction);
+  std::string text = "checksum=" + std::string(to_string(links.checksum)) + " reliable=" +
+                     (links.reliable ? "1" : "0") + " corrupt=" + corrupt + " paths=";
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    text += (i ? "," : "") + paths[i].local_address + ">" + paths[i].remote_address;
+  }
+  return text;
+}
+
+Result<ParentLink> parent_link_from(const char* parent, const char* parent_link) {
+  ParentLink link;
+  std::string endpoint = parent ? parent : "";
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error{std::string(kEnvParent) + "='" + endpoint + "' is not address:port"};
+  }
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(endpoint.data() + colon + 1, endpoint.data() + endpoint.size(), port);
+  if (ec != std::errc() || end != endpoint.data() + endpoint.size() || port == 0 || port > 65535) {
+    return Error{std::string(kEnvParent) + "='" + endpoint + "' has no valid port"};
+  }
+  link.address = endpoint.substr(0, colon);
+  link.port = static_cast<std::uint16_t>(port);
+  if (!parent_link || !*parent_link) return link;
+
+  auto bad = [&](const std::string& why) {
+    return Error{std::string(kEnvParentLink) + "='" + parent_link + "': " + why};
+  };
+  LinkSettings settings;
+  std::istringstream words(parent_link);
+  std::string word;
+  while (words >> word) {
+    auto eq = word.find('=');
+    if (eq == std::string::npos) return bad("'" + word + "' is not key=value");
+    std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+    if (key == "checksum") {
+      bool known = false;
+      for (LinkChecksum c : {LinkChecksum::crc32c, LinkChecksum::additive, LinkChecksum::none}) {
+        if (value == to_string(c)) settings.checksum = c, known = true;
+      }
+      if (!known) return bad("unknown checksum '" + value + "'");
+    } else if (key == "reliable" && (value == "0" || value == "1")) {
+      settings.reliable = value == "1";
+    } else if (key == "corrupt") {
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), settings.corrupt_fraction);
+      if (ec != std::errc() || end != value.data() + value.size() || !(settings.corrupt_fraction >= 0) ||
+          settings.corrupt_fraction >= 1) {
+        return bad("corrupt must be a fraction in [0, 1)");
+      }
+    } else if (key == "paths") {
+      std::istringstream list(value);
+      std::string pair;
+      while (std::getline(list, pair, ',')) {
+        auto arrow = pair.find('>');
+        if (arrow == std::string::npos || arrow == 0 || arrow + 1 == pair.size()) {
+          return bad("path '" + pair + "' is not LOCAL>REMOTE");
+        }
+        link.paths.push_back({pair.substr(0, arrow), pair.substr(arrow + 1), link.port});
+      }
+    } else {
+      return bad("unknown key '" + key + "'");
+    }
+  }
+  if (link.paths.empty()) return bad("no paths");
+  link.striped = striped_options(settings);
+  return link;
+}
+
+Result<void> Node::start_as_child(const ParentLink& parent) {
+  std::string where = parent.address + ":" + std::to_string(parent.port);
+  if (parent.paths.empty()) {
+    boost::system::error_code ec;
+    auto socket = transport::connect_tcp(io_, parent.address, parent.port, ec);
+    if (ec) return Error{"cannot connect to parent at " + where + ": " + ec.message()};
+    attach_parent(TcpLink::create(std::move(socket)));
+  } else {
+    auto link = transport::StripedLink::connect(io_, parent.paths, parent.striped);
+    if (!link) return Error{"cannot connect to parent at " + where + " (striped): " + link.error()};
+    where += " over " + std::to_string(parent.paths.size()) + " striped paths";
+    attach_parent(std::move(*link));
+  }
+  send_hello(*parent_, false);
+  log().info("connected to parent {}, hello sent", where);
+  return {};
+}
+
+void Node::send_hello(Link& link, bool adopt) {
   Message hello(id_);
   auto h = hello.body().initHello();
   h.setProtocolVersion(wire::PROTOCOL_VERSION);
   h.setNetworkId(id_.network_id);
   h.setRole(core::to_wire(id_.role));
   h.setRank(id_.rank);
-  h.setIncarnation(id_.incarnation);
+  h.setIncarnation(adopt ? std::max(id_.incarnation, view_->incarnation(id_.rank)) + 1 : id_.incarnation);
   h.setPid(getpid());
-  parent_->send(hello.builder());
-  log().info("connected to parent {}:{}, hello sent", parent_address, parent_port);
-  return {};
+  h.setAdopt(adopt);
+  link.send(hello.builder());
 }
 
+// Listens on every NIC address of this node's host, all on one port: the
+// topology's, or one the kernel picks for the first address and the others then
+// share (tried again a few times if another process holds it on some address).
 Result<void> Node::listen() {
   const auto& me = topology_->at(id_.rank);
-  std::string address = topology_->address_of(me.host);
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(address, ec);
-  if (ec) {
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(address, "0", ec);
-    if (ec || results.empty()) {
-      return Error{"cannot resolve host '" + me.host + "' (" + address + ") to listen on: " + ec.message()};
+  std::vector<asio::ip::address> addresses;
+  for (const std::string& name : topology_->nics_of(me.host)) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(name, ec);
+    if (ec) {
+      asio::ip::tcp::resolver resolver(io_);
+      auto results = resolver.resolve(name, "0", ec);
+      if (ec || results.empty()) {
+        return Error{"cannot resolve host '" + me.host + "' (" + name + ") to listen on: " + ec.message()};
+      }
+      addr = results.begin()->endpoint().address();
     }
-    addr = results.begin()->endpoint().address();
+    addresses.push_back(addr);
   }
-  acceptor_.emplace(io_);
-  asio::ip::tcp::endpoint endpoint(addr, me.port);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Error{"cannot listen on " + address + ":" + std::to_string(me.port) + ": " + ec.message()};
+  Result<void> listening;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    listening = listen_on(addresses, me.port);
+    if (listening || me.port != 0 || addresses.size() == 1) break;
   }
-  listen_port_ = acceptor_->local_endpoint().port();
+  if (!listening) return listening;
+
+  auto options = striped_options(topology_->links());
+  options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
+  striped_acceptor_ = std::make_unique<transport::StripedAcceptor>(
+      io_, options, [this](std::shared_ptr<transport::StripedLink> link) { accept_link(std::move(link)); },
+      [this](asio::ip::tcp::socket socket) { accept_link(TcpLink::create(std::move(socket))); });
   endpoints_[id_.rank] = listen_port_;
-  log().info("listening on {}:{}", address, listen_port_);
-  accept_next();
+  std::string where;
+  for (const auto& a : addresses) where += (where.empty() ? "" : ", ") + a.to_string();
+  log().info("listening on {} port {}", where, listen_port_);
+  for (auto& acceptor : acceptors_) accept_next(acceptor);
   return {};
 }
 
-void Node::accept_next() {
-  acceptor_->async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+Result<void> Node::listen_on(const std::vector<asio::ip::address>& addresses, std::uint16_t port) {
+  acceptors_.clear();
+  for (const auto& address : addresses) {
+    asio::ip::tcp::endpoint endpoint(address, port);
+    auto& acceptor = acceptors_.emplace_back(io_);
+    boost::system::error_code ec;
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      acceptors_.clear();
+      return Error{"cannot listen on " + address.to_string() + ":" + std::to_string(port) + ": " + ec.message()};
+    }
+    if (port == 0) port = acceptor.local_endpoint().port();
+  }
+  listen_port_ = port;
+  return {};
+}
+
+void Node::accept_next(asio::ip::tcp::acceptor& acceptor) {
+  acceptor.async_accept([this, &acceptor](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted || stopped_) return;
     if (ec) {
       log().warn("accept failed: {}", ec.message());
     } else {
-      auto link = TcpLink::create(std::move(socket));
-      pending_.push_back(link);
-      const Link* raw = link.get();
-      auto& deadline = hello_deadlines_[raw];
-      deadline = std::make_unique<asio::steady_timer>(io_, plan_.startup_timeout);
-      deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
-        auto l = weak.lock();
-        if (ec || !l || child_of_link_.count(l.get())) return;
-        log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
-        l->close("no hello in time");
-      });
-      link->start([this, raw](wire::Message::Reader msg) { on_accepted_message(raw, msg); },
-                  [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
+      striped_acceptor_->take(std::move(socket));
     }
-    accept_next();
+    accept_next(acceptor);
   });
+}
+
+// A new connection, plain or striped: it has until the startup time-out to say hello.
+void Node::accept_link(std::shared_ptr<Link> link) {
+  if (stopped_) return link->abort("stopped");
+  pending_.push_back(link);
+  const Link* raw = link.get();
+  auto& deadline = hello_deadlines_[raw];
+  deadline = std::make_unique<asio::steady_timer>(io_, plan_.startup_timeout);
+  deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
+    auto l = weak.lock();
+    if (ec || !l || child_of_link_.count(l.get())) return;
+    log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
+    l->close("no hello in time");
+  });
+  link->start([this, raw](wire::Message::Reader msg) { on_accepted_message(raw, msg); },
+              [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
 }
 
 void Node::on_accepted_message(const Link* link, wire::Message::Reader msg) {
@@ -381,6 +513,14 @@ Result<void> Node::launch_child(Child& child) {
       {kEnvRank, std::to_string(child.rank)},
       {kEnvNetworkId, network},
   };
+  // Empty for a plain link: a child inherits its parent's environment, and with it
+  // the description of the parent's own link.
+  std::string link;
+  if (topology_->link_between(node, me) == LinkKind::striped) {
+    auto paths = transport::paths_between(topology_->nics_of(node.host), topology_->nics_of(me.host), listen_port_);
+    link = encode_parent_link(topology_->links(), paths);
+  }
+  env.emplace_back(kEnvParentLink, link);
   std::vector<std::string> argv = command;
   if (node.host != me.host) {
     // Another host: its environment does not come with it, so pass ours on.
@@ -439,6 +579,7 @@ void Node::check_subtree_ready() {
     if (auto it = endpoints_.find(n.rank); it != endpoints_.end()) n.port = it->second;
   }
   if (auto updated = Topology::make(std::move(nodes), topology_->hosts()); updated) {
+    (void)updated->set_links(topology_->links());  // already checked
     topology_ = std::move(*updated);
   }
   // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
@@ -1537,7 +1678,7 @@ void Node::start_adoption_round() {
 }
 
 void Node::try_next_adopter() {
-  if (!orphan_ || stopping_ || orphan_->trying || orphan_->socket) return;
+  if (!orphan_ || stopping_ || orphan_->trying || orphan_->socket || orphan_->striped_connecting) return;
   auto& o = *orphan_;
   while (o.next < o.candidates.size()) {
     Rank candidate = o.candidates[o.next++];
@@ -1553,7 +1694,6 @@ void Node::try_next_adopter() {
     }
     if (o.attempts++ == 0) o.connect_start = std::chrono::steady_clock::now();
     o.trying_rank = candidate;
-    o.socket = std::make_unique<asio::ip::tcp::socket>(io_);
     log().info("asking {} to adopt this node", describe(candidate));
     // Bounded: an adopter that does not answer in time is skipped.
     o.attempt.expires_after(std::max(std::chrono::milliseconds(500), plan_.fault.lost));
@@ -1565,8 +1705,38 @@ void Node::try_next_adopter() {
       } else if (orphan_->socket) {
         boost::system::error_code ignored;
         orphan_->socket->close(ignored);
+      } else if (orphan_->striped_connecting) {
+        // Its handshake cannot be cancelled: forget it (a late link is aborted).
+        orphan_->attempt_id = 0;
+        orphan_->striped_connecting = false;
+        asio::post(io_, [this] { try_next_adopter(); });
       }
     });
+    if (topology_->link_between(topology_->at(id_.rank), *n) == LinkKind::striped) {
+      auto paths = transport::paths_between(topology_->nics_of(topology_->at(id_.rank).host),
+                                            topology_->nics_of(n->host), n->port);
+      o.striped_connecting = true;
+      o.attempt_id = ++striped_attempts_;
+      transport::StripedLink::async_connect(
+          io_, std::move(paths), striped_options(topology_->links()),
+          [this, candidate, id = o.attempt_id](Result<std::shared_ptr<transport::StripedLink>> link) {
+            bool current = orphan_ && orphan_->attempt_id == id && !stopping_;
+            if (!current) {
+              if (link) (*link)->abort("adoption attempt abandoned");
+              return;
+            }
+            orphan_->striped_connecting = false;
+            if (!link) {
+              log().warn("cannot reach potential adopter {}: {}", candidate, link.error());
+              orphan_->attempt.cancel();
+              asio::post(io_, [this] { try_next_adopter(); });
+              return;
+            }
+            adopter_connected(candidate, std::move(*link));
+          });
+      return;
+    }
+    o.socket = std::make_unique<asio::ip::tcp::socket>(io_);
     o.socket->async_connect({address, n->port}, [this, candidate](const boost::system::error_code& ec) {
       if (!orphan_ || stopping_) return;
       auto socket = std::move(orphan_->socket);
@@ -1576,19 +1746,7 @@ void Node::try_next_adopter() {
         asio::post(io_, [this] { try_next_adopter(); });
         return;
       }
-      auto link = TcpLink::create(std::move(*socket));
-      orphan_->trying = link;
-      attach_parent(link);
-      Message hello(id_);
-      auto h = hello.body().initHello();
-      h.setProtocolVersion(wire::PROTOCOL_VERSION);
-      h.setNetworkId(id_.network_id);
-      h.setRole(core::to_wire(id_.role));
-      h.setRank(id_.rank);
-      h.setIncarnation(std::max(id_.incarnation, view_->incarnation(id_.rank)) + 1);
-      h.setPid(getpid());
-      h.setAdopt(true);
-      link->send(hello.builder());
+      adopter_connected(candidate, TcpLink::create(std::move(*socket)));
     });
     return;
   }
@@ -1597,6 +1755,13 @@ void Node::try_next_adopter() {
   o.retry.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) start_adoption_round();
   });
+}
+
+void Node::adopter_connected(Rank candidate, std::shared_ptr<Link> link) {
+  log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
+  orphan_->trying = link;
+  attach_parent(link);
+  send_hello(*link, true);
 }
 
 void Node::on_adopted(wire::Adopted::Reader adopted) {
@@ -1708,6 +1873,7 @@ void Node::begin_stop(const std::string& reason) {
       boost::system::error_code ignored;
       orphan_->socket->close(ignored);
     }
+    orphan_->attempt_id = 0;  // a striped connection under way is aborted when it completes
   }
   for (auto& link : pending_) link->close("stopping");
   Message message(id_);
@@ -1761,9 +1927,9 @@ void Node::check_stopped() {
   }
   stopped_ = true;
   stop_timer_.cancel();
-  if (acceptor_) {
+  for (auto& acceptor : acceptors_) {
     boost::system::error_code ignored;
-    acceptor_->close(ignored);
+    acceptor.close(ignored);
   }
   log().info("stopped: {}", stop_reason_);
   if (parent_) parent_->close("stopped");

@@ -27,6 +27,7 @@
 #include "core/tree_view.h"
 #include "filters/filter.h"
 #include "transport/link.h"
+#include "transport/striped_link.h"
 
 namespace canopy::core {
 
@@ -109,6 +110,27 @@ class NodeObserver {
 inline constexpr const char* kEnvParent = "CANOPY_PARENT";        // address:port
 inline constexpr const char* kEnvRank = "CANOPY_RANK";
 inline constexpr const char* kEnvNetworkId = "CANOPY_NETWORK_ID";  // hex
+// Set only for a striped link to the parent (docs/striping.md, "In the tree"):
+// "checksum=crc32c reliable=1 corrupt=0 paths=LOCAL>REMOTE,LOCAL>REMOTE", the port
+// being CANOPY_PARENT's.
+inline constexpr const char* kEnvParentLink = "CANOPY_PARENT_LINK";
+
+// How a child reaches its parent: a plain link to `address:port`, or, when `paths`
+// is not empty, a striped link over those paths.
+struct ParentLink {
+  std::string address;
+  std::uint16_t port = 0;
+  std::vector<transport::PathEndpoints> paths;
+  transport::StripedOptions striped;
+};
+
+// The StripedOptions of a tree's striped links.
+transport::StripedOptions striped_options(const LinkSettings& links);
+// CANOPY_PARENT_LINK's value for `paths` (their port is not part of it).
+std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths);
+// Reads CANOPY_PARENT ("address:port") and, if set, CANOPY_PARENT_LINK; the error
+// names the variable and what is wrong with it.
+Result<ParentLink> parent_link_from(const char* parent, const char* parent_link);
 
 class Node {
  public:
@@ -124,8 +146,9 @@ class Node {
   // through the observer (on_launched, on_ready or on_launch_failed).
   Result<void> start_as_root(Topology topology, LaunchPlan plan);
 
-  // Commnode or back-end: listens (commnode), connects to the parent and says hello.
-  Result<void> start_as_child(const std::string& parent_address, std::uint16_t parent_port);
+  // Commnode or back-end: connects to the parent and says hello (a commnode listens
+  // once the topology arrives).
+  Result<void> start_as_child(const ParentLink& parent);
 
   // Root: creates a stream in the subtrees holding its back-ends; the observer's
   // on_stream_ack reports the outcome.
@@ -197,7 +220,9 @@ class Node {
     std::uint32_t attempts = 0;
     Rank trying_rank = 0;
     std::shared_ptr<transport::Link> trying;
-    std::unique_ptr<asio::ip::tcp::socket> socket;
+    std::unique_ptr<asio::ip::tcp::socket> socket;  // a plain connection under way
+    bool striped_connecting = false;                // a striped connection under way
+    std::uint64_t attempt_id = 0;                   // the striped connection under way; 0: none
     asio::steady_timer retry, deadline, attempt;
     // Upward messages held back until adoption (copies of whole protocol messages).
     std::vector<kj::Array<capnp::word>> held;
@@ -213,7 +238,11 @@ class Node {
   class Message;  // an outgoing protocol message
 
   Result<void> listen();
-  void accept_next();
+  Result<void> listen_on(const std::vector<asio::ip::address>& addresses, std::uint16_t port);
+  void accept_next(asio::ip::tcp::acceptor& acceptor);
+  void accept_link(std::shared_ptr<transport::Link> link);
+  void send_hello(transport::Link& link, bool adopt);
+  void adopter_connected(Rank candidate, std::shared_ptr<transport::Link> link);
   void on_accepted_message(const transport::Link* link, wire::Message::Reader msg);
   void on_accepted_closed(const transport::Link* link, std::string_view reason);
   void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
@@ -290,12 +319,16 @@ class Node {
   std::optional<Topology> topology_;
   std::optional<TreeView> view_;             // the live tree, with failure and adoption reports applied
   std::unique_ptr<Orphanhood> orphan_;       // set while the parent is lost and no adopter found
+  std::uint64_t striped_attempts_ = 0;       // numbers striped connections to adopters
   PeerState parent_peer_ = PeerState::alive;
   asio::steady_timer heartbeat_timer_;
   bool heartbeats_started_ = false;
   LaunchPlan plan_;
   std::shared_ptr<transport::Link> parent_;
-  std::optional<asio::ip::tcp::acceptor> acceptor_;
+  // One listening socket per NIC address of this host, all on listen_port_; every
+  // connection goes to striped_acceptor_, which hands plain ones back.
+  std::vector<asio::ip::tcp::acceptor> acceptors_;
+  std::unique_ptr<transport::StripedAcceptor> striped_acceptor_;
   std::uint16_t listen_port_ = 0;
   std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;

@@ -82,6 +82,26 @@ struct Topology {
   attachMode @7 :Bool;          # true: back-ends are started by others and attach
                                 # (docs/attach.md); parents do not launch them
   faultTolerance @8 :FaultTolerance;
+  links @9 :Links;              # tree-wide link settings (docs/topology.md)
+
+  enum LinkKind {
+    automatic @0;               # striped when both hosts have two NICs or more
+    plain @1;
+    striped @2;
+  }
+
+  enum Checksum {
+    crc32c @0;
+    additive @1;
+    none @2;
+  }
+
+  struct Links {
+    kind @0 :LinkKind;
+    checksum @1 :Checksum;
+    reliable @2 :Bool;
+    corruptFraction @3 :Float64;  # fault injection; 0 in real use
+  }
 
   struct Node {
     rank @0 :UInt32;
@@ -91,11 +111,14 @@ struct Topology {
     parent @4 :UInt32;          # ignored for the root
     hasParent @5 :Bool;
     children @6 :List(UInt32);
+    hasLink @7 :Bool;           # false: the tree's default kind
+    link @8 :LinkKind;          # the link to the parent
   }
 
   struct Host {
     name @0 :Text;
     address @1 :Text;
+    nics @2 :List(Text);        # numeric NIC addresses; empty: `address` alone
   }
 }
 

@@ -63,6 +63,10 @@ struct RunOptions {
   std::string record_dir;
   canopy::FaultToleranceOptions fault;
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
+  // Override the topology's `links:` settings when given.
+  std::optional<canopy::LinkKind> links;
+  std::optional<canopy::LinkChecksum> checksum;
+  std::optional<double> corrupt;
 };
 
 // Writes the live tree as JSON, atomically (a reader never sees half a file).
@@ -270,6 +274,11 @@ int run(const RunOptions& opt) {
   auto topology = opt.topology_file.empty() ? canopy::generate_topology(opt.tree)
                                             : canopy::load_topology(opt.topology_file);
   if (!topology) return fail(topology.error(), 2);
+  canopy::LinkSettings links = topology->links();
+  if (opt.links) links.kind = *opt.links;
+  if (opt.checksum) links.checksum = *opt.checksum;
+  if (opt.corrupt) links.corrupt_fraction = *opt.corrupt;
+  if (auto ok = topology->set_links(links); !ok) return fail(ok.error(), 2);
   auto backends = topology->backends();
   if (backends.empty()) return fail("the topology has no back-ends", 2);
   if (opt.plugin.empty() &&
@@ -616,6 +625,27 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(30, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
                              "Do not heal: losing its parent stops a process and its subtree");
+  run_cmd->add_option_function<std::string>(
+              "--links",
+              [&opt](const std::string& v) {
+                opt.links = v == "plain" ? canopy::LinkKind::plain
+                            : v == "striped" ? canopy::LinkKind::striped : canopy::LinkKind::automatic;
+              },
+              "Links of every edge without its own choice: auto (striped where both hosts list several NICs), "
+              "plain or striped; overrides the topology's links: (docs/striping.md)")
+      ->check(CLI::IsMember({"auto", "plain", "striped"}));
+  run_cmd->add_option_function<std::string>(
+              "--checksum",
+              [&opt](const std::string& v) {
+                opt.checksum = v == "none" ? canopy::LinkChecksum::none
+                               : v == "additive" ? canopy::LinkChecksum::additive : canopy::LinkChecksum::crc32c;
+              },
+              "Checksum of striped links: crc32c (default), additive or none")
+      ->check(CLI::IsMember({"crc32c", "additive", "none"}));
+  run_cmd->add_option_function<double>("--corrupt", [&opt](double v) { opt.corrupt = v; },
+                                       "Fault injection: corrupt this fraction of the fragments striped links send, "
+                                       "after checksumming (they are caught and sent again)")
+      ->check(CLI::Range(0.0, 0.5));
   run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
 
   run_cmd->add_option("--status", opt.status_file,

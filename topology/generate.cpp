@@ -275,7 +275,9 @@ Result<Topology> attach_backends(const Topology& commnode_tree, std::size_t coun
     nodes[position.at(leaf)].children.push_back(backend.rank);
     nodes.push_back(std::move(backend));
   }
-  return Topology::make(std::move(nodes), commnode_tree.hosts(), "tree with attached back-ends");
+  auto tree = Topology::make(std::move(nodes), commnode_tree.hosts(), "tree with attached back-ends");
+  if (tree) (void)tree->set_links(commnode_tree.links());  // already checked
+  return tree;
 }
 
 }  // namespace canopy

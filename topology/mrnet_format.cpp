@@ -334,7 +334,15 @@ Result<std::string> to_mrnet(const Topology& topology) {
                    "); write YAML instead"};
     }
   }
+  const LinkSettings& links = topology.links();
+  if (links != LinkSettings{}) {
+    return Error{"MRNet's format has no link settings; write YAML instead"};
+  }
   for (const Node& node : topology.nodes()) {
+    if (node.link) {
+      return Error{"MRNet's format has no link choices (node " + std::to_string(node.rank) + " has a " +
+                   std::string(to_string(*node.link)) + " link); write YAML instead"};
+    }
     if (node.port != 0) {
       return Error{"MRNet's format has no ports (node " + std::to_string(node.rank) + " has port " +
                    std::to_string(node.port) + "); write YAML instead"};

@@ -5,6 +5,8 @@
 // same guarantees: ranks are unique, each node but the front-end has exactly one
 // parent, parent and children agree, every node is reachable from the front-end,
 // and roles fit their place in the tree.
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -17,6 +19,24 @@ std::string_view to_string(Role role) {
     case Role::frontend: return "frontend";
     case Role::commnode: return "commnode";
     case Role::backend: return "backend";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::automatic: return "auto";
+    case LinkKind::plain: return "plain";
+    case LinkKind::striped: return "striped";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(LinkChecksum checksum) {
+  switch (checksum) {
+    case LinkChecksum::crc32c: return "crc32c";
+    case LinkChecksum::additive: return "additive";
+    case LinkChecksum::none: return "none";
   }
   return "unknown";
 }
@@ -185,12 +205,38 @@ Result<void> check_roles(const Draft& draft) {
   return {};
 }
 
+bool is_ip_address(const std::string& text) {
+  unsigned char buffer[sizeof(in6_addr)];
+  return inet_pton(AF_INET, text.c_str(), buffer) == 1 || inet_pton(AF_INET6, text.c_str(), buffer) == 1;
+}
+
+// A host's NICs: numeric (a path binds its local address before connecting), at
+// most kMaxNics, no address twice, and the listening address one of them.
+Result<void> check_nics(const Draft& draft, Host& host) {
+  if (host.nics.empty()) return {};
+  auto problem = [&](const std::string& what) { return draft.error(nullptr, "host '" + host.name + "': " + what); };
+  if (host.nics.size() > kMaxNics) {
+    return problem(std::to_string(host.nics.size()) + " NICs, at most " + std::to_string(kMaxNics));
+  }
+  std::unordered_set<std::string> seen;
+  for (const std::string& nic : host.nics) {
+    if (!is_ip_address(nic)) return problem("NIC address '" + nic + "' is not a numeric IPv4 or IPv6 address");
+    if (!seen.insert(nic).second) return problem("NIC address " + nic + " is listed twice");
+  }
+  if (host.address.empty()) host.address = host.nics.front();
+  if (!seen.count(host.address)) {
+    return problem("address " + host.address + " is not one of its NICs (leave it out to use the first NIC)");
+  }
+  return {};
+}
+
 // Hosts named by nodes but not listed are added with no address.
 Result<void> complete_hosts(const Draft& draft, std::vector<Host>& hosts) {
   std::unordered_set<std::string> known;
-  for (const Host& host : hosts) {
+  for (Host& host : hosts) {
     if (host.name.empty()) return draft.error(nullptr, "a host has an empty name");
     if (!known.insert(host.name).second) return draft.error(nullptr, "host '" + host.name + "' is listed twice");
+    if (auto ok = check_nics(draft, host); !ok) return ok;
   }
   for (const Node& node : draft.nodes) {
     if (known.insert(node.host).second) hosts.push_back({node.host, ""});
@@ -268,6 +314,28 @@ std::string Topology::address_of(std::string_view host) const {
   }
   if (host == "localhost") return "127.0.0.1";
   return std::string(host);
+}
+
+std::vector<std::string> Topology::nics_of(std::string_view host) const {
+  for (const Host& h : hosts_) {
+    if (h.name == host && !h.nics.empty()) return h.nics;
+  }
+  return {address_of(host)};
+}
+
+Result<void> Topology::set_links(LinkSettings links) {
+  if (!(links.corrupt_fraction >= 0.0 && links.corrupt_fraction < 1.0)) {
+    return Error{"the fraction of fragments to corrupt must be at least 0 and below 1, not " +
+                 std::to_string(links.corrupt_fraction)};
+  }
+  links_ = links;
+  return {};
+}
+
+LinkKind Topology::link_between(const Node& child, const Node& parent) const {
+  LinkKind kind = (child.parent == parent.rank && child.link) ? *child.link : links_.kind;
+  if (kind != LinkKind::automatic) return kind;
+  return nics_of(child.host).size() >= 2 && nics_of(parent.host).size() >= 2 ? LinkKind::striped : LinkKind::plain;
 }
 
 }  // namespace canopy

@@ -60,11 +60,16 @@ class Parser {
 
   Result<Topology> parse(std::string_view text) {
     YAML::Node document = read_document(text);
-    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges"});
+    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges", "links"});
     for (const YAML::Node& host : list(top, "hosts")) read_host(host);
     for (const YAML::Node& node : list(top, "nodes")) read_node(node);
     for (const YAML::Node& edge : list(top, "edges")) read_edge(edge);
-    return Topology::make(std::move(nodes_), std::move(hosts_), source_);
+    LinkSettings links;
+    if (auto it = top.find("links"); it != top.end()) links = read_links(it->second);
+    auto topology = Topology::make(std::move(nodes_), std::move(hosts_), source_);
+    if (!topology) return topology;
+    if (auto ok = topology->set_links(links); !ok) fail(top.at("links"), ok.error());
+    return topology;
   }
 
  private:
@@ -147,10 +152,50 @@ class Parser {
     fail(value, "unknown role " + describe(value) + " (expected frontend, commnode or backend)");
   }
 
+  LinkKind read_link_kind(const YAML::Node& value) const {
+    for (LinkKind kind : {LinkKind::automatic, LinkKind::plain, LinkKind::striped}) {
+      if (value.IsScalar() && value.Scalar() == to_string(kind)) return kind;
+    }
+    fail(value, "unknown link kind " + describe(value) + " (expected auto, plain or striped)");
+  }
+
+  bool read_bool(const YAML::Node& value, std::string_view what) const {
+    if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false")) return value.Scalar() == "true";
+    fail(value, std::string(what) + " must be true or false, not " + describe(value));
+  }
+
+  LinkSettings read_links(const YAML::Node& item) const {
+    Fields f = fields(item, "'links'", {}, {"default", "checksum", "reliable", "corrupt"});
+    LinkSettings links;
+    if (auto it = f.find("default"); it != f.end()) links.kind = read_link_kind(it->second);
+    if (auto it = f.find("checksum"); it != f.end()) {
+      bool known = false;
+      for (LinkChecksum checksum : {LinkChecksum::crc32c, LinkChecksum::additive, LinkChecksum::none}) {
+        if (it->second.IsScalar() && it->second.Scalar() == to_string(checksum)) {
+          links.checksum = checksum;
+          known = true;
+        }
+      }
+      if (!known) fail(it->second, "unknown checksum " + describe(it->second) + " (expected crc32c, additive or none)");
+    }
+    if (auto it = f.find("reliable"); it != f.end()) links.reliable = read_bool(it->second, "'reliable'");
+    if (auto it = f.find("corrupt"); it != f.end()) {
+      double fraction = -1;
+      const std::string text = it->second.IsScalar() ? it->second.Scalar() : "";
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fraction);
+      if (ec != std::errc() || end != text.data() + text.size() || !(fraction >= 0 && fraction < 1)) {
+        fail(it->second, "'corrupt' must be a fraction at least 0 and below 1, not " + describe(it->second));
+      }
+      links.corrupt_fraction = fraction;
+    }
+    return links;
+  }
+
   void read_host(const YAML::Node& item) {
-    Fields f = fields(item, "a host", {"name"}, {"address"});
-    Host host{read_name(f.at("name"), "host name"), ""};
+    Fields f = fields(item, "a host", {"name"}, {"address", "nics"});
+    Host host{read_name(f.at("name"), "host name"), "", {}};
     if (auto it = f.find("address"); it != f.end()) host.address = read_name(it->second, "host address");
+    for (const YAML::Node& nic : list(f, "nics")) host.nics.push_back(read_name(nic, "NIC address"));
     auto [first, fresh] = host_lines_.emplace(host.name, line_of(item));
     if (!fresh) fail(item, "host '" + host.name + "' is listed twice (first at line " + std::to_string(first->second) + ")");
     hosts_.push_back(std::move(host));
@@ -182,9 +227,11 @@ class Parser {
   // Sets parent and children together, so Topology::make() finds them agreeing; a
   // second parent is reported here, where both edges' lines are known.
   void read_edge(const YAML::Node& item) {
-    Fields f = fields(item, "an edge", {"parent", "children"}, {});
+    Fields f = fields(item, "an edge", {"parent", "children"}, {"link"});
     int line = line_of(item);
     Node& parent = node_named_by(f.at("parent"));
+    std::optional<LinkKind> link;
+    if (auto it = f.find("link"); it != f.end()) link = read_link_kind(it->second);
     const YAML::Node& children = f.at("children");
     if (!children.IsSequence()) fail(children, "'children' must be a list of ranks, not " + describe(children));
     for (const YAML::Node& value : children) {
@@ -200,6 +247,7 @@ class Parser {
                         first_line + " and " + std::to_string(parent.rank) + " at line " + std::to_string(line) + ")");
       }
       child.parent = parent.rank;
+      child.link = link;
       parent.children.push_back(child.rank);
     }
   }
@@ -269,8 +317,21 @@ std::string to_yaml(const Topology& topology) {
     for (const Host& host : topology.hosts()) {
       out += "  - {name: " + scalar(host.name);
       if (!host.address.empty()) out += ", address: " + scalar(host.address);
+      if (!host.nics.empty()) {
+        out += ", nics: [";
+        for (std::size_t i = 0; i < host.nics.size(); ++i) out += (i ? ", " : "") + scalar(host.nics[i]);
+        out += "]";
+      }
       out += "}\n";
     }
+  }
+  const LinkSettings& links = topology.links();
+  if (links != LinkSettings{}) {
+    char corrupt[32];
+    std::snprintf(corrupt, sizeof corrupt, "%.17g", links.corrupt_fraction);
+    out += "links: {default: " + std::string(to_string(links.kind)) + ", checksum: " +
+           std::string(to_string(links.checksum)) + ", reliable: " + (links.reliable ? "true" : "false") +
+           ", corrupt: " + corrupt + "}\n";
   }
   out += "nodes:\n";
   for (const Node& node : topology.nodes()) {
@@ -279,16 +340,21 @@ std::string to_yaml(const Topology& topology) {
     if (node.port != 0) out += ", port: " + std::to_string(node.port);
     out += "}\n";
   }
+  // One edge entry per run of children with the same link choice.
   bool any_edge = false;
   for (const Node& node : topology.nodes()) {
-    if (node.children.empty()) continue;
-    if (!any_edge) out += "edges:\n";
-    any_edge = true;
-    out += "  - {parent: " + std::to_string(node.rank) + ", children: [";
-    for (std::size_t i = 0; i < node.children.size(); ++i) {
-      out += (i ? ", " : "") + std::to_string(node.children[i]);
+    for (std::size_t i = 0; i < node.children.size();) {
+      const std::optional<LinkKind> link = topology.at(node.children[i]).link;
+      if (!any_edge) out += "edges:\n";
+      any_edge = true;
+      out += "  - {parent: " + std::to_string(node.rank) + ", children: [";
+      for (std::size_t first = i; i < node.children.size() && topology.at(node.children[i]).link == link; ++i) {
+        out += (i > first ? ", " : "") + std::to_string(node.children[i]);
+      }
+      out += "]";
+      if (link) out += ", link: " + std::string(to_string(*link));
+      out += "}\n";
     }
-    out += "]}\n";
   }
   return out;
 }

@@ -680,6 +680,13 @@ void StripedLink::finish(std::string reason, bool notify) {
   tick_timer_.cancel();
   down_timer_.cancel();
   close_timer_.cancel();
+  // What the link went through, for logs and demonstrations (a tree's tests read it).
+  std::uint64_t injected = 0;
+  for (const auto& p : paths_) injected += p->stats.corruptions_injected;
+  core::log().info("striped link {:016x} to {} closed: {} messages sent, {} received, {} retransmissions ({} time-outs, "
+                   "{} fail-overs), {} checksum failures caught, {} corruptions injected, {} duplicates dropped",
+                   link_id_, peer_, stats_.messages_sent, stats_.messages_received, stats_.retransmissions,
+                   stats_.timeouts, stats_.failovers, stats_.checksum_failures, injected, stats_.duplicates);
   // on_message_ is kept: finish() may run inside it. No handler runs after this.
   auto on_close = std::move(on_close_);
   on_close_ = nullptr;

@@ -25,7 +25,36 @@ std::string_view to_string(Role role);
 
 struct Host {
   std::string name;     // how the launcher addresses it ({host} in the template)
-  std::string address;  // IP address processes on it listen on; "" = resolve name
+  std::string address;  // IP address processes on it listen on; "" = the first NIC, else resolve name
+  // Numeric IP addresses of the host's NICs (at most kMaxNics). Processes on the host
+  // listen on each, and striped links run one path per NIC (docs/striping.md).
+  // Empty: the one address above.
+  std::vector<std::string> nics;
+};
+
+inline constexpr std::size_t kMaxNics = 8;
+
+// How a child and its parent (or an orphan and its adopter) are connected.
+enum class LinkKind : std::uint8_t {
+  automatic,  // striped when both hosts list two NICs or more, else plain
+  plain,      // one TCP connection (TcpLink)
+  striped,    // one TCP connection per NIC pair, checksummed (StripedLink)
+};
+std::string_view to_string(LinkKind kind);
+
+enum class LinkChecksum : std::uint8_t { crc32c, additive, none };
+std::string_view to_string(LinkChecksum checksum);
+
+// The tree-wide choices for links (`links:` in YAML; docs/topology.md).
+struct LinkSettings {
+  LinkKind kind = LinkKind::automatic;   // for every edge that does not choose its own
+  LinkChecksum checksum = LinkChecksum::crc32c;  // striped links
+  bool reliable = true;                  // striped links: resend on time-outs and checksum failures
+  // Fault injection for demonstrations (docs/striping.md): this fraction of the
+  // fragments every striped link sends is corrupted after checksumming. 0 in real use.
+  double corrupt_fraction = 0.0;
+
+  bool operator==(const LinkSettings&) const = default;
 };
 
 struct Node {
@@ -33,6 +62,8 @@ struct Node {
   Role role = Role::backend;
   std::string host = "localhost";
   std::uint16_t port = 0;          // listening port; 0 = any free port, chosen at start
+  // The link to the parent; empty: the topology's LinkSettings::kind.
+  std::optional<LinkKind> link;
   std::optional<Rank> parent;      // empty only for the root (the front-end)
   std::vector<Rank> children;      // in the order the file lists them
   int line = 0;                    // line in the source file; 0 when generated
@@ -62,11 +93,22 @@ class Topology {
   // The address processes on `host` listen on: the host's address if given, else
   // 127.0.0.1 for "localhost", else the name itself (resolved by the OS).
   std::string address_of(std::string_view host) const;
+  // The NIC addresses of `host`: its `nics`, else just address_of(host).
+  std::vector<std::string> nics_of(std::string_view host) const;
+
+  const LinkSettings& links() const { return links_; }
+  // Checked: a corrupt fraction in [0, 1).
+  Result<void> set_links(LinkSettings links);
+  // Plain or striped: the link between a child and its parent (the child's own
+  // choice, else the tree's), or, with no edge between them (an orphan and its
+  // adopter), the tree's. `automatic` resolves by the two hosts' NIC counts.
+  LinkKind link_between(const Node& child, const Node& parent) const;
 
  private:
   std::vector<Node> nodes_;
   std::vector<Host> hosts_;
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
+  LinkSettings links_;
 };
 
 inline constexpr Rank kFirstInternalRank = 1000000;
