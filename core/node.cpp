@@ -179,9 +179,9 @@ transport::StripedOptions striped_options(const LinkSettings& links) {
 
 std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths) {
   char corrupt[32];
-  std::snprintf(corrupt, sizeof corrupt, "%.17g", links.corrupt_fraction);
+  auto end = std::to_chars(corrupt, corrupt + sizeof corrupt, links.corrupt_fraction).ptr;  // shortest exact
   std::string text = "checksum=" + std::string(to_string(links.checksum)) + " reliable=" +
-                     (links.reliable ? "1" : "0") + " corrupt=" + corrupt + " paths=";
+                     (links.reliable ? "1" : "0") + " corrupt=" + std::string(corrupt, end) + " paths=";
   for (std::size_t i = 0; i < paths.size(); ++i) {
     text += (i ? "," : "") + paths[i].local_address + ">" + paths[i].remote_address;
   }

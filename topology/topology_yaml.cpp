@@ -328,7 +328,7 @@ std::string to_yaml(const Topology& topology) {
   const LinkSettings& links = topology.links();
   if (links != LinkSettings{}) {
     char corrupt[32];
-    std::snprintf(corrupt, sizeof corrupt, "%.17g", links.corrupt_fraction);
+    *std::to_chars(corrupt, corrupt + sizeof corrupt - 1, links.corrupt_fraction).ptr = '\0';  // shortest exact
     out += "links: {default: " + std::string(to_string(links.kind)) + ", checksum: " +
            std::string(to_string(links.checksum)) + ", reliable: " + (links.reliable ? "true" : "false") +
            ", corrupt: " + corrupt + "}\n";

@@ -207,3 +207,21 @@ TEST_F(Cli, PluginFilterIsLoadedFromTheCommandLine) {
   EXPECT_EQ(exit_code(missing), 2);
   EXPECT_NE(missing.err.find("give --plugin FILE"), std::string::npos) << missing.err;
 }
+
+// --links striped on one loopback NIC: every link striped and checksummed, a fifth
+// of the fragments corrupted (--corrupt), and every wave's sum still right.
+TEST_F(Cli, StripedLinksWithInjectedCorruptionGiveTheRightSums) {
+  auto o = run_canopy({"run", "--tree", "b:2^2", "--waves", "50", "--interval", "1", "--links", "striped",
+                       "--checksum", "additive", "--corrupt", "0.2"});
+  ASSERT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("50 waves of sum over 4 back-ends"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("check: ok"), std::string::npos) << o.out;
+
+  // Refused by the command-line parser, before anything starts.
+  auto bad = run_canopy({"run", "--corrupt", "0.9"});
+  EXPECT_NE(exit_code(bad), 0);
+  EXPECT_NE(bad.err.find("--corrupt"), std::string::npos) << bad.err;
+  auto kind = run_canopy({"run", "--links", "fast"});
+  EXPECT_NE(exit_code(kind), 0);
+  EXPECT_NE(kind.err.find("--links"), std::string::npos) << kind.err;
+}

@@ -7,7 +7,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -54,10 +57,18 @@ class Recovery : public ::testing::Test {
   }
 
   // Launches `spec` with quick failure detection and starts the union workload:
-  // every back-end sends `count` integers, `interval` apart.
-  canopy::Network* start(const std::string& spec, int count, int interval_ms) {
+  // every back-end sends `count` integers, `interval` apart. With `striped`, the
+  // host has two NICs (127.0.0.1 and 127.0.0.2), so every link is striped, and
+  // that fraction of the fragments they send is corrupted.
+  canopy::Network* start(const std::string& spec, int count, int interval_ms,
+                         std::optional<double> striped = std::nullopt) {
     auto topology = canopy::generate_topology(spec);
     EXPECT_TRUE(topology) << topology.error();
+    if (striped) {
+      topology = canopy::Topology::make(topology->nodes(), {{"localhost", "", {"127.0.0.1", "127.0.0.2"}}});
+      EXPECT_TRUE(topology) << topology.error();
+      EXPECT_TRUE(topology->set_links({.corrupt_fraction = *striped}));
+    }
     canopy::LaunchOptions options;
     options.topology = *topology;
     options.backend_argv = {kScriptBackend};
@@ -155,6 +166,14 @@ class Recovery : public ::testing::Test {
   ProcessGuard guard_;
 };
 
+// The environment of rank's process, one "NAME=value" a line.
+std::string environment_of(Rank rank) {
+  std::ifstream in("/proc/" + std::to_string(pid_of(rank)) + "/environ");
+  std::string env((std::istreambuf_iterator<char>(in)), {});
+  std::replace(env.begin(), env.end(), '\0', '\n');
+  return env;
+}
+
 // b:2x2x2: FE 1000000; commnodes 1000001-2 (level 1), 1000003-6 (level 2, two
 // back-ends each); back-ends 0-7 (0 and 1 under 1000003).
 
@@ -212,6 +231,38 @@ TEST_F(Recovery, TopCommnodeKilled) {
   expect_recovered({0, 1});
   expect_complete_union();
   EXPECT_TRUE(saw_failure(FE + 1));
+}
+
+// Every link striped over two loopback "NICs", 5 % of fragments corrupted: the
+// corruption is caught and resent, the orphans are adopted over striped links, and
+// the union is still complete.
+TEST_F(Recovery, StripedLinksWithCorruptionHealAndLoseNothing) {
+  char dir[] = "/tmp/canopy-striped-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("CANOPY_LOG_DIR", dir, 1);
+  ASSERT_TRUE(start("b:2x2x2", 150, 10, 0.05));
+  unsetenv("CANOPY_LOG_DIR");
+  EXPECT_NE(environment_of(0).find("CANOPY_PARENT_LINK=checksum=crc32c reliable=1 corrupt=0.05 "
+                                   "paths=127.0.0.1>127.0.0.1,127.0.0.2>127.0.0.2\n"),
+            std::string::npos)
+      << environment_of(0);
+  std::this_thread::sleep_for(300ms);
+  kill_rank(FE + 3);
+  expect_recovered({0, 1});
+  expect_complete_union();
+  ASSERT_TRUE(network_->shutdown());
+
+  std::ifstream log(std::string(dir) + "/backend-0.log");
+  std::string text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(text.find("connected to potential adopter"), std::string::npos) << text;
+  EXPECT_NE(text.find("(striped, 2 paths)), asking for adoption"), std::string::npos) << text;
+  std::size_t injected = 0;
+  for (std::size_t at = text.find(" corruptions injected"); at != std::string::npos;
+       at = text.find(" corruptions injected", at + 1)) {
+    injected += std::stoul(text.substr(text.rfind(", ", at) + 2));
+  }
+  EXPECT_GT(injected, 0u) << "the fault injection must have corrupted fragments";
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Recovery, HungCommnodeIsDetectedByHeartbeats) {
