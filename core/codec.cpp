@@ -180,7 +180,7 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
   }
   std::vector<Host> hosts;
   for (auto h : in.getHosts()) {
-    Host host{h.getName(), h.getAddress(), {}};
+    Host host{h.getName(), h.getAddress(), {}, 0};
     for (auto nic : h.getNics()) host.nics.emplace_back(nic);
     hosts.push_back(std::move(host));
   }

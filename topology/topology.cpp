@@ -57,9 +57,10 @@ struct Draft {
   }
 
   // "<source>:<line>: <problem>", without the line when the node has none.
-  Error error(const Node* at, const std::string& problem) const {
+  Error error(const Node* at, const std::string& problem) const { return error(at ? at->line : 0, problem); }
+  Error error(int line, const std::string& problem) const {
     std::string prefix(source);
-    if (at && at->line > 0) prefix += ":" + std::to_string(at->line);
+    if (line > 0) prefix += ":" + std::to_string(line);
     return Error{prefix + ": " + problem};
   }
 };
@@ -214,7 +215,7 @@ bool is_ip_address(const std::string& text) {
 // most kMaxNics, no address twice, and the listening address one of them.
 Result<void> check_nics(const Draft& draft, Host& host) {
   if (host.nics.empty()) return {};
-  auto problem = [&](const std::string& what) { return draft.error(nullptr, "host '" + host.name + "': " + what); };
+  auto problem = [&](const std::string& what) { return draft.error(host.line, "host '" + host.name + "': " + what); };
   if (host.nics.size() > kMaxNics) {
     return problem(std::to_string(host.nics.size()) + " NICs, at most " + std::to_string(kMaxNics));
   }

@@ -193,7 +193,7 @@ class Parser {
 
   void read_host(const YAML::Node& item) {
     Fields f = fields(item, "a host", {"name"}, {"address", "nics"});
-    Host host{read_name(f.at("name"), "host name"), "", {}};
+    Host host{read_name(f.at("name"), "host name"), "", {}, line_of(item)};
     if (auto it = f.find("address"); it != f.end()) host.address = read_name(it->second, "host address");
     for (const YAML::Node& nic : list(f, "nics")) host.nics.push_back(read_name(nic, "NIC address"));
     auto [first, fresh] = host_lines_.emplace(host.name, line_of(item));

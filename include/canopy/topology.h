@@ -30,6 +30,7 @@ struct Host {
   // listen on each, and striped links run one path per NIC (docs/striping.md).
   // Empty: the one address above.
   std::vector<std::string> nics;
+  int line = 0;  // in the source file; 0 when generated
 };
 
 inline constexpr std::size_t kMaxNics = 8;

@@ -135,7 +135,7 @@ edges:
 
 TEST(LinkTopology, BadNicsAndLinkSettingsAreNamedWithTheirLine) {
   const std::string nodes = "nodes:\n  - {rank: 1000000, role: frontend, host: a}\n";
-  EXPECT_TRUE(Contains(error_of("hosts:\n  - {name: a, nics: [eth0]}\n" + nodes), "'eth0' is not a numeric"));
+  EXPECT_TRUE(Contains(error_of("hosts:\n  - {name: a, nics: [eth0]}\n" + nodes), "t.yaml:2: host 'a': NIC address 'eth0' is not a numeric"));
   EXPECT_TRUE(Contains(error_of("hosts:\n  - {name: a, nics: [10.0.0.1, 10.0.0.1]}\n" + nodes), "listed twice"));
   EXPECT_TRUE(Contains(error_of("hosts:\n  - {name: a, address: 10.0.0.9, nics: [10.0.0.1]}\n" + nodes),
                        "address 10.0.0.9 is not one of its NICs"));
