@@ -688,7 +688,7 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code != 0 && topgen_cmd->parsed() ? 2 : code;  // topgen: 2 on bad usage
+    return code == 0 ? 0 : 2;  // bad usage: 2, as the README says (CLI11 has its own codes)
   }
   if (*status_cmd) return status(status_path, status_format);
   if (*topgen_cmd) return topgen(topgen_opt);

@@ -219,9 +219,9 @@ TEST_F(Cli, StripedLinksWithInjectedCorruptionGiveTheRightSums) {
 
   // Refused by the command-line parser, before anything starts.
   auto bad = run_canopy({"run", "--corrupt", "0.9"});
-  EXPECT_NE(exit_code(bad), 0);
+  EXPECT_EQ(exit_code(bad), 2);
   EXPECT_NE(bad.err.find("--corrupt"), std::string::npos) << bad.err;
   auto kind = run_canopy({"run", "--links", "fast"});
-  EXPECT_NE(exit_code(kind), 0);
+  EXPECT_EQ(exit_code(kind), 2);
   EXPECT_NE(kind.err.find("--links"), std::string::npos) << kind.err;
 }
