@@ -215,11 +215,9 @@ Result<ParentLink> parent_link_from(const char* parent, const char* parent_link)
     if (eq == std::string::npos) return bad("'" + word + "' is not key=value");
     std::string key = word.substr(0, eq), value = word.substr(eq + 1);
     if (key == "checksum") {
-      bool known = false;
-      for (LinkChecksum c : {LinkChecksum::crc32c, LinkChecksum::additive, LinkChecksum::none}) {
-        if (value == to_string(c)) settings.checksum = c, known = true;
-      }
-      if (!known) return bad("unknown checksum '" + value + "'");
+      auto checksum = link_checksum_from(value);
+      if (!checksum) return bad("unknown checksum '" + value + "'");
+      settings.checksum = *checksum;
     } else if (key == "reliable" && (value == "0" || value == "1")) {
       settings.reliable = value == "1";
     } else if (key == "corrupt") {

@@ -627,19 +627,13 @@ int main(int argc, char** argv) {
                              "Do not heal: losing its parent stops a process and its subtree");
   run_cmd->add_option_function<std::string>(
               "--links",
-              [&opt](const std::string& v) {
-                opt.links = v == "plain" ? canopy::LinkKind::plain
-                            : v == "striped" ? canopy::LinkKind::striped : canopy::LinkKind::automatic;
-              },
+              [&opt](const std::string& v) { opt.links = canopy::link_kind_from(v); },
               "Links of every edge without its own choice: auto (striped where both hosts list several NICs), "
               "plain or striped; overrides the topology's links: (docs/striping.md)")
       ->check(CLI::IsMember({"auto", "plain", "striped"}));
   run_cmd->add_option_function<std::string>(
               "--checksum",
-              [&opt](const std::string& v) {
-                opt.checksum = v == "none" ? canopy::LinkChecksum::none
-                               : v == "additive" ? canopy::LinkChecksum::additive : canopy::LinkChecksum::crc32c;
-              },
+              [&opt](const std::string& v) { opt.checksum = canopy::link_checksum_from(v); },
               "Checksum of striped links: crc32c (default), additive or none")
       ->check(CLI::IsMember({"crc32c", "additive", "none"}));
   run_cmd->add_option_function<double>("--corrupt", [&opt](double v) { opt.corrupt = v; },

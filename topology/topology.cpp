@@ -41,6 +41,20 @@ std::string_view to_string(LinkChecksum checksum) {
   return "unknown";
 }
 
+std::optional<LinkKind> link_kind_from(std::string_view name) {
+  for (LinkKind kind : {LinkKind::automatic, LinkKind::plain, LinkKind::striped}) {
+    if (name == to_string(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+std::optional<LinkChecksum> link_checksum_from(std::string_view name) {
+  for (LinkChecksum checksum : {LinkChecksum::crc32c, LinkChecksum::additive, LinkChecksum::none}) {
+    if (name == to_string(checksum)) return checksum;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 std::string str(Rank rank) { return std::to_string(rank); }

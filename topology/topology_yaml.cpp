@@ -153,9 +153,7 @@ class Parser {
   }
 
   LinkKind read_link_kind(const YAML::Node& value) const {
-    for (LinkKind kind : {LinkKind::automatic, LinkKind::plain, LinkKind::striped}) {
-      if (value.IsScalar() && value.Scalar() == to_string(kind)) return kind;
-    }
+    if (auto kind = value.IsScalar() ? link_kind_from(value.Scalar()) : std::nullopt) return *kind;
     fail(value, "unknown link kind " + describe(value) + " (expected auto, plain or striped)");
   }
 
@@ -169,14 +167,9 @@ class Parser {
     LinkSettings links;
     if (auto it = f.find("default"); it != f.end()) links.kind = read_link_kind(it->second);
     if (auto it = f.find("checksum"); it != f.end()) {
-      bool known = false;
-      for (LinkChecksum checksum : {LinkChecksum::crc32c, LinkChecksum::additive, LinkChecksum::none}) {
-        if (it->second.IsScalar() && it->second.Scalar() == to_string(checksum)) {
-          links.checksum = checksum;
-          known = true;
-        }
-      }
-      if (!known) fail(it->second, "unknown checksum " + describe(it->second) + " (expected crc32c, additive or none)");
+      auto checksum = it->second.IsScalar() ? link_checksum_from(it->second.Scalar()) : std::nullopt;
+      if (!checksum) fail(it->second, "unknown checksum " + describe(it->second) + " (expected crc32c, additive or none)");
+      links.checksum = *checksum;
     }
     if (auto it = f.find("reliable"); it != f.end()) links.reliable = read_bool(it->second, "'reliable'");
     if (auto it = f.find("corrupt"); it != f.end()) {

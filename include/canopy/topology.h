@@ -45,6 +45,9 @@ std::string_view to_string(LinkKind kind);
 
 enum class LinkChecksum : std::uint8_t { crc32c, additive, none };
 std::string_view to_string(LinkChecksum checksum);
+// The inverses of to_string(): "auto", "plain", "striped"; "crc32c", "additive", "none".
+std::optional<LinkKind> link_kind_from(std::string_view name);
+std::optional<LinkChecksum> link_checksum_from(std::string_view name);
 
 // The tree-wide choices for links (`links:` in YAML; docs/topology.md).
 struct LinkSettings {
