@@ -1436,7 +1436,10 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
 }
 
 void Node::on_parent_closed(std::string_view reason) {
-  if (stopping_) return;
+  if (stopping_) {
+    if (stopped_) notify_stopped();  // the parent link's flush is done
+    return;
+  }
   const bool parent_is_root = view_ && view_->parent(id_.rank) == view_->root();
   if (!plan_.fault.enabled || !view_ || !topology_ || parent_is_root) {
     // The front-end is gone (or healing is off): nothing to rejoin.
@@ -1930,7 +1933,24 @@ void Node::check_stopped() {
     acceptor.close(ignored);
   }
   log().info("stopped: {}", stop_reason_);
-  if (parent_) parent_->close("stopped");
+  if (parent_ && parent_->is_open()) {
+    // Stopped once the parent link has flushed what it holds and said goodbye (a
+    // striped link's bye; without it the parent would wait for the link's time-out
+    // to tell a stop from a failure): its close handler, or a bound.
+    parent_->close("stopped");
+    stop_timer_.expires_after(std::chrono::seconds(1));
+    stop_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) notify_stopped();
+    });
+    return;
+  }
+  notify_stopped();
+}
+
+void Node::notify_stopped() {
+  if (stop_notified_) return;
+  stop_notified_ = true;
+  stop_timer_.cancel();
   if (observer_) observer_->on_stopped(stop_reason_);
 }
 

@@ -310,6 +310,7 @@ class Node {
   void begin_stop(const std::string& reason);
   std::size_t subtree_height() const;
   void check_stopped();
+  void notify_stopped();
 
   asio::io_context& io_;
   NodeIdentity id_;
@@ -347,6 +348,7 @@ class Node {
 
   bool stopping_ = false;
   bool stopped_ = false;
+  bool stop_notified_ = false;
   std::string stop_reason_;
   asio::steady_timer stop_timer_;
 };
