@@ -195,6 +195,18 @@ std::size_t SendWindow::path_failed(std::uint32_t path) {
   return count;
 }
 
+std::size_t SendWindow::path_suspect(std::uint32_t path) {
+  std::size_t count = 0;
+  for (auto& f : fragments_) {
+    if (f.path == path && f.state == State::writing) {
+      f.rejected = false;
+      leave(f, State::queued);
+      ++count;
+    }
+  }
+  return count;
+}
+
 std::size_t SendWindow::expire(Clock::time_point now, const std::function<void(const Fragment&)>& expired) {
   std::size_t count = 0;
   for (auto& f : fragments_) {

@@ -114,6 +114,11 @@ class SendWindow {
   // `path` failed: its fragments being written or sent go back to the resend queue.
   // Returns how many.
   std::size_t path_failed(std::uint32_t path);
+  // `path` turned suspect (a fragment timed out on it): its fragments still being
+  // written go back to the resend queue. Their write may never complete — the socket
+  // of a dead NIC stops taking bytes — and until it does they have no deadline. If it
+  // completes after all, that is ignored for them, as after a failure. Returns how many.
+  std::size_t path_suspect(std::uint32_t path);
   // Sent fragments whose deadline has passed go back to the resend queue;
   // `expired` is called for each before. Returns how many.
   std::size_t expire(Clock::time_point now, const std::function<void(const Fragment&)>& expired);

@@ -1169,6 +1169,7 @@ void StripedLink::arm_retransmit_timer() {
 void StripedLink::on_retransmit_timer() {
   std::size_t live_unsuspected = static_cast<std::size_t>(
       std::count_if(paths_.begin(), paths_.end(), [](const auto& p) { return p->state == PathState::live; }));
+  std::vector<std::uint32_t> suspected;
   window_.expire(Clock::now(), [&](const SendWindow::Fragment& f) {
     ++stats_.timeouts;
     Path& p = *paths_[f.path];
@@ -1179,8 +1180,17 @@ void StripedLink::on_retransmit_timer() {
                 "fragment " + std::to_string(f.seq) + " not acknowledged after " + std::to_string(f.transmissions) +
                     " transmission(s)");
       --live_unsuspected;
+      suspected.push_back(f.path);
     }
   });
+  // So do the fragments of a write still going out on a path now suspect: a dead NIC's
+  // socket stops taking bytes, the write may never complete, and until it does they
+  // have no deadline — the receiver would wait for them until path_silence.
+  for (auto index : suspected) {
+    auto moved = window_.path_suspect(index);
+    stats_.timeouts += moved;
+    paths_[index]->stats.timeouts += moved;
+  }
   arm_retransmit_timer();
   schedule_pump();
 }

@@ -356,6 +356,25 @@ TEST_F(StripedLinkTest, APathThatFallsSilentIsFoundByTimeOutsAndReplaced) {
   EXPECT_FALSE(client_.call([&] { return outflow_.closed; }));
 }
 
+TEST_F(StripedLinkTest, AWriteStuckOnAPathThatStoppedTakingBytesGoesOutElsewhereWithoutWaitingForItsFailure) {
+  auto options = test_options();
+  options.retransmit = Backoff{50ms, 400ms, 2.0};
+  options.path_silence = 60000ms;  // the path does not fail within the test: time-outs alone must help
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(50);
+  // The peer stops reading path 0, as behind a NIC taken down: our socket's buffers
+  // fill and a write on it never completes, so its fragments never get a deadline.
+  // Enough in flight to fill them.
+  server_.call([&] { server_links_.front()->blackhole_path(0); });
+  client_.call([&] { outflow_.window = 400; });
+  stream(1000, 20000ms);
+  auto c = client_stats();
+  EXPECT_EQ(c.paths[0].failures, 0u);
+  EXPECT_GT(c.paths[0].timeouts, 0u);
+  EXPECT_FALSE(client_.call([&] { return outflow_.closed; }));
+}
+
 TEST_F(StripedLinkTest, EveryPathLostWithNoWayBackClosesTheLinkOnBothSides) {
   auto options = test_options();
   options.link_timeout = 1000ms;

@@ -499,6 +499,23 @@ TEST(SendWindow, AFailedPathsFragmentsAreQueuedLowestFirst) {
   EXPECT_EQ(w.take_resend(0)->seq, 300u);
 }
 
+TEST(SendWindow, ASuspectPathsFragmentsStillBeingWrittenAreQueuedAtOnce) {
+  Backoff backoff;
+  auto now = Clock::now();
+  SendWindow w(2);
+  w.add(0, 100, 0, 0);
+  w.add(100, 100, 0, 0);
+  w.add(200, 100, 0, 1);
+  w.written(0, 0, now, &backoff);  // 100 is still being written on path 0
+  EXPECT_EQ(w.path_suspect(0), 1u);
+  EXPECT_EQ(w.find(0)->state, State::sent);  // its own deadline covers it
+  EXPECT_EQ(w.in_flight(0), 100u);
+  EXPECT_EQ(w.take_resend(1)->seq, 100u);
+  w.written(100, 0, now, &backoff);  // the stuck write completing after all is ignored
+  EXPECT_EQ(w.find(100)->path, 1u);
+  EXPECT_EQ(w.find(100)->state, State::writing);
+}
+
 TEST(SendWindow, TimeOutsFollowTheBackoffSchedule) {
   Backoff backoff{100ms, 350ms, 2.0};
   auto t0 = Clock::now();
