@@ -10,7 +10,7 @@ std::shared_ptr<TcpLink> TcpLink::create(asio::ip::tcp::socket socket, FrameLimi
 }
 
 TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
-    : socket_(std::move(socket)), reader_(limits) {
+    : socket_(std::move(socket)), reader_(limits), linger_(socket_.get_executor()) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   auto ep = socket_.remote_endpoint(ec);
@@ -33,7 +33,8 @@ void TcpLink::read_more() {
 void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   if (!open_) return;
   if (ec) {
-    fail(ec == asio::error::eof ? "connection closed by peer" : "read failed: " + ec.message());
+    if (closing_ && ec == asio::error::eof) fail(close_reason_);  // both sides done
+    else fail(ec == asio::error::eof ? "connection closed by peer" : "read failed: " + ec.message());
     return;
   }
   reader_.commit(n);
@@ -70,9 +71,16 @@ void TcpLink::write_queued() {
   if (queued_.empty()) {
     writing_ = false;
     if (closing_) {
+      // Our side is done. Closing the socket now, with bytes from the peer still
+      // unread, would make the kernel reset the connection and drop whatever we wrote
+      // that has not left yet: so the reads go on until the peer closes its side too
+      // (it does on our end of file), bounded in case it never does.
       boost::system::error_code ignored;
       socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-      fail(close_reason_);
+      linger_.expires_after(std::chrono::seconds(5));
+      linger_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+        if (!ec) self->fail(self->close_reason_);
+      });
     }
     return;
   }
@@ -101,6 +109,7 @@ void TcpLink::close(std::string_view reason) {
 void TcpLink::fail(std::string reason) {
   if (!open_) return;
   open_ = false;
+  linger_.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
   // on_message_ is kept: fail() may run inside it. No handler runs after this.
@@ -118,6 +127,7 @@ void TcpLink::abort(std::string_view reason) {
 void TcpLink::detach() {
   on_close_ = nullptr;
   open_ = false;
+  linger_.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
 }

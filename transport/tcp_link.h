@@ -20,6 +20,9 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
 
   void start(MessageHandler on_message, CloseHandler on_close) override;
   void send(capnp::MessageBuilder& message) override;
+  // After the flush, shuts our side down and reads on until the peer closes its side
+  // (at most 5 s): closing with the peer's bytes unread would reset the connection and
+  // drop what has not left yet.
   void close(std::string_view reason) override;
   void detach() override;
   void abort(std::string_view reason) override;
@@ -44,6 +47,9 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   bool open_ = true;
   bool closing_ = false;  // close() requested; finish writing, then shut down
   std::string close_reason_;
+  // After our side is shut down: the socket is closed once the peer closes its side,
+  // or when this expires.
+  asio::steady_timer linger_;
 };
 
 // Connects to host:port, returns a connected socket or an error.

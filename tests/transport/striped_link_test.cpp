@@ -539,3 +539,60 @@ TEST_F(StripedLinkTest, OneListeningPortServesPlainTcpLinksToo) {
   client_.call([&] { plain_client->detach(); });
   server_.call([&] { plain_server->detach(); });
 }
+
+// TcpLink, whose close() promises the same flush: the peer keeps answering while we
+// close, so bytes from it are still unread when our side is done. Closing the socket then
+// would make the kernel reset the connection and drop what we wrote that had not left
+// yet (the receiver here reads slowly at first, so plenty has not).
+TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
+  core::LoopThread server, client;
+  constexpr std::uint64_t total = 1000;
+  std::uint64_t received = 0;
+  std::string error, reason;
+  std::promise<void> closed;
+  std::shared_ptr<TcpLink> server_link;
+  auto listener = server.call([&] {
+    auto l = std::make_unique<tcp::acceptor>(server.io(), tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    l->async_accept([&](const boost::system::error_code& ec, tcp::socket socket) {
+      if (ec) return;
+      server_link = TcpLink::create(std::move(socket));
+      server_link->start(
+          [&](wire::Message::Reader m) {
+            if (received < 50) std::this_thread::sleep_for(2ms);  // let the client's bytes pile up
+            auto problem = check_message(m, received);
+            if (!problem.empty() && error.empty()) error = problem;
+            ++received;
+            capnp::MallocMessageBuilder answer;  // a large answer to every message
+            answer.initRoot<wire::Message>().getBody().initData().initValues(1)[0].initBytes(256u << 10);
+            server_link->send(answer);
+          },
+          [&](std::string_view why) {
+            reason = why;
+            closed.set_value();
+          });
+    });
+    return l;
+  });
+  auto port = server.call([&] { return listener->local_endpoint().port(); });
+  client.call([&] {
+    boost::system::error_code ec;
+    auto link = TcpLink::create(connect_tcp(client.io(), "127.0.0.1", port, ec));
+    ASSERT_FALSE(ec) << ec.message();
+    link->start([](wire::Message::Reader) {}, [link](std::string_view) {});
+    for (std::uint64_t i = 0; i < total; ++i) {
+      capnp::MallocMessageBuilder b;
+      build_message(b, i);
+      link->send(b);
+    }
+    link->close("done");
+  });
+  auto future = closed.get_future();
+  ASSERT_EQ(future.wait_for(30s), std::future_status::ready);
+  server.call([&] {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(received, total);
+    EXPECT_EQ(reason, "connection closed by peer");
+    server_link->detach();
+    listener.reset();
+  });
+}
