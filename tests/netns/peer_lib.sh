@@ -1,17 +1,23 @@
-# Helpers for tests running canopy-stripe-peer between the namespaces of lib.sh:
-# the receiver in NETNS_B on all its NICs, the sender in NETNS_A. Expects `bin` (the
-# directory of canopy-stripe-peer); outputs go to WORK/{serve,send}.{out,err}.
+# Helpers for tests and benchmarks running canopy-stripe-peer between the namespaces
+# of lib.sh: the receiver in NETNS_B, the sender in NETNS_A, by default over every
+# NIC. Expects `bin` (the directory of canopy-stripe-peer); outputs go to
+# WORK/{serve,send}.{out,err}. The processes need no killing of their own on exit:
+# lib.sh stops whatever still runs in its namespaces.
 
-peer_port=7100  # each test has namespaces of its own, so one port does for all
+peer_port=7100  # each run has namespaces of its own, so one port does
+# Addresses, comma-separated; empty: every NIC of the namespace. The sender's local
+# and remote ones are paired by position, one path each.
+peer_listen=""
+peer_local=""
+peer_remote=""
 
 # peer_serve WORK [serve options...]: starts the receiver, waits until it listens.
 peer_serve() {
   local work="$1"
   shift
-  ip netns exec "$NETNS_B" timeout 60 "$bin/canopy-stripe-peer" serve --listen "$NETNS_B_NICS" \
+  ip netns exec "$NETNS_B" timeout 60 "$bin/canopy-stripe-peer" serve --listen "${peer_listen:-$NETNS_B_NICS}" \
     --port "$peer_port" "$@" >"$work/serve.out" 2>"$work/serve.err" &
   peer_serve_pid=$!
-  netns_on_exit "kill $peer_serve_pid 2>/dev/null"
   netns_wait_for "$work/serve.err" '^canopy-stripe-peer: listening' 10 || peer_fail "$work" "the receiver did not start"
 }
 
@@ -19,10 +25,9 @@ peer_serve() {
 peer_send() {
   local work="$1"
   shift
-  ip netns exec "$NETNS_A" timeout 60 "$bin/canopy-stripe-peer" send --local "$NETNS_A_NICS" \
-    --remote "$NETNS_B_NICS" --port "$peer_port" "$@" >"$work/send.out" 2>"$work/send.err" &
+  ip netns exec "$NETNS_A" timeout 60 "$bin/canopy-stripe-peer" send --local "${peer_local:-$NETNS_A_NICS}" \
+    --remote "${peer_remote:-$NETNS_B_NICS}" --port "$peer_port" "$@" >"$work/send.out" 2>"$work/send.err" &
   peer_send_pid=$!
-  netns_on_exit "kill $peer_send_pid 2>/dev/null"
 }
 
 # peer_wait WORK: waits for both; fails unless both exited with 0.

@@ -218,10 +218,10 @@ class Receiver {
 
   void listen() {
     std::vector<std::string> addresses = o_.listen;
-    if (o_.plain) addresses.resize(1);  // the one-NIC baseline
-    if (!o_.plain) {
-      StripedOptions options = o_.striped;
-      acceptor_ = std::make_unique<StripedAcceptor>(io_, options,
+    if (o_.plain) {
+      addresses.resize(1);  // the one-NIC baseline
+    } else {
+      acceptor_ = std::make_unique<StripedAcceptor>(io_, o_.striped,
                                                     [this](std::shared_ptr<StripedLink> l) { on_link(l, l); });
     }
     for (const auto& a : addresses) {
@@ -270,13 +270,13 @@ class Receiver {
     }
     link_ = link;
     striped_ = striped;
+    started_ = Clock::now();
     link->start([this](wire::Message::Reader m) { on_message(m); },
                 [this](std::string_view reason) { finish(std::string(reason)); });
   }
 
   void on_message(wire::Message::Reader m) {
     const auto now = Clock::now();
-    if (received_ == 0) first_ = now;
     if (received_ > 0) max_gap_ = std::max(max_gap_, now - last_);
     last_ = now;
     ++received_;
@@ -286,7 +286,6 @@ class Receiver {
       ++corrupt_;
     } else {
       bytes_ += size;
-      if (received_ > 1) bytes_after_first_ += size;
       const bool first_intact = seen_.empty();
       if (seen_.insert(seq, seq + 1) == 0) {
         ++duplicated_;
@@ -335,8 +334,11 @@ class Receiver {
     std::vector<SeqRange> missing;
     seen_.missing(0, expected, missing);
     for (const auto& r : missing) lost += r.size();
-    double seconds = received_ > 1 ? std::chrono::duration<double>(last_ - first_).count() : 0;
-    double mbps = seconds > 0 ? static_cast<double>(bytes_after_first_) / seconds / 1e6 : 0;
+    // From the link's start, not from the first delivery: a striped link delivers the
+    // first message only once all its fragments are in, with parts of the next ones
+    // already across, which the time from the first delivery would leave out.
+    double seconds = received_ > 0 ? std::chrono::duration<double>(last_ - started_).count() : 0;
+    double mbps = seconds > 0 ? static_cast<double>(bytes_) / seconds / 1e6 : 0;
     char line[512];
     int n = std::snprintf(line, sizeof line,
                           "received=%llu lost=%llu duplicated=%llu reordered=%llu corrupt=%llu bytes=%llu "
@@ -373,8 +375,8 @@ class Receiver {
   SeqTrackingList seen_;  // sequence numbers received intact
   std::vector<capnp::byte> expected_;
   std::uint64_t received_ = 0, distinct_ = 0, duplicated_ = 0, reordered_ = 0, corrupt_ = 0, highest_ = 0;
-  std::uint64_t bytes_ = 0, bytes_after_first_ = 0, unreported_ = 0;
-  Clock::time_point first_, last_;
+  std::uint64_t bytes_ = 0, unreported_ = 0;  // bytes: of padding, intact
+  Clock::time_point started_, last_;
   Clock::duration max_gap_{};
   asio::steady_timer linger_;
   bool linger_armed_ = false;
