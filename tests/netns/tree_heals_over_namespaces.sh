@@ -9,46 +9,22 @@ set -euo pipefail
 bin="${1:?usage: tree_heals_over_namespaces.sh BIN_DIR}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/lib.sh"
+source "$here/tree_lib.sh"
 
 netns_setup
 netns_deadline 100
 work="$(mktemp -d /tmp/canopy-netns-heal.XXXXXX)"
 netns_on_exit "rm -rf '$work'"
 
-# Host A: the front-end, commnode 1000002 and back-end 2; host B: commnode 1000001
-# and back-ends 0, 1 and 3. Every link is striped (links: auto, two NICs each).
-cat > "$work/tree.yaml" <<EOF
-hosts:
-  - {name: $NETNS_A, nics: [$NETNS_A_NIC1, $NETNS_A_NIC2]}
-  - {name: $NETNS_B, nics: [$NETNS_B_NIC1, $NETNS_B_NIC2]}
-nodes:
-  - {rank: 1000000, role: frontend, host: $NETNS_A}
-  - {rank: 1000001, role: commnode, host: $NETNS_B}
-  - {rank: 1000002, role: commnode, host: $NETNS_A}
-  - {rank: 0, role: backend, host: $NETNS_B}
-  - {rank: 1, role: backend, host: $NETNS_B}
-  - {rank: 2, role: backend, host: $NETNS_A}
-  - {rank: 3, role: backend, host: $NETNS_B}
-edges:
+# Every link is striped.
+tree_write_topology "$work/tree.yaml" "\
   - {parent: 1000000, children: [1000001, 1000002]}
   - {parent: 1000001, children: [0, 1]}
-  - {parent: 1000002, children: [2, 3]}
-EOF
+  - {parent: 1000002, children: [2, 3]}"
 
-mkdir "$work/logs" "$work/record"
-ip netns exec "$NETNS_A" env CANOPY_LOG_DIR="$work/logs" timeout 60 \
-  "$bin/canopy" run --topology "$work/tree.yaml" --launcher 'ip netns exec {host} {command}' \
-  --workload union --rate 100 --duration 4 --record "$work/record" \
-  --heartbeat 100 --suspect 300 --lost 800 >"$work/out" 2>"$work/err" &
-run=$!
-netns_on_exit "kill $run 2>/dev/null || true"
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- canopy run stdout (tail) ---" >&2; tail -n 8 "$work/out" >&2
-  echo "--- canopy run stderr ---" >&2; cat "$work/err" >&2
-  exit 1
-}
+mkdir "$work/record"
+tree_run --workload union --rate 100 --duration 4 --record "$work/record" \
+  --heartbeat 100 --suspect 300 --lost 800
 
 # The process of commnode 1000001, found in host B by its environment.
 victim=""
@@ -59,20 +35,20 @@ for _ in $(seq 100); do
   [ -n "$victim" ] && break
   sleep 0.05
 done
-[ -n "$victim" ] || fail "commnode 1000001 never started in $NETNS_B"
+[ -n "$victim" ] || tree_fail "commnode 1000001 never started in $NETNS_B"
 sleep 1.5
 kill -KILL "$victim"
 
 status=0
-wait "$run" || status=$?
-[ "$status" = 0 ] || fail "canopy run exited with status $status"
-grep -q 'check: ok (.* 0 missing, 0 extra)' "$work/out" || fail "the union is not complete"
-grep -q '^event: failure of 1000001' "$work/out" || fail "the failure of commnode 1000001 was not reported"
+wait "$tree_run_pid" || status=$?
+[ "$status" = 0 ] || tree_fail "canopy run exited with status $status"
+grep -q 'check: ok (.* 0 missing, 0 extra)' "$work/out" || tree_fail "the union is not complete"
+grep -q '^event: failure of 1000001' "$work/out" || tree_fail "the failure of commnode 1000001 was not reported"
 for orphan in 0 1; do
-  grep -q "^event: $orphan recovered under" "$work/out" || fail "back-end $orphan was not re-adopted"
+  grep -q "^event: $orphan recovered under" "$work/out" || tree_fail "back-end $orphan was not re-adopted"
   grep -q "connected to potential adopter .*(striped, 2 paths)), asking for adoption" "$work/logs/backend-$orphan.log" ||
-    fail "back-end $orphan was not re-adopted over a striped link"
+    tree_fail "back-end $orphan was not re-adopted over a striped link"
 done
 
-netns_expect_no_processes || fail "processes were left in the namespaces"
+netns_expect_no_processes || tree_fail "processes were left in the namespaces"
 echo "PASS: commnode 1000001 killed in $NETNS_B; back-ends 0 and 1 re-adopted over striped links, union complete"
