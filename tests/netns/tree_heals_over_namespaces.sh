@@ -17,7 +17,7 @@ work="$(mktemp -d /tmp/canopy-netns-heal.XXXXXX)"
 netns_on_exit "rm -rf '$work'"
 
 # Every link is striped.
-tree_write_topology "$work/tree.yaml" "\
+tree_write_topology "\
   - {parent: 1000000, children: [1000001, 1000002]}
   - {parent: 1000001, children: [0, 1]}
   - {parent: 1000002, children: [2, 3]}"

@@ -2,12 +2,12 @@
 # the launcher template `ip netns exec {host} {command}`. Expects `bin` (the build's
 # bin directory) and `work` (a directory of the test's own).
 
-# tree_write_topology FILE EDGES: a topology over hosts A and B, two NICs each, so
-# that links between them are striped (links: auto). Host A: the front-end,
-# commnode 1000002 and back-end 2; host B: commnode 1000001 and back-ends 0, 1 and
-# 3. EDGES: the `edges:` entries, one per line.
+# tree_write_topology EDGES: writes $work/tree.yaml, a topology over hosts A and B,
+# two NICs each, so that links between them are striped (links: auto). Host A: the
+# front-end, commnode 1000002 and back-end 2; host B: commnode 1000001 and back-ends
+# 0, 1 and 3. EDGES: the `edges:` entries, one per line.
 tree_write_topology() {
-  cat >"$1" <<EOF
+  cat >"$work/tree.yaml" <<EOF
 hosts:
   - {name: $NETNS_A, nics: [$NETNS_A_NIC1, $NETNS_A_NIC2]}
   - {name: $NETNS_B, nics: [$NETNS_B_NIC1, $NETNS_B_NIC2]}
@@ -20,7 +20,7 @@ nodes:
   - {rank: 2, role: backend, host: $NETNS_A}
   - {rank: 3, role: backend, host: $NETNS_B}
 edges:
-$2
+$1
 EOF
 }
 

@@ -21,7 +21,7 @@ netns_on_exit "rm -rf '$work'"
 
 # Every edge but 1000002 -> 2 crosses or stays on a host with two NICs, so every
 # link but that one is striped.
-tree_write_topology "$work/tree.yaml" "\
+tree_write_topology "\
   - {parent: 1000000, children: [1000001, 1000002]}
   - {parent: 1000001, children: [0, 1]}
   - {parent: 1000002, children: [2], link: plain}
