@@ -78,7 +78,10 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
   auto it = index_.find(orphan);
   if (it == index_.end() || !index_.count(adopter) || orphan == root_) return false;
   Entry& o = it->second;
-  if (incarnation < o.incarnation || (incarnation == o.incarnation && o.parent == adopter)) return false;
+  // One total order on reports, whatever order they arrive in: by incarnation, then
+  // by adopter rank (a tie needs a forged or buggy report; every process must still
+  // end with the same tree).
+  if (incarnation < o.incarnation || (incarnation == o.incarnation && adopter <= o.parent)) return false;
   if (in_subtree(adopter, orphan)) return false;
   if (o.parent != kNone) std::erase(entry(o.parent).children, orphan);
   o.parent = adopter;

@@ -48,9 +48,10 @@ class TreeView {
   bool apply_failure(Rank rank);
 
   // An adoption report: `orphan`, with its new `incarnation`, is now a child of
-  // `adopter`. Ignored (false) when the view already has this or a newer
-  // incarnation of the orphan, when a rank is unknown, or when the adopter is inside
-  // the orphan's subtree (a stale report that would make a cycle).
+  // `adopter`. Reports are applied in one total order, (incarnation, adopter rank):
+  // ignored (false) when the view already has a report of the orphan that is not
+  // lower, when a rank is unknown, or when the adopter is inside the orphan's
+  // subtree (a stale report that would make a cycle).
   bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
 
   // Up to `limit` potential adopters for `orphan`, whose parent has failed, in the

@@ -107,6 +107,24 @@ TEST(TreeView, AdoptionReportsAreIdempotentAndOrderedByIncarnation) {
   EXPECT_EQ(std::find(c2_children.begin(), c2_children.end(), 0u), c2_children.end());
 }
 
+// Two reports with one incarnation and different adopters (a forged or buggy
+// report): every process must end with the same tree, whatever order they came in.
+TEST(TreeView, AdoptionReportsWithOneIncarnationAreAppliedInOneTotalOrder) {
+  auto in_order = view("b:2^2");
+  auto reversed = view("b:2^2");
+  for (auto* v : {&in_order, &reversed}) ASSERT_TRUE(v->apply_failure(C1));
+  EXPECT_TRUE(in_order.apply_adoption(0, C2, 3));
+  EXPECT_FALSE(in_order.apply_adoption(0, FE, 3)) << "lower adopter rank at the same incarnation";
+  EXPECT_TRUE(reversed.apply_adoption(0, FE, 3));
+  EXPECT_TRUE(reversed.apply_adoption(0, C2, 3)) << "higher adopter rank at the same incarnation";
+  for (auto* v : {&in_order, &reversed}) {
+    EXPECT_EQ(v->parent(0), C2);
+    EXPECT_EQ(v->incarnation(0), 3u);
+    auto& fe_children = v->children(FE);
+    EXPECT_EQ(std::find(fe_children.begin(), fe_children.end(), 0u), fe_children.end());
+  }
+}
+
 TEST(TreeView, AdoptionThatWouldMakeACycleIsRefused) {
   auto v = view("b:2x2x2");
   EXPECT_FALSE(v.apply_adoption(C1, C3, 5)) << "C3 is below C1";
