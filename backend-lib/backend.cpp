@@ -8,18 +8,20 @@
 
 #include "core/log.h"
 #include "core/loop_thread.h"
-#include "core/node.h"
+#include "services/runtime.h"
 
 namespace canopy {
 
 namespace asio = boost::asio;
 
-struct Backend::Impl final : core::NodeObserver {
+// The leaf's runtime reports to Impl, on the loop thread.
+struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer {
   explicit Impl(core::NodeIdentity identity)
-      : node(std::make_unique<core::Node>(loop.io(), identity, filters, this)) {}
+      : runtime(std::make_unique<services::Runtime>(loop.io(), identity, filters,
+                                                    services::Observers{.node = this, .streams = this})) {}
   ~Impl() override {
     loop.stop();
-    node.reset();
+    runtime.reset();
   }
 
   void on_downstream(StreamId stream, Packet&& packet) override {
@@ -36,7 +38,7 @@ struct Backend::Impl final : core::NodeObserver {
   Backend* owner = nullptr;
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
   core::LoopThread loop;
-  std::unique_ptr<core::Node> node;
+  std::unique_ptr<services::Runtime> runtime;
   core::Inbox<std::variant<Received, Error>> inbox;
   std::atomic<bool> stopped{false};
   std::mutex stop_mutex;
@@ -87,7 +89,7 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
   std::unique_ptr<Backend> backend(new Backend(std::move(impl)));
   i.owner = backend.get();
   i.handler = std::move(handler);
-  auto connected = i.loop.call([&] { return i.node->start_as_child(*link); });
+  auto connected = i.loop.call([&] { return i.runtime->node.start_as_child(*link); });
   if (!connected) return Error{connected.error()};
   return backend;
 }
@@ -132,7 +134,7 @@ Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file,
   return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file};
 }
 
-Rank Backend::rank() const { return impl_->node->identity().rank; }
+Rank Backend::rank() const { return impl_->runtime->node.identity().rank; }
 
 Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeout) {
   {
@@ -153,14 +155,14 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped"};
   Impl& i = *impl_;
   // dispatch: inline when called from a handler on the loop thread, else queued.
-  asio::dispatch(i.loop.io(), [&i, stream, packet] { i.node->send_up(stream, packet); });
+  asio::dispatch(i.loop.io(), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); });
   return {};
 }
 
 Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped"};
   Impl& i = *impl_;
-  asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.node->send_to_backend(backend, stream, packet); });
+  asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); });
   return {};
 }
 

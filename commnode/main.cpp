@@ -1,6 +1,7 @@
 // canopy-commnode: one internal node of a Canopy tree. Started by its parent, which
 // passes its identity in the environment (CANOPY_PARENT, CANOPY_RANK,
-// CANOPY_NETWORK_ID). All the logic lives in core::Node.
+// CANOPY_NETWORK_ID). All the logic lives in the node core and its services
+// (services::Runtime).
 #include <signal.h>
 
 #include <cstdio>
@@ -8,11 +9,11 @@
 #include <string>
 
 #include "core/log.h"
-#include "core/node.h"
+#include "services/runtime.h"
 
 namespace {
 
-struct Exit final : canopy::core::NodeObserver {
+struct Exit final : canopy::core::Node::Observer {
   explicit Exit(boost::asio::io_context& io) : io(io) {}
   void on_stopped(const std::string& reason) override {
     canopy::core::log().info("exiting: {}", reason);
@@ -51,8 +52,8 @@ int main() {
   boost::asio::io_context io(1);
   auto filters = canopy::filters::FilterRegistry::with_builtins();
   Exit exit(io);
-  canopy::core::Node node(io, identity, filters, &exit);
-  auto started = node.start_as_child(*parent);
+  canopy::services::Runtime runtime(io, identity, filters, {.node = &exit});
+  auto started = runtime.node.start_as_child(*parent);
   if (!started) {
     canopy::core::log().error("{}", started.error());
     std::fprintf(stderr, "canopy-commnode %u: %s\n", identity.rank, started.error().c_str());

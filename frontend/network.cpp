@@ -13,7 +13,7 @@
 #include "canopy/frontend.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
-#include "core/node.h"
+#include "services/runtime.h"
 
 namespace canopy {
 
@@ -77,19 +77,29 @@ Result<void> write_attach_file(const std::string& path, const Topology& topology
 
 }  // namespace
 
-struct Network::Impl final : core::NodeObserver {
+// The root's runtime reports to Impl, on the loop thread, through the observer
+// interfaces of the node and of each service.
+struct Network::Impl final : core::Node::Observer,
+                             services::LaunchService::Observer,
+                             services::DetectionService::Observer,
+                             services::StreamService::Observer,
+                             services::RequestService::Observer,
+                             services::RecoveryService::Observer {
   explicit Impl(LaunchOptions opts) : options(std::move(opts)) {
     std::random_device random;
     identity.network_id = (std::uint64_t(random()) << 32) | random();
     identity.rank = options.topology.root().rank;
     identity.role = Role::frontend;
-    node = std::make_unique<core::Node>(loop.io(), identity, filters, this);
+    runtime = std::make_unique<services::Runtime>(
+        loop.io(), identity, filters,
+        services::Observers{.node = this, .launch = this, .detection = this, .streams = this, .requests = this,
+                            .recovery = this});
   }
 
   ~Impl() override {
     // Stop the loop first: the node is only ever touched on it.
     loop.stop();
-    node.reset();
+    runtime.reset();
   }
 
   // ---- NodeObserver, on the loop thread ----
@@ -125,15 +135,17 @@ struct Network::Impl final : core::NodeObserver {
       inbox.push(Error{"lost " + reason + "; results from now on are incomplete"});
     }
   }
-  void on_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) override {
+  void on_event(const core::NodeEvent& node_event) override {
+    auto* changed = std::get_if<core::events::TreeChanged>(&node_event);
+    if (!changed || changed->kind != core::events::TreeChanged::Kind::adoption) return;
     Event event;
     event.kind = Event::Kind::adoption;
-    event.rank = orphan;
-    event.adopter = adopter;
-    event.incarnation = incarnation;
+    event.rank = changed->rank;
+    event.adopter = changed->adopter;
+    event.incarnation = changed->incarnation;
     push_event(std::move(event));
   }
-  void on_recovered(const core::RecoveryReport& report) override {
+  void on_recovered(const services::RecoveryReport& report) override {
     Event event;
     event.kind = Event::Kind::recovered;
     event.rank = report.orphan;
@@ -260,7 +272,7 @@ struct Network::Impl final : core::NodeObserver {
   core::NodeIdentity identity;
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
   core::LoopThread loop;
-  std::unique_ptr<core::Node> node;
+  std::unique_ptr<services::Runtime> runtime;
   core::Inbox<std::variant<Received, Error>> inbox;
   core::Inbox<Event> events;
 
@@ -327,7 +339,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   Impl& impl = *network->impl_;
   if (auto& on_progress = impl.options.on_progress) on_progress(1, impl.options.topology.size());
   core::log().info("launching {} processes", impl.options.topology.size());
-  auto started = impl.loop.call([&] { return impl.node->start_as_root(impl.options.topology, plan); });
+  auto started = impl.loop.call([&] { return impl.runtime->node.start_as_root(impl.options.topology, plan); });
   if (!started) {
     (void)network->shutdown();
     return Error{"cannot start the front-end: " + started.error()};
@@ -350,7 +362,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{error};
   }
   // The topology with the listening ports chosen at start-up.
-  impl.options.topology = impl.loop.call([&] { return *impl.node->topology(); });
+  impl.options.topology = impl.loop.call([&] { return *impl.runtime->node.topology(); });
   if (attach) {
     if (auto written = write_attach_file(impl.options.attach_file, impl.options.topology, impl.identity.network_id);
         !written) {
@@ -373,7 +385,7 @@ Result<void> Network::load_filter(const std::string& path, const std::string& na
   std::string absolute = absolute_program(path.find('/') == std::string::npos ? "./" + path : path);
   return impl.request(
       [&](std::uint64_t id) {
-        impl.loop.post([&impl, id, absolute, name] { impl.node->load_filter(id, absolute, name); });
+        impl.loop.post([&impl, id, absolute, name] { impl.runtime->requests.load_filter(id, absolute, name); });
       },
       "loading filter '" + name + "' from " + absolute);
 }
@@ -393,11 +405,11 @@ Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {
 Result<void> Network::set_filter_params(StreamId stream, FilterSlot slot, const Packet& params) {
   Impl& impl = *impl_;
   if (slot == FilterSlot::sync) {
-    if (auto ok = core::sync_timeout_param(params); !ok) return Error{ok.error()};
+    if (auto ok = services::sync_timeout_param(params); !ok) return Error{ok.error()};
   }
   return impl.request(
       [&](std::uint64_t id) {
-        impl.loop.post([&impl, id, stream, slot, params] { impl.node->set_params(id, stream, slot, params); });
+        impl.loop.post([&impl, id, stream, slot, params] { impl.runtime->requests.set_params(id, stream, slot, params); });
       },
       "setting parameters of stream " + std::to_string(stream));
 }
@@ -405,7 +417,7 @@ Result<void> Network::set_filter_params(StreamId stream, FilterSlot slot, const 
 Result<StreamId> Network::create_stream(const StreamOptions& options) {
   Impl& impl = *impl_;
   if (options.sync == SyncMode::time_out) {
-    if (auto ok = core::sync_timeout_param(Packet(0, {std::int64_t(options.sync_timeout.count())})); !ok) {
+    if (auto ok = services::sync_timeout_param(Packet(0, {std::int64_t(options.sync_timeout.count())})); !ok) {
       return Error{ok.error()};
     }
   }
@@ -415,7 +427,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
       return Error{"cannot create stream: " + ok.error()};
     }
   }
-  core::StreamSpec spec;
+  services::StreamSpec spec;
   {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped"};
@@ -430,7 +442,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   spec.sync_timeout = options.sync_timeout;
   spec.downstream_filter = options.downstream_filter;
   spec.downstream_params = options.downstream_params;
-  impl.loop.post([&impl, spec] { impl.node->create_stream(spec); });
+  impl.loop.post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
   auto deadline = Clock::now() + impl.options.startup_timeout;
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });
   std::lock_guard lock(impl.mutex);
@@ -448,7 +460,7 @@ Result<void> Network::broadcast(StreamId stream, const Packet& packet) {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped"};
   }
-  impl.loop.post([&impl, stream, packet] { impl.node->send_down(stream, packet, std::nullopt); });
+  impl.loop.post([&impl, stream, packet] { impl.runtime->streams.send_down(stream, packet, std::nullopt); });
   return {};
 }
 
@@ -462,7 +474,7 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped"};
   }
-  impl.loop.post([&impl, stream, backend, packet] { impl.node->send_down(stream, packet, backend); });
+  impl.loop.post([&impl, stream, backend, packet] { impl.runtime->streams.send_down(stream, packet, backend); });
   return {};
 }
 
@@ -492,7 +504,7 @@ std::vector<NodeStatus> Network::status() const {
   Impl& impl = *impl_;
   return impl.loop.call([&impl] {
     std::vector<NodeStatus> out;
-    const auto& view = impl.node->view();
+    const auto& view = impl.runtime->node.view();
     if (!view) return out;
     std::vector<Rank> queue{view->root()};
     std::set<Rank> listed;
@@ -571,12 +583,12 @@ Result<void> Network::shutdown() {
     if (impl.shut_down) return {};
     impl.shut_down = true;
   }
-  impl.loop.post([&impl] { impl.node->shutdown("front-end shut down"); });
+  impl.loop.post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
   // Each node gives its children a grace period, longer with height, then kills them.
   auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);
   bool clean = impl.wait_until(Clock::now() + limit, [&] { return impl.stopped; });
   impl.loop.stop();
-  impl.node.reset();  // kills and reaps any child process still running
+  impl.runtime.reset();  // kills and reaps any child process still running
   {
     std::lock_guard lock(impl.mutex);
     impl.stopped = true;

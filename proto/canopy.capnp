@@ -7,14 +7,17 @@
 # a traversal limit, so a hostile or corrupt frame fails cleanly and closes that
 # link only.
 #
-# Every message carries the sender's rank and incarnation so that, once the tree
-# can heal itself, stale and duplicate messages can be recognised and dropped.
+# This file holds the node core's messages and the types services share (Value,
+# DataPacket); each service's own messages are in a schema file of its own
+# (launch.capnp, detection.capnp, streams.capnp, requests.capnp, recovery.capnp),
+# carried in a ServiceMessage envelope.
 
 @0xc3d1e6a7a1f0b9e5;
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
+# 2: every service's messages travel in a ServiceMessage envelope (docs/protocol.md).
 
 enum Role {
   frontend @0;
@@ -23,35 +26,41 @@ enum Role {
 }
 
 struct Message {
+  # The node core's own messages (the handshake, the tree, the live tree's reports,
+  # shutdown) are members of this union; everything else is a service's message in
+  # the `service` envelope, and the core never looks inside it.
+
   senderRank @0 :UInt32;
   # Topology rank of the process that wrote this message (not of the original
   # source of a forwarded packet; see DataPacket.sourceRank).
 
   senderIncarnation @1 :UInt32;
-  # Incremented each time the sender is adopted by a new parent; 0 at launch.
+  # The sender's incarnation when it wrote the message: 0 at launch, then the
+  # incarnation of its latest adoption.
 
   body :union {
     hello @2 :Hello;
     topology @3 :Topology;
-    launched @4 :Launched;
-    ready @5 :Ready;
-    launchFailed @6 :LaunchFailed;
-    nodeLost @7 :NodeLost;
-    streamCreate @8 :StreamCreate;
-    streamAck @9 :StreamAck;
-    data @10 :DataPacket;
-    shutdown @11 :Shutdown;
-    streamError @12 :StreamError;
-    loadFilter @13 :LoadFilter;
-    setParams @14 :SetParams;
-    requestAck @15 :RequestAck;
-    adopted @16 :Adopted;
-    heartbeat @17 :Void;
-    failureReport @18 :FailureReport;
-    adoptionReport @19 :AdoptionReport;
-    recovered @20 :Recovered;
-    streamJoin @21 :StreamCreate;
+    adopted @4 :Adopted;
+    shutdown @5 :Shutdown;
+    failureReport @6 :FailureReport;
+    adoptionReport @7 :AdoptionReport;
+    service @8 :ServiceMessage;
   }
+}
+
+struct ServiceMessage {
+  # A message of one service to the same service in another process. The rule for a
+  # new protocol (docs/protocol.md): choose a free id, write its own schema file with
+  # one root struct, and carry that struct as `body`. A process that has no service
+  # with this id drops the message (logged at debug level).
+
+  service @0 :UInt16;
+  # Ids in use: 1 launch, 2 detection, 3 streams, 4 requests, 5 recovery;
+  # 6-99 reserved for Canopy's own services, 100 and up free for tools and tests.
+
+  body @1 :AnyPointer;
+  # The service's root struct, defined in its own .capnp file.
 }
 
 struct Hello {
@@ -122,60 +131,6 @@ struct Topology {
   }
 }
 
-struct Launched {
-  # Child -> parent, forwarded to the front-end: process `rank` connected and said
-  # hello. Drives the launch progress display and tells the front-end which nodes
-  # are up when a launch times out.
-  rank @0 :UInt32;
-}
-
-struct Ready {
-  # Child -> parent once the child's whole subtree is connected.
-  endpoints @0 :List(Endpoint);  # listening endpoints of the commnodes in the subtree
-
-  struct Endpoint {
-    rank @0 :UInt32;
-    port @1 :UInt16;
-  }
-}
-
-struct LaunchFailed {
-  # Child -> parent, forwarded to the front-end: `rank` did not come up.
-  rank @0 :UInt32;
-  reason @1 :Text;               # e.g. "exited with status 3 before connecting"
-}
-
-struct NodeLost {
-  # Child -> parent, forwarded to the front-end: a connected process went away.
-  rank @0 :UInt32;
-  reason @1 :Text;
-}
-
-enum SyncMode {
-  waitForAll @0;                 # one packet from every participating child per wave
-  dontWait @1;                   # every packet is filtered (alone) as it arrives
-  timeOut @2;                    # wait-for-all, but a wave closes `syncTimeoutMs` after
-                                 # its first packet with whatever has arrived
-}
-
-struct StreamCreate {
-  # Down the tree, only into subtrees that hold members of the communicator.
-  streamId @0 :UInt32;
-  backends @1 :List(UInt32);     # the communicator: back-end ranks, ascending
-  upstreamFilter @2 :Text;       # name of the filter applied on the way up
-  syncMode @3 :SyncMode;
-  downstreamFilter @4 :Text;     # name of the filter applied on the way down ("" = none)
-  syncTimeoutMs @5 :UInt32;      # for syncMode timeOut
-  upstreamParams @6 :List(Value);    # parameters given to the upstream filter's create
-  downstreamParams @7 :List(Value);  # and to the downstream filter's
-}
-
-struct StreamAck {
-  # Up the tree once the whole subtree has created the stream, or with an error.
-  streamId @0 :UInt32;
-  error @1 :Text;                # "" on success, else what went wrong and where
-}
-
 struct DataPacket {
   streamId @0 :UInt32;
   tag @1 :Int32;                 # user-defined; kept through filters
@@ -208,46 +163,9 @@ struct Value {
   }
 }
 
-struct StreamError {
-  # Up the tree to the front-end: a filter could not aggregate a wave (for
-  # example, sum over strings). The wave is not forwarded; the error says why.
-  streamId @0 :UInt32;
-  rank @1 :UInt32;               # the node where the filter failed
-  message @2 :Text;
-}
-
 struct Shutdown {
   # Down the tree: close every stream, shut down children, then exit.
   reason @0 :Text;
-}
-
-struct LoadFilter {
-  # Down to every process that has children: load filter `name` (symbol
-  # canopy_filter_<name>) from the shared object `path`. Answered by a RequestAck.
-  requestId @0 :UInt64;
-  path @1 :Text;
-  name @2 :Text;
-}
-
-enum FilterSlot {
-  upstream @0;
-  sync @1;                       # parameter: the time-out in milliseconds (integer)
-  downstream @2;
-}
-
-struct SetParams {
-  # Down the nodes of a stream: new parameters for one of its filters. Answered by a
-  # RequestAck.
-  requestId @0 :UInt64;
-  streamId @1 :UInt32;
-  slot @2 :FilterSlot;
-  params @3 :List(Value);
-}
-
-struct RequestAck {
-  # Up the tree once the whole subtree has carried out request `requestId`.
-  requestId @0 :UInt64;
-  error @1 :Text;                # "" on success, else every failure with its node
 }
 
 struct FaultTolerance {
@@ -274,23 +192,12 @@ struct FailureReport {
 
 struct AdoptionReport {
   # Floods the tree: `orphan`, at `incarnation`, is now a child of `adopter`.
-  # Reports with a lower incarnation than one already applied are ignored.
+  # Every process applies reports in one total order, whatever order they arrive
+  # in: the higher incarnation wins, and at equal incarnations the higher adopter
+  # rank (an orphan asks each adopter under a fresh incarnation, so a tie means a
+  # forged or buggy report; the order still makes every process agree).
   orphan @0 :UInt32;
   adopter @1 :UInt32;
   incarnation @2 :UInt32;
 }
 
-struct Recovered {
-  # Orphan -> front-end (up the tree): the orphan has been adopted and has
-  # compensated its lost state. Times in microseconds.
-  orphan @0 :UInt32;
-  adopter @1 :UInt32;
-  failedParent @2 :UInt32;
-  incarnation @3 :UInt32;
-  chooseUs @4 :UInt64;           # computing the list of potential adopters
-  connectUs @5 :UInt64;          # from the parent's loss to acceptance by the adopter
-  compensateUs @6 :UInt64;       # sending filter states and held-back output
-  cleanupUs @7 :UInt64;          # updating local tables and sending reports
-  attempts @8 :UInt32;           # adopters tried
-  incompleteStreams @9 :List(UInt32);  # streams whose filters are not state recoverable
-}

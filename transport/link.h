@@ -13,7 +13,6 @@
 #include <string>
 #include <string_view>
 
-#include "canopy.capnp.h"
 
 namespace canopy::transport {
 
@@ -22,7 +21,7 @@ class Link {
   // Called once per received message, on the owner's thread. The reader is valid
   // only during the call. If the handler throws kj::Exception (a malformed message
   // discovered while reading it), the link is closed with that reason.
-  using MessageHandler = std::function<void(wire::Message::Reader)>;
+  using MessageHandler = std::function<void(capnp::MessageReader& message)>;
   // Called once when the link is gone: peer closed, I/O error, bad frame, or
   // close() — `reason` says which. No handler is called after it.
   using CloseHandler = std::function<void(std::string_view reason)>;

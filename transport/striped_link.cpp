@@ -886,7 +886,7 @@ bool StripedLink::deliver_frames() {
       capnp::FlatArrayMessageReader message(
           kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
       ++stats_.messages_received;
-      if (on_message_) on_message_(message.getRoot<wire::Message>());
+      if (on_message_) on_message_(message);
     } catch (const kj::Exception& e) {
       finish("bad frame: " + std::string(e.getDescription().cStr()), true);
       return false;

@@ -46,7 +46,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
     try {
       capnp::FlatArrayMessageReader message(
           kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
-      on_message_(message.getRoot<wire::Message>());
+      on_message_(message);
     } catch (const kj::Exception& e) {
       fail("bad frame: " + std::string(e.getDescription().cStr()));
       return;

@@ -25,7 +25,7 @@ namespace {
 // A message whose tag is `tag` and whose one value is `size` bytes of a pattern
 // derived from the tag.
 void build(capnp::MallocMessageBuilder& b, std::int32_t tag, std::size_t size) {
-  auto data = b.initRoot<canopy::wire::Message>().getBody().initData();
+  auto data = b.initRoot<canopy::wire::DataPacket>();
   data.setTag(tag);
   auto bytes = data.initValues(1)[0].initBytes(static_cast<unsigned>(size));
   for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<capnp::byte>(tag * 31 + i * 7);
@@ -36,7 +36,7 @@ std::vector<std::int32_t> read_tags(FrameReader& reader) {
   std::vector<std::int32_t> tags;
   while (auto frame = reader.next()) {
     capnp::FlatArrayMessageReader r(kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()));
-    auto data = r.getRoot<canopy::wire::Message>().getBody().getData();
+    auto data = r.getRoot<canopy::wire::DataPacket>();
     auto bytes = data.getValues()[0].getBytes();
     for (std::size_t i = 0; i < bytes.size(); ++i) {
       if (bytes[i] != static_cast<capnp::byte>(data.getTag() * 31 + i * 7)) {
@@ -219,7 +219,7 @@ TEST(SendStream, EncodesFramesExactlyAsAppendFrameDoes) {
   // Several segments (a tiny first segment forces more), odd and even counts.
   for (int values : {1, 5, 40}) {
     capnp::MallocMessageBuilder b(8, capnp::AllocationStrategy::FIXED_SIZE);
-    auto data = b.initRoot<canopy::wire::Message>().getBody().initData();
+    auto data = b.initRoot<canopy::wire::DataPacket>();
     auto list = data.initValues(static_cast<unsigned>(values));
     for (int i = 0; i < values; ++i) list[i].setString(std::string(static_cast<std::size_t>(i * 3), 'x'));
     ASSERT_GT(b.getSegmentsForOutput().size(), 1u);

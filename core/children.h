@@ -1,0 +1,72 @@
+// ChildTable: the children of one node, whether launched by it or adopted.
+//
+// Indexes are stable: a child is never removed, only marked gone (an adopted orphan
+// is appended; a former child that comes back reuses its entry). Every change of a
+// child's state goes through set_state(), which logs it as "child R: a -> b (why)".
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/topology.h"
+#include "core/process.h"
+#include "transport/link.h"
+
+namespace canopy::core {
+
+namespace asio = boost::asio;
+
+// starting: launched (or, in attach mode, expected), not connected yet;
+// connected: said hello; ready: its whole subtree is up (adopted orphans join
+// ready); gone: its process or connection is lost, or it never came up.
+enum class ChildState : std::uint8_t { starting, connected, ready, gone };
+const char* to_string(ChildState state);
+
+struct Child {
+  Rank rank = 0;
+  Role role = Role::backend;
+  ChildState state = ChildState::starting;
+  std::shared_ptr<transport::Link> link;      // null unless connected
+  std::unique_ptr<ChildProcess> process;      // null if not started by this node
+  std::optional<int> exit_status;
+  std::string close_reason;                   // why its link closed; reported once known
+  bool loss_reported = false;
+  bool adopted = false;                       // joined as an orphan, not started by this node
+  std::unique_ptr<asio::steady_timer> loss_timer;  // waits briefly for the exit status
+};
+
+class ChildTable {
+ public:
+  // Appends a child in state `starting`; returns its index.
+  std::size_t add(Rank rank, Role role);
+  // The index of `rank`, if it is or was a child of this node.
+  std::optional<std::size_t> index_of(Rank rank) const;
+
+  Child& operator[](std::size_t index) { return children_[index]; }
+  const Child& operator[](std::size_t index) const { return children_[index]; }
+  std::size_t size() const { return children_.size(); }
+  bool empty() const { return children_.empty(); }
+  auto begin() { return children_.begin(); }
+  auto end() { return children_.end(); }
+  auto begin() const { return children_.begin(); }
+  auto end() const { return children_.end(); }
+
+  // The one way a child's state changes; logs the transition at info level, or at
+  // warn level when `warn` (a loss that is not part of a stop).
+  void set_state(std::size_t index, ChildState next, std::string_view why, bool warn = false);
+  // Children with an open link.
+  std::size_t connected() const;
+
+ private:
+  std::vector<Child> children_;
+  std::unordered_map<Rank, std::size_t> index_;
+};
+
+}  // namespace canopy::core

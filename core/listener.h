@@ -1,0 +1,50 @@
+// Listener: the listening sockets of one node, one per NIC address of its host, all
+// on one port, and the acceptor that tells striped connections from plain ones.
+// Every accepted connection, plain or striped, is handed over as a Link.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "canopy/result.h"
+#include "transport/link.h"
+#include "transport/striped_link.h"
+
+namespace canopy::core {
+
+namespace asio = boost::asio;
+
+class Listener {
+ public:
+  using OnLink = std::function<void(std::shared_ptr<transport::Link>)>;
+
+  explicit Listener(asio::io_context& io) : io_(io) {}
+  ~Listener() { close(); }
+
+  // Listens on every address in `addresses` (numeric, or names to resolve) on
+  // `port`, or, with port 0, on one the kernel picks for the first address and the
+  // others then share (tried again a few times if another process holds it on some
+  // address). `striped` configures striped connections (their hello time-out
+  // included). The error names the address and the reason.
+  Result<void> open(const std::vector<std::string>& addresses, std::uint16_t port,
+                    const transport::StripedOptions& striped, OnLink on_link);
+  std::uint16_t port() const { return port_; }
+  // Stops accepting. Idempotent.
+  void close();
+
+ private:
+  Result<void> bind_all(const std::vector<asio::ip::address>& addresses, std::uint16_t port);
+  void accept_next(asio::ip::tcp::acceptor& acceptor);
+
+  asio::io_context& io_;
+  std::vector<asio::ip::tcp::acceptor> acceptors_;
+  std::unique_ptr<transport::StripedAcceptor> striped_;
+  std::uint16_t port_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace canopy::core

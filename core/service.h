@@ -1,0 +1,170 @@
+// Service: the seam between the node core and the protocols that ride on it.
+//
+// The core (core/node.h) owns links, the hello handshake, the child table, routing,
+// the node's phase and the live tree. Everything else is a service: launch, event
+// detection, streams, requests, recovery, and whatever a tool adds. A service is
+// registered on the node before it starts and then
+//   - receives the messages other processes' instances of it sent (its own only:
+//     they travel in a ServiceMessage envelope with its id, proto/canopy.capnp);
+//   - receives the node's events (NodeEvent below) on every process, root and
+//     leaves included;
+//   - sends up, to a child, down towards a back-end or to all children through the
+//     node, reads the live tree, and sets timers on the node's io_context.
+// Adding a service touches neither the core nor any message switch
+// (docs/architecture.md, "Adding a service").
+//
+// Everything runs on the node's io_context thread; nothing here is thread-safe.
+#pragma once
+
+#include <capnp/any.h>
+#include <capnp/message.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "canopy.capnp.h"
+#include "canopy/topology.h"
+
+namespace canopy::transport {
+class Link;
+}
+
+namespace canopy::core {
+
+// A service's id on the wire. Ids in use are listed in proto/canopy.capnp
+// (ServiceMessage.service); 100 and up are free for tools and tests.
+using ServiceId = std::uint16_t;
+
+struct NodeIdentity {
+  Rank rank = 0;
+  Role role = Role::backend;
+  std::uint64_t network_id = 0;
+  std::uint32_t incarnation = 0;
+};
+
+// Where an incoming message came from.
+struct Peer {
+  enum class Kind : std::uint8_t { parent, child };
+  Kind kind = Kind::parent;
+  std::size_t child = 0;          // kind child: its index in the child table
+  Rank sender = 0;                // Message.senderRank
+  std::uint32_t incarnation = 0;  // Message.senderIncarnation
+  const transport::Link* link = nullptr;
+};
+
+// The node's events, delivered to every service in the order they were added.
+namespace events {
+// The topology has arrived (or, at the root, the node has started listening): the
+// child table is built and the launch plan known. A non-empty `error` means the
+// node could not start (it cannot listen); it stops next.
+struct Started {
+  std::string error;
+};
+// A child said hello and is now connected.
+struct ChildConnected {
+  std::size_t child;
+  Rank rank;
+};
+// A child process or its connection is gone (not during a stop). `during_launch`:
+// before this node's subtree was up. `reason` says what happened ("back-end 3 on
+// h1 exited with status 1").
+struct ChildLost {
+  std::size_t child;
+  Rank rank;
+  std::string reason;
+  bool during_launch;
+};
+// An orphan has been adopted as a child of this node.
+struct ChildAdopted {
+  std::size_t child;
+  Rank rank;
+};
+// This node's parent is lost and healing is on: it is looking for an adopter.
+struct Orphaned {
+  Rank failed_parent;
+  std::string reason;
+};
+// This node has been adopted by `adopter` under `incarnation`; its new parent link
+// is in place and nothing has been sent on it yet. Services send their channel
+// state (state composition) now: it goes out before the output held back while
+// orphaned.
+struct Adopted {
+  Rank adopter;
+  std::uint32_t incarnation;
+  Rank failed_parent;
+};
+// The live tree changed: a failure (rank is gone) or an adoption (rank, the orphan,
+// is now a child of adopter), applied at this process for the first time.
+struct TreeChanged {
+  enum class Kind : std::uint8_t { failure, adoption };
+  Kind kind;
+  Rank rank;
+  Rank adopter;
+  std::uint32_t incarnation;
+  std::string reason;
+};
+// The node is stopping (shutdown, lost parent, no adopter): cancel timers.
+struct Stopping {
+  std::string reason;
+};
+}  // namespace events
+
+using NodeEvent = std::variant<events::Started, events::ChildConnected, events::ChildLost, events::ChildAdopted,
+                               events::Orphaned, events::Adopted, events::TreeChanged, events::Stopping>;
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  virtual ServiceId id() const = 0;
+  // For log lines: "streams", "recovery".
+  virtual std::string_view name() const = 0;
+  // A message of this service from a peer; `body` is the service's root struct
+  // (read it with body.getAs<T>()). The reader is valid during the call only. A
+  // kj::Exception thrown while reading a malformed body closes that link.
+  virtual void on_message(const Peer& from, capnp::AnyPointer::Reader body) {}
+  virtual void on_event(const NodeEvent& event) {}
+};
+
+// One outgoing protocol message, stamped with the sender's identity.
+class Message {
+ public:
+  explicit Message(const NodeIdentity& sender) : root_(builder_.initRoot<wire::Message>()) {
+    root_.setSenderRank(sender.rank);
+    root_.setSenderIncarnation(sender.incarnation);
+  }
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  wire::Message::Body::Builder body() { return root_.getBody(); }
+  capnp::MessageBuilder& builder() { return builder_; }
+
+ private:
+  capnp::MallocMessageBuilder builder_;
+  wire::Message::Builder root_;
+};
+
+// One outgoing message of a service: init<T>() gives the body to fill in.
+class Outgoing : public Message {
+ public:
+  Outgoing(const NodeIdentity& sender, ServiceId service) : Message(sender) {
+    auto envelope = body().initService();
+    envelope.setService(service);
+    payload_ = envelope.getBody();
+  }
+  template <typename T>
+  typename T::Builder init() {
+    return payload_.initAs<T>();
+  }
+  // Copies a received body of the same service (forwarding).
+  template <typename T>
+  void set(typename T::Reader body) {
+    payload_.setAs<T>(body);
+  }
+
+ private:
+  capnp::AnyPointer::Builder payload_{nullptr};
+};
+
+}  // namespace canopy::core

@@ -1,0 +1,39 @@
+# The launch service (services/launch.h): progress of the tree's start-up, from the
+# processes that connect up to the front-end. Carried in a ServiceMessage with
+# service id 1.
+@0x90a83a24f49082bc;
+
+$import "/capnp/c++.capnp".namespace("canopy::wire::launch");
+
+const serviceId :UInt16 = 1;
+
+struct LaunchMessage {
+  union {
+    launched @0 :Launched;
+    ready @1 :Ready;
+    launchFailed @2 :LaunchFailed;
+  }
+}
+
+struct Launched {
+  # Child -> parent, forwarded to the front-end: process `rank` connected and said
+  # hello. Drives the launch progress display and tells the front-end which nodes
+  # are up when a launch times out.
+  rank @0 :UInt32;
+}
+
+struct Ready {
+  # Child -> parent once the child's whole subtree is connected.
+  endpoints @0 :List(Endpoint);  # listening endpoints of the commnodes in the subtree
+
+  struct Endpoint {
+    rank @0 :UInt32;
+    port @1 :UInt16;
+  }
+}
+
+struct LaunchFailed {
+  # Child -> parent, forwarded to the front-end: `rank` did not come up.
+  rank @0 :UInt32;
+  reason @1 :Text;               # e.g. "exited with status 3 before connecting"
+}

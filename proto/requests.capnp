@@ -1,0 +1,46 @@
+# The request service (services/requests.h): requests from the front-end that every
+# node of a subtree carries out and acknowledges. Carried in a ServiceMessage with
+# service id 4.
+@0xb4b20e96e40445e9;
+
+$import "/capnp/c++.capnp".namespace("canopy::wire::requests");
+using Core = import "canopy.capnp";
+
+const serviceId :UInt16 = 4;
+
+struct RequestsMessage {
+  union {
+    loadFilter @0 :LoadFilter;
+    setParams @1 :SetParams;
+    ack @2 :RequestAck;
+  }
+}
+
+struct LoadFilter {
+  # Down to every process that has children: load filter `name` (symbol
+  # canopy_filter_<name>) from the shared object `path`. Answered by a RequestAck.
+  requestId @0 :UInt64;
+  path @1 :Text;
+  name @2 :Text;
+}
+
+enum FilterSlot {
+  upstream @0;
+  sync @1;                       # parameter: the time-out in milliseconds (integer)
+  downstream @2;
+}
+
+struct SetParams {
+  # Down the nodes of a stream: new parameters for one of its filters. Answered by a
+  # RequestAck.
+  requestId @0 :UInt64;
+  streamId @1 :UInt32;
+  slot @2 :FilterSlot;
+  params @3 :List(Core.Value);
+}
+
+struct RequestAck {
+  # Up the tree once the whole subtree has carried out request `requestId`.
+  requestId @0 :UInt64;
+  error @1 :Text;                # "" on success, else every failure with its node
+}

@@ -1,0 +1,52 @@
+# The stream service (services/streams.h): streams, waves, filters, data up and
+# down, point-to-point packets. Carried in a ServiceMessage with service id 3.
+@0xa2825951ab97cf77;
+
+$import "/capnp/c++.capnp".namespace("canopy::wire::streams");
+using Core = import "canopy.capnp";
+
+const serviceId :UInt16 = 3;
+
+struct StreamsMessage {
+  union {
+    data @0 :Core.DataPacket;    # up a stream, down a stream, or point-to-point
+    create @1 :StreamCreate;
+    ack @2 :StreamAck;
+    error @3 :StreamError;
+    join @4 :StreamCreate;       # orphan -> adopter: add me to this stream (and
+                                 # create it here, and above, if it is not)
+  }
+}
+
+enum SyncMode {
+  waitForAll @0;                 # one packet from every participating child per wave
+  dontWait @1;                   # every packet is filtered (alone) as it arrives
+  timeOut @2;                    # wait-for-all, but a wave closes `syncTimeoutMs` after
+                                 # its first packet with whatever has arrived
+}
+
+struct StreamCreate {
+  # Down the tree, only into subtrees that hold members of the communicator.
+  streamId @0 :UInt32;
+  backends @1 :List(UInt32);     # the communicator: back-end ranks, ascending
+  upstreamFilter @2 :Text;       # name of the filter applied on the way up
+  syncMode @3 :SyncMode;
+  downstreamFilter @4 :Text;     # name of the filter applied on the way down ("" = none)
+  syncTimeoutMs @5 :UInt32;      # for syncMode timeOut
+  upstreamParams @6 :List(Core.Value);    # parameters given to the upstream filter's create
+  downstreamParams @7 :List(Core.Value);  # and to the downstream filter's
+}
+
+struct StreamAck {
+  # Up the tree once the whole subtree has created the stream, or with an error.
+  streamId @0 :UInt32;
+  error @1 :Text;                # "" on success, else what went wrong and where
+}
+
+struct StreamError {
+  # Up the tree to the front-end: a filter could not aggregate a wave (for
+  # example, sum over strings). The wave is not forwarded; the error says why.
+  streamId @0 :UInt32;
+  rank @1 :UInt32;               # the node where the filter failed
+  message @2 :Text;
+}

@@ -1,0 +1,64 @@
+// DetectionService: the event detection service (docs/fault-tolerance.md).
+//
+// Every process watches its parent and its children. Loss of a connection is
+// detected by the core, passively and at once; a hung peer is caught here:
+// heartbeats go on links idle for a heartbeat interval, a peer silent for the
+// suspect threshold is suspect, for the lost threshold lost, and its link is cut (a
+// lost child process this node started is killed, so that it cannot wake up and
+// rejoin a healed tree). Each change of a peer's state is logged.
+//
+// It also reports the loss of a running process up to the front-end (NodeLost); at
+// the root that is the observer's on_node_lost.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "detection.capnp.h"
+
+namespace canopy::services {
+
+namespace asio = boost::asio;
+
+enum class PeerState : std::uint8_t { alive, suspect, lost };
+const char* to_string(PeerState state);
+
+// The state a peer silent for `silent` is in, under `fault`'s thresholds.
+PeerState peer_state_after(std::chrono::milliseconds silent, const core::FaultConfig& fault);
+
+class DetectionService final : public core::Service {
+ public:
+  // Root only.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    virtual void on_node_lost(Rank rank, const std::string& reason) {}
+  };
+
+  DetectionService(core::Node& node, Observer* observer);
+
+  core::ServiceId id() const override { return wire::detection::SERVICE_ID; }
+  std::string_view name() const override { return "detection"; }
+  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+ private:
+  void tick();
+  void arm();
+  void watch(transport::Link& link, PeerState& state, const std::string& who,
+             std::chrono::steady_clock::time_point now);
+  void report_node_lost(Rank rank, const std::string& reason);
+
+  core::Node& node_;
+  Observer* observer_;
+  asio::steady_timer timer_;
+  bool started_ = false;
+  PeerState parent_ = PeerState::alive;
+  std::vector<PeerState> children_;  // by child index
+};
+
+}  // namespace canopy::services

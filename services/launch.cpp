@@ -1,0 +1,189 @@
+#include "services/launch.h"
+
+#include <signal.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace canopy::services {
+
+using core::ChildState;
+using core::log;
+using wire::launch::LaunchMessage;
+
+Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& parent, Rank rank) {
+  const auto& plan = parent.plan();
+  const Topology& topology = *parent.topology();
+  const auto& child = topology.at(rank);
+  const auto& me = topology.at(parent.identity().rank);
+  std::vector<std::string> command = child.role == Role::commnode ? std::vector<std::string>{plan.commnode_exe}
+                                                                  : plan.backend_argv;
+  if (command.empty() || command[0].empty()) {
+    return Error{"no program to run for " + parent.describe(rank)};
+  }
+  char network[17];
+  std::snprintf(network, sizeof network, "%016" PRIx64, parent.identity().network_id);
+  core::Environment env = {
+      {core::kEnvParent, topology.address_of(me.host) + ":" + std::to_string(parent.listen_port())},
+      {core::kEnvRank, std::to_string(rank)},
+      {core::kEnvNetworkId, network},
+  };
+  // Empty for a plain link: a child inherits its parent's environment, and with it
+  // the description of the parent's own link.
+  std::string link;
+  if (topology.link_between(child, me) == LinkKind::striped) {
+    auto paths =
+        transport::paths_between(topology.nics_of(child.host), topology.nics_of(me.host), parent.listen_port());
+    link = core::encode_parent_link(topology.links(), paths);
+  }
+  env.emplace_back(core::kEnvParentLink, link);
+  std::vector<std::string> argv = command;
+  if (child.host != me.host) {
+    // Another host: its environment does not come with it, so pass ours on.
+    for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL"}) {
+      if (const char* v = std::getenv(name)) env.emplace_back(name, v);
+    }
+    argv = core::launcher_argv(plan.launcher, child.host, command, env);
+  }
+  auto process = core::ChildProcess::spawn(parent.io(), argv, env);
+  if (!process) return Error{"cannot start " + parent.describe(rank) + ": " + process.error()};
+  return std::move(*process);
+}
+
+LaunchService::LaunchService(core::Node& node, Launcher& launcher, Observer* observer)
+    : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()) {}
+
+void LaunchService::on_event(const core::NodeEvent& event) {
+  if (auto* started = std::get_if<core::events::Started>(&event)) {
+    if (!started->error.empty()) {
+      report_launch_failed(node_.identity().rank, node_.describe(node_.identity().rank) + ": " + started->error);
+      return;
+    }
+    if (node_.listen_port() != 0) endpoints_[node_.identity().rank] = node_.listen_port();
+    launch_children();
+  } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
+    report_launched(connected->rank);
+  } else if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
+    if (!lost->during_launch) return;  // the detection service reports it
+    const bool never = node_.children()[lost->child].close_reason == "never connected";
+    report_launch_failed(lost->rank, lost->reason + (never ? " before connecting" : " during start-up"));
+  } else if (std::holds_alternative<core::events::Stopping>(event)) {
+    startup_timer_.cancel();
+  }
+}
+
+void LaunchService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
+  auto message = body.getAs<LaunchMessage>();
+  switch (message.which()) {
+    case LaunchMessage::LAUNCHED:
+      return report_launched(message.getLaunched().getRank());
+    case LaunchMessage::LAUNCH_FAILED: {
+      auto f = message.getLaunchFailed();
+      return report_launch_failed(f.getRank(), f.getReason());
+    }
+    case LaunchMessage::READY: {
+      if (from.kind != core::Peer::Kind::child) return;
+      for (auto ep : message.getReady().getEndpoints()) endpoints_[ep.getRank()] = ep.getPort();
+      if (node_.children()[from.child].state == ChildState::connected) {
+        node_.set_child_state(from.child, ChildState::ready, "its subtree is up");
+      }
+      return check_subtree_ready();
+    }
+  }
+}
+
+void LaunchService::launch_children() {
+  const auto& plan = node_.plan();
+  bool waiting = false;
+  auto& children = node_.children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (plan.attach && children[i].role == Role::backend) {
+      log().info("back-end {} will attach by itself", children[i].rank);
+      continue;
+    }
+    waiting = true;
+    auto process = launcher_.start(node_, children[i].rank);
+    if (!process) {
+      node_.give_up_child(i, "cannot be started");
+      report_launch_failed(children[i].rank, process.error());
+    } else if (*process) {
+      log().info("started {} as pid {}", node_.describe(children[i].rank), (*process)->pid());
+      node_.attach_process(i, std::move(*process));
+    }
+  }
+  if (waiting) {
+    startup_timer_.expires_after(plan.startup_timeout);
+    startup_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) on_startup_timeout();
+    });
+  }
+  check_subtree_ready();
+}
+
+void LaunchService::on_startup_timeout() {
+  const auto& plan = node_.plan();
+  auto& children = node_.children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (children[i].state != ChildState::starting) continue;
+    if (plan.attach && children[i].role == Role::backend) continue;  // the front-end waits for those
+    node_.give_up_child(i, "start-up time-out");
+    report_launch_failed(children[i].rank, node_.describe(children[i].rank) + " did not connect within " +
+                                               std::to_string(plan.startup_timeout.count()) + " ms");
+  }
+}
+
+void LaunchService::check_subtree_ready() {
+  if (up_ || node_.stopping()) return;
+  for (const auto& child : node_.children()) {
+    // In attach mode the tree is up once its commnodes are; back-ends come later.
+    if (node_.plan().attach && child.role == Role::backend) continue;
+    if (child.state != ChildState::ready) return;
+  }
+  up_ = true;
+  startup_timer_.cancel();
+  log().info("subtree ready ({} endpoints)", endpoints_.size());
+  node_.subtree_up();
+  if (!node_.is_root()) {
+    core::Outgoing message(node_.identity(), id());
+    auto eps = message.init<LaunchMessage>().initReady().initEndpoints(endpoints_.size());
+    std::size_t i = 0;
+    for (auto [rank, port] : endpoints_) {
+      eps[i].setRank(rank);
+      eps[i].setPort(port);
+      ++i;
+    }
+    node_.send_up(message);
+    return;
+  }
+  // Root: every listening endpoint is now known; tell the whole tree.
+  node_.publish_endpoints(endpoints_);
+  if (observer_) observer_->on_ready();
+}
+
+void LaunchService::report_launched(Rank rank) {
+  if (node_.is_root()) {
+    if (observer_) observer_->on_launched(rank);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  message.init<LaunchMessage>().initLaunched().setRank(rank);
+  node_.send_up(message);
+}
+
+void LaunchService::report_launch_failed(Rank rank, const std::string& reason) {
+  log().error("launch failed: {}", reason);
+  if (node_.is_root()) {
+    if (observer_) observer_->on_launch_failed(rank, reason);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto f = message.init<LaunchMessage>().initLaunchFailed();
+  f.setRank(rank);
+  f.setReason(reason);
+  node_.send_up(message);
+}
+
+}  // namespace canopy::services

@@ -1,0 +1,73 @@
+// LaunchService: starts a node's children and reports the tree's start-up.
+//
+// On Started it launches every child of the topology (local spawn, or the
+// launcher template for another host; not back-ends in attach mode) and arms the
+// start-up time-out. Launched{rank} goes up each time a process of the subtree says
+// hello; LaunchFailed when one does not come up; Ready, with the listening ports of
+// the subtree's commnodes, once every child's subtree is up. At the root these
+// become the observer's calls, and the endpoints are published to the whole tree.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <map>
+#include <string>
+
+#include "core/node.h"
+#include "launch.capnp.h"
+
+namespace canopy::services {
+
+namespace asio = boost::asio;
+
+// How a parent starts one child. The default starts a process: local spawn, or the
+// launcher template for another host. Tests start nodes in the same process.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts child `rank` of `node`, which listens on node.listen_port(). Returns the
+  // child's process if there is one for the node to watch (null: none); the error
+  // names the child and the reason.
+  virtual Result<std::unique_ptr<core::ChildProcess>> start(core::Node& node, Rank rank) = 0;
+};
+
+class ProcessLauncher final : public Launcher {
+ public:
+  Result<std::unique_ptr<core::ChildProcess>> start(core::Node& node, Rank rank) override;
+};
+
+class LaunchService final : public core::Service {
+ public:
+  // Root only.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    virtual void on_launched(Rank rank) {}
+    virtual void on_launch_failed(Rank rank, const std::string& reason) {}
+    virtual void on_ready() {}
+  };
+
+  // Everything is borrowed; `observer` may be null.
+  LaunchService(core::Node& node, Launcher& launcher, Observer* observer);
+
+  core::ServiceId id() const override { return wire::launch::SERVICE_ID; }
+  std::string_view name() const override { return "launch"; }
+  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+ private:
+  void launch_children();
+  void on_startup_timeout();
+  void check_subtree_ready();
+  void report_launched(Rank rank);
+  void report_launch_failed(Rank rank, const std::string& reason);
+
+  core::Node& node_;
+  Launcher& launcher_;
+  Observer* observer_;
+  asio::steady_timer startup_timer_;
+  bool up_ = false;                          // Ready sent (or, at the root, reported)
+  std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
+};
+
+}  // namespace canopy::services

@@ -1,0 +1,210 @@
+#include "services/recovery.h"
+
+#include "core/log.h"
+#include "transport/tcp_link.h"
+
+namespace canopy::services {
+
+using core::log;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::microseconds us(Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d); }
+
+}  // namespace
+
+RecoveryService::RecoveryService(core::Node& node, const StreamService& streams, Observer* observer)
+    : node_(node), streams_(streams), observer_(observer), retry_(node.io()), attempt_(node.io()) {}
+
+void RecoveryService::on_event(const core::NodeEvent& event) {
+  if (std::holds_alternative<core::events::Orphaned>(event)) {
+    searching_ = true;
+    choose_ = {};
+    attempts_ = 0;
+    start_round();
+  } else if (std::holds_alternative<core::events::Stopping>(event)) {
+    stop();
+  }
+}
+
+void RecoveryService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
+  if (from.kind != core::Peer::Kind::child) return;
+  auto r = body.getAs<wire::recovery::Recovered>();
+  RecoveryReport forwarded;
+  forwarded.orphan = r.getOrphan();
+  forwarded.adopter = r.getAdopter();
+  forwarded.failed_parent = r.getFailedParent();
+  forwarded.incarnation = r.getIncarnation();
+  forwarded.choose = std::chrono::microseconds(r.getChooseUs());
+  forwarded.connect = std::chrono::microseconds(r.getConnectUs());
+  forwarded.compensate = std::chrono::microseconds(r.getCompensateUs());
+  forwarded.cleanup = std::chrono::microseconds(r.getCleanupUs());
+  forwarded.attempts = r.getAttempts();
+  for (auto s : r.getIncompleteStreams()) forwarded.incomplete_streams.push_back(s);
+  report(forwarded);
+}
+
+void RecoveryService::start_round() {
+  if (!searching_ || node_.phase() != core::Phase::orphaned) return;
+  auto t0 = Clock::now();
+  candidates_ = node_.view()->potential_adopters(node_.identity().rank, 16);
+  choose_ += us(Clock::now() - t0);
+  next_ = 0;
+  std::string list;
+  for (Rank r : candidates_) list += (list.empty() ? "" : " ") + std::to_string(r);
+  log().info("potential adopters: {}", list.empty() ? "none" : list);
+  try_next();
+}
+
+void RecoveryService::try_next() {
+  if (!searching_ || node_.phase() != core::Phase::orphaned || asking_ || socket_ || striped_attempt_) return;
+  const Topology& topology = *node_.topology();
+  const auto& me = topology.at(node_.identity().rank);
+  while (next_ < candidates_.size()) {
+    Rank candidate = candidates_[next_++];
+    const canopy::Node* n = topology.find(candidate);
+    if (!n || n->port == 0 || !node_.view()->alive(candidate)) continue;
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(topology.address_of(n->host), ec);
+    if (ec) {
+      asio::ip::tcp::resolver resolver(node_.io());
+      auto results = resolver.resolve(topology.address_of(n->host), "0", ec);
+      if (ec || results.empty()) continue;
+      address = results.begin()->endpoint().address();
+    }
+    if (attempts_++ == 0) connect_start_ = Clock::now();
+    trying_ = candidate;
+    log().info("asking {} to adopt this node", node_.describe(candidate));
+    // Bounded: an adopter that does not answer in time is skipped.
+    attempt_.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
+    attempt_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) give_up_attempt();
+    });
+    if (topology.link_between(me, *n) == LinkKind::striped) {
+      auto paths = transport::paths_between(topology.nics_of(me.host), topology.nics_of(n->host), n->port);
+      striped_attempt_ = ++striped_attempts_;
+      transport::StripedLink::async_connect(
+          node_.io(), std::move(paths), core::striped_options(topology.links()),
+          [this, candidate, attempt = striped_attempt_](Result<std::shared_ptr<transport::StripedLink>> link) {
+            if (attempt != striped_attempt_ || node_.phase() != core::Phase::orphaned) {
+              if (link) (*link)->abort("adoption attempt abandoned");
+              return;
+            }
+            striped_attempt_ = 0;
+            if (!link) {
+              log().warn("cannot reach potential adopter {}: {}", candidate, link.error());
+              attempt_.cancel();
+              asio::post(node_.io(), [this] { try_next(); });
+              return;
+            }
+            connected(candidate, std::move(*link));
+          });
+      return;
+    }
+    socket_ = std::make_unique<asio::ip::tcp::socket>(node_.io());
+    socket_->async_connect({address, n->port}, [this, candidate](const boost::system::error_code& ec) {
+      if (!socket_ || node_.phase() != core::Phase::orphaned) return;
+      auto socket = std::move(socket_);
+      if (ec) {
+        log().warn("cannot reach potential adopter {}: {}", candidate, ec.message());
+        attempt_.cancel();
+        asio::post(node_.io(), [this] { try_next(); });
+        return;
+      }
+      connected(candidate, transport::TcpLink::create(std::move(*socket)));
+    });
+    return;
+  }
+  // Everyone on the list failed: views change as reports arrive; try again shortly.
+  retry_.expires_after(std::chrono::milliseconds(100));
+  retry_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) start_round();
+  });
+}
+
+void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
+  log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
+  asking_ = true;
+  node_.request_adoption(std::move(link), candidate, [this](Result<core::Adoption> result) { answered(result); });
+}
+
+// The candidate did not answer in time: skip it.
+void RecoveryService::give_up_attempt() {
+  if (node_.phase() != core::Phase::orphaned) return;
+  log().warn("adopter {} did not answer in time", trying_);
+  if (asking_) {
+    asking_ = false;
+    node_.cancel_adoption();
+  } else if (socket_) {
+    boost::system::error_code ignored;
+    socket_->close(ignored);  // its handler sees operation_aborted and moves on
+    return;
+  } else {
+    // A striped handshake cannot be cancelled: forget it (a late link is aborted).
+    striped_attempt_ = 0;
+  }
+  asio::post(node_.io(), [this] { try_next(); });
+}
+
+void RecoveryService::answered(Result<core::Adoption> result) {
+  asking_ = false;
+  attempt_.cancel();
+  if (!result) {
+    asio::post(node_.io(), [this] { try_next(); });
+    return;
+  }
+  searching_ = false;
+  retry_.cancel();
+  const core::Adoption& adoption = *result;
+  RecoveryReport r;
+  r.orphan = node_.identity().rank;
+  r.adopter = adoption.adopter;
+  r.failed_parent = adoption.failed_parent;
+  r.incarnation = adoption.incarnation;
+  r.attempts = attempts_;
+  r.choose = choose_;
+  r.connect = us(adoption.accepted - connect_start_);
+  r.compensate = us(adoption.compensated - adoption.accepted);
+  r.cleanup = us(Clock::now() - adoption.compensated);
+  r.incomplete_streams = streams_.incomplete_after_adoption();
+  log().info("adopted by {} after {} attempt(s): choose {} us, connect {} us, compensate {} us, cleanup {} us",
+             node_.describe(r.adopter), r.attempts, r.choose.count(), r.connect.count(), r.compensate.count(),
+             r.cleanup.count());
+  report(r);
+}
+
+void RecoveryService::stop() {
+  searching_ = false;
+  retry_.cancel();
+  attempt_.cancel();
+  if (socket_) {
+    boost::system::error_code ignored;
+    socket_->close(ignored);
+  }
+  striped_attempt_ = 0;  // a striped connection under way is aborted when it completes
+  asking_ = false;
+}
+
+void RecoveryService::report(const RecoveryReport& report) {
+  if (node_.is_root()) {
+    if (observer_) observer_->on_recovered(report);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto r = message.init<wire::recovery::Recovered>();
+  r.setOrphan(report.orphan);
+  r.setAdopter(report.adopter);
+  r.setFailedParent(report.failed_parent);
+  r.setIncarnation(report.incarnation);
+  r.setChooseUs(report.choose.count());
+  r.setConnectUs(report.connect.count());
+  r.setCompensateUs(report.compensate.count());
+  r.setCleanupUs(report.cleanup.count());
+  r.setAttempts(report.attempts);
+  auto list = r.initIncompleteStreams(report.incomplete_streams.size());
+  for (std::size_t i = 0; i < report.incomplete_streams.size(); ++i) list.set(i, report.incomplete_streams[i]);
+  node_.send_up(message);
+}
+
+}  // namespace canopy::services

@@ -1,0 +1,85 @@
+// RecoveryService: an orphan's search for a new parent (docs/fault-tolerance.md).
+//
+// When the core reports this node orphaned, the service computes the potential
+// adopters from the live tree (TreeView::potential_adopters), connects to the first
+// live one (plain or striped, as the topology says), and hands the connection to the
+// core, which asks for adoption under a fresh incarnation. A refusal, a failed
+// connection or an adopter that does not answer in time moves on to the next; when
+// the list is exhausted it is computed again a little later (reports change the
+// view). Once adopted, and the stream service has sent its state, the orphan reports
+// how the recovery went (Recovered) to the front-end, where it is the observer's
+// on_recovered.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/node.h"
+#include "recovery.capnp.h"
+#include "services/streams.h"
+
+namespace canopy::services {
+
+namespace asio = boost::asio;
+
+// What an orphan reports once it has been adopted and has compensated.
+struct RecoveryReport {
+  Rank orphan = 0;
+  Rank adopter = 0;
+  Rank failed_parent = 0;
+  std::uint32_t incarnation = 0;
+  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
+  std::uint32_t attempts = 0;
+  std::vector<StreamId> incomplete_streams;
+};
+
+class RecoveryService final : public core::Service {
+ public:
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // Root only.
+    virtual void on_recovered(const RecoveryReport& report) {}
+  };
+
+  // Everything is borrowed; `observer` may be null.
+  RecoveryService(core::Node& node, const StreamService& streams, Observer* observer);
+
+  core::ServiceId id() const override { return wire::recovery::SERVICE_ID; }
+  std::string_view name() const override { return "recovery"; }
+  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+ private:
+  void start_round();
+  void try_next();
+  void connected(Rank candidate, std::shared_ptr<transport::Link> link);
+  void answered(Result<core::Adoption> result);
+  void give_up_attempt();
+  void stop();
+  void report(const RecoveryReport& report);
+
+  core::Node& node_;
+  const StreamService& streams_;
+  Observer* observer_;
+
+  bool searching_ = false;
+  std::chrono::steady_clock::time_point connect_start_;
+  std::chrono::microseconds choose_{0};
+  std::vector<Rank> candidates_;
+  std::size_t next_ = 0;
+  std::uint32_t attempts_ = 0;
+  Rank trying_ = 0;
+  // The attempt under way: a plain connection, a striped one (numbered; a late
+  // one whose number is stale is aborted), or the core's adoption request.
+  std::unique_ptr<asio::ip::tcp::socket> socket_;
+  std::uint64_t striped_attempt_ = 0;  // 0: none under way
+  std::uint64_t striped_attempts_ = 0;
+  bool asking_ = false;
+  asio::steady_timer retry_, attempt_;
+};
+
+}  // namespace canopy::services

@@ -1,0 +1,138 @@
+#include "services/requests.h"
+
+#include <algorithm>
+
+#include "core/codec.h"
+#include "core/log.h"
+
+namespace canopy::services {
+
+using core::log;
+using wire::requests::RequestsMessage;
+
+RequestService::RequestService(core::Node& node, filters::FilterRegistry& filters, StreamService& streams,
+                               Observer* observer)
+    : node_(node), filters_(filters), streams_(streams), observer_(observer) {}
+
+void RequestService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
+  auto message = body.getAs<RequestsMessage>();
+  const bool from_child = from.kind == core::Peer::Kind::child;
+  switch (message.which()) {
+    case RequestsMessage::LOAD_FILTER: {
+      auto l = message.getLoadFilter();
+      if (!from_child) load_filter(l.getRequestId(), l.getPath(), l.getName());
+      return;
+    }
+    case RequestsMessage::SET_PARAMS: {
+      if (from_child) return;
+      auto p = message.getSetParams();
+      FilterSlot slot = FilterSlot::upstream;
+      switch (p.getSlot()) {
+        case wire::requests::FilterSlot::UPSTREAM: slot = FilterSlot::upstream; break;
+        case wire::requests::FilterSlot::SYNC: slot = FilterSlot::sync; break;
+        case wire::requests::FilterSlot::DOWNSTREAM: slot = FilterSlot::downstream; break;
+      }
+      return set_params(p.getRequestId(), p.getStreamId(), slot, core::decode_values(p.getParams()));
+    }
+    case RequestsMessage::ACK: {
+      auto a = message.getAck();
+      if (from_child) acked(a.getRequestId(), from.child, a.getError());
+      return;
+    }
+  }
+}
+
+void RequestService::on_event(const core::NodeEvent& event) {
+  auto* lost = std::get_if<core::events::ChildLost>(&event);
+  if (!lost) return;
+  std::vector<std::uint64_t> pending;
+  for (const auto& [id, request] : requests_) pending.push_back(id);
+  for (auto id : pending) acked(id, lost->child, node_.describe(lost->rank) + " was lost");
+}
+
+void RequestService::load_filter(std::uint64_t request, const std::string& path, const std::string& name) {
+  std::string error;
+  if (auto r = filters_.load(path, name); !r) {
+    error = node_.describe(node_.identity().rank) + ": " + r.error();
+    log().error("load filter {} from {}: {}", name, path, r.error());
+  } else {
+    log().info("loaded filter {} from {}", name, path);
+  }
+  // Back-ends too: they keep state-recoverable filters over their own packets.
+  std::vector<std::size_t> targets;
+  const auto& children = node_.children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (children[i].link) targets.push_back(i);
+  }
+  start(request, std::move(targets), std::move(error), [&](RequestsMessage::Builder m) {
+    auto l = m.initLoadFilter();
+    l.setRequestId(request);
+    l.setPath(path);
+    l.setName(name);
+  });
+}
+
+void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params) {
+  const std::string me = node_.describe(node_.identity().rank);
+  if (!streams_.has_stream(stream)) {
+    report_ack(request, me + ": no stream " + std::to_string(stream));
+    return;
+  }
+  auto applied = streams_.set_params(stream, slot, params);
+  std::string error = applied ? "" : me + ": " + applied.error();
+  start(request, streams_.member_commnodes(stream), std::move(error), [&](RequestsMessage::Builder m) {
+    auto p = m.initSetParams();
+    p.setRequestId(request);
+    p.setStreamId(stream);
+    p.setSlot(slot == FilterSlot::upstream ? wire::requests::FilterSlot::UPSTREAM
+              : slot == FilterSlot::sync   ? wire::requests::FilterSlot::SYNC
+                                           : wire::requests::FilterSlot::DOWNSTREAM);
+    core::encode_values(params.values(), p.initParams(params.size()));
+  });
+}
+
+void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, std::string error,
+                           const std::function<void(RequestsMessage::Builder)>& fill) {
+  if (children.empty()) {
+    report_ack(request, error);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  fill(message.init<RequestsMessage>());
+  for (std::size_t i : children) node_.send_to_child(i, message);
+  requests_[request] = Request{std::move(children), std::move(error)};
+}
+
+void RequestService::acked(std::uint64_t request, std::size_t child, const std::string& error) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) return;
+  auto& awaiting = it->second.awaiting;
+  auto pos = std::find(awaiting.begin(), awaiting.end(), child);
+  if (pos == awaiting.end()) return;
+  awaiting.erase(pos);
+  auto& all = it->second.error;
+  // Keep reports bounded however many nodes fail the same way.
+  constexpr std::size_t kMaxErrorText = 4096;
+  if (!error.empty() && all.size() < kMaxErrorText) all += (all.empty() ? "" : "; ") + error;
+  if (all.size() >= kMaxErrorText && all.find("(more errors omitted)") == std::string::npos) {
+    all += "; (more errors omitted)";
+  }
+  if (!awaiting.empty()) return;
+  std::string result = std::move(all);
+  requests_.erase(it);
+  report_ack(request, result);
+}
+
+void RequestService::report_ack(std::uint64_t request, const std::string& error) {
+  if (node_.is_root()) {
+    if (observer_) observer_->on_request_ack(request, error);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto a = message.init<RequestsMessage>().initAck();
+  a.setRequestId(request);
+  a.setError(error);
+  node_.send_up(message);
+}
+
+}  // namespace canopy::services

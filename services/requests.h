@@ -1,0 +1,59 @@
+// RequestService: requests from the front-end that every node of a subtree carries
+// out and acknowledges: loading a filter plugin, and new filter parameters for a
+// stream. A node acknowledges up once its own part is done and every child it sent
+// the request to has acknowledged (or was lost), with every failure and its node.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/node.h"
+#include "filters/filter.h"
+#include "requests.capnp.h"
+#include "services/streams.h"
+
+namespace canopy::services {
+
+class RequestService final : public core::Service {
+ public:
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // Root only: request `request` is done everywhere; `error` is "" or every failure.
+    virtual void on_request_ack(std::uint64_t request, const std::string& error) {}
+  };
+
+  // Everything is borrowed; `observer` may be null.
+  RequestService(core::Node& node, filters::FilterRegistry& filters, StreamService& streams, Observer* observer);
+
+  core::ServiceId id() const override { return wire::requests::SERVICE_ID; }
+  std::string_view name() const override { return "requests"; }
+  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+  // Root: loads a filter plugin in every node, this one included.
+  void load_filter(std::uint64_t request, const std::string& path, const std::string& name);
+  // Root: new parameters for one filter of a stream at every node of the stream.
+  void set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params);
+
+ private:
+  struct Request {
+    std::vector<std::size_t> awaiting;  // children yet to ack
+    std::string error;
+  };
+  void start(std::uint64_t request, std::vector<std::size_t> children, std::string error,
+             const std::function<void(wire::requests::RequestsMessage::Builder)>& fill);
+  void acked(std::uint64_t request, std::size_t child, const std::string& error);
+  void report_ack(std::uint64_t request, const std::string& error);
+
+  core::Node& node_;
+  filters::FilterRegistry& filters_;
+  StreamService& streams_;
+  Observer* observer_;
+  std::unordered_map<std::uint64_t, Request> requests_;
+};
+
+}  // namespace canopy::services

@@ -1,0 +1,47 @@
+// Runtime: the node core with Canopy's own services, registered in the order their
+// events must run (a lost child is reported up before the streams close waves
+// without it). What the front-end, every commnode and every back-end run; a tool
+// adds services of its own with node.add_service() before starting the node.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include "core/node.h"
+#include "filters/filter.h"
+#include "services/detection.h"
+#include "services/launch.h"
+#include "services/recovery.h"
+#include "services/requests.h"
+#include "services/streams.h"
+
+namespace canopy::services {
+
+// Who hears what; any may be null (a commnode listens only to the node).
+struct Observers {
+  core::Node::Observer* node = nullptr;
+  LaunchService::Observer* launch = nullptr;
+  DetectionService::Observer* detection = nullptr;
+  StreamService::Observer* streams = nullptr;
+  RequestService::Observer* requests = nullptr;
+  RecoveryService::Observer* recovery = nullptr;
+};
+
+class Runtime {
+ public:
+  // `filters`, the observers and `launcher` are borrowed and must outlive the
+  // runtime; without a launcher, children are started as processes.
+  Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filters::FilterRegistry& filters,
+          const Observers& observers, Launcher* launcher = nullptr);
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  ProcessLauncher processes;
+  core::Node node;
+  LaunchService launch;
+  DetectionService detection;
+  StreamService streams;
+  RequestService requests;
+  RecoveryService recovery;
+};
+
+}  // namespace canopy::services

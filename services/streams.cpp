@@ -1,0 +1,598 @@
+#include "services/streams.h"
+
+#include <algorithm>
+
+#include "core/codec.h"
+#include "core/log.h"
+
+namespace canopy::services {
+
+using core::log;
+using wire::streams::StreamsMessage;
+
+namespace {
+
+wire::streams::SyncMode to_wire(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::wait_for_all: return wire::streams::SyncMode::WAIT_FOR_ALL;
+    case SyncMode::dont_wait: return wire::streams::SyncMode::DONT_WAIT;
+    case SyncMode::time_out: return wire::streams::SyncMode::TIME_OUT;
+  }
+  return wire::streams::SyncMode::WAIT_FOR_ALL;
+}
+
+SyncMode from_wire(wire::streams::SyncMode mode) {
+  switch (mode) {
+    case wire::streams::SyncMode::WAIT_FOR_ALL: return SyncMode::wait_for_all;
+    case wire::streams::SyncMode::DONT_WAIT: return SyncMode::dont_wait;
+    case wire::streams::SyncMode::TIME_OUT: return SyncMode::time_out;
+  }
+  return SyncMode::wait_for_all;
+}
+
+void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec) {
+  c.setStreamId(spec.id);
+  auto list = c.initBackends(spec.backends.size());
+  for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
+  c.setUpstreamFilter(spec.upstream_filter);
+  c.setSyncMode(to_wire(spec.sync));
+  c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
+  c.setDownstreamFilter(spec.downstream_filter);
+  core::encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
+  core::encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
+}
+
+StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
+  StreamSpec spec;
+  spec.id = c.getStreamId();
+  for (auto b : c.getBackends()) spec.backends.push_back(b);
+  spec.upstream_filter = c.getUpstreamFilter();
+  spec.upstream_params = core::decode_values(c.getUpstreamParams());
+  spec.sync = from_wire(c.getSyncMode());
+  spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
+  spec.downstream_filter = c.getDownstreamFilter();
+  spec.downstream_params = core::decode_values(c.getDownstreamParams());
+  return spec;
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
+  constexpr std::int64_t kMax = 3600 * 1000;
+  std::optional<std::int64_t> ms;
+  if (params.size() == 1) {
+    std::visit(
+        [&](const auto& v) {
+          using T = std::remove_cvref_t<decltype(v)>;
+          if constexpr (std::is_integral_v<T>) {
+            if (v > 0 && static_cast<std::uint64_t>(v) <= static_cast<std::uint64_t>(kMax)) ms = v;
+          }
+        },
+        params[0]);
+  }
+  if (!ms) {
+    return Error{"the sync parameter is one integer, the time-out in milliseconds (1 to " + std::to_string(kMax) +
+                 "); got \"" + params.format() + "\""};
+  }
+  return std::chrono::milliseconds(*ms);
+}
+
+StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer)
+    : node_(node), filters_(filters), observer_(observer) {}
+
+// ---- messages and events ----
+
+void StreamService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
+  auto message = body.getAs<StreamsMessage>();
+  const bool from_child = from.kind == core::Peer::Kind::child;
+  switch (message.which()) {
+    case StreamsMessage::DATA: {
+      auto d = message.getData();
+      if (!from_child) return deliver_down(d);
+      if (d.getPointToPoint()) return route_point_to_point(d);
+      return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d));
+    }
+    case StreamsMessage::CREATE:
+      if (!from_child) open_stream(read_spec(message.getCreate()));
+      return;
+    case StreamsMessage::ACK:
+      if (from_child) on_ack(from.child, message.getAck());
+      return;
+    case StreamsMessage::ERROR:
+      if (from_child) report_stream_error(message.getError().getStreamId(), message.getError().getMessage());
+      return;
+    case StreamsMessage::JOIN:
+      if (from_child) join_stream(from.child, read_spec(message.getJoin()));
+      return;
+  }
+}
+
+void StreamService::on_event(const core::NodeEvent& event) {
+  if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
+    // Reports and data share the ordered link up: the loss was reported before
+    // this, so aggregates without the child follow the report.
+    for (auto& [id, stream] : streams_) drop_member(stream, lost->child);
+  } else if (std::holds_alternative<core::events::TreeChanged>(event)) {
+    loosen_waves();
+  } else if (std::holds_alternative<core::events::Adopted>(event)) {
+    compensate();
+  }
+}
+
+// ---- creating streams ----
+
+void StreamService::create_stream(const StreamSpec& spec) {
+  for (Rank b : spec.backends) {
+    const canopy::Node* n = node_.topology()->find(b);
+    if (!n || n->role != Role::backend) {
+      report_stream_ack(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
+      return;
+    }
+  }
+  open_stream(spec);
+}
+
+void StreamService::open_stream(const StreamSpec& spec) {
+  const Rank me = node_.identity().rank;
+  if (streams_.count(spec.id)) {
+    report_stream_ack(spec.id, node_.describe(me) + ": stream " + std::to_string(spec.id) + " already exists");
+    return;
+  }
+  Stream stream;
+  stream.spec = spec;
+  if (auto made = make_filters(stream); !made) {
+    report_stream_ack(spec.id, node_.describe(me) + ": " + made.error());
+    return;
+  }
+  const auto& children = node_.children();
+  if (!children.empty()) {
+    std::vector<bool> member(children.size(), false);
+    for (Rank b : spec.backends) {
+      if (auto via = node_.route_to(b)) member[*via] = true;
+    }
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (member[i] && children[i].link) stream.members.push_back(i);
+    }
+    stream.queues.resize(stream.members.size());
+    stream.awaiting_ack = stream.members;
+  }
+  auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
+  log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id, spec.upstream_filter,
+             static_cast<int>(spec.sync), it->second.members.size());
+  if (it->second.members.empty()) {
+    report_stream_ack(spec.id, "");
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  write_spec(message.init<StreamsMessage>().initCreate(), spec);
+  for (std::size_t i : it->second.members) node_.send_to_child(i, message);
+}
+
+void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader ack) {
+  auto it = streams_.find(ack.getStreamId());
+  if (it == streams_.end()) return;
+  Stream& stream = it->second;
+  if (ack.getError().size() > 0) {
+    stream.ack_error += (stream.ack_error.empty() ? "" : "; ") + std::string(ack.getError().cStr());
+  }
+  auto& waiting = stream.awaiting_ack;
+  auto pos = std::find(waiting.begin(), waiting.end(), child);
+  if (pos == waiting.end()) return;
+  waiting.erase(pos);
+  if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+}
+
+Result<void> StreamService::make_filters(Stream& stream) {
+  const StreamSpec& spec = stream.spec;
+  const Rank me = node_.identity().rank;
+  const auto live = static_cast<std::uint32_t>(node_.children().connected());
+  const FilterContext context{.rank = me, .stream = spec.id, .upstream = true, .children = live};
+  auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
+  if (node_.children().empty()) {
+    // A back-end keeps an instance of a state-recoverable upstream filter over its
+    // own packets: its state is what it sends a new parent if its parent dies.
+    if (filter && (*filter)->state_recoverable()) stream.filter = std::move(*filter);
+    return {};
+  }
+  if (!filter) return Error{filter.error()};
+  stream.filter = std::move(*filter);
+  if (!spec.downstream_filter.empty()) {
+    const FilterContext down_context{.rank = me, .stream = spec.id, .upstream = false, .children = live};
+    auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
+    if (!downstream) return Error{"downstream " + downstream.error()};
+    stream.downstream = std::move(*downstream);
+  }
+  if (spec.sync == SyncMode::time_out && !stream.wave_timer) {
+    stream.wave_timer = std::make_unique<asio::steady_timer>(node_.io());
+  }
+  return {};
+}
+
+// ---- down ----
+
+void StreamService::send_down(StreamId stream, const Packet& packet, std::optional<Rank> destination) {
+  forward_down(stream, packet, destination);
+}
+
+void StreamService::deliver_down(wire::DataPacket::Reader packet) {
+  const StreamId stream = packet.getStreamId();
+  std::optional<Rank> destination;
+  if (packet.getPointToPoint()) destination = packet.getDestination();
+  if (node_.children().empty()) {
+    if (destination && *destination != node_.identity().rank) {
+      log().warn("dropping a packet for rank {} delivered to rank {}", *destination, node_.identity().rank);
+      return;
+    }
+    if (observer_) observer_->on_downstream(stream, core::decode_packet(packet));
+    return;
+  }
+  forward_down(stream, core::decode_packet(packet), destination);
+}
+
+void StreamService::forward_down(StreamId id, const Packet& input, std::optional<Rank> destination) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    if (node_.is_root() && observer_) observer_->on_stream_error(id, "no such stream " + std::to_string(id));
+    log().warn("dropping a packet for unknown stream {}", id);
+    return;
+  }
+  Stream& stream = it->second;
+  const Packet* packet = &input;
+  std::vector<Packet> filtered;
+  if (stream.downstream) {
+    if (auto r = stream.downstream->execute(std::span<const Packet>(&input, 1), filtered); !r) {
+      report_stream_error(id, node_.describe(node_.identity().rank) + ": " + r.error());
+      return;
+    }
+    if (filtered.empty()) return;
+    packet = &filtered.front();
+  }
+  core::Outgoing message(node_.identity(), this->id());
+  auto d = message.init<StreamsMessage>().initData();
+  d.setStreamId(id);
+  core::encode_packet(*packet, d);
+  if (destination) {
+    d.setPointToPoint(true);
+    d.setDestination(*destination);
+    auto via = node_.route_to(*destination);
+    if (!via || !node_.children()[*via].link) {
+      report_stream_error(id, node_.describe(node_.identity().rank) + ": no route to back-end " +
+                                  std::to_string(*destination));
+      return;
+    }
+    node_.send_to_child(*via, message);
+    return;
+  }
+  for (std::size_t i : stream.members) node_.send_to_child(i, message);
+}
+
+// ---- up ----
+
+void StreamService::send_up(StreamId stream, Packet packet) {
+  packet.set_source(node_.identity().rank);
+  packet.set_contributors(1);
+  if (auto it = streams_.find(stream); it != streams_.end() && it->second.filter) {
+    it->second.wave.clear();
+    it->second.wave.push_back(std::move(packet));
+    emit_wave(it->second);
+    return;
+  }
+  report_upstream(stream, packet);
+}
+
+void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packet) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    log().warn("dropping a packet from child {} for unknown stream {}", node_.children()[child].rank, id);
+    return;
+  }
+  Stream& stream = it->second;
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos == stream.members.end()) {
+    log().warn("dropping a packet on stream {} from non-member child {}", id, node_.children()[child].rank);
+    return;
+  }
+  if (stream.spec.sync == SyncMode::dont_wait) {
+    stream.wave.clear();
+    stream.wave.push_back(std::move(packet));
+    emit_wave(stream);
+    return;
+  }
+  auto& queue = stream.queues[pos - stream.members.begin()];
+  if (queue.empty()) ++stream.nonempty;
+  queue.push_back(std::move(packet));
+  run_waves(stream);
+}
+
+void StreamService::run_waves(Stream& stream) {
+  bool emitted = false;
+  while (!stream.members.empty() && stream.nonempty == stream.members.size()) {
+    stream.wave.clear();
+    for (auto& queue : stream.queues) {
+      stream.wave.push_back(std::move(queue.front()));
+      queue.pop_front();
+      if (queue.empty()) --stream.nonempty;
+    }
+    emit_wave(stream);
+    emitted = true;
+  }
+  if (stream.wave_timer) {
+    // time_out mode: the timer measures from the first packet of the open wave.
+    if (emitted || stream.nonempty == 0) {
+      stream.timer_armed = false;
+      stream.wave_timer->cancel();
+    }
+    if (stream.nonempty > 0 && !stream.timer_armed) arm_wave_timer(stream);
+  }
+}
+
+void StreamService::arm_wave_timer(Stream& stream) {
+  stream.timer_armed = true;
+  // After the tree changed shape, wait-for-all tolerates stragglers for the suspect
+  // threshold (see loosen_waves).
+  stream.wave_timer->expires_after(stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout
+                                                                          : node_.plan().fault.suspect);
+  stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
+    if (!ec) run_partial_wave(id);
+  });
+}
+
+// time_out mode: the time is up for the open wave; filter what has arrived.
+void StreamService::run_partial_wave(StreamId id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end() || !it->second.timer_armed) return;
+  Stream& stream = it->second;
+  stream.timer_armed = false;
+  // Everything queued has waited at least the time-out: close waves until the
+  // queues are empty, or a backlog left by a failure would drain one wave per
+  // time-out.
+  while (stream.nonempty > 0) {
+    stream.wave.clear();
+    for (auto& queue : stream.queues) {
+      if (queue.empty()) continue;
+      stream.wave.push_back(std::move(queue.front()));
+      queue.pop_front();
+      if (queue.empty()) --stream.nonempty;
+    }
+    log().debug("stream {}: wave closed by time-out with {} of {} children", id, stream.wave.size(),
+                stream.members.size());
+    emit_wave(stream);
+  }
+  run_waves(stream);
+}
+
+// Once a child has left or joined, the packets in flight at the moment of the
+// failure (lost, or compensated by filter state) leave the children's packet counts
+// unequal for good, so a wave could wait forever for a packet that will never come.
+// From the first failure or adoption this node hears of, its wait-for-all streams
+// close a wave that has waited longer than the suspect threshold with the packets
+// present. Every node floods the reports, so every node loosens its streams.
+void StreamService::loosen_waves() {
+  if (node_.children().empty()) return;
+  for (auto& [id, stream] : streams_) {
+    if (stream.wave_timer || !stream.filter) continue;
+    stream.wave_timer = std::make_unique<asio::steady_timer>(node_.io());
+    log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
+               node_.plan().fault.suspect.count());
+    run_waves(stream);
+  }
+}
+
+void StreamService::emit_wave(Stream& stream) {
+  auto& out = stream.output;
+  out.clear();
+  if (auto r = stream.filter->execute(stream.wave, out); !r) {
+    report_stream_error(stream.spec.id, node_.describe(node_.identity().rank) + ": " + r.error());
+    return;
+  }
+  for (auto& packet : out) {
+    packet.set_source(node_.identity().rank);
+    report_upstream(stream.spec.id, packet);
+  }
+}
+
+void StreamService::drop_member(Stream& stream, std::size_t child) {
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos != stream.members.end()) {
+    auto q = stream.queues.begin() + (pos - stream.members.begin());
+    if (!q->empty()) --stream.nonempty;
+    stream.queues.erase(q);
+    stream.members.erase(pos);
+  }
+  auto& waiting = stream.awaiting_ack;
+  if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
+    waiting.erase(w);
+    stream.ack_error +=
+        (stream.ack_error.empty() ? "" : "; ") + node_.describe(node_.children()[child].rank) + " was lost";
+    if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+  }
+  run_waves(stream);
+}
+
+// ---- point-to-point between back-ends ----
+
+void StreamService::send_to_backend(Rank destination, StreamId stream, Packet packet) {
+  packet.set_source(node_.identity().rank);
+  packet.set_contributors(1);
+  capnp::MallocMessageBuilder builder;
+  auto d = builder.initRoot<wire::DataPacket>();
+  d.setStreamId(stream);
+  core::encode_packet(packet, d);
+  d.setPointToPoint(true);
+  d.setDestination(destination);
+  route_point_to_point(d.asReader());
+}
+
+// Down towards `destination` if it is below this node, else up; the first node on the
+// way up that has it below is the nearest common ancestor.
+void StreamService::route_point_to_point(wire::DataPacket::Reader packet) {
+  const Rank destination = packet.getDestination();
+  if (destination == node_.identity().rank && node_.children().empty()) {
+    if (observer_) observer_->on_downstream(packet.getStreamId(), core::decode_packet(packet));
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  message.init<StreamsMessage>().setData(packet);
+  if (auto via = node_.route_to(destination)) {
+    if (!node_.children()[*via].link) {
+      report_stream_error(packet.getStreamId(), node_.describe(node_.identity().rank) +
+                                                    ": point-to-point packet from rank " +
+                                                    std::to_string(packet.getSourceRank()) + " to back-end " +
+                                                    std::to_string(destination) + " dropped: its subtree is gone");
+      return;
+    }
+    node_.send_to_child(*via, message);
+  } else if (!node_.is_root()) {
+    node_.send_up(message);  // held back while orphaned
+  } else {
+    report_stream_error(packet.getStreamId(), "point-to-point packet from rank " +
+                                                  std::to_string(packet.getSourceRank()) + " dropped: " +
+                                                  std::to_string(destination) + " is not a back-end of this network");
+  }
+}
+
+// ---- parameters (for the request service) ----
+
+Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packet& params) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return Error{"no stream " + std::to_string(id)};
+  if (node_.children().empty()) return {};  // back-ends run no filters of a stream's
+  Stream& stream = it->second;
+  switch (slot) {
+    case FilterSlot::upstream:
+      return stream.filter->set_params(params);
+    case FilterSlot::downstream:
+      if (stream.downstream) return stream.downstream->set_params(params);
+      if (params.size() != 0) return Error{"the stream has no downstream filter"};
+      return {};
+    case FilterSlot::sync: {
+      auto timeout = sync_timeout_param(params);
+      if (!timeout) return Error{timeout.error()};
+      stream.spec.sync_timeout = *timeout;
+      return {};
+    }
+  }
+  return {};
+}
+
+std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
+  std::vector<std::size_t> out;
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return out;
+  for (std::size_t i : it->second.members) {
+    const auto& child = node_.children()[i];
+    if (child.link && child.role == Role::commnode) out.push_back(i);
+  }
+  return out;
+}
+
+// ---- recovery ----
+
+// A stream of an adopted orphan: join it to the local stream, creating the stream
+// here (and asking upwards) if this node was not on it.
+void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
+  auto it = streams_.find(spec.id);
+  if (it == streams_.end()) {
+    Stream stream;
+    stream.spec = spec;
+    if (auto made = make_filters(stream); !made) {
+      report_stream_error(spec.id, node_.describe(node_.identity().rank) +
+                                       ": cannot join stream for an adopted orphan: " + made.error());
+      return;
+    }
+    it = streams_.emplace(spec.id, std::move(stream)).first;
+    if (!node_.is_root()) {
+      core::Outgoing join(node_.identity(), id());
+      write_spec(join.init<StreamsMessage>().initJoin(), spec);
+      node_.send_up(join);
+    }
+    log().info("stream {} created here for an adopted orphan", spec.id);
+    loosen_waves();
+  }
+  Stream& stream = it->second;
+  if (std::find(stream.members.begin(), stream.members.end(), child) == stream.members.end()) {
+    stream.members.push_back(child);
+    stream.queues.emplace_back();
+  }
+}
+
+// This node has just been adopted: join every stream at the adopter, and send the
+// state of every state-recoverable filter as channel state; the output held back
+// while orphaned follows (the core sends it).
+void StreamService::compensate() {
+  const Rank me = node_.identity().rank;
+  incomplete_ = std::move(overflowed_);
+  overflowed_.clear();
+  std::vector<StreamId> ids;
+  for (const auto& [id, stream] : streams_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (StreamId sid : ids) {
+    Stream& stream = streams_.at(sid);
+    core::Outgoing join(node_.identity(), id());
+    write_spec(join.init<StreamsMessage>().initJoin(), stream.spec);
+    node_.send_up(join);
+    if (!stream.filter || !stream.filter->state_recoverable()) {
+      incomplete_.push_back(sid);
+      continue;
+    }
+    auto state = stream.filter->extract_state();
+    if (!state) {
+      report_stream_error(sid, node_.describe(me) + ": cannot extract filter state: " + state.error());
+      incomplete_.push_back(sid);
+      continue;
+    }
+    state->set_source(me);
+    state->set_contributors(0);  // state, not new input
+    report_upstream(sid, *state);
+  }
+  std::sort(incomplete_.begin(), incomplete_.end());
+  incomplete_.erase(std::unique(incomplete_.begin(), incomplete_.end()), incomplete_.end());
+}
+
+// ---- reports travelling up ----
+
+void StreamService::report_stream_ack(StreamId stream, const std::string& error) {
+  if (node_.is_root()) {
+    if (observer_) observer_->on_stream_ack(stream, error);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto a = message.init<StreamsMessage>().initAck();
+  a.setStreamId(stream);
+  a.setError(error);
+  node_.send_up(message);
+}
+
+void StreamService::report_stream_error(StreamId stream, const std::string& error) {
+  log().error("stream {}: {}", stream, error);
+  if (node_.is_root()) {
+    if (observer_) observer_->on_stream_error(stream, error);
+    return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto e = message.init<StreamsMessage>().initError();
+  e.setStreamId(stream);
+  e.setRank(node_.identity().rank);
+  e.setMessage(error);
+  node_.send_up(message);
+}
+
+void StreamService::report_upstream(StreamId stream, const Packet& packet) {
+  if (node_.is_root()) {
+    if (observer_) observer_->on_upstream(stream, Packet(packet));
+    return;
+  }
+  if (node_.phase() == core::Phase::orphaned) {
+    // The filter state of a recoverable stream subsumes its pending output: the
+    // state goes to the new parent instead.
+    auto it = streams_.find(stream);
+    if (it != streams_.end() && it->second.filter && it->second.filter->state_recoverable()) return;
+  }
+  core::Outgoing message(node_.identity(), id());
+  auto d = message.init<StreamsMessage>().initData();
+  d.setStreamId(stream);
+  core::encode_packet(packet, d);
+  if (!node_.send_up(message) && node_.phase() == core::Phase::orphaned) overflowed_.push_back(stream);
+}
+
+}  // namespace canopy::services

@@ -1,0 +1,135 @@
+// StreamService: streams, waves and the filter host (docs/filters.md).
+//
+// A stream is a communicator (a set of back-ends), an upstream filter, a sync mode
+// and a downstream filter. StreamCreate goes down into the subtrees holding
+// members; every node records which of its children take part and acknowledges
+// once they all have. Packets going up are gathered into waves per the sync mode and
+// aggregated by the filter; packets going down pass the downstream filter and go to
+// the member children, or to one back-end (point-to-point). Back-ends also send to
+// each other through the nearest common ancestor.
+//
+// On the node's events: a lost child leaves the streams (later waves do not wait
+// for it); once the tree has changed shape, wait-for-all waves tolerate stragglers;
+// after this node is adopted it rejoins its streams at the adopter and sends the
+// state of each state-recoverable filter (state composition).
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/packet.h"
+#include "core/node.h"
+#include "filters/filter.h"
+#include "streams.capnp.h"
+
+namespace canopy::services {
+
+namespace asio = boost::asio;
+
+struct StreamSpec {
+  StreamId id = 0;
+  std::vector<Rank> backends;               // the communicator, ascending
+  std::string upstream_filter = "sum";
+  Packet upstream_params;
+  SyncMode sync = SyncMode::wait_for_all;
+  std::chrono::milliseconds sync_timeout{100};  // time_out mode
+  std::string downstream_filter;            // "" = none
+  Packet downstream_params;
+};
+
+// Reads the sync "filter" parameter: one positive integer, the time-out in ms.
+Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params);
+
+class StreamService final : public core::Service {
+ public:
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // Root only:
+    virtual void on_stream_ack(StreamId stream, const std::string& error) {}
+    virtual void on_stream_error(StreamId stream, const std::string& error) {}
+    virtual void on_upstream(StreamId stream, Packet&& packet) {}
+    // Leaf only:
+    virtual void on_downstream(StreamId stream, Packet&& packet) {}
+  };
+
+  // `node`, `filters` and `observer` (may be null) are borrowed.
+  StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer);
+
+  core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
+  std::string_view name() const override { return "streams"; }
+  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+  // Root: creates a stream in the subtrees holding its back-ends; on_stream_ack
+  // reports the outcome.
+  void create_stream(const StreamSpec& spec);
+  // Root: sends a packet down a stream, to all its back-ends or to one.
+  void send_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  // Leaf: sends a packet up a stream.
+  void send_up(StreamId stream, Packet packet);
+  // Leaf: sends a packet to another back-end through the nearest common ancestor.
+  void send_to_backend(Rank destination, StreamId stream, Packet packet);
+
+  // For the request service: whether this node has stream `id`; new parameters for
+  // one of its filters (applied where the node has children); its member children
+  // that are commnodes.
+  bool has_stream(StreamId id) const { return streams_.count(id) != 0; }
+  Result<void> set_params(StreamId id, FilterSlot slot, const Packet& params);
+  std::vector<std::size_t> member_commnodes(StreamId id) const;
+  // For the recovery service: the streams of this node's latest adoption that may
+  // lack data (filters that are not state recoverable, or output dropped while
+  // orphaned), ascending.
+  const std::vector<StreamId>& incomplete_after_adoption() const { return incomplete_; }
+
+ private:
+  struct Stream {
+    StreamSpec spec;
+    std::vector<std::size_t> members;            // participating children (indexes)
+    std::vector<std::deque<Packet>> queues;      // one per member
+    std::size_t nonempty = 0;                    // members with a queued packet
+    std::unique_ptr<filters::Filter> filter;      // upstream
+    std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
+    std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
+    std::vector<std::size_t> awaiting_ack;       // member children yet to ack
+    std::string ack_error;
+    std::unique_ptr<asio::steady_timer> wave_timer;  // time_out mode: closes a partial wave
+    bool timer_armed = false;
+  };
+
+  void open_stream(const StreamSpec& spec);
+  void on_ack(std::size_t child, wire::streams::StreamAck::Reader ack);
+  void deliver_down(wire::DataPacket::Reader packet);
+  void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  void accept_upstream(std::size_t child, StreamId stream, Packet packet);
+  Result<void> make_filters(Stream& stream);
+  void run_waves(Stream& stream);
+  void run_partial_wave(StreamId id);
+  void arm_wave_timer(Stream& stream);
+  void emit_wave(Stream& stream);
+  void loosen_waves();
+  void route_point_to_point(wire::DataPacket::Reader packet);
+  void join_stream(std::size_t child, const StreamSpec& spec);
+  void drop_member(Stream& stream, std::size_t child);
+  void compensate();
+
+  void report_stream_ack(StreamId stream, const std::string& error);
+  void report_stream_error(StreamId stream, const std::string& error);
+  void report_upstream(StreamId stream, const Packet& packet);
+
+  core::Node& node_;
+  filters::FilterRegistry& filters_;
+  Observer* observer_;
+  std::unordered_map<StreamId, Stream> streams_;
+  std::vector<StreamId> overflowed_;   // output dropped while orphaned
+  std::vector<StreamId> incomplete_;   // of the latest adoption
+};
+
+}  // namespace canopy::services

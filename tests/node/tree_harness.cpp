@@ -1,0 +1,122 @@
+#include "tree_harness.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "core/log.h"
+
+namespace canopy::testing {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<core::events::TreeChanged> Recorder::tree_changes() const {
+  std::vector<core::events::TreeChanged> out;
+  for (const auto& event : events) {
+    if (auto* changed = std::get_if<core::events::TreeChanged>(&event)) out.push_back(*changed);
+  }
+  return out;
+}
+
+TreeHarness::TreeHarness(const std::string& spec, core::FaultConfig fault, AddServices extra)
+    : fault_(fault), extra_(std::move(extra)) {
+  // Every process of the tree logs to the test's stderr; warnings by default.
+  if (const char* level = std::getenv("CANOPY_LOG_LEVEL")) core::log().set_level(spdlog::level::from_str(level));
+  auto topology = generate_topology(spec);
+  if (!topology) throw std::invalid_argument(topology.error());
+  topology_ = std::move(*topology);
+}
+
+// Nothing runs once the test is over, so the order in which members go is of no
+// consequence.
+TreeHarness::~TreeHarness() = default;
+
+TreeHarness::Member& TreeHarness::member(Rank rank) {
+  auto it = members_.find(rank);
+  if (it == members_.end()) throw std::out_of_range("rank " + std::to_string(rank) + " is not running");
+  return *it->second;
+}
+
+bool TreeHarness::alive(Rank rank) const { return members_.count(rank) != 0; }
+
+TreeHarness::Member& TreeHarness::add(Rank rank, Role role) {
+  auto& m = members_[rank];
+  m = std::make_unique<Member>();
+  core::NodeIdentity identity{.rank = rank, .role = role, .network_id = network_id_, .incarnation = 0};
+  Recorder* r = &m->heard;
+  m->runtime = std::make_unique<services::Runtime>(
+      m->io, identity, m->filters,
+      services::Observers{.node = r, .launch = r, .detection = r, .streams = r, .requests = r, .recovery = r},
+      this);
+  if (extra_) {
+    m->extra = extra_(rank, m->runtime->node);
+    if (m->extra) {
+      if (auto added = m->runtime->node.add_service(*m->extra); !added) throw std::logic_error(added.error());
+    }
+  }
+  return *m;
+}
+
+bool TreeHarness::launch(std::chrono::milliseconds limit) {
+  core::LaunchPlan plan;
+  plan.startup_timeout = std::chrono::seconds(5);
+  plan.fault = fault_;
+  Member& root = add(topology_.root().rank, Role::frontend);
+  if (auto started = root.runtime->node.start_as_root(topology_, plan); !started) {
+    throw std::runtime_error(started.error());
+  }
+  // Up, and every process knows every listening endpoint (an orphan needs them).
+  auto endpoints_known = [&] {
+    for (auto& [rank, m] : members_) {
+      const auto& topology = m->runtime->node.topology();
+      if (!topology) return false;
+      for (const auto& n : topology->nodes()) {
+        if (n.role != Role::backend && n.port == 0) return false;
+      }
+    }
+    return members_.size() == topology_.size();
+  };
+  return run_until([&] { return !root.heard.launch_failures.empty() || (root.heard.ready && endpoints_known()); },
+                   limit) &&
+         root.heard.launch_failures.empty();
+}
+
+Result<std::unique_ptr<core::ChildProcess>> TreeHarness::start(core::Node& parent, Rank rank) {
+  Member& m = add(rank, topology_.at(rank).role);
+  core::ParentLink link{.address = "127.0.0.1", .port = parent.listen_port()};
+  if (auto started = m.runtime->node.start_as_child(link); !started) return Error{started.error()};
+  return std::unique_ptr<core::ChildProcess>();  // no process to watch
+}
+
+bool TreeHarness::poll_all() {
+  bool worked = false;
+  // A handler may kill or start members: walk a snapshot of the ranks.
+  std::vector<Rank> ranks;
+  for (auto& [rank, m] : members_) ranks.push_back(rank);
+  for (Rank rank : ranks) {
+    auto it = members_.find(rank);
+    if (it == members_.end() || it->second->frozen) continue;
+    auto& io = it->second->io;
+    if (io.stopped()) io.restart();
+    worked |= io.poll() > 0;
+  }
+  return worked;
+}
+
+bool TreeHarness::run_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    if (!poll_all()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+void TreeHarness::run_for(std::chrono::milliseconds duration) {
+  run_until([] { return false; }, duration);
+}
+
+void TreeHarness::kill(Rank rank) { members_.erase(rank); }
+void TreeHarness::freeze(Rank rank) { member(rank).frozen = true; }
+void TreeHarness::thaw(Rank rank) { member(rank).frozen = false; }
+
+}  // namespace canopy::testing

@@ -1,0 +1,118 @@
+// TreeHarness: a whole Canopy tree inside the test process.
+//
+// Every process of a generated topology is a services::Runtime on an io_context of
+// its own, all driven by the test thread (run_until polls them in turn), over real
+// loopback sockets. A parent "launches" a child by creating its runtime (the
+// harness is the launch service's Launcher). So that:
+//   - kill(rank) is a crash: the process's runtime is destroyed, its sockets close,
+//     and its io_context is destroyed with whatever handlers were pending;
+//   - freeze(rank) is SIGSTOP: its io_context is no longer run (thaw() resumes it);
+// and heartbeats, suspicion, adoption and state composition run in milliseconds,
+// with every process's events and reports recorded for the test to read.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "canopy/topology.h"
+#include "filters/filter.h"
+#include "services/runtime.h"
+
+namespace canopy::testing {
+
+// What one process heard from its node and services.
+struct Recorder : core::Node::Observer,
+                  services::LaunchService::Observer,
+                  services::DetectionService::Observer,
+                  services::StreamService::Observer,
+                  services::RequestService::Observer,
+                  services::RecoveryService::Observer {
+  void on_stopped(const std::string& why) override { stopped = why; }
+  void on_event(const core::NodeEvent& event) override { events.push_back(event); }
+  void on_launched(Rank rank) override { launched.insert(rank); }
+  void on_launch_failed(Rank rank, const std::string& why) override { launch_failures[rank] = why; }
+  void on_ready() override { ready = true; }
+  void on_node_lost(Rank rank, const std::string& why) override { lost[rank] = why; }
+  void on_stream_ack(StreamId stream, const std::string& error) override { acks[stream] = error; }
+  void on_stream_error(StreamId, const std::string& error) override { errors.push_back(error); }
+  void on_upstream(StreamId, Packet&& packet) override { upstream.push_back(std::move(packet)); }
+  void on_downstream(StreamId, Packet&& packet) override { downstream.push_back(std::move(packet)); }
+  void on_request_ack(std::uint64_t request, const std::string& error) override { request_acks[request] = error; }
+  void on_recovered(const services::RecoveryReport& report) override { recovered.push_back(report); }
+
+  // The live-tree changes this process applied, in order.
+  std::vector<core::events::TreeChanged> tree_changes() const;
+
+  std::optional<std::string> stopped;
+  std::vector<core::NodeEvent> events;
+  std::set<Rank> launched;
+  std::map<Rank, std::string> launch_failures, lost;
+  bool ready = false;
+  std::map<StreamId, std::string> acks;
+  std::vector<std::string> errors;
+  std::vector<Packet> upstream, downstream;
+  std::map<std::uint64_t, std::string> request_acks;
+  std::vector<services::RecoveryReport> recovered;
+};
+
+class TreeHarness final : public services::Launcher {
+ public:
+  // A tree of generated shape `spec` ("b:2^2"), fault tolerance with `fault`'s
+  // thresholds. `extra(rank, node)`, if given, makes a service of the test's own for
+  // every node; the harness registers it before the node starts and owns it.
+  using AddServices = std::function<std::unique_ptr<core::Service>(Rank, core::Node&)>;
+  TreeHarness(const std::string& spec, core::FaultConfig fault, AddServices extra = {});
+  ~TreeHarness() override;
+
+  // Starts the root and runs until the tree is up and every process knows every
+  // listening endpoint (true), or a launch fails or `limit` passes (false).
+  bool launch(std::chrono::milliseconds limit = std::chrono::seconds(10));
+
+  // Runs every process that is not frozen until `done()` holds (true) or `limit`
+  // passes (false).
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit);
+  // Runs for `duration` whatever happens.
+  void run_for(std::chrono::milliseconds duration);
+
+  core::Node& node(Rank rank) { return member(rank).runtime->node; }
+  services::Runtime& runtime(Rank rank) { return *member(rank).runtime; }
+  Recorder& heard(Rank rank) { return member(rank).heard; }
+  bool alive(Rank rank) const;
+  const Topology& topology() const { return topology_; }
+  Rank root() const { return topology_.root().rank; }
+
+  void kill(Rank rank);
+  void freeze(Rank rank);
+  void thaw(Rank rank);
+
+  Result<std::unique_ptr<core::ChildProcess>> start(core::Node& parent, Rank rank) override;
+
+ private:
+  struct Member {
+    boost::asio::io_context io{1};
+    Recorder heard;
+    filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
+    std::unique_ptr<services::Runtime> runtime;
+    std::unique_ptr<core::Service> extra;
+    bool frozen = false;
+  };
+  Member& member(Rank rank);
+  Member& add(Rank rank, Role role);
+  bool poll_all();
+
+  Topology topology_;
+  core::FaultConfig fault_;
+  AddServices extra_;
+  std::uint64_t network_id_ = 0x5eed0000cafe0001;
+  std::map<Rank, std::unique_ptr<Member>> members_;
+};
+
+}  // namespace canopy::testing
