@@ -1,7 +1,5 @@
 #include "transport/striped_link.h"
 
-#include <capnp/serialize.h>
-#include <kj/exception.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -878,26 +876,13 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
 }
 
 bool StripedLink::deliver_frames() {
-  while (auto frame = reader_.next()) {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = reader_.limits().traversal_limit_words;
-    options.nestingLimit = reader_.limits().nesting_limit;
-    try {
-      capnp::FlatArrayMessageReader message(
-          kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
-      ++stats_.messages_received;
-      if (on_message_) on_message_(message.getRoot<wire::Message>());
-    } catch (const kj::Exception& e) {
-      finish("bad frame: " + std::string(e.getDescription().cStr()), true);
-      return false;
-    }
-    if (!open_) return false;  // the handler closed us
-  }
-  if (!reader_.error().empty()) {
-    finish("bad frame: " + reader_.error(), true);
-    return false;
-  }
-  return true;
+  auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
+    ++stats_.messages_received;
+    if (on_message_) on_message_(message.getRoot<wire::Message>());
+    return open_;  // false: the handler closed us
+  });
+  if (outcome.status == ReadOutcome::Status::failed) finish(std::move(outcome.error), true);
+  return outcome.status == ReadOutcome::Status::drained;
 }
 
 // ---------------------------------------------------------------------------
