@@ -136,7 +136,8 @@ double measure_latency(Pair& pair, core::LoopThread& server, core::LoopThread& c
   auto server_link = pair.server;
   server.call([&] {
     server_link->start(
-        [server_link](wire::Message::Reader m) {
+        [server_link](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::Message>();
           capnp::MallocMessageBuilder reply;
           reply.initRoot<wire::Message>().getBody().initData().setTag(m.getBody().getData().getTag());
           server_link->send(reply);
@@ -153,7 +154,7 @@ double measure_latency(Pair& pair, core::LoopThread& server, core::LoopThread& c
   int warmup = std::max(10, round_trips / 20), count = 0;
   client.call([&] {
     client_link->start(
-        [&](wire::Message::Reader) {
+        [&](capnp::MessageReader&) {
           auto now = Clock::now();
           if (count >= warmup) samples.push_back(std::chrono::duration<double, std::micro>(now - sent_at).count());
           if (++count == round_trips + warmup) {
@@ -193,7 +194,7 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   std::uint64_t received = 0;
   server.call([&] {
     server_link->start(
-        [&, server_link](wire::Message::Reader) {
+        [&, server_link](capnp::MessageReader&) {
           ++received;
           if (received % 4 == 0 || received == messages) {
             capnp::MallocMessageBuilder report;
@@ -224,7 +225,8 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   Clock::time_point end;
   client.call([&] {
     client_link->start(
-        [&](wire::Message::Reader m) {
+        [&](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::Message>();
           confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
           if (confirmed == messages) {
             end = Clock::now();

@@ -360,7 +360,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
     log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
     l->close("no hello in time");
   });
-  link->start([this, raw](wire::Message::Reader msg) { on_accepted_message(raw, msg); },
+  link->start([this, raw](capnp::MessageReader& m) { on_accepted_message(raw, m.getRoot<wire::Message>()); },
               [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
 }
 
@@ -1411,7 +1411,8 @@ void Node::report_upstream(StreamId stream, const Packet& packet) {
 void Node::attach_parent(std::shared_ptr<Link> link) {
   const Link* raw = link.get();
   link->start(
-      [this, raw](wire::Message::Reader msg) {
+      [this, raw](capnp::MessageReader& m) {
+        auto msg = m.getRoot<wire::Message>();
         if (parent_.get() == raw) {
           on_parent_message(msg);
         } else if (orphan_ && orphan_->trying.get() == raw && msg.getBody().isAdopted()) {

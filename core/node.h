@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "canopy.capnp.h"
 #include "canopy/packet.h"
 #include "canopy/topology.h"
 #include "core/process.h"

@@ -878,7 +878,7 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
 bool StripedLink::deliver_frames() {
   auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
     ++stats_.messages_received;
-    if (on_message_) on_message_(message.getRoot<wire::Message>());
+    if (on_message_) on_message_(message);
     return open_;  // false: the handler closed us
   });
   if (outcome.status == ReadOutcome::Status::failed) finish(std::move(outcome.error), true);

@@ -37,7 +37,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   reader_.commit(n);
   note_received();
   auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
-    on_message_(message.getRoot<wire::Message>());
+    on_message_(message);
     return open_;  // false: the handler closed us
   });
   switch (outcome.status) {

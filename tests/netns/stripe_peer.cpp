@@ -271,7 +271,7 @@ class Receiver {
     link_ = link;
     striped_ = striped;
     started_ = Clock::now();
-    link->start([this](wire::Message::Reader m) { on_message(m); },
+    link->start([this](capnp::MessageReader& m) { on_message(m.getRoot<wire::Message>()); },
                 [this](std::string_view reason) { finish(std::string(reason)); });
   }
 
@@ -426,7 +426,8 @@ class Sender {
 
   void start() {
     link_->start(
-        [this](wire::Message::Reader m) {
+        [this](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::Message>();
           auto values = m.getBody().getData().getValues();
           if (values.size() == 1 && values[0].isUint64()) confirmed_ = std::max(confirmed_, values[0].getUint64());
           pump();

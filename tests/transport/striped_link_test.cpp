@@ -158,7 +158,8 @@ class StripedLinkTest : public ::testing::Test {
     server_links_.push_back(link);
     auto* raw = link.get();
     link->start(
-        [this, raw](wire::Message::Reader m) {
+        [this, raw](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::Message>();
           if (!inflow_.error.empty()) return;
           auto problem = check_message(m, inflow_.received);
           if (!problem.empty()) {
@@ -195,7 +196,8 @@ class StripedLinkTest : public ::testing::Test {
     client_.call([&] {
       client_link_ = *result;
       client_link_->start(
-          [this](wire::Message::Reader m) {
+          [this](capnp::MessageReader& message) {
+            auto m = message.getRoot<wire::Message>();
             outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
             pump();
           },
@@ -478,7 +480,8 @@ TEST_F(StripedLinkTest, BlockingConnectGivesALinkThatWorksOnceTheLoopRuns) {
   ASSERT_TRUE(result) << result.error();
   client_.call([&] {
     client_link_ = *result;
-    client_link_->start([this](wire::Message::Reader m) {
+    client_link_->start([this](capnp::MessageReader& message) {
+      auto m = message.getRoot<wire::Message>();
       outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
       pump();
     }, [](std::string_view) {});
@@ -522,14 +525,15 @@ TEST_F(StripedLinkTest, OneListeningPortServesPlainTcpLinksToo) {
   std::promise<std::int32_t> got;
   listen({"127.0.0.1"}, test_options(), [&](tcp::socket socket) {
     plain_server = TcpLink::create(std::move(socket));
-    plain_server->start([&](wire::Message::Reader m) { got.set_value(m.getBody().getData().getTag()); },
-                        [](std::string_view) {});
+    plain_server->start(
+        [&](capnp::MessageReader& m) { got.set_value(m.getRoot<wire::Message>().getBody().getData().getTag()); },
+        [](std::string_view) {});
   });
   auto plain_client = client_.call([&] {
     boost::system::error_code ec;
     auto socket = connect_tcp(client_.io(), "127.0.0.1", remote_[0].remote_port, ec);
     auto link = TcpLink::create(std::move(socket));
-    link->start([](wire::Message::Reader) {}, [](std::string_view) {});
+    link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
     send_progress(*link, 42);
     return link;
   });
@@ -557,7 +561,8 @@ TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
       if (ec) return;
       server_link = TcpLink::create(std::move(socket));
       server_link->start(
-          [&](wire::Message::Reader m) {
+          [&](capnp::MessageReader& message) {
+            auto m = message.getRoot<wire::Message>();
             if (received < 50) std::this_thread::sleep_for(2ms);  // let the client's bytes pile up
             auto problem = check_message(m, received);
             if (!problem.empty() && error.empty()) error = problem;
@@ -578,7 +583,7 @@ TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
     boost::system::error_code ec;
     auto link = TcpLink::create(connect_tcp(client.io(), "127.0.0.1", port, ec));
     ASSERT_FALSE(ec) << ec.message();
-    link->start([](wire::Message::Reader) {}, [link](std::string_view) {});
+    link->start([](capnp::MessageReader&) {}, [link](std::string_view) {});
     for (std::uint64_t i = 0; i < total; ++i) {
       capnp::MallocMessageBuilder b;
       build_message(b, i);
