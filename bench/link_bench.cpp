@@ -12,6 +12,7 @@
 // on two threads, each with its own io_context, as two processes would. Output: CSV
 // on stdout, progress on stderr. Never run by ctest (docs/striping.md).
 #include <capnp/message.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -256,6 +257,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Config c;
+  // The links' warnings on stderr, with the progress lines.
+  c.striped.log =
+      std::make_shared<spdlog::logger>("canopy-link-bench", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  c.striped.log->set_level(spdlog::level::warn);
   std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -174,6 +174,7 @@ transport::StripedOptions striped_options(const LinkSettings& links) {
   options.corrupt_fraction = links.corrupt_fraction;
   // Every process of a tree corrupts differently.
   options.fault_seed = std::random_device{}();
+  options.log = logger();  // the process's log, also when taken before init_logging()
   return options;
 }
 

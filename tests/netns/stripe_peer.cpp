@@ -20,6 +20,7 @@
 // receiver has yet to see, end to end and the same way for TcpLink and StripedLink,
 // as canopy-link-bench does.
 #include <capnp/message.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
 #include <charconv>
@@ -176,6 +177,11 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.striped.retransmit.initial > o.striped.retransmit.max) o.striped.retransmit.max = o.striped.retransmit.initial;
+  // The link's warnings (a path down or suspect, a refused hello) on stderr, which the
+  // tests keep in serve.err and send.err.
+  o.striped.log =
+      std::make_shared<spdlog::logger>("canopy-stripe-peer", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  o.striped.log->set_level(spdlog::level::warn);
   return o;
 }
 

@@ -4,6 +4,7 @@
 // fast.
 #include <capnp/message.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
 #include <chrono>
@@ -89,11 +90,17 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
 }
 
 // Options for tests: the defaults, with a short link time-out so that failures show
-// up quickly.
+// up quickly, and the links' warnings on stderr, next to the test's own output.
 StripedOptions test_options() {
+  static const auto log = [] {
+    auto l = std::make_shared<spdlog::logger>("striped_link_test", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_level(spdlog::level::warn);
+    return l;
+  }();
   StripedOptions o;
   o.link_timeout = 3000ms;
   o.hello_timeout = 3000ms;
+  o.log = log;
   return o;
 }
 
