@@ -12,8 +12,8 @@
 // Two paths are measured:
 //   filter   Filter::execute on waves built in advance: the cost of the filter.
 //   codec    what a node's data path adds around it, minus the sockets: every input
-//            packet is encoded as its sender does (a wire::Message in a
-//            MallocMessageBuilder, framed with append_frame) and decoded as the
+//            packet is encoded as its sender does (a stream service message in
+//            its envelope, framed with append_frame) and decoded as the
 //            parent does (FrameReader, FlatArrayMessageReader, decode_packet), and
 //            each wave's output is encoded and framed again.
 //
@@ -37,7 +37,9 @@
 #include "canopy.capnp.h"
 #include "canopy/call_tree.h"
 #include "core/codec.h"
+#include "core/service.h"
 #include "filters/filter.h"
+#include "streams.capnp.h"
 #include "transport/frame.h"
 
 // ---- allocation counting ----
@@ -285,14 +287,11 @@ class Wire {
  public:
   // Encodes `packet` as a node sends it up and frames it into `out`.
   static void send(const Packet& packet, std::vector<capnp::word>& out) {
-    capnp::MallocMessageBuilder builder;
-    auto message = builder.initRoot<canopy::wire::Message>();
-    message.setSenderRank(packet.source());
-    message.setSenderIncarnation(1);
-    auto data = message.getBody().initData();
+    canopy::core::Outgoing message({.rank = packet.source(), .incarnation = 1}, canopy::wire::streams::SERVICE_ID);
+    auto data = message.init<canopy::wire::streams::StreamsMessage>().initData();
     data.setStreamId(1);
     canopy::core::encode_packet(packet, data);
-    canopy::transport::append_frame(builder, out);
+    canopy::transport::append_frame(message.builder(), out);
   }
 
   // Receives the one frame in `bytes` as a link does and decodes its packet.
@@ -304,7 +303,9 @@ class Wire {
     auto body = reader_.next();
     if (!body) throw Failure("frame not decoded: " + reader_.error());
     capnp::FlatArrayMessageReader message(kj::ArrayPtr<const capnp::word>(body->body.data(), body->body.size()));
-    return canopy::core::decode_packet(message.getRoot<canopy::wire::Message>().getBody().getData());
+    auto envelope = message.getRoot<canopy::wire::Message>().getBody().getService();
+    return canopy::core::decode_packet(
+        envelope.getBody().getAs<canopy::wire::streams::StreamsMessage>().getData());
   }
 
  private:

@@ -12,6 +12,7 @@
 // on two threads, each with its own io_context, as two processes would. Output: CSV
 // on stdout, progress on stderr. Never run by ctest (docs/striping.md).
 #include <capnp/message.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -128,7 +129,7 @@ void detach(Pair& pair, core::LoopThread& server, core::LoopThread& client) {
 }
 
 void set_tag(capnp::MallocMessageBuilder& b, std::int32_t tag) {
-  b.getRoot<wire::Message>().getBody().getData().setTag(tag);
+  b.getRoot<wire::DataPacket>().setTag(tag);
 }
 
 // Median round trip of a small message, in microseconds.
@@ -136,9 +137,10 @@ double measure_latency(Pair& pair, core::LoopThread& server, core::LoopThread& c
   auto server_link = pair.server;
   server.call([&] {
     server_link->start(
-        [server_link](wire::Message::Reader m) {
+        [server_link](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::DataPacket>();
           capnp::MallocMessageBuilder reply;
-          reply.initRoot<wire::Message>().getBody().initData().setTag(m.getBody().getData().getTag());
+          reply.initRoot<wire::DataPacket>().setTag(m.getTag());
           server_link->send(reply);
         },
         [](std::string_view) {});
@@ -148,12 +150,12 @@ double measure_latency(Pair& pair, core::LoopThread& server, core::LoopThread& c
   std::promise<void> done;
   auto client_link = pair.client;
   auto ping = std::make_shared<capnp::MallocMessageBuilder>();
-  ping->initRoot<wire::Message>().getBody().initData().setTag(0);
+  ping->initRoot<wire::DataPacket>().setTag(0);
   Clock::time_point sent_at;
   int warmup = std::max(10, round_trips / 20), count = 0;
   client.call([&] {
     client_link->start(
-        [&](wire::Message::Reader) {
+        [&](capnp::MessageReader&) {
           auto now = Clock::now();
           if (count >= warmup) samples.push_back(std::chrono::duration<double, std::micro>(now - sent_at).count());
           if (++count == round_trips + warmup) {
@@ -193,11 +195,11 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   std::uint64_t received = 0;
   server.call([&] {
     server_link->start(
-        [&, server_link](wire::Message::Reader) {
+        [&, server_link](capnp::MessageReader&) {
           ++received;
           if (received % 4 == 0 || received == messages) {
             capnp::MallocMessageBuilder report;
-            report.initRoot<wire::Message>().getBody().initData().setTag(static_cast<std::int32_t>(received));
+            report.initRoot<wire::DataPacket>().setTag(static_cast<std::int32_t>(received));
             server_link->send(report);
           }
         },
@@ -205,7 +207,7 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   });
   auto payload = std::make_shared<capnp::MallocMessageBuilder>();
   {
-    auto data = payload->initRoot<wire::Message>().getBody().initData();
+    auto data = payload->initRoot<wire::DataPacket>();
     // Packet overhead makes the frame slightly larger than the payload.
     auto bytes = data.initValues(1)[0].initBytes(static_cast<unsigned>(c.message_bytes - 64));
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<capnp::byte>(i * 13);
@@ -224,8 +226,9 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   Clock::time_point end;
   client.call([&] {
     client_link->start(
-        [&](wire::Message::Reader m) {
-          confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
+        [&](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::DataPacket>();
+          confirmed = static_cast<std::uint64_t>(m.getTag());
           if (confirmed == messages) {
             end = Clock::now();
             done.set_value();
@@ -254,6 +257,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Config c;
+  // The links' warnings on stderr, with the progress lines.
+  c.striped.log =
+      std::make_shared<spdlog::logger>("canopy-link-bench", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  c.striped.log->set_level(spdlog::level::warn);
   std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -13,10 +13,17 @@
 namespace canopy::core {
 
 // Sets up the process's "canopy" logger. Safe to call more than once; the first
-// call wins.
+// call wins. Call it before other threads log.
 void init_logging(Role role, Rank rank);
 
 // The process's logger (a stderr logger at warn level until init_logging()).
 spdlog::logger& log();
+
+// The same logger, for code that is given its logger rather than calling log():
+// the transport layer (transport::StripedOptions::log). It is one object for the
+// whole life of the process — init_logging() sets its sinks, level and pattern in
+// place — so a holder that took it before init_logging() logs where the process
+// does after it.
+std::shared_ptr<spdlog::logger> logger();
 
 }  // namespace canopy::core

@@ -1,5 +1,7 @@
 #include "core/parent_link.h"
 
+#include "core/log.h"
+
 #include <charconv>
 #include <random>
 #include <sstream>
@@ -17,6 +19,7 @@ transport::StripedOptions striped_options(const LinkSettings& links) {
   options.corrupt_fraction = links.corrupt_fraction;
   // Every process of a tree corrupts differently.
   options.fault_seed = std::random_device{}();
+  options.log = logger();  // the process's log, also when taken before init_logging()
   return options;
 }
 

@@ -1,5 +1,8 @@
 #include "transport/frame.h"
 
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
 #include <cstring>
 
 namespace canopy::transport {
@@ -78,6 +81,23 @@ std::optional<FrameReader::Frame> FrameReader::next() {
   Frame frame{{buffer_.data() + (begin_ + kFrameHeaderBytes) / 8, body_bytes / 8}};
   begin_ += kFrameHeaderBytes + body_bytes;
   return frame;
+}
+
+ReadOutcome read_messages(FrameReader& reader, const FrameMessageHandler& on_message) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = reader.limits().traversal_limit_words;
+  options.nestingLimit = reader.limits().nesting_limit;
+  while (auto frame = reader.next()) {
+    try {
+      capnp::FlatArrayMessageReader message(
+          kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
+      if (!on_message(message)) return {ReadOutcome::Status::stopped, {}};
+    } catch (const kj::Exception& e) {
+      return {ReadOutcome::Status::failed, "bad frame: " + std::string(e.getDescription().cStr())};
+    }
+  }
+  if (!reader.error().empty()) return {ReadOutcome::Status::failed, "bad frame: " + reader.error()};
+  return {};
 }
 
 }  // namespace canopy::transport

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,5 +58,26 @@ class FrameReader {
   std::size_t end_ = 0;    // bytes received
   std::string error_;
 };
+
+// What read_messages() did with the frames a FrameReader held.
+struct ReadOutcome {
+  enum class Status : std::uint8_t {
+    drained,  // every complete frame was handled; read more bytes
+    stopped,  // the handler returned false (its link closed): read no more
+    failed,   // a bad frame: `error` is "bad frame: <why>"; close the link with it
+  };
+  Status status = Status::drained;
+  std::string error;
+};
+
+// Called with each message, valid only during the call; returns whether to go on.
+using FrameMessageHandler = std::function<bool(capnp::MessageReader& message)>;
+
+// The one decoding loop of every link: for each complete frame in `reader`, a
+// Cap'n Proto message read in place under the reader's limits (traversal, nesting),
+// handed to `on_message`. A kj::Exception — from a malformed segment table, or
+// thrown by the handler while reading a malformed message — and a bad frame header
+// (FrameReader::error()) end it with `failed`.
+ReadOutcome read_messages(FrameReader& reader, const FrameMessageHandler& on_message);
 
 }  // namespace canopy::transport

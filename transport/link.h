@@ -1,4 +1,4 @@
-// Link: one connection to one peer process, carrying framed protocol messages.
+// Link: one connection to one peer process, carrying framed Cap'n Proto messages.
 //
 // A Link is driven by the io_context of its owner's thread and must only be used
 // from that thread. The plain implementation is TcpLink; a striped implementation
@@ -13,14 +13,17 @@
 #include <string>
 #include <string_view>
 
-
 namespace canopy::transport {
 
 class Link {
  public:
-  // Called once per received message, on the owner's thread. The reader is valid
-  // only during the call. If the handler throws kj::Exception (a malformed message
-  // discovered while reading it), the link is closed with that reason.
+  // Called once per received message, on the owner's thread. The link knows framing,
+  // not the schema: the owner reads the message with `message.getRoot<T>()` for its
+  // own root type T. `message` is valid only during the call. If the handler throws
+  // kj::Exception (a malformed message discovered while reading it), the link is
+  // closed with "bad frame: <description>". Once the link is no longer open
+  // (abort(), detach(), a failure — in the handler too), no further message is
+  // handed out; after close(), messages go on arriving until the close completes.
   using MessageHandler = std::function<void(capnp::MessageReader& message)>;
   // Called once when the link is gone: peer closed, I/O error, bad frame, or
   // close() — `reason` says which. No handler is called after it.

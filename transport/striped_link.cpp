@@ -1,7 +1,5 @@
 #include "transport/striped_link.h"
 
-#include <capnp/serialize.h>
-#include <kj/exception.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,8 +11,6 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "core/log.h"
-
 namespace canopy::transport {
 
 using Clock = std::chrono::steady_clock;
@@ -22,6 +18,17 @@ using boost::system::error_code;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+// The logger of links and acceptors given none: level off, so nothing is even formatted.
+StripedOptions with_logger(StripedOptions options) {
+  static const auto discard = [] {
+    auto logger = std::make_shared<spdlog::logger>("canopy-transport");  // no sinks
+    logger->set_level(spdlog::level::off);
+    return logger;
+  }();
+  if (!options.log) options.log = discard;
+  return options;
+}
 
 std::string endpoint_text(const tcp::endpoint& ep) {
   auto address = ep.address();
@@ -236,7 +243,7 @@ StripedLink::StripedLink(asio::io_context& io, Side side, std::uint64_t link_id,
     : io_(io),
       side_(side),
       link_id_(link_id),
-      options_(std::move(options)),
+      options_(with_logger(std::move(options))),
       window_(path_count),
       reassembler_(options_.checksum),
       reader_(options_.limits),
@@ -540,8 +547,8 @@ void StripedLink::drop_path(std::size_t index) {
 void StripedLink::blackhole_path(std::size_t index) {
   if (index >= paths_.size() || !open_ || !paths_[index]->conn) return;
   paths_[index]->conn->blackhole = true;
-  core::log().warn("striped link {:016x} to {}: {} is now a black hole (fault injection)", link_id_, peer_,
-                   describe(*paths_[index]));
+  logger().warn("striped link {:016x} to {}: {} is now a black hole (fault injection)", link_id_, peer_,
+                describe(*paths_[index]));
 }
 
 std::size_t StripedLink::live_paths() const {
@@ -581,8 +588,8 @@ void StripedLink::set_state(Path& path, PathState state, std::string_view why) {
   if (state == PathState::connecting || (state == PathState::down && before == PathState::connecting)) {
     level = spdlog::level::debug;  // reconnect attempts: one line per state change would flood
   }
-  core::log().log(level, "striped link {:016x} to {}: {} {} -> {}: {}", link_id_, peer_, describe(path),
-                  to_string(before), to_string(state), why);
+  logger().log(level, "striped link {:016x} to {}: {} {} -> {}: {}", link_id_, peer_, describe(path),
+               to_string(before), to_string(state), why);
   if (path_observer_) {
     // Posted: the observer may call back into the link.
     asio::post(io_, [observer = path_observer_, index = path.index, state, why = std::string(why)] {
@@ -683,10 +690,10 @@ void StripedLink::finish(std::string reason, bool notify) {
   // What the link went through, for logs and demonstrations (a tree's tests read it).
   std::uint64_t injected = 0;
   for (const auto& p : paths_) injected += p->stats.corruptions_injected;
-  core::log().info("striped link {:016x} to {} closed: {} messages sent, {} received, {} retransmissions ({} time-outs, "
-                   "{} fail-overs), {} checksum failures caught, {} corruptions injected, {} duplicates dropped",
-                   link_id_, peer_, stats_.messages_sent, stats_.messages_received, stats_.retransmissions,
-                   stats_.timeouts, stats_.failovers, stats_.checksum_failures, injected, stats_.duplicates);
+  logger().info("striped link {:016x} to {} closed: {} messages sent, {} received, {} retransmissions ({} time-outs, "
+                "{} fail-overs), {} checksum failures caught, {} corruptions injected, {} duplicates dropped",
+                link_id_, peer_, stats_.messages_sent, stats_.messages_received, stats_.retransmissions,
+                stats_.timeouts, stats_.failovers, stats_.checksum_failures, injected, stats_.duplicates);
   // on_message_ is kept: finish() may run inside it. No handler runs after this.
   auto on_close = std::move(on_close_);
   on_close_ = nullptr;
@@ -821,8 +828,8 @@ bool StripedLink::handle_frame(Path& path, const std::shared_ptr<Connection>& co
                    true);
             return false;
           }
-          core::log().debug("striped link {:016x}: fragment {}+{} on {} failed its checksum; dropped", link_id_,
-                            header.seq, header.length, describe(path));
+          logger().debug("striped link {:016x}: fragment {}+{} on {} failed its checksum; dropped", link_id_,
+                         header.seq, header.length, describe(path));
           if (options_.nack && path.nacks.size() < 16) {
             path.nacks.push_back({header.seq, header.seq + header.length});
             schedule_pump();
@@ -878,26 +885,13 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
 }
 
 bool StripedLink::deliver_frames() {
-  while (auto frame = reader_.next()) {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = reader_.limits().traversal_limit_words;
-    options.nestingLimit = reader_.limits().nesting_limit;
-    try {
-      capnp::FlatArrayMessageReader message(
-          kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
-      ++stats_.messages_received;
-      if (on_message_) on_message_(message);
-    } catch (const kj::Exception& e) {
-      finish("bad frame: " + std::string(e.getDescription().cStr()), true);
-      return false;
-    }
-    if (!open_) return false;  // the handler closed us
-  }
-  if (!reader_.error().empty()) {
-    finish("bad frame: " + reader_.error(), true);
-    return false;
-  }
-  return true;
+  auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
+    ++stats_.messages_received;
+    if (on_message_) on_message_(message);
+    return open_;  // false: the handler closed us
+  });
+  if (outcome.status == ReadOutcome::Status::failed) finish(std::move(outcome.error), true);
+  return outcome.status == ReadOutcome::Status::drained;
 }
 
 // ---------------------------------------------------------------------------
@@ -1236,7 +1230,7 @@ void StripedLink::on_tick() {
 
 struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::State> {
   State(asio::io_context& io, StripedOptions options, LinkHandler on_link, PlainHandler on_plain)
-      : io(io), options(std::move(options)), on_link(std::move(on_link)), on_plain(std::move(on_plain)) {}
+      : io(io), options(with_logger(std::move(options))), on_link(std::move(on_link)), on_plain(std::move(on_plain)) {}
 
   struct Pending {
     explicit Pending(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
@@ -1290,11 +1284,11 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
     if (on_plain) {
       on_plain(std::move(h->socket));
     } else {
-      core::log().warn("closing a connection from {} on a striped-only port: no path hello",
-                       [&] {
-                         error_code ec;
-                         return endpoint_text(h->socket.remote_endpoint(ec));
-                       }());
+      options.log->warn("closing a connection from {} on a striped-only port: no path hello",
+                        [&] {
+                          error_code ec;
+                          return endpoint_text(h->socket.remote_endpoint(ec));
+                        }());
       error_code ignored;
       h->socket.close(ignored);
     }
@@ -1320,7 +1314,7 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
       std::uint16_t version;
       std::memcpy(&version, h->hello + 8, 2);
       status = version != kStripeVersion ? HelloStatus::bad_version : HelloStatus::malformed;
-      core::log().warn("striped path from {} refused: {}", from, hello.error());
+      options.log->warn("striped path from {} refused: {}", from, hello.error());
     } else {
       if (auto it = links.find(hello->link_id); it != links.end()) {
         link = it->second.lock();
@@ -1342,8 +1336,8 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
         created = true;
       }
       if (status != HelloStatus::accepted) {
-        core::log().warn("striped path {} of link {:016x} from {} refused: {}", hello->path_index, hello->link_id,
-                         from, to_string(status));
+        options.log->warn("striped path {} of link {:016x} from {} refused: {}", hello->path_index, hello->link_id,
+                          from, to_string(status));
       }
     }
     encode_hello_reply(status, h->reply);
@@ -1389,7 +1383,7 @@ void StripedAcceptor::take(tcp::socket socket) {
   h->timer.async_wait([weak = std::weak_ptr<State>(state_), h](const error_code& ec) {
     auto state = weak.lock();
     if (ec || !state || state->closed) return;
-    core::log().warn("closing a connection: no path hello within {} ms", ms(state->options.hello_timeout));
+    state->options.log->warn("closing a connection: no path hello within {} ms", ms(state->options.hello_timeout));
     state->drop(h);
   });
   state_->peek(h);

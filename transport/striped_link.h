@@ -18,6 +18,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <spdlog/logger.h>
 
 #include <chrono>
 #include <functional>
@@ -83,6 +84,11 @@ struct StripedOptions {
   // Path hello and reply (both sides); flushing on close().
   std::chrono::milliseconds hello_timeout{5000};
   FrameLimits limits;
+  // Where the link logs path state changes, what it went through when it closes, and
+  // fault injection; and where a StripedAcceptor logs the connections it refuses (its
+  // links take its logger). Null: nowhere. The transport layer has no logger of its
+  // own: a Canopy node passes the process's, a test or tool whatever it wants.
+  std::shared_ptr<spdlog::logger> log;
 
   // Fault injection (docs/striping.md): this fraction of fragment transmissions has
   // one bit flipped after its checksum was computed, in a copy (the kept fragment
@@ -260,6 +266,7 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   void finish(std::string reason, bool notify);
 
   void log_state(const Path& path, std::string_view why) const;
+  spdlog::logger& logger() const { return *options_.log; }  // never null: see the constructor
   std::string describe(const Path& path) const;
 
   asio::io_context& io_;
@@ -323,8 +330,8 @@ class StripedAcceptor {
   using LinkHandler = std::function<void(std::shared_ptr<StripedLink>)>;
   using PlainHandler = std::function<void(asio::ip::tcp::socket)>;
 
-  // `options` gives the accepting side's timers and limits; the checksum kind,
-  // reliability and fragment size come from each link's hello.
+  // `options` gives the accepting side's timers, limits and logger; the checksum
+  // kind, reliability and fragment size come from each link's hello.
   StripedAcceptor(asio::io_context& io, StripedOptions options, LinkHandler on_link,
                   PlainHandler on_plain = nullptr);
   ~StripedAcceptor();

@@ -1,8 +1,5 @@
 #include "transport/tcp_link.h"
 
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
 namespace canopy::transport {
 
 std::shared_ptr<TcpLink> TcpLink::create(asio::ip::tcp::socket socket, FrameLimits limits) {
@@ -39,25 +36,15 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   }
   reader_.commit(n);
   note_received();
-  while (auto frame = reader_.next()) {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = reader_.limits().traversal_limit_words;
-    options.nestingLimit = reader_.limits().nesting_limit;
-    try {
-      capnp::FlatArrayMessageReader message(
-          kj::ArrayPtr<const capnp::word>(frame->body.data(), frame->body.size()), options);
-      on_message_(message);
-    } catch (const kj::Exception& e) {
-      fail("bad frame: " + std::string(e.getDescription().cStr()));
-      return;
-    }
-    if (!open_) return;  // the handler closed us
+  auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
+    on_message_(message);
+    return open_;  // false: the handler closed us
+  });
+  switch (outcome.status) {
+    case ReadOutcome::Status::drained: read_more(); break;
+    case ReadOutcome::Status::stopped: break;
+    case ReadOutcome::Status::failed: fail(std::move(outcome.error)); break;
   }
-  if (!reader_.error().empty()) {
-    fail("bad frame: " + reader_.error());
-    return;
-  }
-  read_more();
 }
 
 void TcpLink::send(capnp::MessageBuilder& message) {

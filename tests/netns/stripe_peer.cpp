@@ -20,6 +20,7 @@
 // receiver has yet to see, end to end and the same way for TcpLink and StripedLink,
 // as canopy-link-bench does.
 #include <capnp/message.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
 #include <charconv>
@@ -176,6 +177,11 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.striped.retransmit.initial > o.striped.retransmit.max) o.striped.retransmit.max = o.striped.retransmit.initial;
+  // The link's warnings (a path down or suspect, a refused hello) on stderr, which the
+  // tests keep in serve.err and send.err.
+  o.striped.log =
+      std::make_shared<spdlog::logger>("canopy-stripe-peer", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  o.striped.log->set_level(spdlog::level::warn);
   return o;
 }
 
@@ -192,7 +198,7 @@ void fill_padding(std::uint64_t seq, std::span<capnp::byte> out) {
 }
 
 void build_message(capnp::MallocMessageBuilder& b, std::uint64_t seq, std::size_t size) {
-  auto values = b.initRoot<wire::Message>().getBody().initData().initValues(2);
+  auto values = b.initRoot<wire::DataPacket>().initValues(2);
   values[0].setUint64(seq);
   auto padding = values[1].initBytes(static_cast<unsigned>(size));
   fill_padding(seq, {padding.begin(), padding.size()});
@@ -201,7 +207,7 @@ void build_message(capnp::MallocMessageBuilder& b, std::uint64_t seq, std::size_
 // Receiver -> sender: how many messages arrived so far.
 void send_progress(Link& link, std::uint64_t received) {
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Message>().getBody().initData().initValues(1)[0].setUint64(received);
+  b.initRoot<wire::DataPacket>().initValues(1)[0].setUint64(received);
   link.send(b);
 }
 
@@ -271,11 +277,11 @@ class Receiver {
     link_ = link;
     striped_ = striped;
     started_ = Clock::now();
-    link->start([this](wire::Message::Reader m) { on_message(m); },
+    link->start([this](capnp::MessageReader& m) { on_message(m.getRoot<wire::DataPacket>()); },
                 [this](std::string_view reason) { finish(std::string(reason)); });
   }
 
-  void on_message(wire::Message::Reader m) {
+  void on_message(wire::DataPacket::Reader m) {
     const auto now = Clock::now();
     if (received_ > 0) max_gap_ = std::max(max_gap_, now - last_);
     last_ = now;
@@ -312,9 +318,8 @@ class Receiver {
   }
 
   // Whether `m` is an intact message; its sequence number and padding length.
-  bool check(wire::Message::Reader m, std::uint64_t& seq, std::size_t& size) {
-    if (!m.getBody().isData()) return false;
-    auto values = m.getBody().getData().getValues();
+  bool check(wire::DataPacket::Reader m, std::uint64_t& seq, std::size_t& size) {
+    auto values = m.getValues();
     if (values.size() != 2 || !values[0].isUint64() || !values[1].isBytes()) return false;
     seq = values[0].getUint64();
     auto padding = values[1].getBytes();
@@ -426,8 +431,9 @@ class Sender {
 
   void start() {
     link_->start(
-        [this](wire::Message::Reader m) {
-          auto values = m.getBody().getData().getValues();
+        [this](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::DataPacket>();
+          auto values = m.getValues();
           if (values.size() == 1 && values[0].isUint64()) confirmed_ = std::max(confirmed_, values[0].getUint64());
           pump();
         },

@@ -63,6 +63,11 @@ step() {
 }
 
 step "install $build into $prefix" cmake --install "$build" --prefix "$prefix"
+# Include paths of the source tree (the source root for "core/...", "transport/..."
+# headers, the generated schema's directory) are for this tree's own targets only:
+# the installed package must name no directory of the source or build tree.
+step "the installed package names no path of the source or build tree" \
+  bash -c '! grep -rnF -e "$1" -e "$2" "$3"' _ "$source_dir" "$build" "$prefix/lib/cmake/Canopy"
 
 for project in package examples; do
   src="$here"

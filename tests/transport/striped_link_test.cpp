@@ -4,6 +4,7 @@
 // fast.
 #include <capnp/message.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +51,7 @@ const std::vector<capnp::byte>& pattern() {
 }
 
 void build_message(capnp::MallocMessageBuilder& b, std::uint64_t i) {
-  auto data = b.initRoot<wire::Message>().getBody().initData();
+  auto data = b.initRoot<wire::DataPacket>();
   data.setTag(static_cast<std::int32_t>(i));
   auto n = size_of(i);
   auto bytes = data.initValues(1)[0].initBytes(static_cast<unsigned>(n));
@@ -58,9 +59,7 @@ void build_message(capnp::MallocMessageBuilder& b, std::uint64_t i) {
 }
 
 // "" if `m` is message `expected`, intact; else what is wrong.
-std::string check_message(wire::Message::Reader m, std::uint64_t expected) {
-  if (!m.getBody().isData()) return "not a data message";
-  auto data = m.getBody().getData();
+std::string check_message(wire::DataPacket::Reader data, std::uint64_t expected) {
   if (static_cast<std::uint64_t>(data.getTag()) != expected) {
     return "message " + std::to_string(data.getTag()) + " arrived where " + std::to_string(expected) + " was due";
   }
@@ -74,7 +73,7 @@ std::string check_message(wire::Message::Reader m, std::uint64_t expected) {
 
 void send_progress(Link& link, std::uint64_t received) {
   capnp::MallocMessageBuilder b;
-  b.initRoot<wire::Message>().getBody().initData().setTag(static_cast<std::int32_t>(received));
+  b.initRoot<wire::DataPacket>().setTag(static_cast<std::int32_t>(received));
   link.send(b);
 }
 
@@ -89,11 +88,17 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
 }
 
 // Options for tests: the defaults, with a short link time-out so that failures show
-// up quickly.
+// up quickly, and the links' warnings on stderr, next to the test's own output.
 StripedOptions test_options() {
+  static const auto log = [] {
+    auto l = std::make_shared<spdlog::logger>("striped_link_test", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    l->set_level(spdlog::level::warn);
+    return l;
+  }();
   StripedOptions o;
   o.link_timeout = 3000ms;
   o.hello_timeout = 3000ms;
+  o.log = log;
   return o;
 }
 
@@ -158,7 +163,8 @@ class StripedLinkTest : public ::testing::Test {
     server_links_.push_back(link);
     auto* raw = link.get();
     link->start(
-        [this, raw](wire::Message::Reader m) {
+        [this, raw](capnp::MessageReader& message) {
+          auto m = message.getRoot<wire::DataPacket>();
           if (!inflow_.error.empty()) return;
           auto problem = check_message(m, inflow_.received);
           if (!problem.empty()) {
@@ -195,8 +201,9 @@ class StripedLinkTest : public ::testing::Test {
     client_.call([&] {
       client_link_ = *result;
       client_link_->start(
-          [this](wire::Message::Reader m) {
-            outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
+          [this](capnp::MessageReader& message) {
+            auto m = message.getRoot<wire::DataPacket>();
+            outflow_.confirmed = static_cast<std::uint64_t>(m.getTag());
             pump();
           },
           [this](std::string_view reason) {
@@ -478,8 +485,9 @@ TEST_F(StripedLinkTest, BlockingConnectGivesALinkThatWorksOnceTheLoopRuns) {
   ASSERT_TRUE(result) << result.error();
   client_.call([&] {
     client_link_ = *result;
-    client_link_->start([this](wire::Message::Reader m) {
-      outflow_.confirmed = static_cast<std::uint64_t>(m.getBody().getData().getTag());
+    client_link_->start([this](capnp::MessageReader& message) {
+      auto m = message.getRoot<wire::DataPacket>();
+      outflow_.confirmed = static_cast<std::uint64_t>(m.getTag());
       pump();
     }, [](std::string_view) {});
   });
@@ -522,14 +530,15 @@ TEST_F(StripedLinkTest, OneListeningPortServesPlainTcpLinksToo) {
   std::promise<std::int32_t> got;
   listen({"127.0.0.1"}, test_options(), [&](tcp::socket socket) {
     plain_server = TcpLink::create(std::move(socket));
-    plain_server->start([&](wire::Message::Reader m) { got.set_value(m.getBody().getData().getTag()); },
-                        [](std::string_view) {});
+    plain_server->start(
+        [&](capnp::MessageReader& m) { got.set_value(m.getRoot<wire::DataPacket>().getTag()); },
+        [](std::string_view) {});
   });
   auto plain_client = client_.call([&] {
     boost::system::error_code ec;
     auto socket = connect_tcp(client_.io(), "127.0.0.1", remote_[0].remote_port, ec);
     auto link = TcpLink::create(std::move(socket));
-    link->start([](wire::Message::Reader) {}, [](std::string_view) {});
+    link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
     send_progress(*link, 42);
     return link;
   });
@@ -557,13 +566,14 @@ TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
       if (ec) return;
       server_link = TcpLink::create(std::move(socket));
       server_link->start(
-          [&](wire::Message::Reader m) {
+          [&](capnp::MessageReader& message) {
+            auto m = message.getRoot<wire::DataPacket>();
             if (received < 50) std::this_thread::sleep_for(2ms);  // let the client's bytes pile up
             auto problem = check_message(m, received);
             if (!problem.empty() && error.empty()) error = problem;
             ++received;
             capnp::MallocMessageBuilder answer;  // a large answer to every message
-            answer.initRoot<wire::Message>().getBody().initData().initValues(1)[0].initBytes(256u << 10);
+            answer.initRoot<wire::DataPacket>().initValues(1)[0].initBytes(256u << 10);
             server_link->send(answer);
           },
           [&](std::string_view why) {
@@ -578,7 +588,7 @@ TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
     boost::system::error_code ec;
     auto link = TcpLink::create(connect_tcp(client.io(), "127.0.0.1", port, ec));
     ASSERT_FALSE(ec) << ec.message();
-    link->start([](wire::Message::Reader) {}, [link](std::string_view) {});
+    link->start([](capnp::MessageReader&) {}, [link](std::string_view) {});
     for (std::uint64_t i = 0; i < total; ++i) {
       capnp::MallocMessageBuilder b;
       build_message(b, i);

@@ -1,8 +1,10 @@
-// Framing: frames split and reassembled at any boundary; bad frames are refused.
+// Framing: frames split and reassembled at any boundary; bad frames are refused;
+// read_messages(), the decoding loop of every link.
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "canopy.capnp.h"
@@ -10,6 +12,8 @@
 
 using canopy::transport::FrameLimits;
 using canopy::transport::FrameReader;
+using canopy::transport::read_messages;
+using canopy::transport::ReadOutcome;
 
 namespace {
 
@@ -89,4 +93,88 @@ TEST(FrameReader, GarbageBodyFailsWhenReadNotBeforeAndWithoutCrashing) {
     auto m = r.getRoot<canopy::wire::Message>();
     (void)m.getBody().getShutdown().getReason();
   });
+}
+
+namespace {
+
+// A handler that records each message's sender rank, and stops after `stop_after`.
+struct Recorder {
+  std::vector<std::uint32_t> seen;
+  std::size_t stop_after = SIZE_MAX;
+  bool operator()(capnp::MessageReader& m) {
+    seen.push_back(m.getRoot<canopy::wire::Message>().getSenderRank());
+    return seen.size() < stop_after;
+  }
+};
+
+}  // namespace
+
+TEST(FrameDecoder, HandsOutEveryCompleteFrameThenWaitsForMore) {
+  auto bytes = frames_with_ranks({1, 22, 333});
+  auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+  FrameReader reader;
+  Recorder record;
+  auto handler = [&](capnp::MessageReader& m) { return record(m); };
+  feed(reader, data, bytes.size() * 8 - 1);  // the last frame lacks a byte
+  auto outcome = read_messages(reader, handler);
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::drained);
+  EXPECT_EQ(record.seen, (std::vector<std::uint32_t>{1, 22}));
+  feed(reader, data + bytes.size() * 8 - 1, 1);
+  outcome = read_messages(reader, handler);
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::drained);
+  EXPECT_TRUE(outcome.error.empty());
+  EXPECT_EQ(record.seen, (std::vector<std::uint32_t>{1, 22, 333}));
+}
+
+TEST(FrameDecoder, StopsWhenTheHandlerSaysSoAndLeavesTheRest) {
+  // A link whose handler closed it delivers nothing more.
+  auto bytes = frames_with_ranks({5, 6, 7});
+  FrameReader reader;
+  feed(reader, reinterpret_cast<const std::byte*>(bytes.data()), bytes.size() * 8);
+  Recorder record{.stop_after = 2};
+  auto outcome = read_messages(reader, [&](capnp::MessageReader& m) { return record(m); });
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::stopped);
+  EXPECT_EQ(record.seen, (std::vector<std::uint32_t>{5, 6}));
+  auto f = reader.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(rank_of(*f), 7u);
+}
+
+TEST(FrameDecoder, ABadHeaderIsABadFrame) {
+  FrameReader reader(FrameLimits{.max_frame_bytes = 1024});
+  std::uint64_t header = 4096;
+  feed(reader, reinterpret_cast<const std::byte*>(&header), 8);
+  auto outcome = read_messages(reader, [](capnp::MessageReader&) { return true; });
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::failed);
+  EXPECT_EQ(outcome.error, "bad frame: frame of 4096 bytes exceeds the limit of 1024");
+}
+
+TEST(FrameDecoder, AMalformedMessageIsABadFrameNotACrash) {
+  // A segment table that promises more words than the body holds.
+  std::vector<std::uint64_t> frame = {16, 0xffffffff00000000ull, 0x1234567890abcdefull};
+  FrameReader reader;
+  feed(reader, reinterpret_cast<const std::byte*>(frame.data()), frame.size() * 8);
+  auto outcome = read_messages(reader, [](capnp::MessageReader& m) {
+    (void)m.getRoot<canopy::wire::Message>().getBody().getShutdown().getReason();
+    return true;
+  });
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::failed);
+  EXPECT_EQ(outcome.error.rfind("bad frame: ", 0), 0u) << outcome.error;
+}
+
+TEST(FrameDecoder, AppliesTheTraversalLimit) {
+  // A message larger than the limit fails when the handler reads it: a bad frame.
+  auto bytes = frames_with_ranks({49});  // a 49-byte reason: more than 4 words
+  FrameReader reader(FrameLimits{.traversal_limit_words = 4});
+  feed(reader, reinterpret_cast<const std::byte*>(bytes.data()), bytes.size() * 8);
+  bool handled = false;
+  auto outcome = read_messages(reader, [&](capnp::MessageReader& m) {
+    auto message = m.getRoot<canopy::wire::Message>();
+    (void)message.getBody().getShutdown().getReason();
+    handled = true;
+    return true;
+  });
+  EXPECT_FALSE(handled);
+  EXPECT_EQ(outcome.status, ReadOutcome::Status::failed);
+  EXPECT_NE(outcome.error.find("traversal limit"), std::string::npos) << outcome.error;
 }
