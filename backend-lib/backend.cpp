@@ -31,7 +31,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);
-    inbox.push(Error{"network stopped: " + reason});
+    inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
   }
 
   Backend::Handler handler;  // set before the node starts; called on the loop thread
@@ -42,7 +42,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   core::Inbox<std::variant<Received, Error>> inbox;
   std::atomic<bool> stopped{false};
   std::mutex stop_mutex;
-  std::string stop_error;  // sticky: returned by every receive() after the stop
+  std::optional<Error> stop_error;  // sticky: returned by every receive() after the stop
 };
 
 namespace {
@@ -51,12 +51,13 @@ Result<std::uint64_t> parse_number(const char* name, int base) {
   const char* text = std::getenv(name);
   if (!text || !*text) {
     return Error{std::string(name) + " is not set: this program is a Canopy back-end and must be started "
-                 "by a Canopy parent (canopy run --backend PROGRAM, or canopy::Network::launch)"};
+                 "by a Canopy parent (canopy run --backend PROGRAM, or canopy::Network::launch)",
+                 ErrorKind::invalid_input};
   }
   char* end = nullptr;
   errno = 0;
   unsigned long long value = std::strtoull(text, &end, base);
-  if (errno || *end) return Error{std::string(name) + "='" + text + "' is not a valid number"};
+  if (errno || *end) return Error{std::string(name) + "='" + text + "' is not a valid number", ErrorKind::invalid_input};
   return value;
 }
 
@@ -67,9 +68,9 @@ Backend::~Backend() = default;
 
 Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
   auto rank = parse_number(core::kEnvRank, 10);
-  if (!rank) return Error{rank.error()};
+  if (!rank) return Error{rank.error(), rank.error_kind()};
   auto network = parse_number(core::kEnvNetworkId, 16);
-  if (!network) return Error{network.error()};
+  if (!network) return Error{network.error(), network.error_kind()};
   const char* parent = std::getenv(core::kEnvParent);
   return start(static_cast<Rank>(*rank), *network, parent ? parent : "", std::getenv(core::kEnvParentLink),
                std::move(handler));
@@ -78,7 +79,7 @@ Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
 Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& parent,
                                                 const char* parent_link, Handler handler) {
   auto link = core::parent_link_from(parent.c_str(), parent_link);
-  if (!link) return Error{link.error()};
+  if (!link) return Error{link.error(), ErrorKind::invalid_input};
   core::NodeIdentity identity;
   identity.rank = rank;
   identity.role = Role::backend;
@@ -96,12 +97,12 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
 
 Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file, Rank rank, Handler handler) {
   std::ifstream in(attach_file);
-  if (!in) return Error{"cannot read attach file " + attach_file + ": " + std::strerror(errno)};
+  if (!in) return Error{"cannot read attach file " + attach_file + ": " + std::strerror(errno), ErrorKind::invalid_input};
   std::string line;
   std::size_t number = 0;
   std::optional<std::uint64_t> network;
   auto bad = [&](const std::string& why) {
-    return Error{attach_file + ":" + std::to_string(number) + ": " + why};
+    return Error{attach_file + ":" + std::to_string(number) + ": " + why, ErrorKind::invalid_input};
   };
   while (std::getline(in, line)) {
     ++number;
@@ -130,8 +131,9 @@ Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file,
       return bad("unknown key '" + key + "'");
     }
   }
-  if (number == 0) return Error{"attach file " + attach_file + " is empty"};
-  return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file};
+  if (number == 0) return Error{"attach file " + attach_file + " is empty", ErrorKind::invalid_input};
+  return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file,
+               ErrorKind::invalid_input};
 }
 
 Rank Backend::rank() const { return impl_->runtime->node.identity().rank; }
@@ -139,20 +141,20 @@ Rank Backend::rank() const { return impl_->runtime->node.identity().rank; }
 Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeout) {
   {
     std::lock_guard lock(impl_->stop_mutex);
-    if (!impl_->stop_error.empty()) return Error{impl_->stop_error};
+    if (impl_->stop_error) return *impl_->stop_error;
   }
   auto item = impl_->inbox.pop(timeout);
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
     std::lock_guard lock(impl_->stop_mutex);
-    impl_->stop_error = error->message;
+    impl_->stop_error = *error;
     return *error;
   }
   return std::optional<Received>(std::move(std::get<Received>(*item)));
 }
 
 Result<void> Backend::send(StreamId stream, const Packet& packet) {
-  if (impl_->stopped.load()) return Error{"the network has stopped"};
+  if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   Impl& i = *impl_;
   // dispatch: inline when called from a handler on the loop thread, else queued.
   asio::dispatch(i.loop.io(), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); });
@@ -160,7 +162,7 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
 }
 
 Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packet) {
-  if (impl_->stopped.load()) return Error{"the network has stopped"};
+  if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   Impl& i = *impl_;
   asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); });
   return {};

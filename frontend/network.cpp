@@ -132,7 +132,7 @@ struct Network::Impl final : core::Node::Observer,
     const auto* node = options.topology.find(rank);
     // A lost commnode is healed; a lost back-end takes its data with it.
     if (!options.fault_tolerance.enabled || !node || node->role == Role::backend) {
-      inbox.push(Error{"lost " + reason + "; results from now on are incomplete"});
+      inbox.push(Error{"lost " + reason + "; results from now on are incomplete", ErrorKind::disconnected});
     }
   }
   void on_event(const core::NodeEvent& node_event) override {
@@ -161,7 +161,8 @@ struct Network::Impl final : core::Node::Observer,
     for (StreamId s : report.incomplete_streams) {
       inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.orphan) +
                        " was re-adopted after its parent " + std::to_string(report.failed_parent) +
-                       " failed, and its filter is not state recoverable"});
+                       " failed, and its filter is not state recoverable",
+                       ErrorKind::disconnected});
     }
     push_event(std::move(event));
   }
@@ -191,7 +192,7 @@ struct Network::Impl final : core::Node::Observer,
       stopped = true;
       changed.notify_all();
     }
-    inbox.push(Error{"network stopped: " + reason});
+    inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
   }
 
   // Waits on `changed` for `predicate` until `deadline`; false on time-out.
@@ -224,7 +225,7 @@ struct Network::Impl final : core::Node::Observer,
     std::uint64_t id;
     {
       std::lock_guard lock(mutex);
-      if (stopped) return Error{"the network has stopped"};
+      if (stopped) return Error{"the network has stopped", ErrorKind::stopped};
       id = next_request++;
     }
     post(id);
@@ -234,7 +235,7 @@ struct Network::Impl final : core::Node::Observer,
     if (!acked) return Error{what + ": not acknowledged by every node within " +
                              std::to_string(options.startup_timeout.count()) + " ms"};
     auto it = request_acks.find(id);
-    if (it == request_acks.end()) return Error{what + ": the network stopped"};
+    if (it == request_acks.end()) return Error{what + ": the network stopped", ErrorKind::stopped};
     std::string error = std::move(it->second);
     request_acks.erase(it);
     if (!error.empty()) return Error{what + " failed: " + error};
@@ -299,13 +300,13 @@ Network::~Network() {
 Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   const bool attach = !options.attach_file.empty();
   if (!attach && (options.backend_argv.empty() || options.backend_argv[0].empty())) {
-    return Error{"no back-end program given (LaunchOptions::backend_argv)"};
+    return Error{"no back-end program given (LaunchOptions::backend_argv)", ErrorKind::invalid_input};
   }
-  if (options.topology.backends().empty()) return Error{"the topology has no back-ends"};
+  if (options.topology.backends().empty()) return Error{"the topology has no back-ends", ErrorKind::invalid_input};
   if (const auto& ft = options.fault_tolerance;
       ft.enabled && !(ft.heartbeat.count() > 0 && ft.heartbeat < ft.suspect && ft.suspect < ft.lost)) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
-                 ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)"};
+                 ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)", ErrorKind::invalid_input};
   }
   core::init_logging(Role::frontend, options.topology.root().rank);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
@@ -316,7 +317,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
   for (const auto& program : programs) {
     if (program.find('/') != std::string::npos && access(program.c_str(), X_OK) != 0) {
-      return Error{"cannot run '" + program + "': " + std::strerror(errno)};
+      return Error{"cannot run '" + program + "': " + std::strerror(errno), ErrorKind::invalid_input};
     }
   }
 
@@ -381,7 +382,7 @@ const Topology& Network::topology() const { return impl_->options.topology; }
 Result<void> Network::load_filter(const std::string& path, const std::string& name) {
   Impl& impl = *impl_;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error{"cannot load filter '" + name + "': no file " + path};
+  if (!std::filesystem::exists(path, ec)) return Error{"cannot load filter '" + name + "': no file " + path, ErrorKind::invalid_input};
   std::string absolute = absolute_program(path.find('/') == std::string::npos ? "./" + path : path);
   return impl.request(
       [&](std::uint64_t id) {
@@ -395,7 +396,7 @@ Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {
   bool done = impl.wait_until(Clock::now() + timeout, [&] { return impl.all_backends_attached() || impl.stopped; });
   {
     std::lock_guard lock(impl.mutex);
-    if (impl.stopped) return Error{"the network has stopped"};
+    if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
   }
   if (done) return {};
   return Error{"back-ends did not attach within " + std::to_string(timeout.count()) +
@@ -405,7 +406,7 @@ Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {
 Result<void> Network::set_filter_params(StreamId stream, FilterSlot slot, const Packet& params) {
   Impl& impl = *impl_;
   if (slot == FilterSlot::sync) {
-    if (auto ok = services::sync_timeout_param(params); !ok) return Error{ok.error()};
+    if (auto ok = services::sync_timeout_param(params); !ok) return Error{ok.error(), ErrorKind::invalid_input};
   }
   return impl.request(
       [&](std::uint64_t id) {
@@ -418,7 +419,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   Impl& impl = *impl_;
   if (options.sync == SyncMode::time_out) {
     if (auto ok = services::sync_timeout_param(Packet(0, {std::int64_t(options.sync_timeout.count())})); !ok) {
-      return Error{ok.error()};
+      return Error{ok.error(), ErrorKind::invalid_input};
     }
   }
   if (impl.attach()) {
@@ -430,7 +431,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   services::StreamSpec spec;
   {
     std::lock_guard lock(impl.mutex);
-    if (impl.stopped) return Error{"the network has stopped"};
+    if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
     spec.id = impl.next_stream++;
   }
   spec.backends = options.backends.empty() ? impl.options.topology.backends() : options.backends;
@@ -447,7 +448,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });
   std::lock_guard lock(impl.mutex);
   if (!acked) return Error{"stream " + std::to_string(spec.id) + " was not acknowledged in time"};
-  if (!impl.acks.count(spec.id)) return Error{"the network stopped while creating a stream"};
+  if (!impl.acks.count(spec.id)) return Error{"the network stopped while creating a stream", ErrorKind::stopped};
   std::string error = impl.acks[spec.id];
   impl.acks.erase(spec.id);
   if (!error.empty()) return Error{"cannot create stream: " + error};
@@ -458,7 +459,7 @@ Result<void> Network::broadcast(StreamId stream, const Packet& packet) {
   Impl& impl = *impl_;
   {
     std::lock_guard lock(impl.mutex);
-    if (impl.stopped) return Error{"the network has stopped"};
+    if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
   }
   impl.loop.post([&impl, stream, packet] { impl.runtime->streams.send_down(stream, packet, std::nullopt); });
   return {};
@@ -468,11 +469,11 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
   Impl& impl = *impl_;
   const auto* node = impl.options.topology.find(backend);
   if (!node || node->role != Role::backend) {
-    return Error{"rank " + std::to_string(backend) + " is not a back-end of this network"};
+    return Error{"rank " + std::to_string(backend) + " is not a back-end of this network", ErrorKind::invalid_input};
   }
   {
     std::lock_guard lock(impl.mutex);
-    if (impl.stopped) return Error{"the network has stopped"};
+    if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
   }
   impl.loop.post([&impl, stream, backend, packet] { impl.runtime->streams.send_down(stream, packet, backend); });
   return {};
@@ -482,13 +483,13 @@ Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeo
   {
     std::lock_guard lock(impl_->mutex);
     // Once stopped, and the stop itself reported, fail at once rather than wait.
-    if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped"};
+    if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped", ErrorKind::stopped};
   }
   auto item = impl_->inbox.pop(timeout);
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
     std::lock_guard lock(impl_->mutex);
-    if (impl_->stopped && error->message.rfind("network stopped", 0) == 0) impl_->stop_reported = true;
+    if (error->kind == ErrorKind::stopped) impl_->stop_reported = true;
     return *error;
   }
   return std::optional<Received>(std::move(std::get<Received>(*item)));

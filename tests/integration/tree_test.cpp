@@ -5,6 +5,8 @@
 // fixture makes this process the subreaper of all it starts and verifies that.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -176,7 +178,9 @@ TEST_F(Tree, SendToOneBackendReachesOnlyIt) {
   ASSERT_TRUE(*in);
   EXPECT_EQ(std::get<std::vector<std::string>>((*in)->packet[0]), std::vector<std::string>{"to three"});
   EXPECT_EQ((*in)->packet.contributors(), 1u);
-  EXPECT_FALSE(net.send_to(*stream, 99, echo)) << "99 is not a back-end";
+  auto refused = net.send_to(*stream, 99, echo);
+  ASSERT_FALSE(refused) << "99 is not a back-end";
+  EXPECT_EQ(refused.error_kind(), canopy::ErrorKind::invalid_input);
 }
 
 TEST_F(Tree, EveryFilterGivesTheDemoWorkloadsAggregate) {
@@ -251,11 +255,13 @@ TEST_F(Tree, BackendExitingMidRunIsReportedAndNothingHangs) {
   auto start = canopy::Packet::pack(canopy::demo::kStartTag, "%d %d %d", 20, 1, 0);
   ASSERT_TRUE(net.broadcast(*stream, *start));
   std::string error;
+  std::optional<canopy::ErrorKind> kind;
   int results = 0;
   for (int i = 0; i < 40 && error.empty(); ++i) {
     auto in = net.receive(10s);
     if (!in) {
       error = in.error();
+      kind = in.error_kind();
     } else if (*in) {
       ++results;
       EXPECT_EQ((*in)->packet.contributors(), 4u) << "an incomplete aggregate came before the loss was reported";
@@ -265,6 +271,7 @@ TEST_F(Tree, BackendExitingMidRunIsReportedAndNothingHangs) {
   }
   EXPECT_NE(error.find("back-end 1"), std::string::npos) << error;
   EXPECT_NE(error.find("exited with status 7"), std::string::npos) << error;
+  EXPECT_EQ(kind, canopy::ErrorKind::disconnected) << "the kind says what happened, so no caller reads the text";
   // The other back-ends keep going: the lost one is no longer waited for.
   int after = 0;
   while (true) {
@@ -407,9 +414,11 @@ TEST_F(Tree, ReceiveAfterShutdownFailsAtOnce) {
   auto& net = launch("b:2");
   ASSERT_TRUE(net.shutdown());
   auto first = net.receive(5s);
-  EXPECT_FALSE(first);
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error_kind(), canopy::ErrorKind::stopped) << first.error();
   auto started = std::chrono::steady_clock::now();
   auto again = net.receive(5s);
-  EXPECT_FALSE(again);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error_kind(), canopy::ErrorKind::stopped) << again.error();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
 }
