@@ -2,6 +2,8 @@
 
 #include <kj/debug.h>
 
+#include <algorithm>
+
 namespace canopy::core {
 namespace {
 
@@ -196,6 +198,38 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
   links.corrupt_fraction = w.getCorruptFraction();
   if (auto ok = topology->set_links(links); !ok) return Error{"topology from parent: " + ok.error()};
   return topology;
+}
+
+void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
+  t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan.startup_timeout.count()));
+  t.setLauncher(plan.launcher);
+  t.setCommnodeExe(plan.commnode_exe);
+  auto argv = t.initBackendArgv(plan.backend_argv.size());
+  for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
+  t.setAttachMode(plan.attach);
+  auto ft = t.initFaultTolerance();
+  ft.setEnabled(plan.fault.enabled);
+  ft.setHeartbeatMs(static_cast<std::uint32_t>(plan.fault.heartbeat.count()));
+  ft.setSuspectMs(static_cast<std::uint32_t>(plan.fault.suspect.count()));
+  ft.setLostMs(static_cast<std::uint32_t>(plan.fault.lost.count()));
+  ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
+}
+
+LaunchPlan decode_plan(wire::Topology::Reader t) {
+  using std::chrono::milliseconds;
+  LaunchPlan plan;
+  plan.startup_timeout = milliseconds(t.getStartupTimeoutMs());
+  plan.launcher = t.getLauncher();
+  plan.commnode_exe = t.getCommnodeExe();
+  plan.attach = t.getAttachMode();
+  for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
+  auto ft = t.getFaultTolerance();
+  plan.fault.enabled = ft.getEnabled();
+  plan.fault.heartbeat = milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));
+  plan.fault.suspect = milliseconds(std::max<std::uint32_t>(20, ft.getSuspectMs()));
+  plan.fault.lost = milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
+  plan.fault.adoption_timeout = milliseconds(ft.getAdoptionTimeoutMs());
+  return plan;
 }
 
 }  // namespace canopy::core

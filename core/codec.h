@@ -7,6 +7,7 @@
 #include "canopy.capnp.h"
 #include "canopy/packet.h"
 #include "canopy/topology.h"
+#include "core/plan.h"
 
 namespace canopy::core {
 
@@ -20,6 +21,11 @@ Packet decode_values(capnp::List<wire::Value>::Reader in);
 void encode_topology(const Topology& topology, wire::Topology::Builder out);
 // Validates as Topology::make does; a peer sending an invalid tree is an error.
 Result<Topology> decode_topology(wire::Topology::Reader in);
+
+// The launch plan travels with the topology. Decoding clamps the fault-tolerance
+// thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms).
+void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out);
+LaunchPlan decode_plan(wire::Topology::Reader in);
 
 wire::Role to_wire(Role role);
 Role from_wire(wire::Role role);

@@ -30,8 +30,6 @@ constexpr auto kStopGraceStep = std::chrono::seconds(1);
 // After a child's connection closes, how long to wait for its exit status so that the
 // report can say "exited with status 3" rather than just "connection closed".
 constexpr auto kExitStatusWait = std::chrono::milliseconds(300);
-// What an orphan holds back for its new parent at most.
-constexpr std::size_t kMaxHeldBytes = 64u << 20;
 
 std::string role_name(Role role) {
   switch (role) {
@@ -89,6 +87,28 @@ void Node::set_phase(PhaseData next, std::string_view why) {
 void Node::emit(const NodeEvent& event) {
   for (Service* service : services_) service->on_event(event);
   if (observer_) observer_->on_event(event);
+}
+
+// What parent and children alike may send: a service's message, or a report of the
+// live tree. False for anything else.
+bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
+  switch (body.which()) {
+    case Body::SERVICE:
+      deliver_to_service(from, body.getService());
+      return true;
+    case Body::FAILURE_REPORT: {
+      auto f = body.getFailureReport();
+      on_failure_report(f.getRank(), f.getReason(), from.link);
+      return true;
+    }
+    case Body::ADOPTION_REPORT: {
+      auto a = body.getAdoptionReport();
+      on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 void Node::deliver_to_service(const Peer& from, wire::ServiceMessage::Reader envelope) {
@@ -181,22 +201,10 @@ void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) 
       return;
     }
     auto body = msg.getBody();
-    switch (body.which()) {
-      case Body::SERVICE:
-        return deliver_to_service(Peer{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link},
-                                  body.getService());
-      case Body::FAILURE_REPORT: {
-        auto f = body.getFailureReport();
-        return on_failure_report(f.getRank(), f.getReason(), link);
-      }
-      case Body::ADOPTION_REPORT: {
-        auto a = body.getAdoptionReport();
-        return on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), link);
-      }
-      default:
-        log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
-        return;
+    if (!dispatch(Peer{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link}, body)) {
+      log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
     }
+    return;
   }
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
   if (it == pending_.end()) return;
@@ -250,19 +258,8 @@ void Node::send_topology(Link& link, bool update) {
   Message message(id_);
   auto t = message.body().initTopology();
   encode_topology(*topology_, t);
+  encode_plan(plan_, t);
   t.setIsUpdate(update);
-  t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan_.startup_timeout.count()));
-  t.setLauncher(plan_.launcher);
-  t.setCommnodeExe(plan_.commnode_exe);
-  auto argv = t.initBackendArgv(plan_.backend_argv.size());
-  for (std::size_t i = 0; i < plan_.backend_argv.size(); ++i) argv.set(i, plan_.backend_argv[i]);
-  t.setAttachMode(plan_.attach);
-  auto ft = t.initFaultTolerance();
-  ft.setEnabled(plan_.fault.enabled);
-  ft.setHeartbeatMs(static_cast<std::uint32_t>(plan_.fault.heartbeat.count()));
-  ft.setSuspectMs(static_cast<std::uint32_t>(plan_.fault.suspect.count()));
-  ft.setLostMs(static_cast<std::uint32_t>(plan_.fault.lost.count()));
-  ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan_.fault.adoption_timeout.count()));
   link.send(message.builder());
 }
 
@@ -274,13 +271,10 @@ std::string Node::describe(Rank rank) const {
 
 void Node::adopt_topology(Topology topology) {
   topology_ = std::move(topology);
-  view_.emplace(*topology_);
+  tree_.emplace(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
-  for (std::size_t i = 0; i < children_.size(); ++i) {
-    for (Rank b : topology_->backends_below(children_[i].rank)) route_[b] = i;
-  }
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
-             route_.size());
+             tree_->routes());
 }
 
 void Node::on_topology(wire::Topology::Reader t) {
@@ -290,7 +284,7 @@ void Node::on_topology(wire::Topology::Reader t) {
     return begin_stop("invalid topology from parent");
   }
   if (t.getIsUpdate()) {
-    // Endpoints only: the live shape (view_) keeps the reports applied so far.
+    // Endpoints only: the live tree keeps the reports applied so far.
     topology_ = std::move(*topology);
     for (auto& child : children_) {
       if (child.link) send_topology(*child.link, true);
@@ -306,18 +300,7 @@ void Node::on_topology(wire::Topology::Reader t) {
     log().error("parent's topology does not contain this node's rank {}", id_.rank);
     return begin_stop("rank not in topology");
   }
-  plan_.startup_timeout = std::chrono::milliseconds(t.getStartupTimeoutMs());
-  plan_.launcher = t.getLauncher();
-  plan_.commnode_exe = t.getCommnodeExe();
-  plan_.attach = t.getAttachMode();
-  auto ft = t.getFaultTolerance();
-  plan_.fault.enabled = ft.getEnabled();
-  plan_.fault.heartbeat = std::chrono::milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));
-  plan_.fault.suspect = std::chrono::milliseconds(std::max<std::uint32_t>(20, ft.getSuspectMs()));
-  plan_.fault.lost = std::chrono::milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
-  plan_.fault.adoption_timeout = std::chrono::milliseconds(ft.getAdoptionTimeoutMs());
-  plan_.backend_argv.clear();
-  for (auto a : t.getBackendArgv()) plan_.backend_argv.emplace_back(a);
+  plan_ = decode_plan(t);
   adopt_topology(std::move(*topology));
   if (!children_.empty()) {
     if (auto r = listen(); !r) {
@@ -387,21 +370,12 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
 void Node::on_parent_message(capnp::MessageReader& message) {
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
+  if (dispatch(Peer{Peer::Kind::parent, 0, msg.getSenderRank(), msg.getSenderIncarnation(), parent_.get()}, body)) {
+    return;
+  }
   switch (body.which()) {
-    case Body::SERVICE:
-      return deliver_to_service(Peer{Peer::Kind::parent, 0, msg.getSenderRank(), msg.getSenderIncarnation(),
-                                     parent_.get()},
-                                body.getService());
     case Body::TOPOLOGY:
       return on_topology(body.getTopology());
-    case Body::FAILURE_REPORT: {
-      auto f = body.getFailureReport();
-      return on_failure_report(f.getRank(), f.getReason(), parent_.get());
-    }
-    case Body::ADOPTION_REPORT: {
-      auto a = body.getAdoptionReport();
-      return on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), parent_.get());
-    }
     case Body::SHUTDOWN:
       return begin_stop("shutdown: " + std::string(body.getShutdown().getReason()));
     default:
@@ -414,8 +388,8 @@ void Node::on_parent_closed(std::string_view reason) {
     if (phase() == Phase::stopped) notify_stopped();  // the parent link's flush is done
     return;
   }
-  const bool parent_is_root = view_ && view_->parent(id_.rank) == view_->root();
-  if (!plan_.fault.enabled || !view_ || !topology_ || parent_is_root) {
+  const bool parent_is_root = tree_ && tree_->view().parent(id_.rank) == tree_->view().root();
+  if (!plan_.fault.enabled || !tree_ || parent_is_root) {
     // The front-end is gone (or healing is off): nothing to rejoin.
     return begin_stop("lost parent: " + std::string(reason));
   }
@@ -425,7 +399,7 @@ void Node::on_parent_closed(std::string_view reason) {
 // ---- being an orphan ----
 
 void Node::become_orphan(const std::string& reason) {
-  const Rank failed = view_->parent(id_.rank);
+  const Rank failed = tree_->view().parent(id_.rank);
   log().info("parent {} lost ({}): orphaned, looking for an adopter", describe(failed), reason);
   parent_.reset();
   Orphaned orphaned;
@@ -448,11 +422,9 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   o->trying = link;
   o->trying_rank = candidate;
   o->done = std::move(done);
-  // A fresh incarnation for every request: once an adoption of ours has been
-  // reported (and the adopter then lost), the same number would be refused as stale.
-  const std::uint32_t incarnation =
-      std::max({id_.incarnation, view_->incarnation(id_.rank), last_incarnation_asked_}) + 1;
-  last_incarnation_asked_ = incarnation;
+  // A fresh incarnation for every request: an adopter given up on may still accept
+  // late and report the number it was asked for, which would make it stale.
+  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
   attach_parent(link);
   send_hello(*link, incarnation, true);
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
@@ -501,12 +473,7 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   // Compensate: services send their state first (stream joins, filter states), then
   // the output held back meanwhile.
   emit(events::Adopted{adoption.adopter, adoption.incarnation, adoption.failed_parent});
-  for (auto& words : held) {
-    capnp::FlatArrayMessageReader reader(words.asPtr());
-    capnp::MallocMessageBuilder copy;
-    copy.setRoot(reader.getRoot<wire::Message>());
-    parent_->send(copy);
-  }
+  held.send_all(*parent_);
   adoption.compensated = Clock::now();
   on_adoption_report(id_.rank, adoption.adopter, adoption.incarnation, nullptr);
   if (done) done(adoption);
@@ -520,7 +487,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     log().warn("refusing to adopt {}: {}", orphan, why);
     link->close("adoption refused: " + why);
   };
-  if (!plan_.fault.enabled || !view_) return refuse("fault tolerance is off");
+  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
   if (stopping()) {
     // Tell the orphan why, so that it stops too instead of trying others.
     Message stop(id_);
@@ -530,20 +497,16 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     return refuse("this node is stopping");
   }
   if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
-  if (!view_->contains(orphan) || orphan == view_->root()) return refuse("unknown rank");
-  if (from_wire(hello.getRole()) != view_->role(orphan)) return refuse("role does not match the topology");
-  if (view_->in_subtree(id_.rank, orphan)) return refuse("this node is inside the orphan's subtree");
-  if (view_->role(id_.rank) == Role::backend) return refuse("a back-end adopts no one");
-  if (view_->height(id_.rank) < view_->height(orphan) + 1) return refuse("adoption would make the tree deeper");
   const std::uint32_t incarnation = hello.getIncarnation();
-  if (incarnation <= view_->incarnation(orphan)) return refuse("stale incarnation");
+  if (auto why = tree_->refuse_adoption(orphan, from_wire(hello.getRole()), incarnation)) return refuse(*why);
 
   std::size_t index;
   if (auto known = children_.index_of(orphan)) {
     if (children_[*known].link) return refuse("already connected");
     index = *known;  // a former child of ours coming back
   } else {
-    index = children_.add(orphan, view_->role(orphan));
+    index = children_.add(orphan, tree_->view().role(orphan));
+    tree_->note_child(orphan, index);
   }
   Child& child = children_[index];
   child.link = link;
@@ -634,7 +597,7 @@ void Node::flood(Message& message, const Link* except) {
 }
 
 void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from) {
-  if (!view_ || !view_->contains(rank) || !view_->apply_failure(rank)) return;  // not news
+  if (!tree_ || !tree_->apply_failure(rank)) return;  // not news
   log().info("failure report: {} ({})", describe(rank), reason);
   Message message(id_);
   auto f = message.body().initFailureReport();
@@ -645,9 +608,8 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
 }
 
 void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
-  if (!view_ || !view_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
+  if (!tree_ || !tree_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
   log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
-  if (orphan != id_.rank) update_routes(orphan);
   Message message(id_);
   auto a = message.body().initAdoptionReport();
   a.setOrphan(orphan);
@@ -658,47 +620,23 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
 }
 
 // Every report applied here so far, to a peer that missed them (an orphan adopted
-// after the reports of other failures and adoptions had flooded the tree): failures
-// first, then adoptions, each as flooded, so that applying them is idempotent.
+// after the reports of other failures and adoptions had flooded the tree), as
+// flooded, so that applying them is idempotent.
 void Node::send_live_tree(Link& link) {
-  if (!view_) return;
-  for (const auto& n : topology_->nodes()) {
-    if (view_->alive(n.rank)) continue;
+  if (!tree_) return;
+  for (const auto& report : tree_->reports()) {
     Message message(id_);
-    auto f = message.body().initFailureReport();
-    f.setRank(n.rank);
-    f.setReason("failed before this process joined");
-    link.send(message.builder());
-  }
-  for (const auto& n : topology_->nodes()) {
-    if (view_->incarnation(n.rank) == 0) continue;
-    Message message(id_);
-    auto a = message.body().initAdoptionReport();
-    a.setOrphan(n.rank);
-    a.setAdopter(view_->parent(n.rank));
-    a.setIncarnation(view_->incarnation(n.rank));
-    link.send(message.builder());
-  }
-}
-
-// The back-ends below a re-adopted orphan are reached through whichever child of
-// this node is now its ancestor, if any.
-void Node::update_routes(Rank orphan) {
-  Rank via = TreeView::kNone;
-  std::size_t steps = 0;
-  for (Rank r = orphan; r != TreeView::kNone && steps < 64; r = view_->parent(r), ++steps) {
-    if (view_->parent(r) == id_.rank) {
-      via = r;
-      break;
-    }
-  }
-  auto child = via == TreeView::kNone ? std::nullopt : children_.index_of(via);
-  for (Rank b : view_->backends_below(orphan)) {
-    if (child) {
-      route_[b] = *child;
+    if (report.failure) {
+      auto f = message.body().initFailureReport();
+      f.setRank(report.rank);
+      f.setReason("failed before this process joined");
     } else {
-      route_.erase(b);
+      auto a = message.body().initAdoptionReport();
+      a.setOrphan(report.rank);
+      a.setAdopter(report.adopter);
+      a.setIncarnation(report.incarnation);
     }
+    link.send(message.builder());
   }
 }
 
@@ -712,15 +650,9 @@ bool Node::send_up(Message& message) {
   auto* o = std::get_if<Orphaned>(&phase_);
   if (!o) return false;
   // Orphaned: hold the message back until a new parent adopts us, within a bound.
-  auto words = capnp::messageToFlatArray(message.builder());
-  const std::size_t bytes = words.size() * sizeof(capnp::word);
-  if (o->held_bytes + bytes > kMaxHeldBytes) {
-    log().warn("orphan: dropping held-back output beyond {} MiB", kMaxHeldBytes >> 20);
-    return false;
-  }
-  o->held_bytes += bytes;
-  o->held.push_back(std::move(words));
-  return true;
+  if (o->held.hold(message.builder())) return true;
+  log().warn("orphan: dropping held-back output beyond {} MiB", o->held.max_bytes() >> 20);
+  return false;
 }
 
 void Node::send_to_child(std::size_t child, Message& message) {
@@ -728,9 +660,7 @@ void Node::send_to_child(std::size_t child, Message& message) {
 }
 
 std::optional<std::size_t> Node::route_to(Rank backend) const {
-  auto it = route_.find(backend);
-  if (it == route_.end()) return std::nullopt;
-  return it->second;
+  return tree_ ? tree_->route_to(backend) : std::nullopt;
 }
 
 // ---- stopping ----
@@ -753,7 +683,7 @@ void Node::begin_stop(const std::string& reason) {
       child.process->kill(SIGTERM);  // started but never connected
     }
   }
-  auto grace = stop_grace_for_height(subtree_height());
+  auto grace = stop_grace_for_height(tree_ ? tree_->view().height(id_.rank) : 0);
   stop_timer_.expires_after(grace);
   stop_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec) return;
@@ -767,19 +697,6 @@ void Node::begin_stop(const std::string& reason) {
     }
   });
   check_stopped();
-}
-
-std::size_t Node::subtree_height() const {
-  if (!topology_) return 0;
-  std::size_t height = 0;
-  std::vector<std::pair<Rank, std::size_t>> stack{{id_.rank, 0}};
-  while (!stack.empty()) {
-    auto [rank, level] = stack.back();
-    stack.pop_back();
-    height = std::max(height, level);
-    for (Rank c : topology_->at(rank).children) stack.emplace_back(c, level + 1);
-  }
-  return height;
 }
 
 std::chrono::milliseconds Node::stop_grace_for_height(std::size_t height) {

@@ -30,35 +30,17 @@
 
 #include "canopy/topology.h"
 #include "core/children.h"
+#include "core/held_output.h"
 #include "core/listener.h"
+#include "core/live_tree.h"
 #include "core/parent_link.h"
+#include "core/plan.h"
 #include "core/service.h"
-#include "core/tree_view.h"
 #include "transport/link.h"
 
 namespace canopy::core {
 
 namespace asio = boost::asio;
-
-// How every process watches its peers and heals the tree (docs/fault-tolerance.md).
-struct FaultConfig {
-  bool enabled = true;
-  std::chrono::milliseconds heartbeat{500};          // idle links carry a heartbeat this often
-  std::chrono::milliseconds suspect{2000};           // silent this long: suspect
-  std::chrono::milliseconds lost{5000};              // silent this long: lost
-  std::chrono::milliseconds adoption_timeout{30000}; // an orphan gives up after this long
-};
-
-// The tree-wide configuration, sent down with the topology: how a parent starts
-// its children, and how every process watches its peers.
-struct LaunchPlan {
-  std::string commnode_exe;                 // absolute path of canopy-commnode
-  std::vector<std::string> backend_argv;    // back-end program and its arguments
-  std::string launcher = "ssh {host} {command}";
-  std::chrono::milliseconds startup_timeout{30000};
-  bool attach = false;                      // back-ends attach themselves; not launched
-  FaultConfig fault;
-};
 
 enum class Phase : std::uint8_t { launching, running, orphaned, stopping, stopped };
 const char* to_string(Phase phase);
@@ -114,7 +96,8 @@ class Node {
   bool stopping() const { return phase() >= Phase::stopping; }
   const LaunchPlan& plan() const { return plan_; }
   const std::optional<Topology>& topology() const { return topology_; }
-  const std::optional<TreeView>& view() const { return view_; }
+  // The live tree; null until the topology is known.
+  const TreeView* view() const { return tree_ ? &tree_->view() : nullptr; }
   ChildTable& children() { return children_; }
   const ChildTable& children() const { return children_; }
   const std::shared_ptr<transport::Link>& parent_link() const { return parent_; }
@@ -174,9 +157,7 @@ class Node {
     std::shared_ptr<transport::Link> trying;
     Rank trying_rank = 0;
     std::function<void(Result<Adoption>)> done;
-    // Upward messages held back until adoption (copies of whole protocol messages).
-    std::vector<kj::Array<capnp::word>> held;
-    std::size_t held_bytes = 0;
+    HeldOutput held;  // upward messages, until adoption
   };
   struct Stopping {
     std::string reason;
@@ -189,7 +170,7 @@ class Node {
   void set_phase(PhaseData next, std::string_view why);
 
   void emit(const NodeEvent& event);
-  void dispatch(const Peer& from, capnp::MessageReader& message);
+  bool dispatch(const Peer& from, wire::Message::Body::Reader body);
   void deliver_to_service(const Peer& from, wire::ServiceMessage::Reader envelope);
 
   Result<void> listen();
@@ -216,11 +197,9 @@ class Node {
   void finish_child_loss(std::size_t child);
   void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
-  void update_routes(Rank orphan);
   void send_live_tree(transport::Link& link);
 
   void begin_stop(const std::string& reason);
-  std::size_t subtree_height() const;
   void check_stopped();
   void notify_stopped();
 
@@ -233,8 +212,7 @@ class Node {
 
   LaunchPlan plan_;
   std::optional<Topology> topology_;
-  std::optional<TreeView> view_;  // the live tree, with failure and adoption reports applied
-  std::uint32_t last_incarnation_asked_ = 0;  // the latest incarnation this node asked to be adopted under
+  std::optional<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
 
   std::shared_ptr<transport::Link> parent_;
   Listener listener_;
@@ -244,7 +222,6 @@ class Node {
   std::unordered_map<const transport::Link*, std::unique_ptr<asio::steady_timer>> hello_deadlines_;
 
   ChildTable children_;
-  std::unordered_map<Rank, std::size_t> route_;  // back-end rank -> child index
   asio::steady_timer stop_timer_;
 };
 

@@ -327,12 +327,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;
-  const auto& ft = options.fault_tolerance;
-  plan.fault = core::FaultConfig{.enabled = ft.enabled,
-                                 .heartbeat = ft.heartbeat,
-                                 .suspect = ft.suspect,
-                                 .lost = ft.lost,
-                                 .adoption_timeout = ft.adoption_timeout};
+  plan.fault = options.fault_tolerance;
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 
@@ -505,7 +500,7 @@ std::vector<NodeStatus> Network::status() const {
   Impl& impl = *impl_;
   return impl.loop.call([&impl] {
     std::vector<NodeStatus> out;
-    const auto& view = impl.runtime->node.view();
+    const core::TreeView* view = impl.runtime->node.view();
     if (!view) return out;
     std::vector<Rank> queue{view->root()};
     std::set<Rank> listed;

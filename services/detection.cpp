@@ -18,7 +18,7 @@ const char* to_string(PeerState state) {
   return "?";
 }
 
-PeerState peer_state_after(std::chrono::milliseconds silent, const core::FaultConfig& fault) {
+PeerState peer_state_after(std::chrono::milliseconds silent, const FaultToleranceOptions& fault) {
   return silent >= fault.lost ? PeerState::lost : silent >= fault.suspect ? PeerState::suspect : PeerState::alive;
 }
 

@@ -28,7 +28,7 @@ enum class PeerState : std::uint8_t { alive, suspect, lost };
 const char* to_string(PeerState state);
 
 // The state a peer silent for `silent` is in, under `fault`'s thresholds.
-PeerState peer_state_after(std::chrono::milliseconds silent, const core::FaultConfig& fault);
+PeerState peer_state_after(std::chrono::milliseconds silent, const FaultToleranceOptions& fault);
 
 class DetectionService final : public core::Service {
  public:

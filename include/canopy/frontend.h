@@ -21,25 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "canopy/fault_tolerance.h"
 #include "canopy/packet.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
 
 namespace canopy {
-
-// How the tree detects failures and heals itself (docs/fault-tolerance.md).
-struct FaultToleranceOptions {
-  // false: losing its parent stops a process and its subtree (no healing).
-  bool enabled = true;
-  // A link with nothing to send for this long carries a heartbeat.
-  std::chrono::milliseconds heartbeat{500};
-  // A peer silent this long is suspect (logged); this long, lost (its link is cut,
-  // and a lost child process started by the node is killed).
-  std::chrono::milliseconds suspect{2000};
-  std::chrono::milliseconds lost{5000};
-  // An orphan that no adopter has accepted after this long stops its subtree.
-  std::chrono::milliseconds adoption_timeout{30000};
-};
 
 // A failure, an adoption or a completed recovery, as the front-end saw it.
 struct Event {

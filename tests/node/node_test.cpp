@@ -17,8 +17,8 @@ using core::events::TreeChanged;
 constexpr Rank FE = kFirstInternalRank;
 constexpr Rank C1 = FE + 1, C2 = FE + 2;
 
-core::FaultConfig fast_healing() {
-  return core::FaultConfig{.enabled = true, .heartbeat = 50ms, .suspect = 150ms, .lost = 300ms,
+FaultToleranceOptions fast_healing() {
+  return FaultToleranceOptions{.enabled = true, .heartbeat = 50ms, .suspect = 150ms, .lost = 300ms,
                            .adoption_timeout = 5000ms};
 }
 

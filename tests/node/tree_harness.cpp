@@ -17,7 +17,7 @@ std::vector<core::events::TreeChanged> Recorder::tree_changes() const {
   return out;
 }
 
-TreeHarness::TreeHarness(const std::string& spec, core::FaultConfig fault, AddServices extra)
+TreeHarness::TreeHarness(const std::string& spec, FaultToleranceOptions fault, AddServices extra)
     : fault_(fault), extra_(std::move(extra)) {
   // Every process of the tree logs to the test's stderr; warnings by default.
   if (const char* level = std::getenv("CANOPY_LOG_LEVEL")) core::log().set_level(spdlog::level::from_str(level));

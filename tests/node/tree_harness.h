@@ -69,7 +69,7 @@ class TreeHarness final : public services::Launcher {
   // thresholds. `extra(rank, node)`, if given, makes a service of the test's own for
   // every node; the harness registers it before the node starts and owns it.
   using AddServices = std::function<std::unique_ptr<core::Service>(Rank, core::Node&)>;
-  TreeHarness(const std::string& spec, core::FaultConfig fault, AddServices extra = {});
+  TreeHarness(const std::string& spec, FaultToleranceOptions fault, AddServices extra = {});
   ~TreeHarness() override;
 
   // Starts the root and runs until the tree is up and every process knows every
@@ -109,7 +109,7 @@ class TreeHarness final : public services::Launcher {
   bool poll_all();
 
   Topology topology_;
-  core::FaultConfig fault_;
+  FaultToleranceOptions fault_;
   AddServices extra_;
   std::uint64_t network_id_ = 0x5eed0000cafe0001;
   std::map<Rank, std::unique_ptr<Member>> members_;

@@ -1,0 +1,75 @@
+#include "core/live_tree.h"
+
+#include <algorithm>
+
+namespace canopy::core {
+
+LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(topology) {
+  for (const auto& n : topology.nodes()) ranks_.push_back(n.rank);
+  const auto& children = topology.at(self).children;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    child_index_[children[i]] = i;
+    for (Rank b : topology.backends_below(children[i])) route_[b] = i;
+  }
+}
+
+std::optional<std::size_t> LiveTree::route_to(Rank backend) const {
+  auto it = route_.find(backend);
+  if (it == route_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool LiveTree::apply_failure(Rank rank) { return view_.contains(rank) && view_.apply_failure(rank); }
+
+bool LiveTree::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
+  if (!view_.apply_adoption(orphan, adopter, incarnation)) return false;
+  if (orphan != self_) update_routes(orphan);  // our own back-ends stay where they are
+  return true;
+}
+
+void LiveTree::update_routes(Rank orphan) {
+  Rank via = TreeView::kNone;
+  std::size_t steps = 0;
+  for (Rank r = orphan; r != TreeView::kNone && steps < 64; r = view_.parent(r), ++steps) {
+    if (view_.parent(r) == self_) {
+      via = r;
+      break;
+    }
+  }
+  auto child = child_index_.find(via);
+  for (Rank b : view_.backends_below(orphan)) {
+    if (child != child_index_.end()) {
+      route_[b] = child->second;
+    } else {
+      route_.erase(b);
+    }
+  }
+}
+
+std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation) const {
+  if (!view_.contains(orphan) || orphan == view_.root()) return "unknown rank";
+  if (role != view_.role(orphan)) return "role does not match the topology";
+  if (view_.in_subtree(self_, orphan)) return "this node is inside the orphan's subtree";
+  if (view_.role(self_) == Role::backend) return "a back-end adopts no one";
+  if (view_.height(self_) < view_.height(orphan) + 1) return "adoption would make the tree deeper";
+  if (incarnation <= view_.incarnation(orphan)) return "stale incarnation";
+  return std::nullopt;
+}
+
+std::uint32_t LiveTree::next_incarnation(std::uint32_t current) {
+  last_asked_ = std::max({current, view_.incarnation(self_), last_asked_}) + 1;
+  return last_asked_;
+}
+
+std::vector<LiveTree::Report> LiveTree::reports() const {
+  std::vector<Report> out;
+  for (Rank rank : ranks_) {
+    if (!view_.alive(rank)) out.push_back({true, rank, TreeView::kNone, 0});
+  }
+  for (Rank rank : ranks_) {
+    if (view_.incarnation(rank) != 0) out.push_back({false, rank, view_.parent(rank), view_.incarnation(rank)});
+  }
+  return out;
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,74 @@
+// LiveTree: one process's view of the live tree and what follows from it: the
+// routing table (back-end rank -> child), whether an orphan may be adopted here, the
+// incarnation to ask for next, and the reports that a process joining late missed.
+//
+// Pure logic, no I/O: the node core floods the reports and owns the links. Not
+// thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/topology.h"
+#include "core/tree_view.h"
+
+namespace canopy::core {
+
+class LiveTree {
+ public:
+  // The launch shape of `topology`, seen from process `self`, whose children get
+  // child indexes in the order of the topology (0, 1, ...).
+  LiveTree(const Topology& topology, Rank self);
+
+  const TreeView& view() const { return view_; }
+  // The child through which back-end `backend` is reached, if it is below.
+  std::optional<std::size_t> route_to(Rank backend) const;
+  std::size_t routes() const { return route_.size(); }
+
+  // `rank` has become this process's child `index` (an adopted orphan).
+  void note_child(Rank rank, std::size_t index) { child_index_[rank] = index; }
+
+  // A failure report; true if it was news.
+  bool apply_failure(Rank rank);
+  // An adoption report; true if it was news (reports are applied in one total
+  // order, TreeView::apply_adoption). The back-ends below the orphan are then routed
+  // through whichever child of this process is now their ancestor, if any.
+  bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
+
+  // Why `orphan` (of `role`, asking under `incarnation`) may not be adopted by this
+  // process, or nothing if it may: it must be known and not the root, of its
+  // topology role, outside whose subtree this process is, not deeper than this
+  // process allows (the tree never gets deeper), under an incarnation above every
+  // one reported for it; and a back-end adopts no one.
+  std::optional<std::string> refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation) const;
+
+  // The incarnation of this process's next adoption request: above its `current`
+  // one, above any reported for it, and above any it asked for before (an adopter it
+  // gave up on may still accept late and report that one).
+  std::uint32_t next_incarnation(std::uint32_t current);
+
+  struct Report {
+    bool failure;             // true: `rank` is gone; false: `rank` adopted by `adopter`
+    Rank rank;
+    Rank adopter;
+    std::uint32_t incarnation;
+  };
+  // Every report applied here, failures first, as a late joiner needs them.
+  std::vector<Report> reports() const;
+
+ private:
+  void update_routes(Rank orphan);
+
+  std::vector<Rank> ranks_;  // every process, in topology order
+  Rank self_;
+  TreeView view_;
+  std::unordered_map<Rank, std::size_t> route_;        // back-end rank -> child index
+  std::unordered_map<Rank, std::size_t> child_index_;  // child rank -> child index
+  std::uint32_t last_asked_ = 0;
+};
+
+}  // namespace canopy::core

@@ -1,0 +1,22 @@
+// LaunchPlan: the tree-wide configuration, sent down with the topology: how a
+// parent starts its children, and how every process watches its peers and heals.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "canopy/fault_tolerance.h"
+
+namespace canopy::core {
+
+struct LaunchPlan {
+  std::string commnode_exe;                 // absolute path of canopy-commnode
+  std::vector<std::string> backend_argv;    // back-end program and its arguments
+  std::string launcher = "ssh {host} {command}";
+  std::chrono::milliseconds startup_timeout{30000};
+  bool attach = false;                      // back-ends attach themselves; not launched
+  FaultToleranceOptions fault;
+};
+
+}  // namespace canopy::core
