@@ -15,10 +15,12 @@ namespace canopy {
 namespace asio = boost::asio;
 
 // The leaf's runtime reports to Impl, on the loop thread.
-struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer {
+struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer,
+                             services::RecoveryService::Observer {
   explicit Impl(core::NodeIdentity identity)
-      : runtime(std::make_unique<services::Runtime>(loop.io(), identity, filters,
-                                                    services::Observers{.node = this, .streams = this})) {}
+      : runtime(std::make_unique<services::Runtime>(
+            loop.io(), identity, filters,
+            services::Observers{.node = this, .streams = this, .recovery = this})) {}
   ~Impl() override {
     loop.stop();
     runtime.reset();
@@ -28,6 +30,12 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     Received received{stream, std::move(packet)};
     if (handler && handler(*owner, received)) return;
     inbox.push(std::move(received));
+  }
+  void on_event(const core::NodeEvent& node_event) override {
+    if (auto event = services::public_event(node_event)) events.push(std::move(*event));
+  }
+  void on_recovered(const services::RecoveryReport& report) override {
+    events.push(services::public_event(report));
   }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);
@@ -40,6 +48,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   core::LoopThread loop;
   std::unique_ptr<services::Runtime> runtime;
   core::Inbox<std::variant<Received, Error>> inbox;
+  core::Inbox<Event> events;
   std::atomic<bool> stopped{false};
   std::mutex stop_mutex;
   std::optional<Error> stop_error;  // sticky: returned by every receive() after the stop
@@ -169,5 +178,9 @@ Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packe
 }
 
 int Backend::event_fd() const { return impl_->inbox.fd(); }
+
+std::optional<Event> Backend::next_event(std::chrono::milliseconds timeout) { return impl_->events.pop(timeout); }
+
+int Backend::events_fd() const { return impl_->events.fd(); }
 
 }  // namespace canopy

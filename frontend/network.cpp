@@ -136,35 +136,20 @@ struct Network::Impl final : core::Node::Observer,
     }
   }
   void on_event(const core::NodeEvent& node_event) override {
-    auto* changed = std::get_if<core::events::TreeChanged>(&node_event);
-    if (!changed || changed->kind != core::events::TreeChanged::Kind::adoption) return;
-    Event event;
-    event.kind = Event::Kind::adoption;
-    event.rank = changed->rank;
-    event.adopter = changed->adopter;
-    event.incarnation = changed->incarnation;
-    push_event(std::move(event));
+    // Failures come from on_node_lost, which says why and keeps their order with data.
+    if (auto event = services::public_event(node_event); event && event->kind == Event::Kind::adoption) {
+      events.push(std::move(*event));
+    }
   }
   void on_recovered(const services::RecoveryReport& report) override {
-    Event event;
-    event.kind = Event::Kind::recovered;
-    event.rank = report.orphan;
-    event.adopter = report.adopter;
-    event.failed_parent = report.failed_parent;
-    event.incarnation = report.incarnation;
-    event.choose = report.choose;
-    event.connect = report.connect;
-    event.compensate = report.compensate;
-    event.cleanup = report.cleanup;
-    event.attempts = report.attempts;
-    event.incomplete_streams = report.incomplete_streams;
     for (StreamId s : report.incomplete_streams) {
       inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.orphan) +
-                       " was re-adopted after its parent " + std::to_string(report.failed_parent) +
-                       " failed, and its filter is not state recoverable",
+                           " was re-adopted after its parent " + std::to_string(report.failed_parent) +
+                           " failed, and its filter is not state recoverable (or its output outgrew what an"
+                           " orphan holds back)",
                        ErrorKind::disconnected});
     }
-    push_event(std::move(event));
+    events.push(services::public_event(report));
   }
   void push_event(Event event) {
     event.time = std::chrono::system_clock::now();
@@ -496,6 +481,8 @@ std::optional<Event> Network::next_event(std::chrono::milliseconds timeout) {
   return impl_->events.pop(timeout);
 }
 
+int Network::events_fd() const { return impl_->events.fd(); }
+
 std::vector<NodeStatus> Network::status() const {
   Impl& impl = *impl_;
   return impl.loop.call([&impl] {
@@ -533,43 +520,6 @@ std::vector<NodeStatus> Network::status() const {
     }
     return out;
   });
-}
-
-std::string_view to_string(Event::Kind kind) {
-  switch (kind) {
-    case Event::Kind::failure: return "failure";
-    case Event::Kind::adoption: return "adoption";
-    case Event::Kind::recovered: return "recovered";
-  }
-  return "event";
-}
-
-std::string to_json(const Event& e) {
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(e.time.time_since_epoch()).count();
-  std::string out = "{\"event\":\"" + std::string(to_string(e.kind)) + "\",\"rank\":" + std::to_string(e.rank);
-  switch (e.kind) {
-    case Event::Kind::failure:
-      out += ",\"reason\":" + to_json(Value{e.reason});
-      break;
-    case Event::Kind::adoption:
-      out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"incarnation\":" + std::to_string(e.incarnation);
-      break;
-    case Event::Kind::recovered: {
-      out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"failed_parent\":" + std::to_string(e.failed_parent) +
-             ",\"incarnation\":" + std::to_string(e.incarnation) + ",\"attempts\":" + std::to_string(e.attempts) +
-             ",\"choose_us\":" + std::to_string(e.choose.count()) +
-             ",\"connect_us\":" + std::to_string(e.connect.count()) +
-             ",\"compensate_us\":" + std::to_string(e.compensate.count()) +
-             ",\"cleanup_us\":" + std::to_string(e.cleanup.count()) + ",\"incomplete_streams\":[";
-      for (std::size_t i = 0; i < e.incomplete_streams.size(); ++i) {
-        out += (i ? "," : "") + std::to_string(e.incomplete_streams[i]);
-      }
-      out += "]";
-      break;
-    }
-  }
-  out += ",\"time_us\":" + std::to_string(micros) + "}";
-  return out;
 }
 
 Result<void> Network::shutdown() {

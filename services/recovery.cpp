@@ -171,6 +171,7 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   log().info("adopted by {} after {} attempt(s): choose {} us, connect {} us, compensate {} us, cleanup {} us",
              node_.describe(r.adopter), r.attempts, r.choose.count(), r.connect.count(), r.compensate.count(),
              r.cleanup.count());
+  if (observer_) observer_->on_recovered(r);  // an orphan is never the root: report() sends it up
   report(r);
 }
 

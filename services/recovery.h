@@ -41,7 +41,7 @@ class RecoveryService final : public core::Service {
   class Observer {
    public:
     virtual ~Observer() = default;
-    // Root only.
+    // At the root, every orphan's report; at an orphan, its own.
     virtual void on_recovered(const RecoveryReport& report) {}
   };
 

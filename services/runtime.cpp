@@ -16,4 +16,38 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
   }
 }
 
+std::optional<Event> public_event(const core::NodeEvent& node_event) {
+  auto* changed = std::get_if<core::events::TreeChanged>(&node_event);
+  if (!changed) return std::nullopt;
+  Event event;
+  event.time = std::chrono::system_clock::now();
+  event.rank = changed->rank;
+  if (changed->kind == core::events::TreeChanged::Kind::failure) {
+    event.kind = Event::Kind::failure;
+    event.reason = changed->reason;
+  } else {
+    event.kind = Event::Kind::adoption;
+    event.adopter = changed->adopter;
+    event.incarnation = changed->incarnation;
+  }
+  return event;
+}
+
+Event public_event(const RecoveryReport& report) {
+  Event event;
+  event.kind = Event::Kind::recovered;
+  event.time = std::chrono::system_clock::now();
+  event.rank = report.orphan;
+  event.adopter = report.adopter;
+  event.failed_parent = report.failed_parent;
+  event.incarnation = report.incarnation;
+  event.choose = report.choose;
+  event.connect = report.connect;
+  event.compensate = report.compensate;
+  event.cleanup = report.cleanup;
+  event.attempts = report.attempts;
+  event.incomplete_streams = report.incomplete_streams;
+  return event;
+}
+
 }  // namespace canopy::services

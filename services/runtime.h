@@ -6,6 +6,9 @@
 
 #include <boost/asio.hpp>
 
+#include <optional>
+
+#include "canopy/event.h"
 #include "core/node.h"
 #include "filters/filter.h"
 #include "services/detection.h"
@@ -43,5 +46,11 @@ class Runtime {
   RequestService requests;
   RecoveryService recovery;
 };
+
+// The public form (include/canopy/event.h) of a change of the live tree (other
+// events: none) and of a recovery report, stamped with the time now: the one
+// conversion the front-end and back-end libraries share.
+std::optional<Event> public_event(const core::NodeEvent& event);
+Event public_event(const RecoveryReport& report);
 
 }  // namespace canopy::services

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "canopy/event.h"
 #include "canopy/packet.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
@@ -65,6 +66,17 @@ class Backend {
 
   // Readable while receive() would return at once.
   int event_fd() const;
+
+  // The next event of the tree as this back-end heard of it, waiting at most
+  // `timeout`: every failure (a process of the tree declared lost) and every
+  // adoption (an orphan, this back-end included, taken in by a new parent) that
+  // reached it, and, after its own parent failed, its own recovery (whom it asked,
+  // how long it took, which streams may lack data). The front-end hears of the same
+  // changes (Network::next_event); here a tool or MPI runtime can react on the
+  // spot. Events arrive in the order this back-end applied them.
+  std::optional<Event> next_event(std::chrono::milliseconds timeout);
+  // Readable while next_event() would return at once.
+  int events_fd() const;
 
  private:
   struct Impl;

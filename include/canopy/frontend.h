@@ -21,29 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "canopy/event.h"
 #include "canopy/fault_tolerance.h"
 #include "canopy/packet.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
 
 namespace canopy {
-
-// A failure, an adoption or a completed recovery, as the front-end saw it.
-struct Event {
-  enum class Kind : std::uint8_t { failure, adoption, recovered };
-  Kind kind = Kind::failure;
-  std::chrono::system_clock::time_point time;  // when the front-end learned of it
-  Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan
-  Rank adopter = 0;           // adoption, recovered
-  Rank failed_parent = 0;     // recovered
-  std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
-  std::string reason;         // failure: why (exit status, closed connection, silence)
-  // recovered: the orphan's times to choose an adopter, to be accepted by it, to send
-  // its filter states and held-back output, and to update tables and send reports.
-  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
-  std::uint32_t attempts = 0;     // recovered: adopters tried
-  std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
-};
 
 // One process of the live tree as the front-end knows it (Network::status()).
 struct NodeStatus {
@@ -56,9 +40,6 @@ struct NodeStatus {
   std::vector<Rank> children;  // current children
 };
 
-std::string_view to_string(Event::Kind kind);
-// One JSON object, e.g. {"event":"failure","rank":1000001,"reason":"...","time":...}.
-std::string to_json(const Event& event);
 
 struct LaunchOptions {
   Topology topology;
@@ -144,6 +125,8 @@ class Network {
   // still fails when data is lost: a back-end is gone, or a recovered stream's
   // filter is not state recoverable.
   std::optional<Event> next_event(std::chrono::milliseconds timeout);
+  // Readable while next_event() would return at once (for poll/epoll users).
+  int events_fd() const;
 
   // The live tree: every process with its current parent, children, incarnation
   // and whether it is alive; the root first, then breadth-first, then lost ones.

@@ -4,16 +4,19 @@
 // must hold every integer every back-end sent, and no process may be left.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "canopy/backend.h"
 #include "canopy/frontend.h"
 #include "process_guard.h"
 #include "script_protocol.h"
@@ -263,6 +266,63 @@ TEST_F(Recovery, StripedLinksWithCorruptionHealAndLoseNothing) {
   }
   EXPECT_GT(injected, 0u) << "the fault injection must have corrupted fragments";
   std::filesystem::remove_all(dir);
+}
+
+// The back-end API hears of the tree's changes too, through next_event() and its fd:
+// every back-end learns of the failure and of the adoptions that heal it, and an
+// orphan of its own recovery. The back-ends live in this process (attach mode); the
+// commnode killed is a real process.
+TEST_F(Recovery, BackendsHearOfFailuresAndAdoptionsThroughNextEvent) {
+  auto topology = canopy::generate_topology("b:2^2");  // 0, 1 under C1 = FE+1; 2, 3 under FE+2
+  ASSERT_TRUE(topology);
+  const std::string file = "/tmp/canopy-recovery-events-" + std::to_string(getpid()) + ".attach";
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.attach_file = file;
+  options.fault_tolerance.heartbeat = 100ms;
+  options.fault_tolerance.suspect = 300ms;
+  options.fault_tolerance.lost = 800ms;
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  std::map<Rank, std::unique_ptr<canopy::Backend>> backends;
+  for (Rank r = 0; r < 4; ++r) {
+    auto backend = canopy::Backend::attach(file, r);
+    ASSERT_TRUE(backend) << backend.error();
+    backends[r] = std::move(*backend);
+  }
+  ASSERT_TRUE(network_->wait_for_backends(10s));
+  ASSERT_EQ(kill(pid_of(FE + 1), SIGKILL), 0);
+
+  using Kind = canopy::Event::Kind;
+  // What each back-end must hear: (kind, rank) pairs.
+  std::map<Rank, std::set<std::pair<Kind, Rank>>> expected{
+      {0, {{Kind::failure, FE + 1}, {Kind::adoption, 0}, {Kind::recovered, 0}}},
+      {1, {{Kind::failure, FE + 1}, {Kind::adoption, 1}, {Kind::recovered, 1}}},
+      {2, {{Kind::failure, FE + 1}, {Kind::adoption, 0}, {Kind::adoption, 1}}},
+      {3, {{Kind::failure, FE + 1}, {Kind::adoption, 0}, {Kind::adoption, 1}}},
+  };
+  for (auto& [rank, want] : expected) {
+    auto& backend = *backends[rank];
+    pollfd readable{backend.events_fd(), POLLIN, 0};
+    ASSERT_EQ(poll(&readable, 1, 10000), 1) << "back-end " << rank << ": the events fd never became readable";
+    std::set<std::pair<Kind, Rank>> heard;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!std::includes(heard.begin(), heard.end(), want.begin(), want.end()) &&
+           std::chrono::steady_clock::now() < deadline) {
+      if (auto event = backend.next_event(500ms)) {
+        heard.insert({event->kind, event->rank});
+        if (event->kind == Kind::recovered) {
+          EXPECT_EQ(event->failed_parent, FE + 1);
+          EXPECT_TRUE(event->incomplete_streams.empty());
+        }
+      }
+    }
+    EXPECT_TRUE(std::includes(heard.begin(), heard.end(), want.begin(), want.end()))
+        << "back-end " << rank << " heard " << heard.size() << " of the events it should";
+  }
+  backends.clear();
+  std::filesystem::remove(file);
 }
 
 TEST_F(Recovery, HungCommnodeIsDetectedByHeartbeats) {

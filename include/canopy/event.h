@@ -1,0 +1,38 @@
+// Events of the tree's life that a front-end and a back-end hear of: failures,
+// adoptions and recoveries (docs/fault-tolerance.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "canopy/packet.h"
+#include "canopy/topology.h"
+
+namespace canopy {
+
+// A failure, an adoption or a completed recovery, as one process saw it: the
+// front-end (Network::next_event) or a back-end (Backend::next_event).
+struct Event {
+  enum class Kind : std::uint8_t { failure, adoption, recovered };
+  Kind kind = Kind::failure;
+  std::chrono::system_clock::time_point time;  // when this process learned of it
+  Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan
+  Rank adopter = 0;           // adoption, recovered
+  Rank failed_parent = 0;     // recovered
+  std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
+  std::string reason;         // failure: why (exit status, closed connection, silence)
+  // recovered: the orphan's times to choose an adopter, to be accepted by it, to send
+  // its filter states and held-back output, and to update tables and send reports.
+  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
+  std::uint32_t attempts = 0;     // recovered: adopters tried
+  std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
+};
+
+std::string_view to_string(Event::Kind kind);
+// One JSON object, e.g. {"event":"failure","rank":1000001,"reason":"...","time":...}.
+std::string to_json(const Event& event);
+
+}  // namespace canopy
