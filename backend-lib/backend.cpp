@@ -34,8 +34,10 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   void on_event(const core::NodeEvent& node_event) override {
     if (auto event = services::public_event(node_event)) events.push(std::move(*event));
   }
-  void on_recovered(const services::RecoveryReport& report) override {
-    events.push(services::public_event(report));
+  void on_recovered(const Event& report) override {
+    Event event = report;
+    event.time = std::chrono::system_clock::now();
+    events.push(std::move(event));
   }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);

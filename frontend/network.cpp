@@ -141,15 +141,15 @@ struct Network::Impl final : core::Node::Observer,
       events.push(std::move(*event));
     }
   }
-  void on_recovered(const services::RecoveryReport& report) override {
+  void on_recovered(const Event& report) override {
     for (StreamId s : report.incomplete_streams) {
-      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.orphan) +
+      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.rank) +
                            " was re-adopted after its parent " + std::to_string(report.failed_parent) +
                            " failed, and its filter is not state recoverable (or its output outgrew what an"
                            " orphan holds back)",
                        ErrorKind::disconnected});
     }
-    events.push(services::public_event(report));
+    push_event(report);
   }
   void push_event(Event event) {
     event.time = std::chrono::system_clock::now();
@@ -414,15 +414,10 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
     spec.id = impl.next_stream++;
   }
-  spec.backends = options.backends.empty() ? impl.options.topology.backends() : options.backends;
+  static_cast<StreamOptions&>(spec) = options;
+  if (spec.backends.empty()) spec.backends = impl.options.topology.backends();
   std::sort(spec.backends.begin(), spec.backends.end());
   spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
-  spec.upstream_filter = options.upstream_filter;
-  spec.upstream_params = options.upstream_params;
-  spec.sync = options.sync;
-  spec.sync_timeout = options.sync_timeout;
-  spec.downstream_filter = options.downstream_filter;
-  spec.downstream_params = options.downstream_params;
   impl.loop.post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
   auto deadline = Clock::now() + impl.options.startup_timeout;
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });

@@ -32,7 +32,8 @@ void RecoveryService::on_message(const core::Peer& from, capnp::AnyPointer::Read
   if (from.kind != core::Peer::Kind::child) return;
   auto r = body.getAs<wire::recovery::Recovered>();
   RecoveryReport forwarded;
-  forwarded.orphan = r.getOrphan();
+  forwarded.kind = Event::Kind::recovered;
+  forwarded.rank = r.getOrphan();
   forwarded.adopter = r.getAdopter();
   forwarded.failed_parent = r.getFailedParent();
   forwarded.incarnation = r.getIncarnation();
@@ -158,7 +159,8 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   retry_.cancel();
   const core::Adoption& adoption = *result;
   RecoveryReport r;
-  r.orphan = node_.identity().rank;
+  r.kind = Event::Kind::recovered;
+  r.rank = node_.identity().rank;
   r.adopter = adoption.adopter;
   r.failed_parent = adoption.failed_parent;
   r.incarnation = adoption.incarnation;
@@ -194,7 +196,7 @@ void RecoveryService::report(const RecoveryReport& report) {
   }
   core::Outgoing message(node_.identity(), id());
   auto r = message.init<wire::recovery::Recovered>();
-  r.setOrphan(report.orphan);
+  r.setOrphan(report.rank);
   r.setAdopter(report.adopter);
   r.setFailedParent(report.failed_parent);
   r.setIncarnation(report.incarnation);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "canopy/event.h"
 #include "core/node.h"
 #include "recovery.capnp.h"
 #include "services/streams.h"
@@ -25,16 +26,9 @@ namespace canopy::services {
 
 namespace asio = boost::asio;
 
-// What an orphan reports once it has been adopted and has compensated.
-struct RecoveryReport {
-  Rank orphan = 0;
-  Rank adopter = 0;
-  Rank failed_parent = 0;
-  std::uint32_t incarnation = 0;
-  std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
-  std::uint32_t attempts = 0;
-  std::vector<StreamId> incomplete_streams;
-};
+// What an orphan reports once it has been adopted and has compensated: the public
+// Event of kind `recovered` (include/canopy/event.h), `rank` being the orphan.
+using RecoveryReport = Event;
 
 class RecoveryService final : public core::Service {
  public:

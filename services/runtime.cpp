@@ -33,21 +33,4 @@ std::optional<Event> public_event(const core::NodeEvent& node_event) {
   return event;
 }
 
-Event public_event(const RecoveryReport& report) {
-  Event event;
-  event.kind = Event::Kind::recovered;
-  event.time = std::chrono::system_clock::now();
-  event.rank = report.orphan;
-  event.adopter = report.adopter;
-  event.failed_parent = report.failed_parent;
-  event.incarnation = report.incarnation;
-  event.choose = report.choose;
-  event.connect = report.connect;
-  event.compensate = report.compensate;
-  event.cleanup = report.cleanup;
-  event.attempts = report.attempts;
-  event.incomplete_streams = report.incomplete_streams;
-  return event;
-}
-
 }  // namespace canopy::services

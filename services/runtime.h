@@ -48,9 +48,8 @@ class Runtime {
 };
 
 // The public form (include/canopy/event.h) of a change of the live tree (other
-// events: none) and of a recovery report, stamped with the time now: the one
-// conversion the front-end and back-end libraries share.
+// events: none), stamped with the time now: the one conversion the front-end and
+// back-end libraries share. (A recovery report is an Event already.)
 std::optional<Event> public_event(const core::NodeEvent& event);
-Event public_event(const RecoveryReport& report);
 
 }  // namespace canopy::services

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "canopy/packet.h"
+#include "canopy/stream.h"
 #include "core/node.h"
 #include "filters/filter.h"
 #include "streams.capnp.h"
@@ -33,15 +34,10 @@ namespace canopy::services {
 
 namespace asio = boost::asio;
 
-struct StreamSpec {
+// A stream as the nodes know it: its id and its options, the communicator
+// ascending and without duplicates.
+struct StreamSpec : StreamOptions {
   StreamId id = 0;
-  std::vector<Rank> backends;               // the communicator, ascending
-  std::string upstream_filter = "sum";
-  Packet upstream_params;
-  SyncMode sync = SyncMode::wait_for_all;
-  std::chrono::milliseconds sync_timeout{100};  // time_out mode
-  std::string downstream_filter;            // "" = none
-  Packet downstream_params;
 };
 
 // Reads the sync "filter" parameter: one positive integer, the time-out in ms.

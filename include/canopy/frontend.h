@@ -25,6 +25,7 @@
 #include "canopy/fault_tolerance.h"
 #include "canopy/packet.h"
 #include "canopy/result.h"
+#include "canopy/stream.h"
 #include "canopy/topology.h"
 
 namespace canopy {
@@ -65,18 +66,6 @@ struct LaunchOptions {
 
   FaultToleranceOptions fault_tolerance;
 };
-
-struct StreamOptions {
-  std::vector<Rank> backends;  // the communicator; empty = every back-end
-  std::string upstream_filter = "sum";
-  Packet upstream_params;      // given to the upstream filter's create
-  SyncMode sync = SyncMode::wait_for_all;
-  // time_out mode: how long a node waits for the rest of a wave after its first packet.
-  std::chrono::milliseconds sync_timeout{100};
-  std::string downstream_filter;  // "" = packets go down unchanged
-  Packet downstream_params;
-};
-
 
 class Network {
  public:

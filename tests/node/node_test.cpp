@@ -165,9 +165,9 @@ TEST(NodeInProcess, AnOrphanAsksEachAdopterUnderAFreshIncarnation) {
   tree.freeze(C2);  // the first potential adopter of 0 and 1 hangs (and its own children leave it)
   tree.kill(C1);
   auto& root = tree.heard(FE);
-  auto report_of = [&](Rank orphan) -> const services::RecoveryReport* {
+  auto report_of = [&](Rank orphan) -> const Event* {
     for (const auto& report : root.recovered) {
-      if (report.orphan == orphan) return &report;
+      if (report.rank == orphan) return &report;
     }
     return nullptr;
   };

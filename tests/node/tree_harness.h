@@ -46,7 +46,7 @@ struct Recorder : core::Node::Observer,
   void on_upstream(StreamId, Packet&& packet) override { upstream.push_back(std::move(packet)); }
   void on_downstream(StreamId, Packet&& packet) override { downstream.push_back(std::move(packet)); }
   void on_request_ack(std::uint64_t request, const std::string& error) override { request_acks[request] = error; }
-  void on_recovered(const services::RecoveryReport& report) override { recovered.push_back(report); }
+  void on_recovered(const Event& report) override { recovered.push_back(report); }
 
   // The live-tree changes this process applied, in order.
   std::vector<core::events::TreeChanged> tree_changes() const;
@@ -60,7 +60,7 @@ struct Recorder : core::Node::Observer,
   std::vector<std::string> errors;
   std::vector<Packet> upstream, downstream;
   std::map<std::uint64_t, std::string> request_acks;
-  std::vector<services::RecoveryReport> recovered;
+  std::vector<Event> recovered;
 };
 
 class TreeHarness final : public services::Launcher {
