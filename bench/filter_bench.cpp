@@ -287,8 +287,9 @@ class Wire {
  public:
   // Encodes `packet` as a node sends it up and frames it into `out`.
   static void send(const Packet& packet, std::vector<capnp::word>& out) {
-    canopy::core::Outgoing message({.rank = packet.source(), .incarnation = 1}, canopy::wire::streams::SERVICE_ID);
-    auto data = message.init<canopy::wire::streams::StreamsMessage>().initData();
+    canopy::core::Outgoing message({.rank = packet.source(), .incarnation = 1}, canopy::wire::streams::SERVICE_ID,
+                                   canopy::wire::streams::Kind::DATA);
+    auto data = message.init<canopy::wire::DataPacket>();
     data.setStreamId(1);
     canopy::core::encode_packet(packet, data);
     canopy::transport::append_frame(message.builder(), out);
@@ -304,8 +305,7 @@ class Wire {
     if (!body) throw Failure("frame not decoded: " + reader_.error());
     capnp::FlatArrayMessageReader message(kj::ArrayPtr<const capnp::word>(body->body.data(), body->body.size()));
     auto envelope = message.getRoot<canopy::wire::Message>().getBody().getService();
-    return canopy::core::decode_packet(
-        envelope.getBody().getAs<canopy::wire::streams::StreamsMessage>().getData());
+    return canopy::core::decode_packet(envelope.getBody().getAs<canopy::wire::DataPacket>());
   }
 
  private:

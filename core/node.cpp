@@ -111,14 +111,14 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
   }
 }
 
-void Node::deliver_to_service(const Peer& from, wire::ServiceMessage::Reader envelope) {
-  const ServiceId id = envelope.getService();
+void Node::deliver_to_service(const Peer& from, wire::Message::Body::Service::Reader envelope) {
+  const ServiceId id = envelope.getId();
   Service* service = id < service_of_id_.size() ? service_of_id_[id] : nullptr;
   if (!service) {
     log().debug("dropping a message for service {}, which this process does not run", id);
     return;
   }
-  service->on_message(from, envelope.getBody());
+  service->on_message(from, envelope.getKind(), envelope.getBody());
 }
 
 // ---- start-up ----

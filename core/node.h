@@ -171,7 +171,7 @@ class Node {
 
   void emit(const NodeEvent& event);
   bool dispatch(const Peer& from, wire::Message::Body::Reader body);
-  void deliver_to_service(const Peer& from, wire::ServiceMessage::Reader envelope);
+  void deliver_to_service(const Peer& from, wire::Message::Body::Service::Reader envelope);
 
   Result<void> listen();
   void accept_link(std::shared_ptr<transport::Link> link);

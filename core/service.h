@@ -5,7 +5,8 @@
 // detection, streams, requests, recovery, and whatever a tool adds. A service is
 // registered on the node before it starts and then
 //   - receives the messages other processes' instances of it sent (its own only:
-//     they travel in a ServiceMessage envelope with its id, proto/canopy.capnp);
+//     they travel in Message's `service` envelope with its id and a kind,
+//     proto/canopy.capnp);
 //   - receives the node's events (NodeEvent below) on every process, root and
 //     leaves included;
 //   - sends up, to a child, down towards a back-end or to all children through the
@@ -35,7 +36,7 @@ class Link;
 namespace canopy::core {
 
 // A service's id on the wire. Ids in use are listed in proto/canopy.capnp
-// (ServiceMessage.service); 100 and up are free for tools and tests.
+// (Message.service.id); 100 and up are free for tools and tests.
 using ServiceId = std::uint16_t;
 
 struct NodeIdentity {
@@ -121,10 +122,12 @@ class Service {
   virtual ServiceId id() const = 0;
   // For log lines: "streams", "recovery".
   virtual std::string_view name() const = 0;
-  // A message of this service from a peer; `body` is the service's root struct
-  // (read it with body.getAs<T>()). The reader is valid during the call only. A
-  // kj::Exception thrown while reading a malformed body closes that link.
-  virtual void on_message(const Peer& from, capnp::AnyPointer::Reader body) {}
+  // A message of this service from a peer: `kind` is a value of the enum Kind in the
+  // service's schema, `body` the struct the schema gives for it (read it with
+  // body.getAs<T>(); null for a kind without one). The reader is valid during the
+  // call only. A kj::Exception thrown while reading a malformed body closes that
+  // link; an unknown kind is the service's to log and drop.
+  virtual void on_message(const Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {}
   virtual void on_event(const NodeEvent& event) {}
 };
 
@@ -145,19 +148,22 @@ class Message {
   wire::Message::Builder root_;
 };
 
-// One outgoing message of a service: init<T>() gives the body to fill in.
+// One outgoing message of a service, of one of its kinds: init<T>() gives the body
+// to fill in (none for a kind that carries nothing).
 class Outgoing : public Message {
  public:
-  Outgoing(const NodeIdentity& sender, ServiceId service) : Message(sender) {
+  template <typename Kind>
+  Outgoing(const NodeIdentity& sender, ServiceId service, Kind kind) : Message(sender) {
     auto envelope = body().initService();
-    envelope.setService(service);
+    envelope.setId(service);
+    envelope.setKind(static_cast<std::uint16_t>(kind));
     payload_ = envelope.getBody();
   }
   template <typename T>
   typename T::Builder init() {
     return payload_.initAs<T>();
   }
-  // Copies a received body of the same service (forwarding).
+  // Copies a body (forwarding what was received, or a value such as Text).
   template <typename T>
   void set(typename T::Reader body) {
     payload_.setAs<T>(body);

@@ -1,18 +1,16 @@
 # The launch service (services/launch.h): progress of the tree's start-up, from the
-# processes that connect up to the front-end. Carried in a ServiceMessage with
-# service id 1.
+# processes that connect up to the front-end. Carried in Message's `service`
+# envelope with id 1 and a kind below.
 @0x90a83a24f49082bc;
 
 $import "/capnp/c++.capnp".namespace("canopy::wire::launch");
 
 const serviceId :UInt16 = 1;
 
-struct LaunchMessage {
-  union {
-    launched @0 :Launched;
-    ready @1 :Ready;
-    launchFailed @2 :LaunchFailed;
-  }
+enum Kind {
+  launched @0;                   # body: Launched
+  ready @1;                      # body: Ready
+  launchFailed @2;               # body: LaunchFailed
 }
 
 struct Launched {

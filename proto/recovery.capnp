@@ -1,6 +1,5 @@
 # The recovery service (services/recovery.h): what an orphan reports once it has
-# been adopted. Its one message, Recovered, is the body of a ServiceMessage with
-# service id 5. The adoption handshake itself (Hello with `adopt`, Adopted) and the
+# been adopted. Carried in Message's `service` envelope with id 5 and a kind below. The adoption handshake itself (Hello with `adopt`, Adopted) and the
 # reports that keep every process's live tree current are the node core's
 # (canopy.capnp).
 @0x87a607d27ae841f2;
@@ -8,6 +7,10 @@
 $import "/capnp/c++.capnp".namespace("canopy::wire::recovery");
 
 const serviceId :UInt16 = 5;
+
+enum Kind {
+  recovered @0;                  # body: Recovered
+}
 
 struct Recovered {
   # Orphan -> front-end (up the tree): the orphan has been adopted and has

@@ -1,6 +1,6 @@
 # The request service (services/requests.h): requests from the front-end that every
-# node of a subtree carries out and acknowledges. Carried in a ServiceMessage with
-# service id 4.
+# node of a subtree carries out and acknowledges. Carried in Message's `service`
+# envelope with id 4 and a kind below.
 @0xb4b20e96e40445e9;
 
 $import "/capnp/c++.capnp".namespace("canopy::wire::requests");
@@ -8,12 +8,10 @@ using Core = import "canopy.capnp";
 
 const serviceId :UInt16 = 4;
 
-struct RequestsMessage {
-  union {
-    loadFilter @0 :LoadFilter;
-    setParams @1 :SetParams;
-    ack @2 :RequestAck;
-  }
+enum Kind {
+  loadFilter @0;                 # body: LoadFilter
+  setParams @1;                  # body: SetParams
+  ack @2;                        # body: RequestAck
 }
 
 struct LoadFilter {

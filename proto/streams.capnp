@@ -1,5 +1,6 @@
 # The stream service (services/streams.h): streams, waves, filters, data up and
-# down, point-to-point packets. Carried in a ServiceMessage with service id 3.
+# down, point-to-point packets. Carried in Message's `service` envelope with id 3
+# and a kind below.
 @0xa2825951ab97cf77;
 
 $import "/capnp/c++.capnp".namespace("canopy::wire::streams");
@@ -7,15 +8,14 @@ using Core = import "canopy.capnp";
 
 const serviceId :UInt16 = 3;
 
-struct StreamsMessage {
-  union {
-    data @0 :Core.DataPacket;    # up a stream, down a stream, or point-to-point
-    create @1 :StreamCreate;
-    ack @2 :StreamAck;
-    error @3 :StreamError;
-    join @4 :StreamCreate;       # orphan -> adopter: add me to this stream (and
-                                 # create it here, and above, if it is not)
-  }
+enum Kind {
+  data @0;                       # body: canopy.capnp's DataPacket; up a stream, down a
+                                 # stream, or point-to-point
+  create @1;                     # body: StreamCreate
+  ack @2;                        # body: StreamAck
+  error @3;                      # body: StreamError
+  join @4;                       # body: StreamCreate; orphan -> adopter: add me to this
+                                 # stream (and create it here, and above, if it is not)
 }
 
 enum SyncMode {

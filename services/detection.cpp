@@ -7,7 +7,7 @@
 namespace canopy::services {
 
 using core::log;
-using wire::detection::DetectionMessage;
+using Kind = wire::detection::Kind;
 
 const char* to_string(PeerState state) {
   switch (state) {
@@ -42,16 +42,16 @@ void DetectionService::on_event(const core::NodeEvent& event) {
   }
 }
 
-void DetectionService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
-  auto message = body.getAs<DetectionMessage>();
-  switch (message.which()) {
-    case DetectionMessage::HEARTBEAT:
+void DetectionService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
+  switch (static_cast<Kind>(kind)) {
+    case Kind::HEARTBEAT:
       return;  // the link noted its arrival
-    case DetectionMessage::NODE_LOST: {
-      auto l = message.getNodeLost();
+    case Kind::NODE_LOST: {
+      auto l = body.getAs<wire::detection::NodeLost>();
       return report_node_lost(l.getRank(), l.getReason());
     }
   }
+  log().warn("ignoring detection message of unknown kind {}", kind);
 }
 
 void DetectionService::arm() {
@@ -85,8 +85,7 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
                              std::chrono::steady_clock::time_point now) {
   const auto& fault = node_.plan().fault;
   if (now - link.last_sent() >= fault.heartbeat) {
-    core::Outgoing beat(node_.identity(), id());
-    beat.init<DetectionMessage>().setHeartbeat();
+    core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
     link.send(beat.builder());
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_received());
@@ -102,8 +101,8 @@ void DetectionService::report_node_lost(Rank rank, const std::string& reason) {
     if (observer_) observer_->on_node_lost(rank, reason);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto l = message.init<DetectionMessage>().initNodeLost();
+  core::Outgoing message(node_.identity(), id(), Kind::NODE_LOST);
+  auto l = message.init<wire::detection::NodeLost>();
   l.setRank(rank);
   l.setReason(reason);
   node_.send_up(message);

@@ -43,7 +43,7 @@ class DetectionService final : public core::Service {
 
   core::ServiceId id() const override { return wire::detection::SERVICE_ID; }
   std::string_view name() const override { return "detection"; }
-  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 
  private:

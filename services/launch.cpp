@@ -12,7 +12,7 @@ namespace canopy::services {
 
 using core::ChildState;
 using core::log;
-using wire::launch::LaunchMessage;
+using Kind = wire::launch::Kind;
 
 Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& parent, Rank rank) {
   const auto& plan = parent.plan();
@@ -75,24 +75,24 @@ void LaunchService::on_event(const core::NodeEvent& event) {
   }
 }
 
-void LaunchService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
-  auto message = body.getAs<LaunchMessage>();
-  switch (message.which()) {
-    case LaunchMessage::LAUNCHED:
-      return report_launched(message.getLaunched().getRank());
-    case LaunchMessage::LAUNCH_FAILED: {
-      auto f = message.getLaunchFailed();
+void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
+  switch (static_cast<Kind>(kind)) {
+    case Kind::LAUNCHED:
+      return report_launched(body.getAs<wire::launch::Launched>().getRank());
+    case Kind::LAUNCH_FAILED: {
+      auto f = body.getAs<wire::launch::LaunchFailed>();
       return report_launch_failed(f.getRank(), f.getReason());
     }
-    case LaunchMessage::READY: {
+    case Kind::READY: {
       if (from.kind != core::Peer::Kind::child) return;
-      for (auto ep : message.getReady().getEndpoints()) endpoints_[ep.getRank()] = ep.getPort();
+      for (auto ep : body.getAs<wire::launch::Ready>().getEndpoints()) endpoints_[ep.getRank()] = ep.getPort();
       if (node_.children()[from.child].state == ChildState::connected) {
         node_.set_child_state(from.child, ChildState::ready, "its subtree is up");
       }
       return check_subtree_ready();
     }
   }
+  log().warn("ignoring launch message of unknown kind {}", kind);
 }
 
 void LaunchService::launch_children() {
@@ -147,8 +147,8 @@ void LaunchService::check_subtree_ready() {
   log().info("subtree ready ({} endpoints)", endpoints_.size());
   node_.subtree_up();
   if (!node_.is_root()) {
-    core::Outgoing message(node_.identity(), id());
-    auto eps = message.init<LaunchMessage>().initReady().initEndpoints(endpoints_.size());
+    core::Outgoing message(node_.identity(), id(), Kind::READY);
+    auto eps = message.init<wire::launch::Ready>().initEndpoints(endpoints_.size());
     std::size_t i = 0;
     for (auto [rank, port] : endpoints_) {
       eps[i].setRank(rank);
@@ -168,8 +168,8 @@ void LaunchService::report_launched(Rank rank) {
     if (observer_) observer_->on_launched(rank);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  message.init<LaunchMessage>().initLaunched().setRank(rank);
+  core::Outgoing message(node_.identity(), id(), Kind::LAUNCHED);
+  message.init<wire::launch::Launched>().setRank(rank);
   node_.send_up(message);
 }
 
@@ -179,8 +179,8 @@ void LaunchService::report_launch_failed(Rank rank, const std::string& reason) {
     if (observer_) observer_->on_launch_failed(rank, reason);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto f = message.init<LaunchMessage>().initLaunchFailed();
+  core::Outgoing message(node_.identity(), id(), Kind::LAUNCH_FAILED);
+  auto f = message.init<wire::launch::LaunchFailed>();
   f.setRank(rank);
   f.setReason(reason);
   node_.send_up(message);

@@ -52,7 +52,7 @@ class LaunchService final : public core::Service {
 
   core::ServiceId id() const override { return wire::launch::SERVICE_ID; }
   std::string_view name() const override { return "launch"; }
-  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 
  private:

@@ -28,8 +28,12 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
   }
 }
 
-void RecoveryService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
+void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   if (from.kind != core::Peer::Kind::child) return;
+  if (static_cast<wire::recovery::Kind>(kind) != wire::recovery::Kind::RECOVERED) {
+    log().warn("ignoring recovery message of unknown kind {}", kind);
+    return;
+  }
   auto r = body.getAs<wire::recovery::Recovered>();
   RecoveryReport forwarded;
   forwarded.kind = Event::Kind::recovered;
@@ -194,7 +198,7 @@ void RecoveryService::report(const RecoveryReport& report) {
     if (observer_) observer_->on_recovered(report);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
+  core::Outgoing message(node_.identity(), id(), wire::recovery::Kind::RECOVERED);
   auto r = message.init<wire::recovery::Recovered>();
   r.setOrphan(report.rank);
   r.setAdopter(report.adopter);

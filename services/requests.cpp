@@ -8,24 +8,23 @@
 namespace canopy::services {
 
 using core::log;
-using wire::requests::RequestsMessage;
+using Kind = wire::requests::Kind;
 
 RequestService::RequestService(core::Node& node, filters::FilterRegistry& filters, StreamService& streams,
                                Observer* observer)
     : node_(node), filters_(filters), streams_(streams), observer_(observer) {}
 
-void RequestService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
-  auto message = body.getAs<RequestsMessage>();
+void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   const bool from_child = from.kind == core::Peer::Kind::child;
-  switch (message.which()) {
-    case RequestsMessage::LOAD_FILTER: {
-      auto l = message.getLoadFilter();
+  switch (static_cast<Kind>(kind)) {
+    case Kind::LOAD_FILTER: {
+      auto l = body.getAs<wire::requests::LoadFilter>();
       if (!from_child) load_filter(l.getRequestId(), l.getPath(), l.getName());
       return;
     }
-    case RequestsMessage::SET_PARAMS: {
+    case Kind::SET_PARAMS: {
       if (from_child) return;
-      auto p = message.getSetParams();
+      auto p = body.getAs<wire::requests::SetParams>();
       FilterSlot slot = FilterSlot::upstream;
       switch (p.getSlot()) {
         case wire::requests::FilterSlot::UPSTREAM: slot = FilterSlot::upstream; break;
@@ -34,12 +33,13 @@ void RequestService::on_message(const core::Peer& from, capnp::AnyPointer::Reade
       }
       return set_params(p.getRequestId(), p.getStreamId(), slot, core::decode_values(p.getParams()));
     }
-    case RequestsMessage::ACK: {
-      auto a = message.getAck();
+    case Kind::ACK: {
+      auto a = body.getAs<wire::requests::RequestAck>();
       if (from_child) acked(a.getRequestId(), from.child, a.getError());
       return;
     }
   }
+  log().warn("ignoring request message of unknown kind {}", kind);
 }
 
 void RequestService::on_event(const core::NodeEvent& event) {
@@ -64,12 +64,12 @@ void RequestService::load_filter(std::uint64_t request, const std::string& path,
   for (std::size_t i = 0; i < children.size(); ++i) {
     if (children[i].link) targets.push_back(i);
   }
-  start(request, std::move(targets), std::move(error), [&](RequestsMessage::Builder m) {
-    auto l = m.initLoadFilter();
-    l.setRequestId(request);
-    l.setPath(path);
-    l.setName(name);
-  });
+  core::Outgoing message(node_.identity(), id(), Kind::LOAD_FILTER);
+  auto l = message.init<wire::requests::LoadFilter>();
+  l.setRequestId(request);
+  l.setPath(path);
+  l.setName(name);
+  start(request, std::move(targets), std::move(error), message);
 }
 
 void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params) {
@@ -80,25 +80,23 @@ void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSl
   }
   auto applied = streams_.set_params(stream, slot, params);
   std::string error = applied ? "" : me + ": " + applied.error();
-  start(request, streams_.member_commnodes(stream), std::move(error), [&](RequestsMessage::Builder m) {
-    auto p = m.initSetParams();
-    p.setRequestId(request);
-    p.setStreamId(stream);
-    p.setSlot(slot == FilterSlot::upstream ? wire::requests::FilterSlot::UPSTREAM
-              : slot == FilterSlot::sync   ? wire::requests::FilterSlot::SYNC
-                                           : wire::requests::FilterSlot::DOWNSTREAM);
-    core::encode_values(params.values(), p.initParams(params.size()));
-  });
+  core::Outgoing message(node_.identity(), id(), Kind::SET_PARAMS);
+  auto p = message.init<wire::requests::SetParams>();
+  p.setRequestId(request);
+  p.setStreamId(stream);
+  p.setSlot(slot == FilterSlot::upstream ? wire::requests::FilterSlot::UPSTREAM
+            : slot == FilterSlot::sync   ? wire::requests::FilterSlot::SYNC
+                                         : wire::requests::FilterSlot::DOWNSTREAM);
+  core::encode_values(params.values(), p.initParams(params.size()));
+  start(request, streams_.member_commnodes(stream), std::move(error), message);
 }
 
 void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, std::string error,
-                           const std::function<void(RequestsMessage::Builder)>& fill) {
+                           core::Outgoing& message) {
   if (children.empty()) {
     report_ack(request, error);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  fill(message.init<RequestsMessage>());
   for (std::size_t i : children) node_.send_to_child(i, message);
   requests_[request] = Request{std::move(children), std::move(error)};
 }
@@ -128,8 +126,8 @@ void RequestService::report_ack(std::uint64_t request, const std::string& error)
     if (observer_) observer_->on_request_ack(request, error);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto a = message.init<RequestsMessage>().initAck();
+  core::Outgoing message(node_.identity(), id(), Kind::ACK);
+  auto a = message.init<wire::requests::RequestAck>();
   a.setRequestId(request);
   a.setError(error);
   node_.send_up(message);

@@ -31,7 +31,7 @@ class RequestService final : public core::Service {
 
   core::ServiceId id() const override { return wire::requests::SERVICE_ID; }
   std::string_view name() const override { return "requests"; }
-  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 
   // Root: loads a filter plugin in every node, this one included.
@@ -44,8 +44,9 @@ class RequestService final : public core::Service {
     std::vector<std::size_t> awaiting;  // children yet to ack
     std::string error;
   };
-  void start(std::uint64_t request, std::vector<std::size_t> children, std::string error,
-             const std::function<void(wire::requests::RequestsMessage::Builder)>& fill);
+  // Sends `message` (the request) to `children` and waits for their acks; with none,
+  // acknowledges at once with this node's `error`.
+  void start(std::uint64_t request, std::vector<std::size_t> children, std::string error, core::Outgoing& message);
   void acked(std::uint64_t request, std::size_t child, const std::string& error);
   void report_ack(std::uint64_t request, const std::string& error);
 

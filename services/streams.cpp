@@ -8,7 +8,7 @@
 namespace canopy::services {
 
 using core::log;
-using wire::streams::StreamsMessage;
+using Kind = wire::streams::Kind;
 
 namespace {
 
@@ -82,29 +82,32 @@ StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters,
 
 // ---- messages and events ----
 
-void StreamService::on_message(const core::Peer& from, capnp::AnyPointer::Reader body) {
-  auto message = body.getAs<StreamsMessage>();
+void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   const bool from_child = from.kind == core::Peer::Kind::child;
-  switch (message.which()) {
-    case StreamsMessage::DATA: {
-      auto d = message.getData();
+  switch (static_cast<Kind>(kind)) {
+    case Kind::DATA: {
+      auto d = body.getAs<wire::DataPacket>();
       if (!from_child) return deliver_down(d);
       if (d.getPointToPoint()) return route_point_to_point(d);
       return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d));
     }
-    case StreamsMessage::CREATE:
-      if (!from_child) open_stream(read_spec(message.getCreate()));
+    case Kind::CREATE:
+      if (!from_child) open_stream(read_spec(body.getAs<wire::streams::StreamCreate>()));
       return;
-    case StreamsMessage::ACK:
-      if (from_child) on_ack(from.child, message.getAck());
+    case Kind::ACK:
+      if (from_child) on_ack(from.child, body.getAs<wire::streams::StreamAck>());
       return;
-    case StreamsMessage::ERROR:
-      if (from_child) report_stream_error(message.getError().getStreamId(), message.getError().getMessage());
+    case Kind::ERROR:
+      if (from_child) {
+        auto e = body.getAs<wire::streams::StreamError>();
+        report_stream_error(e.getStreamId(), e.getMessage());
+      }
       return;
-    case StreamsMessage::JOIN:
-      if (from_child) join_stream(from.child, read_spec(message.getJoin()));
+    case Kind::JOIN:
+      if (from_child) join_stream(from.child, read_spec(body.getAs<wire::streams::StreamCreate>()));
       return;
   }
+  log().warn("ignoring stream message of unknown kind {}", kind);
 }
 
 void StreamService::on_event(const core::NodeEvent& event) {
@@ -163,8 +166,8 @@ void StreamService::open_stream(const StreamSpec& spec) {
     report_stream_ack(spec.id, "");
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  write_spec(message.init<StreamsMessage>().initCreate(), spec);
+  core::Outgoing message(node_.identity(), id(), Kind::CREATE);
+  write_spec(message.init<wire::streams::StreamCreate>(), spec);
   for (std::size_t i : it->second.members) node_.send_to_child(i, message);
 }
 
@@ -247,8 +250,8 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     if (filtered.empty()) return;
     packet = &filtered.front();
   }
-  core::Outgoing message(node_.identity(), this->id());
-  auto d = message.init<StreamsMessage>().initData();
+  core::Outgoing message(node_.identity(), this->id(), Kind::DATA);
+  auto d = message.init<wire::DataPacket>();
   d.setStreamId(id);
   core::encode_packet(*packet, d);
   if (destination) {
@@ -431,8 +434,8 @@ void StreamService::route_point_to_point(wire::DataPacket::Reader packet) {
     if (observer_) observer_->on_downstream(packet.getStreamId(), core::decode_packet(packet));
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  message.init<StreamsMessage>().setData(packet);
+  core::Outgoing message(node_.identity(), id(), Kind::DATA);
+  message.set<wire::DataPacket>(packet);
   if (auto via = node_.route_to(destination)) {
     if (!node_.children()[*via].link) {
       report_stream_error(packet.getStreamId(), node_.describe(node_.identity().rank) +
@@ -502,8 +505,8 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
     }
     it = streams_.emplace(spec.id, std::move(stream)).first;
     if (!node_.is_root()) {
-      core::Outgoing join(node_.identity(), id());
-      write_spec(join.init<StreamsMessage>().initJoin(), spec);
+      core::Outgoing join(node_.identity(), id(), Kind::JOIN);
+      write_spec(join.init<wire::streams::StreamCreate>(), spec);
       node_.send_up(join);
     }
     log().info("stream {} created here for an adopted orphan", spec.id);
@@ -528,8 +531,8 @@ void StreamService::compensate() {
   std::sort(ids.begin(), ids.end());
   for (StreamId sid : ids) {
     Stream& stream = streams_.at(sid);
-    core::Outgoing join(node_.identity(), id());
-    write_spec(join.init<StreamsMessage>().initJoin(), stream.spec);
+    core::Outgoing join(node_.identity(), id(), Kind::JOIN);
+    write_spec(join.init<wire::streams::StreamCreate>(), stream.spec);
     node_.send_up(join);
     if (!stream.filter || !stream.filter->state_recoverable()) {
       incomplete_.push_back(sid);
@@ -556,8 +559,8 @@ void StreamService::report_stream_ack(StreamId stream, const std::string& error)
     if (observer_) observer_->on_stream_ack(stream, error);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto a = message.init<StreamsMessage>().initAck();
+  core::Outgoing message(node_.identity(), id(), Kind::ACK);
+  auto a = message.init<wire::streams::StreamAck>();
   a.setStreamId(stream);
   a.setError(error);
   node_.send_up(message);
@@ -569,8 +572,8 @@ void StreamService::report_stream_error(StreamId stream, const std::string& erro
     if (observer_) observer_->on_stream_error(stream, error);
     return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto e = message.init<StreamsMessage>().initError();
+  core::Outgoing message(node_.identity(), id(), Kind::ERROR);
+  auto e = message.init<wire::streams::StreamError>();
   e.setStreamId(stream);
   e.setRank(node_.identity().rank);
   e.setMessage(error);
@@ -588,8 +591,8 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet) {
     auto it = streams_.find(stream);
     if (it != streams_.end() && it->second.filter && it->second.filter->state_recoverable()) return;
   }
-  core::Outgoing message(node_.identity(), id());
-  auto d = message.init<StreamsMessage>().initData();
+  core::Outgoing message(node_.identity(), id(), Kind::DATA);
+  auto d = message.init<wire::DataPacket>();
   d.setStreamId(stream);
   core::encode_packet(packet, d);
   if (!node_.send_up(message) && node_.phase() == core::Phase::orphaned) overflowed_.push_back(stream);

@@ -61,7 +61,7 @@ class StreamService final : public core::Service {
 
   core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
   std::string_view name() const override { return "streams"; }
-  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override;
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 
   // Root: creates a stream in the subtrees holding its back-ends; on_stream_ack

@@ -72,8 +72,8 @@ class Echo final : public core::Service {
   explicit Echo(core::Node& node) : node_(node) {}
   core::ServiceId id() const override { return 100; }
   std::string_view name() const override { return "echo"; }
-  void ping() { on_message({}, {}); }
-  void on_message(const core::Peer& from, capnp::AnyPointer::Reader body) override {
+  void ping() { on_message({}, 0, {}); }
+  void on_message(const core::Peer& from, std::uint16_t, capnp::AnyPointer::Reader body) override {
     if (from.kind == core::Peer::Kind::child) return up(body.getAs<capnp::Text>());
     for (std::size_t i = 0; i < node_.children().size(); ++i) send(i, "ping");
     up(std::to_string(node_.identity().rank));
@@ -83,12 +83,12 @@ class Echo final : public core::Service {
  private:
   void up(const std::string& text) {
     if (node_.is_root()) return answers.push_back(text);
-    core::Outgoing message(node_.identity(), id());
+    core::Outgoing message(node_.identity(), id(), 0);
     message.set<capnp::Text>(text.c_str());
     node_.send_up(message);
   }
   void send(std::size_t child, const char* text) {
-    core::Outgoing message(node_.identity(), id());
+    core::Outgoing message(node_.identity(), id(), 0);
     message.set<capnp::Text>(text);
     node_.send_to_child(child, message);
   }
