@@ -12,6 +12,7 @@
 #        bench/compare_builds.sh /tmp/canopy-old/build/bin build/bin 7
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh  # median
 if [ $# -lt 2 ]; then
   sed -n '2,13p' "$0" >&2
   exit 2
@@ -29,7 +30,9 @@ for round in $(seq 1 "$rounds"); do
     dir=$old
     [ "$build" = new ] && dir=$new
     # Each build's own canopy-commnode and demo back-end (found next to canopy-bench).
-    "$dir/canopy-bench" --samples 2000 --topologies b:2^2,b:16^2 2> "$out/compare-$build-$round.log" |
+    log="$out/compare-$build-$round.log"
+    trap 'echo "canopy-bench of the $build build failed in round $round: see $log" >&2' ERR
+    "$dir/canopy-bench" --samples 2000 --topologies b:2^2,b:16^2 2> "$log" |
       awk -F, -v r="$round" -v b="$build" '
         $1 == "roundtrip" && $2 == "b:2^2" && $3 == 0 { print r "," b ",b:2^2,roundtrip," $5 "," $8 }
         $1 == "throughput" && $2 == "b:16^2" { print r "," b ",b:16^2,throughput," $5 "," $8 }' >> "$csv"
@@ -37,21 +40,11 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # Medians of the runs per build and metric, and the ratio new/old.
-summary=$(awk -F, 'NR > 1 { v[$2 "," $4] = v[$2 "," $4] " " $5 }
-  function median(list,   n, a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  END {
-    rt_old = median(v["old,roundtrip"]); rt_new = median(v["new,roundtrip"])
-    tp_old = median(v["old,throughput"]); tp_new = median(v["new,throughput"])
-    printf "roundtrip b:2^2 (us): old %.1f new %.1f new/old %.3f\n", rt_old, rt_new, rt_new / rt_old
-    printf "throughput b:16^2 (waves/s): old %.0f new %.0f new/old %.3f\n", tp_old, tp_new, tp_new / tp_old
-    printf "%f %f %f %f\n", rt_old, rt_new, tp_old, tp_new > "/dev/stderr"
-  }' "$csv" 2> "$out/compare.medians")
-echo "$summary"
-read -r rt_old rt_new tp_old tp_new < "$out/compare.medians"
+runs() { awk -F, -v b="$1" -v m="$2" 'NR > 1 && $2 == b && $4 == m { print $5 }' "$csv"; }
+rt_old=$(runs old roundtrip | median) rt_new=$(runs new roundtrip | median)
+tp_old=$(runs old throughput | median) tp_new=$(runs new throughput | median)
+awk -v a="$rt_old" -v b="$rt_new" 'BEGIN { printf "roundtrip b:2^2 (us): old %.1f new %.1f new/old %.3f\n", a, b, b / a }'
+awk -v a="$tp_old" -v b="$tp_new" 'BEGIN { printf "throughput b:16^2 (waves/s): old %.0f new %.0f new/old %.3f\n", a, b, b / a }'
 awk -F, 'NR > 1 && $4 == "roundtrip" { print $1, ($2 == "old" ? 0 : 1), $5 }' "$csv" > "$out/compare-rt.dat"
 awk -F, 'NR > 1 && $4 == "throughput" { print $1, ($2 == "old" ? 0 : 1), $5 / 1000 }' "$csv" > "$out/compare-tp.dat"
 

@@ -80,7 +80,7 @@ measure() {
   peer_send "$work" "${send[@]}"
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source bench/lib.sh  # median
 
 # --- bandwidth --------------------------------------------------------------------
 declare -A mbps
