@@ -17,6 +17,7 @@
 
 #include "canopy/topology.h"
 #include "core/process.h"
+#include "transport/clock.h"
 #include "transport/link.h"
 
 namespace canopy::core {
@@ -39,7 +40,7 @@ struct Child {
   std::string close_reason;                   // why its link closed; reported once known
   bool loss_reported = false;
   bool adopted = false;                       // joined as an orphan, not started by this node
-  std::unique_ptr<asio::steady_timer> loss_timer;  // waits briefly for the exit status
+  std::unique_ptr<Timer> loss_timer;  // waits briefly for the exit status
 };
 
 class ChildTable {

@@ -180,7 +180,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
   pending_.push_back(link);
   const Link* raw = link.get();
   auto& deadline = hello_deadlines_[raw];
-  deadline = std::make_unique<asio::steady_timer>(io_, plan_.startup_timeout);
+  deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
   deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
     auto l = weak.lock();
     if (ec || !l || child_of_link_.count(l.get())) return;
@@ -404,7 +404,7 @@ void Node::become_orphan(const std::string& reason) {
   parent_.reset();
   Orphaned orphaned;
   orphaned.failed_parent = failed;
-  orphaned.deadline = std::make_unique<asio::steady_timer>(io_, plan_.fault.adoption_timeout);
+  orphaned.deadline = std::make_unique<Timer>(io_, plan_.fault.adoption_timeout);
   orphaned.deadline->async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase() != Phase::orphaned) return;
     begin_stop("no adopter accepted this node within " + std::to_string(plan_.fault.adoption_timeout.count()) +
@@ -550,7 +550,7 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
   // so that the front-end hears of the loss before any aggregate that lacks it.
   if (child.process && child.process->running()) {
     // Wait briefly for the exit status, which makes a better report.
-    child.loss_timer = std::make_unique<asio::steady_timer>(io_, kExitStatusWait);
+    child.loss_timer = std::make_unique<Timer>(io_, kExitStatusWait);
     child.loss_timer->async_wait([this, index](const boost::system::error_code& ec) {
       if (!ec) finish_child_loss(index);
     });

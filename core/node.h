@@ -152,7 +152,7 @@ class Node {
   struct Running {};
   struct Orphaned {
     Rank failed_parent = 0;
-    std::unique_ptr<asio::steady_timer> deadline;  // adoption_timeout
+    std::unique_ptr<Timer> deadline;  // adoption_timeout
     // The adoption request under way: link, candidate and continuation.
     std::shared_ptr<transport::Link> trying;
     Rank trying_rank = 0;
@@ -219,10 +219,10 @@ class Node {
   std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
   // Closes an accepted connection that has not said hello in time.
-  std::unordered_map<const transport::Link*, std::unique_ptr<asio::steady_timer>> hello_deadlines_;
+  std::unordered_map<const transport::Link*, std::unique_ptr<Timer>> hello_deadlines_;
 
   ChildTable children_;
-  asio::steady_timer stop_timer_;
+  Timer stop_timer_;
 };
 
 }  // namespace canopy::core

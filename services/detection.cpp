@@ -63,7 +63,7 @@ void DetectionService::arm() {
 
 void DetectionService::tick() {
   if (node_.stopping()) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = NodeClock::now();
   if (const auto& parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
     watch(*parent, parent_, "parent " + node_.describe(node_.view()->parent(node_.identity().rank)), now);
   }
@@ -82,7 +82,7 @@ void DetectionService::tick() {
 }
 
 void DetectionService::watch(transport::Link& link, PeerState& state, const std::string& who,
-                             std::chrono::steady_clock::time_point now) {
+                             NodeClock::time_point now) {
   const auto& fault = node_.plan().fault;
   if (now - link.last_sent() >= fault.heartbeat) {
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);

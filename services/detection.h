@@ -50,12 +50,12 @@ class DetectionService final : public core::Service {
   void tick();
   void arm();
   void watch(transport::Link& link, PeerState& state, const std::string& who,
-             std::chrono::steady_clock::time_point now);
+             NodeClock::time_point now);
   void report_node_lost(Rank rank, const std::string& reason);
 
   core::Node& node_;
   Observer* observer_;
-  asio::steady_timer timer_;
+  Timer timer_;
   bool started_ = false;
   PeerState parent_ = PeerState::alive;
   std::vector<PeerState> children_;  // by child index

@@ -65,7 +65,7 @@ class LaunchService final : public core::Service {
   core::Node& node_;
   Launcher& launcher_;
   Observer* observer_;
-  asio::steady_timer startup_timer_;
+  Timer startup_timer_;
   bool up_ = false;                          // Ready sent (or, at the root, reported)
   std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
 };

@@ -73,7 +73,7 @@ class RecoveryService final : public core::Service {
   std::uint64_t striped_attempt_ = 0;  // 0: none under way
   std::uint64_t striped_attempts_ = 0;
   bool asking_ = false;
-  asio::steady_timer retry_, attempt_;
+  Timer retry_, attempt_;
 };
 
 }  // namespace canopy::services

@@ -206,7 +206,7 @@ Result<void> StreamService::make_filters(Stream& stream) {
     stream.downstream = std::move(*downstream);
   }
   if (spec.sync == SyncMode::time_out && !stream.wave_timer) {
-    stream.wave_timer = std::make_unique<asio::steady_timer>(node_.io());
+    stream.wave_timer = std::make_unique<Timer>(node_.io());
   }
   return {};
 }
@@ -374,7 +374,7 @@ void StreamService::loosen_waves() {
   if (node_.children().empty()) return;
   for (auto& [id, stream] : streams_) {
     if (stream.wave_timer || !stream.filter) continue;
-    stream.wave_timer = std::make_unique<asio::steady_timer>(node_.io());
+    stream.wave_timer = std::make_unique<Timer>(node_.io());
     log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
                node_.plan().fault.suspect.count());
     run_waves(stream);

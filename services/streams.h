@@ -96,7 +96,7 @@ class StreamService final : public core::Service {
     std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     std::string ack_error;
-    std::unique_ptr<asio::steady_timer> wave_timer;  // time_out mode: closes a partial wave
+    std::unique_ptr<Timer> wave_timer;  // time_out mode: closes a partial wave
     bool timer_armed = false;
   };
 

@@ -7,11 +7,12 @@
 
 #include <capnp/message.h>
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include "transport/clock.h"
 
 namespace canopy::transport {
 
@@ -58,17 +59,16 @@ class Link {
   // When a message was last queued, and last received, on this link: the event
   // detection service sends heartbeats only on idle links and declares a silent
   // peer suspect, then lost.
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point last_sent() const { return last_sent_; }
-  Clock::time_point last_received() const { return last_received_; }
+  NodeClock::time_point last_sent() const { return last_sent_; }
+  NodeClock::time_point last_received() const { return last_received_; }
 
  protected:
-  void note_sent() { last_sent_ = Clock::now(); }
-  void note_received() { last_received_ = Clock::now(); }
+  void note_sent() { last_sent_ = NodeClock::now(); }
+  void note_received() { last_received_ = NodeClock::now(); }
 
  private:
-  Clock::time_point last_sent_ = Clock::now();
-  Clock::time_point last_received_ = Clock::now();
+  NodeClock::time_point last_sent_ = NodeClock::now();
+  NodeClock::time_point last_received_ = NodeClock::now();
 };
 
 }  // namespace canopy::transport

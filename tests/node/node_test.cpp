@@ -1,6 +1,7 @@
 // The node core and its services, in process: a whole tree per test on loopback
-// sockets, driven by the test thread (tree_harness.h). Crashes, hangs and
-// adoptions run in milliseconds; the process-level tests (tests/integration) stay.
+// sockets, driven by the test thread on manual time (tree_harness.h). Crashes,
+// hangs and adoptions with the time-outs of a real run take milliseconds; the
+// process-level tests (tests/integration) stay.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,10 +18,9 @@ using core::events::TreeChanged;
 constexpr Rank FE = kFirstInternalRank;
 constexpr Rank C1 = FE + 1, C2 = FE + 2;
 
-FaultToleranceOptions fast_healing() {
-  return FaultToleranceOptions{.enabled = true, .heartbeat = 50ms, .suspect = 150ms, .lost = 300ms,
-                           .adoption_timeout = 5000ms};
-}
+// The defaults of a real run (heartbeat 0.5 s, lost after 5 s, adoption time-out
+// 30 s): time is manual in the harness, so seconds of it pass in milliseconds.
+FaultToleranceOptions fast_healing() { return FaultToleranceOptions{}; }
 
 // Every back-end sends one packet on `stream`; returns once the root has `waves`
 // results or the time is up.
@@ -171,7 +171,8 @@ TEST(NodeInProcess, AnOrphanAsksEachAdopterUnderAFreshIncarnation) {
     }
     return nullptr;
   };
-  ASSERT_TRUE(tree.run_until([&] { return report_of(0) && report_of(1); }, 5s));
+  // C2 is given up on after `lost` (5 s), then the front-end is asked.
+  ASSERT_TRUE(tree.run_until([&] { return report_of(0) && report_of(1); }, 15s));
   for (Rank orphan : {0u, 1u}) {
     const auto& report = *report_of(orphan);
     EXPECT_EQ(report.adopter, FE) << orphan;
@@ -182,13 +183,34 @@ TEST(NodeInProcess, AnOrphanAsksEachAdopterUnderAFreshIncarnation) {
 }
 
 TEST(NodeInProcess, AHungBackendIsFoundByHeartbeatsAndReportedLost) {
-  TreeHarness tree("b:2^2", fast_healing());
+  const auto fault = fast_healing();
+  TreeHarness tree("b:2^2", fault);
   ASSERT_TRUE(tree.launch());
   tree.freeze(3);
+  const auto frozen_at = tree.elapsed();
   auto& root = tree.heard(FE);
-  ASSERT_TRUE(tree.run_until([&] { return root.lost.count(3) != 0; }, 5s));
+  ASSERT_TRUE(tree.run_until([&] { return root.lost.count(3) != 0; }, 10s));
+  // Its parent checks every half heartbeat; the last message from it may have
+  // arrived up to one heartbeat before it froze.
+  const auto found_after = tree.elapsed() - frozen_at;
+  EXPECT_GE(found_after, fault.lost - fault.heartbeat);
+  EXPECT_LE(found_after, fault.lost + fault.heartbeat / 2 + 10ms);
   EXPECT_NE(root.lost[3].find("no message or heartbeat"), std::string::npos) << root.lost[3];
   EXPECT_EQ(tree.node(C2).children()[*tree.node(C2).children().index_of(3)].state, core::ChildState::gone);
+}
+
+// Silent for longer than `suspect` but less than `lost`: suspected, not cut off.
+TEST(NodeInProcess, ABackendThatPausesForLessThanTheLostThresholdIsKept) {
+  const auto fault = fast_healing();
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(3);
+  tree.run_for(fault.lost - fault.heartbeat * 2);
+  tree.thaw(3);
+  tree.run_for(fault.lost * 2);
+  EXPECT_TRUE(tree.heard(FE).lost.empty());
+  EXPECT_EQ(tree.node(C2).children()[*tree.node(C2).children().index_of(3)].state, core::ChildState::ready);
+  EXPECT_EQ(tree.node(3).phase(), core::Phase::running);
 }
 
 // State composition: the union over a stream of a state-recoverable filter stays

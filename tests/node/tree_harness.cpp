@@ -3,11 +3,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
 #include "core/log.h"
 
 namespace canopy::testing {
-
-using Clock = std::chrono::steady_clock;
 
 std::vector<core::events::TreeChanged> Recorder::tree_changes() const {
   std::vector<core::events::TreeChanged> out;
@@ -103,12 +103,37 @@ bool TreeHarness::poll_all() {
 }
 
 bool TreeHarness::run_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
+  const auto deadline = NodeClock::now() + limit;
+  auto last_idle = std::chrono::steady_clock::now();
+  int idle_rounds = 0;
   while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    if (!poll_all()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (NodeClock::now() >= deadline) return false;
+    time_.take_nearest_expiry();  // forget timers looked at in earlier rounds
+    if (poll_all()) {
+      idle_rounds = 0;
+      if (std::chrono::steady_clock::now() - last_idle > std::chrono::minutes(1)) {
+        ADD_FAILURE() << "the tree was busy for a minute of real time without a pause";
+        return false;
+      }
+      continue;
+    }
+    last_idle = std::chrono::steady_clock::now();
+    // Two rounds in a row with nothing to do: what one process wrote to a socket after
+    // its reader was polled is read in the next round.
+    if (++idle_rounds < 2) continue;
+    idle_rounds = 0;
+    // Every running process is idle: on to the next timer that is due (this round's
+    // polls looked at each one's nearest), or one step if none is pending.
+    const auto now = NodeClock::now();
+    const auto next = time_.take_nearest_expiry();
+    const auto to = std::min(next && *next > now ? *next : now + kStep, deadline);
+    time_.advance(to - now);
   }
   return true;
+}
+
+std::chrono::milliseconds TreeHarness::elapsed() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - epoch_);
 }
 
 void TreeHarness::run_for(std::chrono::milliseconds duration) {

@@ -7,8 +7,14 @@
 //   - kill(rank) is a crash: the process's runtime is destroyed, its sockets close,
 //     and its io_context is destroyed with whatever handlers were pending;
 //   - freeze(rank) is SIGSTOP: its io_context is no longer run (thaw() resumes it);
-// and heartbeats, suspicion, adoption and state composition run in milliseconds,
-// with every process's events and reports recorded for the test to read.
+// and every process's events and reports are recorded for the test to read.
+//
+// Time is manual (canopy::ManualTime, transport/clock.h): it stands still while any
+// process has work to do, and only when every running process is idle does it move,
+// straight to the next timer that is due. Heartbeats, suspicion, adoption deadlines
+// and wave time-outs of seconds thus take milliseconds of real time, and happen at
+// the virtual time the options say, however loaded the machine is. Limits given to
+// run_until() are virtual time.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -19,12 +25,12 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "canopy/topology.h"
 #include "filters/filter.h"
 #include "services/runtime.h"
+#include "transport/clock.h"
 
 namespace canopy::testing {
 
@@ -76,11 +82,14 @@ class TreeHarness final : public services::Launcher {
   // listening endpoint (true), or a launch fails or `limit` passes (false).
   bool launch(std::chrono::milliseconds limit = std::chrono::seconds(10));
 
-  // Runs every process that is not frozen until `done()` holds (true) or `limit`
-  // passes (false).
+  // Runs every process that is not frozen until `done()` holds (true) or `limit` of
+  // virtual time passes (false). Also false, with a test failure, if the tree is
+  // never idle for a minute of real time (time could not move on: a busy loop).
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit);
-  // Runs for `duration` whatever happens.
+  // Runs for `duration` of virtual time whatever happens.
   void run_for(std::chrono::milliseconds duration);
+  // Virtual time since the harness was made.
+  std::chrono::milliseconds elapsed() const;
 
   core::Node& node(Rank rank) { return member(rank).runtime->node; }
   services::Runtime& runtime(Rank rank) { return *member(rank).runtime; }
@@ -107,6 +116,11 @@ class TreeHarness final : public services::Launcher {
   Member& member(Rank rank);
   Member& add(Rank rank, Role role);
   bool poll_all();
+
+  ManualTime time_;
+  const NodeClock::time_point epoch_ = NodeClock::now();
+  // How far time moves when every process is idle and no timer is pending.
+  static constexpr std::chrono::milliseconds kStep{1};
 
   Topology topology_;
   FaultToleranceOptions fault_;
