@@ -16,11 +16,11 @@ namespace asio = boost::asio;
 
 // The leaf's runtime reports to Impl, on the loop thread.
 struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer,
-                             services::RecoveryService::Observer {
+                             services::RecoveryService::Observer, membership::MembershipService::Observer {
   explicit Impl(core::NodeIdentity identity)
       : runtime(std::make_unique<services::Runtime>(
             loop.io(), identity, filters,
-            services::Observers{.node = this, .streams = this, .recovery = this})) {}
+            services::Observers{.node = this, .streams = this, .recovery = this, .membership = this})) {}
   ~Impl() override {
     loop.stop();
     runtime.reset();
@@ -39,6 +39,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     event.time = std::chrono::system_clock::now();
     events.push(std::move(event));
   }
+  void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);
     inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
@@ -184,5 +185,10 @@ int Backend::event_fd() const { return impl_->inbox.fd(); }
 std::optional<Event> Backend::next_event(std::chrono::milliseconds timeout) { return impl_->events.pop(timeout); }
 
 int Backend::events_fd() const { return impl_->events.fd(); }
+
+View Backend::view() const {
+  Impl& impl = *impl_;
+  return impl.loop.call([&impl] { return impl.runtime->membership.view(); });
+}
 
 }  // namespace canopy

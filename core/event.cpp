@@ -7,14 +7,29 @@ std::string_view to_string(Event::Kind kind) {
     case Event::Kind::failure: return "failure";
     case Event::Kind::adoption: return "adoption";
     case Event::Kind::recovered: return "recovered";
+    case Event::Kind::view: return "view";
   }
   return "event";
 }
 
+namespace {
+std::string ranks_json(const std::vector<Rank>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+}  // namespace
+
 std::string to_json(const Event& e) {
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(e.time.time_since_epoch()).count();
-  std::string out = "{\"event\":\"" + std::string(to_string(e.kind)) + "\",\"rank\":" + std::to_string(e.rank);
+  std::string out = "{\"event\":\"" + std::string(to_string(e.kind)) + "\"";
+  if (e.kind != Event::Kind::view) out += ",\"rank\":" + std::to_string(e.rank);
   switch (e.kind) {
+    case Event::Kind::view:
+      out += ",\"epoch\":" + std::to_string(e.view.id) + ",\"members\":" + std::to_string(e.view.members.size()) +
+             ",\"left\":" + ranks_json(e.left) + ",\"joined\":" + ranks_json(e.joined) +
+             ",\"stabilise_us\":" + std::to_string(e.stabilise.count());
+      break;
     case Event::Kind::failure:
       out += ",\"reason\":" + to_json(Value{e.reason});
       break;
@@ -27,11 +42,8 @@ std::string to_json(const Event& e) {
              ",\"choose_us\":" + std::to_string(e.choose.count()) +
              ",\"connect_us\":" + std::to_string(e.connect.count()) +
              ",\"compensate_us\":" + std::to_string(e.compensate.count()) +
-             ",\"cleanup_us\":" + std::to_string(e.cleanup.count()) + ",\"incomplete_streams\":[";
-      for (std::size_t i = 0; i < e.incomplete_streams.size(); ++i) {
-        out += (i ? "," : "") + std::to_string(e.incomplete_streams[i]);
-      }
-      out += "]";
+             ",\"cleanup_us\":" + std::to_string(e.cleanup.count()) +
+             ",\"incomplete_streams\":" + ranks_json(e.incomplete_streams);
       break;
     }
   }

@@ -160,6 +160,7 @@ void Node::send_hello(Link& link, std::uint32_t incarnation, bool adopt) {
   h.setIncarnation(incarnation);
   h.setPid(getpid());
   h.setAdopt(adopt);
+  for (Service* service : services_) service->fill_hello(h);
   link.send(hello.builder());
 }
 
@@ -235,6 +236,15 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
                   std::to_string(wire::PROTOCOL_VERSION));
   }
   if (hello.getNetworkId() != id_.network_id) return refuse("hello from another network");
+  for (Service* service : services_) {
+    if (auto why = service->refuse_hello(hello)) {
+      // Told to stop, not only refused: an orphan would otherwise ask the next adopter.
+      Message stop(id_);
+      stop.body().initShutdown().setReason(*why);
+      link->send(stop.builder());
+      return refuse(*why);
+    }
+  }
   if (hello.getAdopt()) return accept_orphan(link, hello);
   auto index = children_.index_of(hello.getRank());
   if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");

@@ -10,7 +10,8 @@
 //   - receives the node's events (NodeEvent below) on every process, root and
 //     leaves included;
 //   - sends up, to a child, down towards a back-end or to all children through the
-//     node, reads the live tree, and sets timers on the node's io_context.
+//     node, reads the live tree, and sets timers on the node's io_context;
+//   - may add to the node's hellos and refuse the hellos of others.
 // Adding a service touches neither the core nor any message switch
 // (docs/architecture.md, "Adding a service").
 //
@@ -22,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -129,6 +131,11 @@ class Service {
   // link; an unknown kind is the service's to log and drop.
   virtual void on_message(const Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {}
   virtual void on_event(const NodeEvent& event) {}
+  // The handshake: a service may add what it vouches for to this node's hellos
+  // (launch and adoption), and refuse a hello another process sent to join or be
+  // adopted here, saying why (the core closes that connection and logs the reason).
+  virtual void fill_hello(wire::Hello::Builder hello) {}
+  virtual std::optional<std::string> refuse_hello(wire::Hello::Reader hello) { return std::nullopt; }
 };
 
 // One outgoing protocol message, stamped with the sender's identity.

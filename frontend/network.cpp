@@ -84,7 +84,8 @@ struct Network::Impl final : core::Node::Observer,
                              services::DetectionService::Observer,
                              services::StreamService::Observer,
                              services::RequestService::Observer,
-                             services::RecoveryService::Observer {
+                             services::RecoveryService::Observer,
+                             membership::MembershipService::Observer {
   explicit Impl(LaunchOptions opts) : options(std::move(opts)) {
     std::random_device random;
     identity.network_id = (std::uint64_t(random()) << 32) | random();
@@ -93,7 +94,7 @@ struct Network::Impl final : core::Node::Observer,
     runtime = std::make_unique<services::Runtime>(
         loop.io(), identity, filters,
         services::Observers{.node = this, .launch = this, .detection = this, .streams = this, .requests = this,
-                            .recovery = this});
+                            .recovery = this, .membership = this});
   }
 
   ~Impl() override {
@@ -130,11 +131,13 @@ struct Network::Impl final : core::Node::Observer,
     event.reason = reason;
     push_event(std::move(event));
     const auto* node = options.topology.find(rank);
-    // A lost commnode is healed; a lost back-end takes its data with it.
-    if (!options.fault_tolerance.enabled || !node || node->role == Role::backend) {
+    // A lost commnode is healed; a lost back-end leaves the membership view
+    // (on_view), and the streams go on with the others.
+    if (node && node->role != Role::backend && !options.fault_tolerance.enabled) {
       inbox.push(Error{"lost " + reason + "; results from now on are incomplete", ErrorKind::disconnected});
     }
   }
+  void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
   void on_event(const core::NodeEvent& node_event) override {
     // Failures come from on_node_lost, which says why and keeps their order with data.
     if (auto event = services::public_event(node_event); event && event->kind == Event::Kind::adoption) {
@@ -477,6 +480,11 @@ std::optional<Event> Network::next_event(std::chrono::milliseconds timeout) {
 }
 
 int Network::events_fd() const { return impl_->events.fd(); }
+
+View Network::view() const {
+  Impl& impl = *impl_;
+  return impl.loop.call([&impl] { return impl.runtime->membership.view(); });
+}
 
 std::vector<NodeStatus> Network::status() const {
   Impl& impl = *impl_;

@@ -54,8 +54,9 @@ struct Message {
       # reading a service's message costs no more pointer hops than a message of
       # the core's own.
       id @8 :UInt16;
-      # Ids in use: 1 launch, 2 detection, 3 streams, 4 requests, 5 recovery;
-      # 6-99 reserved for Canopy's own services, 100 and up free for tools and tests.
+      # Ids in use: 1 launch, 2 detection, 3 streams, 4 requests, 5 recovery,
+      # 6 membership; 7-99 reserved for Canopy's own services, 100 and up free for
+      # tools and tests.
       kind @9 :UInt16;
       # Which of the service's messages this is: a value of the enum Kind in the
       # service's schema.
@@ -78,6 +79,8 @@ struct Hello {
   pid @5 :Int32;                # its process id, for logs and diagnostics
   adopt @6 :Bool;               # true: an orphan asking this process to adopt it;
                                 # `incarnation` is then its new incarnation number
+  epoch @7 :UInt32;             # a back-end's member epoch (membership.capnp): one
+                                # below the epoch the tree knows for its rank is refused
 }
 
 struct Topology {

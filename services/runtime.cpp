@@ -9,9 +9,10 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
       detection(node, observers.detection),
       streams(node, filters, observers.streams),
       requests(node, filters, streams, observers.requests),
-      recovery(node, streams, observers.recovery) {
+      recovery(node, streams, observers.recovery),
+      membership(node, observers.membership) {
   for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &streams, &requests,
-                                                                      &recovery}) {
+                                                                      &recovery, &membership}) {
     (void)node.add_service(*service);  // distinct ids: cannot fail
   }
 }
@@ -30,6 +31,17 @@ std::optional<Event> public_event(const core::NodeEvent& node_event) {
     event.adopter = changed->adopter;
     event.incarnation = changed->incarnation;
   }
+  return event;
+}
+
+Event view_event(const membership::ViewChange& change) {
+  Event event;
+  event.kind = Event::Kind::view;
+  event.time = std::chrono::system_clock::now();
+  event.view = change.view;
+  event.left = change.left;
+  event.joined = change.joined;
+  event.stabilise = change.stabilise;
   return event;
 }
 

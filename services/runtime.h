@@ -11,6 +11,7 @@
 #include "canopy/event.h"
 #include "core/node.h"
 #include "filters/filter.h"
+#include "membership/membership.h"
 #include "services/detection.h"
 #include "services/launch.h"
 #include "services/recovery.h"
@@ -27,6 +28,7 @@ struct Observers {
   StreamService::Observer* streams = nullptr;
   RequestService::Observer* requests = nullptr;
   RecoveryService::Observer* recovery = nullptr;
+  membership::MembershipService::Observer* membership = nullptr;
 };
 
 class Runtime {
@@ -45,11 +47,14 @@ class Runtime {
   StreamService streams;
   RequestService requests;
   RecoveryService recovery;
+  membership::MembershipService membership;
 };
 
 // The public form (include/canopy/event.h) of a change of the live tree (other
 // events: none), stamped with the time now: the one conversion the front-end and
 // back-end libraries share. (A recovery report is an Event already.)
 std::optional<Event> public_event(const core::NodeEvent& event);
+// The public form of a view this process applied, stamped with the time now.
+Event view_event(const membership::ViewChange& change);
 
 }  // namespace canopy::services

@@ -23,6 +23,7 @@
 #include "canopy/packet.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
+#include "canopy/view.h"
 
 namespace canopy {
 
@@ -70,13 +71,20 @@ class Backend {
   // The next event of the tree as this back-end heard of it, waiting at most
   // `timeout`: every failure (a process of the tree declared lost) and every
   // adoption (an orphan, this back-end included, taken in by a new parent) that
-  // reached it, and, after its own parent failed, its own recovery (whom it asked,
-  // how long it took, which streams may lack data). The front-end hears of the same
-  // changes (Network::next_event); here a tool or MPI runtime can react on the
-  // spot. Events arrive in the order this back-end applied them.
+  // reached it, after its own parent failed its own recovery (whom it asked, how
+  // long it took, which streams may lack data), and every membership view it
+  // applied (Event::Kind::view: who left, who joined; docs/membership.md). The
+  // front-end hears of the same changes (Network::next_event); here a tool or MPI
+  // runtime can react on the spot. Events arrive in the order this back-end applied
+  // them.
   std::optional<Event> next_event(std::chrono::milliseconds timeout);
   // Readable while next_event() would return at once.
   int events_fd() const;
+
+  // The membership view this back-end holds: the live back-ends, as of which view.
+  // A back-end declared failed while it was alive (it hung) is told so by the next
+  // view and stops: receive() then fails.
+  View view() const;
 
  private:
   struct Impl;

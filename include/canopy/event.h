@@ -1,5 +1,6 @@
 // Events of the tree's life that a front-end and a back-end hear of: failures,
-// adoptions and recoveries (docs/fault-tolerance.md).
+// adoptions and recoveries (docs/fault-tolerance.md), and changes of the membership
+// view (docs/membership.md).
 #pragma once
 
 #include <chrono>
@@ -10,13 +11,14 @@
 
 #include "canopy/packet.h"
 #include "canopy/topology.h"
+#include "canopy/view.h"
 
 namespace canopy {
 
-// A failure, an adoption or a completed recovery, as one process saw it: the
-// front-end (Network::next_event) or a back-end (Backend::next_event).
+// A failure, an adoption, a completed recovery or a new view, as one process saw
+// it: the front-end (Network::next_event) or a back-end (Backend::next_event).
 struct Event {
-  enum class Kind : std::uint8_t { failure, adoption, recovered };
+  enum class Kind : std::uint8_t { failure, adoption, recovered, view };
   Kind kind = Kind::failure;
   std::chrono::system_clock::time_point time;  // when this process learned of it
   Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan
@@ -29,6 +31,14 @@ struct Event {
   std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
   std::uint32_t attempts = 0;     // recovered: adopters tried
   std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
+  // view: the view this process now holds, and who left and joined since the view
+  // it held before (one event per view it applied, in view order; a process that
+  // was cut off while views changed gets one event for the changes it missed).
+  View view;
+  std::vector<Rank> left, joined;
+  // view, at the front-end: from the first report of the change reaching it to the
+  // last acknowledgement (the paper's stabilisation time Ts).
+  std::chrono::microseconds stabilise{0};
 };
 
 std::string_view to_string(Event::Kind kind);

@@ -27,6 +27,7 @@
 #include "canopy/result.h"
 #include "canopy/stream.h"
 #include "canopy/topology.h"
+#include "canopy/view.h"
 
 namespace canopy {
 
@@ -101,21 +102,28 @@ class Network {
   Result<void> send_to(StreamId stream, Rank backend, const Packet& packet);
 
   // The next aggregated packet, waiting at most `timeout`: nothing if the time ran
-  // out; an error if a node was lost (results from then on are incomplete; the error
-  // names the node and why), a filter failed, or the network has stopped.
+  // out; an error if data was lost (a commnode without fault tolerance, or a
+  // recovered stream whose filter is not state recoverable; the error names the
+  // node and why), a filter failed, or the network has stopped. A back-end that
+  // fails is not an error: it leaves the membership view (next_event, view()) and
+  // the streams go on with the others.
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
 
   // Readable while receive() would return at once (for poll/epoll users).
   int event_fd() const;
 
-  // The next failure, adoption or recovery event, waiting at most `timeout`. With
-  // fault tolerance on, the loss of a commnode is an event, not an error: the tree
-  // heals and, for state-recoverable filters, no aggregated data is lost. receive()
-  // still fails when data is lost: a back-end is gone, or a recovered stream's
-  // filter is not state recoverable.
+  // The next failure, adoption, recovery or view event, waiting at most `timeout`.
+  // With fault tolerance on, the loss of a commnode is an event, not an error: the
+  // tree heals and, for state-recoverable filters, no aggregated data is lost. The
+  // loss of a back-end is a failure event and then a new membership view
+  // (Event::Kind::view, docs/membership.md), once every process holds it.
   std::optional<Event> next_event(std::chrono::milliseconds timeout);
   // Readable while next_event() would return at once (for poll/epoll users).
   int events_fd() const;
+
+  // The membership view: the live back-ends, as of which view (docs/membership.md).
+  // The newest view, which may not be acknowledged by every process yet.
+  View view() const;
 
   // The live tree: every process with its current parent, children, incarnation
   // and whether it is alive; the root first, then breadth-first, then lost ones.

@@ -1,0 +1,403 @@
+#include "membership/membership.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace canopy::membership {
+
+using core::log;
+using Kind = wire::membership::Kind;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+std::string ranks_text(const std::vector<Rank>& ranks) {
+  std::string out;
+  for (Rank r : ranks) out += (out.empty() ? "" : " ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+MembershipService::MembershipService(core::Node& node, Observer* observer)
+    : node_(node), observer_(observer), resend_(node.io()) {}
+
+std::uint32_t MembershipService::epoch(Rank rank) const {
+  auto it = epochs_.find(rank);
+  return it == epochs_.end() ? 0 : it->second;
+}
+
+// ---- events ----
+
+void MembershipService::on_event(const core::NodeEvent& event) {
+  using namespace core::events;
+  if (auto* started = std::get_if<Started>(&event)) {
+    if (started->error.empty() && !started_) initialise();
+  } else if (auto* connected = std::get_if<ChildConnected>(&event)) {
+    // A back-end that is not a member yet: attach mode, where back-ends join as
+    // they attach (at launch, every back-end of the topology is a member of view 0).
+    if (started_ && node_.children()[connected->child].role == Role::backend && !view_.contains(connected->rank)) {
+      report(connected->rank, ReportKind::join, "");
+    }
+  } else if (auto* lost = std::get_if<ChildLost>(&event)) {
+    if (awaiting_.erase(lost->child)) check_acks();
+    if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
+      report(lost->rank, ReportKind::failure, lost->reason);
+    }
+  } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
+    pass_down(adopted->child);  // the orphan may have missed views while it was cut off
+  } else if (std::holds_alternative<Adopted>(event)) {
+    // A report sent just before the old parent died may have died with it.
+    if (!unacked_.empty()) send_reports();
+  } else if (std::holds_alternative<Stopping>(event)) {
+    resend_.cancel();
+  }
+}
+
+void MembershipService::initialise() {
+  started_ = true;
+  view_.id = 0;
+  view_.members.clear();
+  if (!node_.plan().attach) view_.members = node_.topology()->backends();
+  std::sort(view_.members.begin(), view_.members.end());
+}
+
+// ---- detectors: reports up to the root, resent until it answers ----
+
+void MembershipService::report_failure(const std::vector<Rank>& ranks, const std::string& reason) {
+  for (Rank r : ranks) report(r, ReportKind::failure, reason);
+}
+
+void MembershipService::report(Rank rank, ReportKind kind, const std::string& reason) {
+  log().info("membership: reporting {} {} ({})", kind == ReportKind::failure ? "the failure of" : "the join of",
+             node_.describe(rank), reason.empty() ? "connected" : reason);
+  if (node_.is_root()) {
+    if (kind == ReportKind::failure) return on_failure_report(node_.identity().rank, rank, epoch(rank), reason);
+    return on_join_report(node_.identity().rank, rank);
+  }
+  unacked_[rank] = Report{kind, epoch(rank), reason};
+  send_reports();
+  arm_resend();
+}
+
+void MembershipService::send_reports() {
+  std::vector<std::pair<Rank, const Report*>> failures;
+  std::vector<Rank> joins;
+  for (const auto& [rank, r] : unacked_) {
+    if (r.kind == ReportKind::failure) {
+      failures.emplace_back(rank, &r);
+    } else {
+      joins.push_back(rank);
+    }
+  }
+  if (!failures.empty()) {
+    core::Outgoing message(node_.identity(), id(), Kind::NODE_FAILURE);
+    auto f = message.init<wire::membership::NodeFailure>();
+    f.setDetector(node_.identity().rank);
+    auto list = f.initFailed(failures.size());
+    for (std::size_t i = 0; i < failures.size(); ++i) {
+      list[i].setRank(failures[i].first);
+      list[i].setEpoch(failures[i].second->epoch);
+    }
+    f.setReason(failures.front().second->reason);
+    node_.send_up(message);
+  }
+  if (!joins.empty()) {
+    core::Outgoing message(node_.identity(), id(), Kind::NEW_NODE);
+    auto n = message.init<wire::membership::NewNode>();
+    n.setDetector(node_.identity().rank);
+    auto list = n.initJoined(joins.size());
+    for (std::size_t i = 0; i < joins.size(); ++i) list.set(i, joins[i]);
+    node_.send_up(message);
+  }
+}
+
+// Messages up die with a commnode that fails while they pass it: resend until the
+// root answers, after the tree's own detection could have healed the path.
+void MembershipService::arm_resend() {
+  resend_.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
+  resend_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || unacked_.empty() || node_.stopping()) return;
+    log().info("membership: no answer from the root yet; reporting again");
+    send_reports();
+    arm_resend();
+  });
+}
+
+void MembershipService::on_det_ack(wire::membership::DetAck::Reader ack, std::uint16_t kind) {
+  const Rank detector = ack.getDetector();
+  if (detector == node_.identity().rank) {
+    for (Rank r : ack.getRanks()) unacked_.erase(r);
+    if (unacked_.empty()) resend_.cancel();
+    return;
+  }
+  auto child = child_towards(detector);
+  if (!child) return;  // that detector is gone; it will not need the answer
+  core::Outgoing message(node_.identity(), id(), static_cast<Kind>(kind));
+  message.set<wire::membership::DetAck>(ack);
+  node_.send_to_child(*child, message);
+}
+
+// ---- the root: orders views ----
+
+void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_t reported_epoch,
+                                          const std::string& reason) {
+  answer_detector(detector, {rank}, Kind::FAILURE_DET_ACK);
+  const auto* tree = node_.view();
+  if (!tree || !tree->contains(rank) || tree->role(rank) != Role::backend) {
+    log().warn("membership: ignoring a failure report about {}, which is not a back-end", rank);
+    return;
+  }
+  if (reported_epoch < epoch(rank)) {
+    ++stale_dropped_;
+    log().info("membership: dropping a report about back-end {} at epoch {}: it is at epoch {}", rank,
+               reported_epoch, epoch(rank));
+    return;
+  }
+  if (!view_.contains(rank) && !pending_joined_.count(rank)) return;  // a copy: it has left already
+  if (pending_left_.count(rank)) return;
+  // A detector that is gone, or no longer the back-end's parent (it hung, its
+  // children were adopted elsewhere, and it woke up to find their links closed),
+  // speaks of a tree that is no more.
+  if (!tree->alive(detector) || tree->parent(rank) != detector) {
+    ++stale_dropped_;
+    log().warn("membership: ignoring {}'s report that back-end {} failed: its parent is now {}",
+               node_.describe(detector), rank, tree->parent(rank));
+    return;
+  }
+  log().info("membership: back-end {} failed ({}), reported by {}", rank, reason, node_.describe(detector));
+  if (pending_joined_.erase(rank)) return;  // joined and left before a view had it
+  pending_left_.emplace(rank, reason);
+  if (!first_pending_) first_pending_ = SteadyClock::now();
+  start_change();
+}
+
+void MembershipService::on_join_report(Rank detector, Rank rank) {
+  answer_detector(detector, {rank}, Kind::JOIN_DET_ACK);
+  if (view_.contains(rank) || pending_joined_.count(rank) || pending_left_.count(rank)) return;
+  log().info("membership: back-end {} joins, reported by {}", rank, node_.describe(detector));
+  pending_joined_.insert(rank);
+  if (!first_pending_) first_pending_ = SteadyClock::now();
+  start_change();
+}
+
+void MembershipService::answer_detector(Rank detector, const std::vector<Rank>& ranks, Kind kind) {
+  if (detector == node_.identity().rank) return;
+  auto child = child_towards(detector);
+  if (!child) return;
+  core::Outgoing message(node_.identity(), id(), kind);
+  auto ack = message.init<wire::membership::DetAck>();
+  ack.setDetector(detector);
+  auto list = ack.initRanks(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) list.set(i, ranks[i]);
+  node_.send_to_child(*child, message);
+}
+
+// One view at a time: the next starts once the last is stable, with every report
+// that arrived meanwhile.
+void MembershipService::start_change() {
+  if (change_ || (pending_left_.empty() && pending_joined_.empty())) return;
+  View next = view_;
+  ++next.id;
+  auto epochs = epochs_;
+  for (const auto& [rank, reason] : pending_left_) {
+    std::erase(next.members, rank);
+    ++epochs[rank];
+  }
+  for (Rank rank : pending_joined_) next.members.push_back(rank);
+  std::sort(next.members.begin(), next.members.end());
+  next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
+  pending_left_.clear();
+  pending_joined_.clear();
+  Change change{.applied = apply(std::move(next), epochs), .first_report = *first_pending_};
+  first_pending_.reset();
+  change_ = std::move(change);
+  pass_down();
+  check_acks();
+}
+
+void MembershipService::stable() {
+  ViewChange done = std::move(change_->applied);
+  done.stabilise = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - change_->first_report);
+  change_.reset();
+  log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
+             done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
+  if (observer_) observer_->on_view(done);
+  start_change();
+}
+
+// ---- every process: apply, pass down, acknowledge up ----
+
+void MembershipService::on_view_change(wire::membership::ViewChange::Reader change) {
+  if (change.getId() > view_.id) {
+    View next;
+    next.id = change.getId();
+    for (Rank r : change.getMembers()) next.members.push_back(r);
+    std::sort(next.members.begin(), next.members.end());
+    next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
+    std::map<Rank, std::uint32_t> epochs;
+    for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
+    ViewChange applied = apply(std::move(next), epochs);
+    if (observer_) observer_->on_view(applied);
+    const Rank self = node_.identity().rank;
+    if (node_.identity().role == Role::backend &&
+        std::find(applied.left.begin(), applied.left.end(), self) != applied.left.end()) {
+      // Declared failed while alive (it hung, or its link broke): fail-stop.
+      return node_.shutdown("this back-end was declared failed and is not a member of view " +
+                            std::to_string(view_.id));
+    }
+  }
+  pass_down();
+  check_acks();
+}
+
+ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs) {
+  ViewChange out;
+  std::set_difference(view_.members.begin(), view_.members.end(), next.members.begin(), next.members.end(),
+                      std::back_inserter(out.left));
+  std::set_difference(next.members.begin(), next.members.end(), view_.members.begin(), view_.members.end(),
+                      std::back_inserter(out.joined));
+  view_ = std::move(next);
+  epochs_ = epochs;
+  out.view = view_;
+  log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),
+             ranks_text(out.left), ranks_text(out.joined));
+  // A back-end child that left while still connected (an adopter took it in before
+  // the view declaring it failed arrived): what it sends from now on is not taken.
+  auto& children = node_.children();
+  for (Rank r : out.left) {
+    auto index = children.index_of(r);
+    if (index && children[*index].link && children[*index].link->is_open()) {
+      ++stale_dropped_;
+      children[*index].link->abort("back-end " + std::to_string(r) + " is not a member of view " +
+                                   std::to_string(view_.id));
+    }
+  }
+  return out;
+}
+
+// Sends this process's view to every connected child (and waits for all of them),
+// or to `only_child`, a child adopted meanwhile (waited for too if the view is not
+// yet acknowledged).
+void MembershipService::pass_down(std::optional<std::size_t> only_child) {
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+  auto v = message.init<wire::membership::ViewChange>();
+  v.setId(view_.id);
+  auto members = v.initMembers(view_.members.size());
+  for (std::size_t i = 0; i < view_.members.size(); ++i) members.set(i, view_.members[i]);
+  auto epochs = v.initEpochs(epochs_.size());
+  std::size_t i = 0;
+  for (const auto& [rank, e] : epochs_) {
+    epochs[i].setRank(rank);
+    epochs[i++].setEpoch(e);
+  }
+  auto& children = node_.children();
+  auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open(); };
+  if (only_child) {
+    if (!connected(*only_child)) return;
+    node_.send_to_child(*only_child, message);
+    const bool waiting = node_.is_root() ? change_.has_value() : !acked_;
+    if (waiting && awaiting_id_ == view_.id) awaiting_.insert(*only_child);
+    return;
+  }
+  awaiting_id_ = view_.id;
+  awaiting_.clear();
+  acked_ = node_.is_root();
+  for (std::size_t c = 0; c < children.size(); ++c) {
+    if (!connected(c)) continue;
+    node_.send_to_child(c, message);
+    awaiting_.insert(c);
+  }
+}
+
+void MembershipService::on_view_ack(std::size_t child, std::uint64_t ack_id) {
+  if (ack_id >= awaiting_id_ && awaiting_.erase(child)) check_acks();
+}
+
+void MembershipService::check_acks() {
+  if (!awaiting_.empty()) return;
+  if (node_.is_root()) {
+    if (change_ && awaiting_id_ == change_->applied.view.id) stable();
+    return;
+  }
+  if (acked_) return;
+  acked_ = true;
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_ACK);
+  message.init<wire::membership::ViewAck>().setId(awaiting_id_);
+  node_.send_up(message);
+}
+
+// The child of this process below which `rank` now is, following the live tree.
+std::optional<std::size_t> MembershipService::child_towards(Rank rank) const {
+  const auto* tree = node_.view();
+  const Rank self = node_.identity().rank;
+  if (!tree || !tree->contains(rank)) return std::nullopt;
+  for (std::size_t steps = 0; steps < 64; ++steps) {
+    const Rank parent = tree->parent(rank);
+    if (parent == self) return node_.children().index_of(rank);
+    if (parent == core::TreeView::kNone) return std::nullopt;
+    rank = parent;
+  }
+  return std::nullopt;
+}
+
+// ---- the handshake: epochs fence processes declared failed ----
+
+void MembershipService::fill_hello(wire::Hello::Builder hello) {
+  if (node_.identity().role == Role::backend) hello.setEpoch(epoch(node_.identity().rank));
+}
+
+std::optional<std::string> MembershipService::refuse_hello(wire::Hello::Reader hello) {
+  if (!started_ || hello.getRole() != wire::Role::BACKEND || !hello.getAdopt()) return std::nullopt;
+  const Rank rank = hello.getRank();
+  if (hello.getEpoch() >= epoch(rank)) return std::nullopt;
+  ++stale_dropped_;
+  return "back-end " + std::to_string(rank) + " asks at epoch " + std::to_string(hello.getEpoch()) +
+         ", but it was declared failed (epoch " + std::to_string(epoch(rank)) + ", view " +
+         std::to_string(view_.id) + "): it must stop";
+}
+
+// ---- messages ----
+
+void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
+  switch (static_cast<Kind>(kind)) {
+    case Kind::NODE_FAILURE: {
+      if (from.kind != core::Peer::Kind::child) break;
+      auto f = body.getAs<wire::membership::NodeFailure>();
+      if (!node_.is_root()) {
+        core::Outgoing up(node_.identity(), id(), Kind::NODE_FAILURE);
+        up.set<wire::membership::NodeFailure>(f);
+        node_.send_up(up);
+        return;
+      }
+      for (auto m : f.getFailed()) on_failure_report(f.getDetector(), m.getRank(), m.getEpoch(), f.getReason());
+      return;
+    }
+    case Kind::NEW_NODE: {
+      if (from.kind != core::Peer::Kind::child) break;
+      auto n = body.getAs<wire::membership::NewNode>();
+      if (!node_.is_root()) {
+        core::Outgoing up(node_.identity(), id(), Kind::NEW_NODE);
+        up.set<wire::membership::NewNode>(n);
+        node_.send_up(up);
+        return;
+      }
+      for (Rank r : n.getJoined()) on_join_report(n.getDetector(), r);
+      return;
+    }
+    case Kind::FAILURE_DET_ACK:
+    case Kind::JOIN_DET_ACK:
+      if (from.kind != core::Peer::Kind::parent) break;
+      return on_det_ack(body.getAs<wire::membership::DetAck>(), kind);
+    case Kind::VIEW_CHANGE:
+      if (from.kind != core::Peer::Kind::parent) break;
+      return on_view_change(body.getAs<wire::membership::ViewChange>());
+    case Kind::VIEW_ACK:
+      if (from.kind != core::Peer::Kind::child) break;
+      return on_view_ack(from.child, body.getAs<wire::membership::ViewAck>().getId());
+  }
+  log().warn("membership: ignoring a message of kind {} from {}", kind, node_.describe(from.sender));
+}
+
+}  // namespace canopy::membership

@@ -1,0 +1,140 @@
+// MembershipService: which back-ends are alive, in which view (docs/membership.md).
+//
+// Varma et al.'s radix-tree membership (paper 000) on the Canopy tree, with Bland's
+// epochs (paper 001). The members are the tree's back-ends; the front-end is the
+// root that orders views:
+//   - a detector (the parent of a back-end whose process or link is gone) sends
+//     NODE_FAILURE up, hop by hop, and resends it until the root answers
+//     (FAILURE_DET_ACK); a back-end that connects after the first view (attach mode)
+//     is reported the same way (NEW_NODE, JOIN_DET_ACK);
+//   - the root assigns the next view, bumps the epoch of every member that left, and
+//     sends the whole view down (FAILED_NODE / NEW_NODE_JOIN); each process applies
+//     it, tells its observer, passes it to its children and acknowledges up once all
+//     of them have (FAILURE_ACK); the view is stable when the root has every
+//     acknowledgement. Reports that arrive while a view is not yet stable are batched
+//     into the next one.
+//   - epochs: a back-end's hellos carry its epoch; an orphan back-end asking for
+//     adoption with an epoch below the one the tree knows (it was declared failed,
+//     e.g. it hung and woke up) is refused and told to stop, and a back-end that
+//     finds itself excluded from a view stops. Refusals are counted.
+// A commnode's failure is not a membership change: its back-ends are re-adopted.
+//
+// Runs on the node's io_context thread, like every service.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "canopy/view.h"
+#include "core/node.h"
+#include "membership.capnp.h"
+
+namespace canopy::membership {
+
+// One view applied at one process.
+struct ViewChange {
+  View view;
+  std::vector<Rank> left, joined;  // since the view this process held before
+  // Root only: from the first report of the change reaching the root to the last
+  // acknowledgement.
+  std::chrono::microseconds stabilise{0};
+};
+
+class MembershipService final : public core::Service {
+ public:
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // Every process: a view it applied, once each, in view order. At the root, once
+    // the view is stable (every process acknowledged it).
+    virtual void on_view(const ViewChange& change) {}
+  };
+
+  // `node` and `observer` (may be null) are borrowed.
+  MembershipService(core::Node& node, Observer* observer);
+
+  core::ServiceId id() const override { return wire::membership::SERVICE_ID; }
+  std::string_view name() const override { return "membership"; }
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+  void fill_hello(wire::Hello::Builder hello) override;
+  std::optional<std::string> refuse_hello(wire::Hello::Reader hello) override;
+
+  // The view this process holds (at the root: the newest, stable or not).
+  const View& view() const { return view_; }
+  // The epoch this process knows for back-end `rank`: 0 until it is first declared
+  // failed, then one more each time.
+  std::uint32_t epoch(Rank rank) const;
+  // Hellos refused for a stale epoch, and reports about a member at an epoch it has
+  // left behind, dropped here.
+  std::uint64_t stale_dropped() const { return stale_dropped_; }
+  // Root: a view not yet acknowledged by every process.
+  bool changing() const { return change_.has_value(); }
+
+  // A detector of this process (or a test) declares members failed: reported to the
+  // root as the overlay's own detection does.
+  void report_failure(const std::vector<Rank>& ranks, const std::string& reason);
+
+ private:
+  enum class ReportKind : std::uint8_t { failure, join };
+  struct Report {
+    ReportKind kind;
+    std::uint32_t epoch;
+    std::string reason;
+  };
+  // Root: the view being stabilised.
+  struct Change {
+    ViewChange applied;
+    std::chrono::steady_clock::time_point first_report;
+  };
+
+  void initialise();
+  // Detector side.
+  void report(Rank rank, ReportKind kind, const std::string& reason);
+  void send_reports();
+  void arm_resend();
+  void on_det_ack(wire::membership::DetAck::Reader ack, std::uint16_t kind);
+  // Root side.
+  void on_failure_report(Rank detector, Rank rank, std::uint32_t epoch, const std::string& reason);
+  void on_join_report(Rank detector, Rank rank);
+  void answer_detector(Rank detector, const std::vector<Rank>& ranks, wire::membership::Kind kind);
+  void start_change();
+  void stable();
+  // Every process.
+  void on_view_change(wire::membership::ViewChange::Reader change);
+  ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
+  void pass_down(std::optional<std::size_t> only_child = std::nullopt);
+  void on_view_ack(std::size_t child, std::uint64_t id);
+  void check_acks();
+  std::optional<std::size_t> child_towards(Rank rank) const;
+
+  core::Node& node_;
+  Observer* observer_;
+  bool started_ = false;
+  View view_;
+  std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
+  std::uint64_t stale_dropped_ = 0;
+
+  // Detector: reports not yet acknowledged by the root, by rank.
+  std::map<Rank, Report> unacked_;
+  Timer resend_;
+
+  // Every process: the view passed down, the children yet to acknowledge it, and
+  // whether this subtree's acknowledgement went up.
+  std::uint64_t awaiting_id_ = 0;
+  std::set<std::size_t> awaiting_;
+  bool acked_ = true;
+
+  // Root.
+  std::optional<Change> change_;
+  std::map<Rank, std::string> pending_left_;
+  std::set<Rank> pending_joined_;
+  std::optional<std::chrono::steady_clock::time_point> first_pending_;
+};
+
+}  // namespace canopy::membership
