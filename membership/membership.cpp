@@ -8,7 +8,7 @@ namespace canopy::membership {
 
 using core::log;
 using Kind = wire::membership::Kind;
-using SteadyClock = std::chrono::steady_clock;
+using StableClock = NodeClock;  // manual in the in-process tests, like every time-out
 
 namespace {
 
@@ -159,8 +159,8 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_
   if (pending_left_.count(rank)) return;
   // A detector that is gone, or no longer the back-end's parent (it hung, its
   // children were adopted elsewhere, and it woke up to find their links closed),
-  // speaks of a tree that is no more.
-  if (!tree->alive(detector) || tree->parent(rank) != detector) {
+  // speaks of a tree that is no more. (The root's own detectors may speak of any.)
+  if (detector != node_.identity().rank && (!tree->alive(detector) || tree->parent(rank) != detector)) {
     ++stale_dropped_;
     log().warn("membership: ignoring {}'s report that back-end {} failed: its parent is now {}",
                node_.describe(detector), rank, tree->parent(rank));
@@ -169,7 +169,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_
   log().info("membership: back-end {} failed ({}), reported by {}", rank, reason, node_.describe(detector));
   if (pending_joined_.erase(rank)) return;  // joined and left before a view had it
   pending_left_.emplace(rank, reason);
-  if (!first_pending_) first_pending_ = SteadyClock::now();
+  if (!first_pending_) first_pending_ = StableClock::now();
   start_change();
 }
 
@@ -178,7 +178,7 @@ void MembershipService::on_join_report(Rank detector, Rank rank) {
   if (view_.contains(rank) || pending_joined_.count(rank) || pending_left_.count(rank)) return;
   log().info("membership: back-end {} joins, reported by {}", rank, node_.describe(detector));
   pending_joined_.insert(rank);
-  if (!first_pending_) first_pending_ = SteadyClock::now();
+  if (!first_pending_) first_pending_ = StableClock::now();
   start_change();
 }
 
@@ -211,6 +211,7 @@ void MembershipService::start_change() {
   pending_left_.clear();
   pending_joined_.clear();
   Change change{.applied = apply(std::move(next), epochs), .first_report = *first_pending_};
+  cut_off(change.applied.left);
   first_pending_.reset();
   change_ = std::move(change);
   pass_down();
@@ -219,7 +220,7 @@ void MembershipService::start_change() {
 
 void MembershipService::stable() {
   ViewChange done = std::move(change_->applied);
-  done.stabilise = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - change_->first_report);
+  done.stabilise = std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - change_->first_report);
   change_.reset();
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
@@ -239,6 +240,7 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
     std::map<Rank, std::uint32_t> epochs;
     for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
     ViewChange applied = apply(std::move(next), epochs);
+    cut_off(applied.left);
     if (observer_) observer_->on_view(applied);
     const Rank self = node_.identity().rank;
     if (node_.identity().role == Role::backend &&
@@ -263,18 +265,25 @@ ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_
   out.view = view_;
   log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),
              ranks_text(out.left), ranks_text(out.joined));
-  // A back-end child that left while still connected (an adopter took it in before
-  // the view declaring it failed arrived): what it sends from now on is not taken.
-  auto& children = node_.children();
-  for (Rank r : out.left) {
-    auto index = children.index_of(r);
-    if (index && children[*index].link && children[*index].link->is_open()) {
-      ++stale_dropped_;
-      children[*index].link->abort("back-end " + std::to_string(r) + " is not a member of view " +
-                                   std::to_string(view_.id));
-    }
-  }
   return out;
+}
+
+// A back-end child that left the view while still connected (it was declared failed
+// by a detector other than this node's, or an adopter took it in before the view
+// declaring it failed arrived): it is told to stop, and what it sends from now on is
+// not taken.
+void MembershipService::cut_off(const std::vector<Rank>& left) {
+  auto& children = node_.children();
+  for (Rank r : left) {
+    auto index = children.index_of(r);
+    if (!index || !children[*index].link || !children[*index].link->is_open()) continue;
+    ++stale_dropped_;
+    const std::string why = "this back-end was declared failed and is not a member of view " + std::to_string(view_.id);
+    core::Message stop(node_.identity());
+    stop.body().initShutdown().setReason(why);
+    children[*index].link->send(stop.builder());
+    children[*index].link->close(why);
+  }
 }
 
 // Sends this process's view to every connected child (and waits for all of them),

@@ -90,7 +90,7 @@ class MembershipService final : public core::Service {
   // Root: the view being stabilised.
   struct Change {
     ViewChange applied;
-    std::chrono::steady_clock::time_point first_report;
+    NodeClock::time_point first_report;
   };
 
   void initialise();
@@ -108,6 +108,7 @@ class MembershipService final : public core::Service {
   // Every process.
   void on_view_change(wire::membership::ViewChange::Reader change);
   ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
+  void cut_off(const std::vector<Rank>& left);
   void pass_down(std::optional<std::size_t> only_child = std::nullopt);
   void on_view_ack(std::size_t child, std::uint64_t id);
   void check_acks();
@@ -134,7 +135,7 @@ class MembershipService final : public core::Service {
   std::optional<Change> change_;
   std::map<Rank, std::string> pending_left_;
   std::set<Rank> pending_joined_;
-  std::optional<std::chrono::steady_clock::time_point> first_pending_;
+  std::optional<NodeClock::time_point> first_pending_;
 };
 
 }  // namespace canopy::membership

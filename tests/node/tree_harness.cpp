@@ -45,7 +45,8 @@ TreeHarness::Member& TreeHarness::add(Rank rank, Role role) {
   Recorder* r = &m->heard;
   m->runtime = std::make_unique<services::Runtime>(
       m->io, identity, m->filters,
-      services::Observers{.node = r, .launch = r, .detection = r, .streams = r, .requests = r, .recovery = r},
+      services::Observers{.node = r, .launch = r, .detection = r, .streams = r, .requests = r, .recovery = r,
+                         .membership = r},
       this);
   if (extra_) {
     m->extra = extra_(rank, m->runtime->node);

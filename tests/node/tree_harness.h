@@ -40,7 +40,8 @@ struct Recorder : core::Node::Observer,
                   services::DetectionService::Observer,
                   services::StreamService::Observer,
                   services::RequestService::Observer,
-                  services::RecoveryService::Observer {
+                  services::RecoveryService::Observer,
+                  membership::MembershipService::Observer {
   void on_stopped(const std::string& why) override { stopped = why; }
   void on_event(const core::NodeEvent& event) override { events.push_back(event); }
   void on_launched(Rank rank) override { launched.insert(rank); }
@@ -53,6 +54,7 @@ struct Recorder : core::Node::Observer,
   void on_downstream(StreamId, Packet&& packet) override { downstream.push_back(std::move(packet)); }
   void on_request_ack(std::uint64_t request, const std::string& error) override { request_acks[request] = error; }
   void on_recovered(const Event& report) override { recovered.push_back(report); }
+  void on_view(const membership::ViewChange& change) override { views.push_back(change); }
 
   // The live-tree changes this process applied, in order.
   std::vector<core::events::TreeChanged> tree_changes() const;
@@ -67,6 +69,7 @@ struct Recorder : core::Node::Observer,
   std::vector<Packet> upstream, downstream;
   std::map<std::uint64_t, std::string> request_acks;
   std::vector<Event> recovered;
+  std::vector<membership::ViewChange> views;
 };
 
 class TreeHarness final : public services::Launcher {
@@ -95,6 +98,7 @@ class TreeHarness final : public services::Launcher {
   services::Runtime& runtime(Rank rank) { return *member(rank).runtime; }
   Recorder& heard(Rank rank) { return member(rank).heard; }
   bool alive(Rank rank) const;
+  bool frozen(Rank rank) { return member(rank).frozen; }
   const Topology& topology() const { return topology_; }
   Rank root() const { return topology_.root().rank; }
 

@@ -1,0 +1,168 @@
+// The membership service in process (docs/membership.md): views and epochs over a
+// whole tree on manual time (tree_harness.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tree_harness.h"
+
+namespace canopy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Ranks = std::vector<Rank>;
+
+constexpr Rank FE = kFirstInternalRank;
+constexpr Rank C1 = FE + 1, C2 = FE + 2;  // b:2^2: back-ends 0, 1 under C1; 2, 3 under C2
+
+membership::MembershipService& membership_of(TreeHarness& tree, Rank rank) { return tree.runtime(rank).membership; }
+
+// Every running process holds view `id` (the root: stable).
+bool everyone_holds(TreeHarness& tree, std::uint64_t id) {
+  for (const auto& n : tree.topology().nodes()) {
+    if (!tree.alive(n.rank) || tree.frozen(n.rank) || tree.node(n.rank).stopping()) continue;
+    if (membership_of(tree, n.rank).view().id != id) return false;
+  }
+  return !membership_of(tree, FE).changing();
+}
+
+// The views a process was told of: one per view, in view order.
+void expect_views_in_order(TreeHarness& tree, Rank rank) {
+  const auto& views = tree.heard(rank).views;
+  for (std::size_t i = 1; i < views.size(); ++i) {
+    EXPECT_LT(views[i - 1].view.id, views[i].view.id) << "at " << rank;
+  }
+}
+
+std::vector<Rank> survivors(TreeHarness& tree) {
+  std::vector<Rank> out;
+  for (const auto& n : tree.topology().nodes()) {
+    if (tree.alive(n.rank) && !tree.frozen(n.rank) && !tree.node(n.rank).stopping()) out.push_back(n.rank);
+  }
+  return out;
+}
+
+TEST(Membership, AtLaunchEveryBackendIsAMemberOfViewZero) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  for (const auto& n : tree.topology().nodes()) {
+    EXPECT_EQ(membership_of(tree, n.rank).view().id, 0u);
+    EXPECT_EQ(membership_of(tree, n.rank).view().members, (Ranks{0, 1, 2, 3})) << n.rank;
+    EXPECT_TRUE(tree.heard(n.rank).views.empty()) << "view 0 is known without a message";
+  }
+}
+
+TEST(Membership, AFailedBackendLeavesTheViewOnceAtEveryProcess) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  tree.kill(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 5s));
+  tree.run_for(10s);  // and nothing more happens: no second view, no resent report
+  for (Rank r : survivors(tree)) {
+    const auto& views = tree.heard(r).views;
+    ASSERT_EQ(views.size(), 1u) << "at " << r;
+    EXPECT_EQ(views[0].view.id, 1u);
+    EXPECT_EQ(views[0].view.members, (Ranks{0, 1, 2}));
+    EXPECT_EQ(views[0].left, Ranks{3});
+    EXPECT_TRUE(views[0].joined.empty());
+    EXPECT_EQ(membership_of(tree, r).epoch(3), 1u) << "the epoch of a failed member goes up, at " << r;
+    EXPECT_EQ(membership_of(tree, r).epoch(2), 0u);
+  }
+  EXPECT_LT(tree.heard(FE).views[0].stabilise, 1ms) << "nothing to wait for: no time passes on manual time";
+}
+
+TEST(Membership, BackendsFailingTogetherAllLeaveAndEveryProcessAgrees) {
+  TreeHarness tree("b:4^2", FaultToleranceOptions{});  // back-ends 0-15, four under each commnode
+  ASSERT_TRUE(tree.launch());
+  for (Rank r : {1u, 6u, 7u, 12u}) tree.kill(r);
+  const Ranks expected{0, 2, 3, 4, 5, 8, 9, 10, 11, 13, 14, 15};
+  auto settled = [&] {
+    if (membership_of(tree, FE).changing() || membership_of(tree, FE).view().members != expected) return false;
+    return everyone_holds(tree, membership_of(tree, FE).view().id);
+  };
+  ASSERT_TRUE(tree.run_until(settled, 5s));
+  for (Rank r : survivors(tree)) {
+    expect_views_in_order(tree, r);
+    Ranks left;
+    for (const auto& v : tree.heard(r).views) left.insert(left.end(), v.left.begin(), v.left.end());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (Ranks{1, 6, 7, 12})) << "each failure once, at " << r;
+  }
+}
+
+TEST(Membership, ACommnodeFailureIsNotAMembershipChange) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  tree.kill(C1);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).recovered.size() == 2; }, 5s));
+  tree.run_for(10s);
+  for (Rank r : survivors(tree)) {
+    EXPECT_TRUE(tree.heard(r).views.empty()) << "at " << r;
+    EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{0, 1, 2, 3}));
+  }
+}
+
+// A second failure while the first view is not yet stable (a commnode hangs and does
+// not acknowledge) waits for the next view; the hung commnode's back-ends, adopted
+// elsewhere, catch up with every view.
+TEST(Membership, AFailureDuringAViewChangeIsBatchedIntoTheNextView) {
+  const FaultToleranceOptions fault;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(C2);
+  tree.kill(0);
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, FE).view().id == 1; }, 1s));
+  tree.run_for(100ms);
+  EXPECT_TRUE(membership_of(tree, FE).changing()) << "C2 has not acknowledged view 1";
+  tree.kill(1);
+  tree.run_for(100ms);
+  EXPECT_EQ(membership_of(tree, FE).view().id, 1u) << "a new view waits until view 1 is stable";
+  // C2 is lost after `lost`; its back-ends are adopted, view 1 becomes stable, then 2.
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 2) && tree.heard(FE).views.size() == 2; },
+                             fault.lost * 3));
+  const auto& root_views = tree.heard(FE).views;
+  EXPECT_EQ(root_views[0].left, Ranks{0});
+  EXPECT_EQ(root_views[1].left, Ranks{1});
+  EXPECT_GE(root_views[0].stabilise, fault.lost - fault.heartbeat) << "view 1 waited for C2 to be found lost";
+  for (Rank r : {2u, 3u}) {
+    EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{2, 3})) << r;
+    expect_views_in_order(tree, r);
+  }
+  tree.kill(C2);
+}
+
+// False suspicion (paper 000, footnote 1) and epochs (paper 001): a back-end that
+// hangs for longer than `lost` is declared failed. When it wakes up it finds its
+// link cut and asks to be adopted with its old epoch: refused and told to stop.
+TEST(Membership, ABackendDeclaredFailedWhileHungIsFencedOffWhenItWakesUp) {
+  const FaultToleranceOptions fault;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, fault.lost * 2));
+  tree.thaw(3);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(3).stopped.has_value(); }, fault.lost));
+  EXPECT_NE(tree.heard(3).stopped->find("declared failed"), std::string::npos) << *tree.heard(3).stopped;
+  std::uint64_t refused = 0;
+  for (Rank r : survivors(tree)) refused += membership_of(tree, r).stale_dropped();
+  EXPECT_GE(refused, 1u) << "the stale adoption request is counted where it was refused";
+  tree.run_for(fault.lost * 2);
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2}));
+  EXPECT_EQ(membership_of(tree, FE).view().id, 1u);
+  EXPECT_TRUE(tree.heard(FE).recovered.empty()) << "nobody adopted it";
+}
+
+// A view change reaches a back-end that is still connected but was declared failed
+// (here by a detector of the test's own): it stops, and its parent cuts it off.
+TEST(Membership, ABackendExcludedFromAViewStops) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  membership_of(tree, FE).report_failure({2}, "declared failed by the test");
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(2).stopped.has_value(); }, 5s));
+  EXPECT_NE(tree.heard(2).stopped->find("not a member of view 1"), std::string::npos) << *tree.heard(2).stopped;
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 5s));
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 3}));
+}
+
+}  // namespace
+}  // namespace canopy::testing
