@@ -27,7 +27,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   }
 
   void on_downstream(StreamId stream, Packet&& packet) override {
-    Received received{stream, std::move(packet)};
+    Received received{stream, std::move(packet), runtime->membership.view().id};
     if (handler && handler(*owner, received)) return;
     inbox.push(std::move(received));
   }

@@ -172,7 +172,7 @@ struct Network::Impl final : core::Node::Observer,
     inbox.push(Error{"stream " + std::to_string(stream) + ": " + error});
   }
   void on_upstream(StreamId stream, Packet&& packet) override {
-    inbox.push(Received{stream, std::move(packet)});
+    inbox.push(Received{stream, std::move(packet), runtime->membership.view().id});
   }
   void on_stopped(const std::string& reason) override {
     {

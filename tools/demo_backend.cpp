@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
     auto in = be.receive(std::chrono::hours(24));
     if (!in) return 0;  // the network stopped
     if (!*in) continue;
-    const auto& [stream, packet] = **in;
+    const auto& stream = (*in)->stream;
+    const auto& packet = (*in)->packet;
     if (packet.tag() == canopy::demo::kUnionStartTag) {
       if (!run_union(be, stream, packet)) return 0;
       continue;

@@ -98,6 +98,10 @@ class Packet {
 struct Received {
   StreamId stream = 0;
   Packet packet;
+  // The membership view (docs/membership.md) the receiving process held when the
+  // packet reached it. At the front-end an aggregate covers that view's members,
+  // plus what a back-end that left in it had sent before it failed.
+  std::uint64_t view = 0;
 };
 
 // How a node groups its children's packets into waves for the upstream filter.

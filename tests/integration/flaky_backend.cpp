@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!*in) continue;
-    const auto& [stream, packet] = **in;
+    const auto& stream = (*in)->stream;
+    const auto& packet = (*in)->packet;
     std::int32_t waves = 0, interval_ms = 0, shape = 0;
     if (!packet.unpack("%d %d %d", waves, interval_ms, shape)) continue;
     for (std::int32_t w = 0; w < waves; ++w) {

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     auto in = be.receive(std::chrono::hours(1));
     if (!in) return 0;
     if (!*in) continue;
-    const auto& [stream, packet] = **in;
+    const auto& stream = (*in)->stream;
+    const auto& packet = (*in)->packet;
     if (packet.tag() == kReply) {
       std::int32_t slow = -1, delay_ms = 0;
       if (!packet.unpack("%d %d", slow, delay_ms)) continue;

@@ -164,5 +164,37 @@ TEST(Membership, ABackendExcludedFromAViewStops) {
   EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 3}));
 }
 
+// Attach mode (an MPI job's ranks attach when they start): view 0 is empty and each
+// back-end joins with a view change; joins that arrive while a view is unstable
+// are batched.
+TEST(Membership, BackendsThatAttachJoinTheViewAndLateJoinersCatchUp) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  tree.set_attach_mode();
+  ASSERT_TRUE(tree.launch());
+  EXPECT_TRUE(membership_of(tree, FE).view().members.empty());
+  for (Rank r : {0u, 1u, 2u}) tree.attach(r);
+  auto members_are = [&](const Ranks& expected) {
+    return [&tree, expected] {
+      return membership_of(tree, FE).view().members == expected &&
+             everyone_holds(tree, membership_of(tree, FE).view().id);
+    };
+  };
+  ASSERT_TRUE(tree.run_until(members_are({0, 1, 2}), 5s));
+  Ranks joined;
+  for (const auto& v : tree.heard(FE).views) joined.insert(joined.end(), v.joined.begin(), v.joined.end());
+  std::sort(joined.begin(), joined.end());
+  EXPECT_EQ(joined, (Ranks{0, 1, 2}));
+  EXPECT_LE(tree.heard(FE).views.size(), 3u);
+  tree.attach(3);  // a late joiner
+  ASSERT_TRUE(tree.run_until(members_are({0, 1, 2, 3}), 5s));
+  EXPECT_EQ(tree.heard(FE).views.back().joined, Ranks{3});
+  EXPECT_EQ(membership_of(tree, 3).view().members, (Ranks{0, 1, 2, 3})) << "it holds the view it joined";
+  expect_views_in_order(tree, 3);
+  for (Rank r : survivors(tree)) expect_views_in_order(tree, r);
+  // And a member that attached leaves like any other.
+  tree.kill(1);
+  ASSERT_TRUE(tree.run_until(members_are({0, 2, 3}), 5s));
+}
+
 }  // namespace
 }  // namespace canopy::testing

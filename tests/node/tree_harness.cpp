@@ -61,6 +61,7 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
   core::LaunchPlan plan;
   plan.startup_timeout = std::chrono::seconds(5);
   plan.fault = fault_;
+  plan.attach = attach_;
   Member& root = add(topology_.root().rank, Role::frontend);
   if (auto started = root.runtime->node.start_as_root(topology_, plan); !started) {
     throw std::runtime_error(started.error());
@@ -74,7 +75,7 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
         if (n.role != Role::backend && n.port == 0) return false;
       }
     }
-    return members_.size() == topology_.size();
+    return members_.size() == (attach_ ? topology_.size() - topology_.backends().size() : topology_.size());
   };
   return run_until([&] { return !root.heard.launch_failures.empty() || (root.heard.ready && endpoints_known()); },
                    limit) &&
@@ -86,6 +87,13 @@ Result<std::unique_ptr<core::ChildProcess>> TreeHarness::start(core::Node& paren
   core::ParentLink link{.address = "127.0.0.1", .port = parent.listen_port()};
   if (auto started = m.runtime->node.start_as_child(link); !started) return Error{started.error()};
   return std::unique_ptr<core::ChildProcess>();  // no process to watch
+}
+
+void TreeHarness::attach(Rank rank) {
+  Member& m = add(rank, Role::backend);
+  const Rank parent = *topology_.at(rank).parent;
+  core::ParentLink link{.address = "127.0.0.1", .port = node(parent).listen_port()};
+  if (auto started = m.runtime->node.start_as_child(link); !started) throw std::runtime_error(started.error());
 }
 
 bool TreeHarness::poll_all() {

@@ -82,8 +82,14 @@ class TreeHarness final : public services::Launcher {
   ~TreeHarness() override;
 
   // Starts the root and runs until the tree is up and every process knows every
-  // listening endpoint (true), or a launch fails or `limit` passes (false).
+  // listening endpoint (true), or a launch fails or `limit` passes (false). In
+  // attach mode (set before launch), the tree is up without its back-ends; each
+  // comes with attach().
   bool launch(std::chrono::milliseconds limit = std::chrono::seconds(10));
+  void set_attach_mode() { attach_ = true; }
+  // Attach mode: starts back-end `rank`, which connects to its parent in the
+  // topology (as canopy::Backend::attach does).
+  void attach(Rank rank);
 
   // Runs every process that is not frozen until `done()` holds (true) or `limit` of
   // virtual time passes (false). Also false, with a test failure, if the tree is
@@ -128,6 +134,7 @@ class TreeHarness final : public services::Launcher {
 
   Topology topology_;
   FaultToleranceOptions fault_;
+  bool attach_ = false;
   AddServices extra_;
   std::uint64_t network_id_ = 0x5eed0000cafe0001;
   std::map<Rank, std::unique_ptr<Member>> members_;
