@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -352,6 +353,64 @@ TEST_F(Streams, BackendsInsideAnMpiJobAttachAndReduce) {
   int status = 0;
   EXPECT_EQ(waitpid(mpirun, &status, 0), mpirun);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun status " << status;
+}
+
+// Killing one rank of a real MPI job: with `mpirun --enable-recovery` (Open MPI
+// 4.1; docs/membership.md) the job goes on, the survivors learn the view without
+// the dead rank, and reductions over the tree go on with them.
+TEST_F(Streams, AnMpiJobLosingARankGoesOnInTheViewWithoutIt) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2x4", file);
+  ASSERT_TRUE(net);
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  std::string asan_options = std::string("ASAN_OPTIONS=") + (asan ? asan : "") + (asan ? ":" : "") + "detect_leaks=0";
+  pid_t mpirun = spawn({CANOPY_MPIEXEC, "-np", "8", "--oversubscribe", "--allow-run-as-root", "--enable-recovery",
+                        CANOPY_MPI_BACKEND, file, "views"}, {asan_options});
+  auto attached = net->wait_for_backends(60s);
+  ASSERT_TRUE(attached) << attached.error();
+  auto wait_for_view = [&](std::size_t members) -> std::optional<canopy::Event> {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto event = net->next_event(1s);
+      if (event && event->kind == canopy::Event::Kind::view && event->view.members.size() == members) return event;
+    }
+    return std::nullopt;
+  };
+  auto all = wait_for_view(8);
+  ASSERT_TRUE(all) << "the eight ranks never made one view";
+  auto stream = net->create_stream({.upstream_filter = "concat"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto ask = [&]() -> std::optional<canopy::Received> {
+    if (!net->broadcast(*stream, canopy::Packet{1, {}})) return std::nullopt;
+    auto in = net->receive(30s);
+    if (!in || !*in) return std::nullopt;
+    return **in;
+  };
+  auto before = ask();
+  ASSERT_TRUE(before);
+  auto ranks = std::get<std::vector<std::int32_t>>(before->packet[0]);
+  auto pids = std::get<std::vector<std::int32_t>>(before->packet[1]);
+  ASSERT_EQ(ranks.size(), 8u);
+  const std::int32_t victim = 5;
+  const auto at = std::find(ranks.begin(), ranks.end(), victim) - ranks.begin();
+  ASSERT_EQ(::kill(pids[at], SIGKILL), 0);
+
+  auto without = wait_for_view(7);
+  ASSERT_TRUE(without) << "no view without rank 5";
+  EXPECT_EQ(without->left, std::vector<canopy::Rank>{5});
+  EXPECT_EQ(without->view.id, all->view.id + 1);
+  auto after = ask();
+  ASSERT_TRUE(after) << "the survivors stopped answering";
+  ranks = std::get<std::vector<std::int32_t>>(after->packet[0]);
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<std::int32_t>{0, 1, 2, 3, 4, 6, 7}));
+  EXPECT_EQ(after->view, without->view.id);
+  for (auto id : std::get<std::vector<std::int32_t>>(after->packet[2])) EXPECT_EQ(id, std::int32_t(without->view.id));
+  for (auto sum : std::get<std::vector<std::int32_t>>(after->packet[3])) EXPECT_EQ(sum, 28 - victim);
+  network_.reset();
+  int status = 0;
+  EXPECT_EQ(waitpid(mpirun, &status, 0), mpirun) << "mpirun ends once the survivors have";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "with --enable-recovery, status " << status;
 }
 #endif
 
