@@ -509,6 +509,7 @@ std::vector<NodeStatus> Network::status() const {
       queue.insert(queue.end(), s.children.begin(), s.children.end());
       out.push_back(std::move(s));
     }
+    const auto& membership = impl.runtime->membership;
     for (const auto& n : impl.options.topology.nodes()) {
       if (listed.count(n.rank)) continue;
       NodeStatus s;
@@ -520,6 +521,13 @@ std::vector<NodeStatus> Network::status() const {
       s.incarnation = view->incarnation(n.rank);
       s.children = view->children(n.rank);
       out.push_back(std::move(s));
+    }
+    for (auto& s : out) {
+      if (s.role != Role::backend) continue;
+      s.member = membership.view().contains(s.rank);
+      s.epoch = membership.epoch(s.rank);
+      auto stale = membership.stale_dropped_in_tree().find(s.rank);
+      if (stale != membership.stale_dropped_in_tree().end()) s.stale_dropped = stale->second;
     }
     return out;
   });

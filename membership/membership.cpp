@@ -150,7 +150,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_
     return;
   }
   if (reported_epoch < epoch(rank)) {
-    ++stale_dropped_;
+    count_stale(rank, reported_epoch);
     log().info("membership: dropping a report about back-end {} at epoch {}: it is at epoch {}", rank,
                reported_epoch, epoch(rank));
     return;
@@ -161,7 +161,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_
   // children were adopted elsewhere, and it woke up to find their links closed),
   // speaks of a tree that is no more. (The root's own detectors may speak of any.)
   if (detector != node_.identity().rank && (!tree->alive(detector) || tree->parent(rank) != detector)) {
-    ++stale_dropped_;
+    count_stale(rank, reported_epoch);
     log().warn("membership: ignoring {}'s report that back-end {} failed: its parent is now {}",
                node_.describe(detector), rank, tree->parent(rank));
     return;
@@ -277,7 +277,7 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
   for (Rank r : left) {
     auto index = children.index_of(r);
     if (!index || !children[*index].link || !children[*index].link->is_open()) continue;
-    ++stale_dropped_;
+    count_stale(r, epoch(r) - 1);
     const std::string why = "this back-end was declared failed and is not a member of view " + std::to_string(view_.id);
     core::Message stop(node_.identity());
     stop.body().initShutdown().setReason(why);
@@ -361,10 +361,27 @@ std::optional<std::string> MembershipService::refuse_hello(wire::Hello::Reader h
   if (!started_ || hello.getRole() != wire::Role::BACKEND || !hello.getAdopt()) return std::nullopt;
   const Rank rank = hello.getRank();
   if (hello.getEpoch() >= epoch(rank)) return std::nullopt;
-  ++stale_dropped_;
+  count_stale(rank, hello.getEpoch());
   return "back-end " + std::to_string(rank) + " asks at epoch " + std::to_string(hello.getEpoch()) +
          ", but it was declared failed (epoch " + std::to_string(epoch(rank)) + ", view " +
          std::to_string(view_.id) + "): it must stop";
+}
+
+// Counted here, logged, and reported up so that the front-end can say, per rank,
+// how much from stale processes the tree kept out (canopy status).
+void MembershipService::count_stale(Rank rank, std::uint32_t stale_epoch) {
+  ++stale_dropped_;
+  log().info("membership: kept out something from back-end {} at stale epoch {} (it is at epoch {})", rank,
+             stale_epoch, epoch(rank));
+  if (node_.is_root()) {
+    ++stale_in_tree_[rank];
+    return;
+  }
+  core::Outgoing message(node_.identity(), id(), Kind::STALE_DROPPED);
+  auto m = message.init<wire::membership::Member>();
+  m.setRank(rank);
+  m.setEpoch(stale_epoch);
+  node_.send_up(message);
 }
 
 // ---- messages ----
@@ -402,6 +419,18 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
     case Kind::VIEW_CHANGE:
       if (from.kind != core::Peer::Kind::parent) break;
       return on_view_change(body.getAs<wire::membership::ViewChange>());
+    case Kind::STALE_DROPPED: {
+      if (from.kind != core::Peer::Kind::child) break;
+      auto m = body.getAs<wire::membership::Member>();
+      if (node_.is_root()) {
+        ++stale_in_tree_[m.getRank()];
+        return;
+      }
+      core::Outgoing up(node_.identity(), id(), Kind::STALE_DROPPED);
+      up.set<wire::membership::Member>(m);
+      node_.send_up(up);
+      return;
+    }
     case Kind::VIEW_ACK:
       if (from.kind != core::Peer::Kind::child) break;
       return on_view_ack(from.child, body.getAs<wire::membership::ViewAck>().getId());

@@ -70,9 +70,12 @@ class MembershipService final : public core::Service {
   // The epoch this process knows for back-end `rank`: 0 until it is first declared
   // failed, then one more each time.
   std::uint32_t epoch(Rank rank) const;
-  // Hellos refused for a stale epoch, and reports about a member at an epoch it has
-  // left behind, dropped here.
+  // Hellos refused for a stale epoch, reports about a member at an epoch it has
+  // left behind, and excluded back-ends cut off, here.
   std::uint64_t stale_dropped() const { return stale_dropped_; }
+  // Root: the same, counted wherever in the tree it happened, by the back-end rank
+  // concerned (each process reports its drops up).
+  const std::map<Rank, std::uint64_t>& stale_dropped_in_tree() const { return stale_in_tree_; }
   // Root: a view not yet acknowledged by every process.
   bool changing() const { return change_.has_value(); }
 
@@ -109,6 +112,7 @@ class MembershipService final : public core::Service {
   void on_view_change(wire::membership::ViewChange::Reader change);
   ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
   void cut_off(const std::vector<Rank>& left);
+  void count_stale(Rank rank, std::uint32_t stale_epoch);
   void pass_down(std::optional<std::size_t> only_child = std::nullopt);
   void on_view_ack(std::size_t child, std::uint64_t id);
   void check_acks();
@@ -120,6 +124,7 @@ class MembershipService final : public core::Service {
   View view_;
   std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
   std::uint64_t stale_dropped_ = 0;
+  std::map<Rank, std::uint64_t> stale_in_tree_;  // root
 
   // Detector: reports not yet acknowledged by the root, by rank.
   std::map<Rank, Report> unacked_;

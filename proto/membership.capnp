@@ -15,6 +15,8 @@ enum Kind {
   viewAck @3;                    # body: ViewAck; up, once a whole subtree has the view
   newNode @4;                    # body: NewNode; a back-end's parent -> root: it joined
   joinDetAck @5;                 # body: DetAck; root -> that parent
+  staleDropped @6;               # body: Member; up to the root: something from a
+                                 # process at a stale epoch was refused or dropped here
 }
 
 struct Member {

@@ -40,6 +40,12 @@ struct NodeStatus {
   bool alive = true;           // false once its failure was reported
   std::uint32_t incarnation = 0;  // how many times it has been adopted
   std::vector<Rank> children;  // current children
+  // Back-ends (docs/membership.md): a member of the current view; its epoch (how
+  // many times it was declared failed); how many hellos, reports or connections of
+  // it at a stale epoch the tree refused or dropped.
+  bool member = false;
+  std::uint32_t epoch = 0;
+  std::uint64_t stale_dropped = 0;
 };
 
 

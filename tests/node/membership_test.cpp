@@ -146,6 +146,8 @@ TEST(Membership, ABackendDeclaredFailedWhileHungIsFencedOffWhenItWakesUp) {
   std::uint64_t refused = 0;
   for (Rank r : survivors(tree)) refused += membership_of(tree, r).stale_dropped();
   EXPECT_GE(refused, 1u) << "the stale adoption request is counted where it was refused";
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, FE).stale_dropped_in_tree().count(3) != 0; }, 1s))
+      << "and reported to the front-end";
   tree.run_for(fault.lost * 2);
   EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2}));
   EXPECT_EQ(membership_of(tree, FE).view().id, 1u);
