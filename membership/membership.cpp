@@ -50,9 +50,45 @@ void MembershipService::on_event(const core::NodeEvent& event) {
   } else if (std::holds_alternative<Adopted>(event)) {
     // A report sent just before the old parent died may have died with it.
     if (!unacked_.empty()) send_reports();
+  } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
+    if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
   } else if (std::holds_alternative<Stopping>(event)) {
     resend_.cancel();
+    orphan_watches_.clear();
   }
+}
+
+// Root: a commnode failed, and the back-ends below it are orphans. Nobody is left to
+// report one that no adopter takes in (it stops itself after the adoption
+// time-out): the root declares those failed itself once the time-out has passed.
+void MembershipService::watch_orphans(Rank failed) {
+  const auto* tree = node_.view();
+  if (!tree || !tree->contains(failed) || tree->role(failed) == Role::backend) return;
+  std::vector<Rank> orphans = tree->backends_below(failed);
+  if (orphans.empty()) return;
+  auto timer = std::make_unique<Timer>(node_.io());
+  const auto& fault = node_.plan().fault;
+  timer->expires_after(fault.adoption_timeout + fault.lost);
+  timer->async_wait([this, orphans = std::move(orphans)](const boost::system::error_code& ec) {
+    if (ec || node_.stopping()) return;
+    for (Rank r : orphans) {
+      if (view_.contains(r) && !attached(r)) {
+        report(r, ReportKind::failure, "not adopted after its parent failed");
+      }
+    }
+  });
+  orphan_watches_.push_back(std::move(timer));
+}
+
+// Whether `rank` hangs from the root through live processes only.
+bool MembershipService::attached(Rank rank) const {
+  const auto* tree = node_.view();
+  for (std::size_t steps = 0; steps < 64 && rank != tree->root(); ++steps) {
+    if (!tree->alive(rank)) return false;
+    rank = tree->parent(rank);
+    if (rank == core::TreeView::kNone) return false;
+  }
+  return true;
 }
 
 void MembershipService::initialise() {

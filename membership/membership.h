@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -113,6 +114,8 @@ class MembershipService final : public core::Service {
   ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
   void cut_off(const std::vector<Rank>& left);
   void count_stale(Rank rank, std::uint32_t stale_epoch);
+  void watch_orphans(Rank failed);
+  bool attached(Rank rank) const;
   void pass_down(std::optional<std::size_t> only_child = std::nullopt);
   void on_view_ack(std::size_t child, std::uint64_t id);
   void check_acks();
@@ -141,6 +144,8 @@ class MembershipService final : public core::Service {
   std::map<Rank, std::string> pending_left_;
   std::set<Rank> pending_joined_;
   std::optional<NodeClock::time_point> first_pending_;
+  // Root: one per failed commnode, until its orphans must have been adopted.
+  std::vector<std::unique_ptr<Timer>> orphan_watches_;
 };
 
 }  // namespace canopy::membership

@@ -166,6 +166,23 @@ TEST(Membership, ABackendExcludedFromAViewStops) {
   EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 3}));
 }
 
+// The orphans of a failed commnode are members still; one that no adopter takes in
+// (here: it hangs as its parent dies) has nobody left to report it, so the root
+// declares it failed once the adoption time-out has passed.
+TEST(Membership, AnOrphanThatIsNeverAdoptedLeavesTheViewAfterTheAdoptionTimeout) {
+  const FaultToleranceOptions fault;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(2);
+  tree.kill(C2);
+  const auto killed_at = tree.elapsed();
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, fault.adoption_timeout * 2));
+  EXPECT_GE(tree.elapsed() - killed_at, fault.adoption_timeout);
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 3})) << "3 was adopted and stays";
+  ASSERT_EQ(tree.heard(FE).views.size(), 1u);
+  EXPECT_EQ(tree.heard(FE).views[0].left, Ranks{2});
+}
+
 // Attach mode (an MPI job's ranks attach when they start): view 0 is empty and each
 // back-end joins with a view change; joins that arrive while a view is unstable
 // are batched.
