@@ -422,29 +422,27 @@ void MembershipService::count_stale(Rank rank, std::uint32_t stale_epoch) {
 
 // ---- messages ----
 
+// Reports travel to the root hop by hop: each commnode passes them on unread.
+template <typename T>
+void MembershipService::forward_up(Kind kind, typename T::Reader body) {
+  core::Outgoing up(node_.identity(), id(), kind);
+  up.set<T>(body);
+  node_.send_up(up);
+}
+
 void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   switch (static_cast<Kind>(kind)) {
     case Kind::NODE_FAILURE: {
       if (from.kind != core::Peer::Kind::child) break;
       auto f = body.getAs<wire::membership::NodeFailure>();
-      if (!node_.is_root()) {
-        core::Outgoing up(node_.identity(), id(), Kind::NODE_FAILURE);
-        up.set<wire::membership::NodeFailure>(f);
-        node_.send_up(up);
-        return;
-      }
+      if (!node_.is_root()) return forward_up<wire::membership::NodeFailure>(Kind::NODE_FAILURE, f);
       for (auto m : f.getFailed()) on_failure_report(f.getDetector(), m.getRank(), m.getEpoch(), f.getReason());
       return;
     }
     case Kind::NEW_NODE: {
       if (from.kind != core::Peer::Kind::child) break;
       auto n = body.getAs<wire::membership::NewNode>();
-      if (!node_.is_root()) {
-        core::Outgoing up(node_.identity(), id(), Kind::NEW_NODE);
-        up.set<wire::membership::NewNode>(n);
-        node_.send_up(up);
-        return;
-      }
+      if (!node_.is_root()) return forward_up<wire::membership::NewNode>(Kind::NEW_NODE, n);
       for (Rank r : n.getJoined()) on_join_report(n.getDetector(), r);
       return;
     }
@@ -458,13 +456,8 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
     case Kind::STALE_DROPPED: {
       if (from.kind != core::Peer::Kind::child) break;
       auto m = body.getAs<wire::membership::Member>();
-      if (node_.is_root()) {
-        ++stale_in_tree_[m.getRank()];
-        return;
-      }
-      core::Outgoing up(node_.identity(), id(), Kind::STALE_DROPPED);
-      up.set<wire::membership::Member>(m);
-      node_.send_up(up);
+      if (!node_.is_root()) return forward_up<wire::membership::Member>(Kind::STALE_DROPPED, m);
+      ++stale_in_tree_[m.getRank()];
       return;
     }
     case Kind::VIEW_ACK:

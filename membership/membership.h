@@ -120,6 +120,8 @@ class MembershipService final : public core::Service {
   void on_view_ack(std::size_t child, std::uint64_t id);
   void check_acks();
   std::optional<std::size_t> child_towards(Rank rank) const;
+  template <typename T>
+  void forward_up(wire::membership::Kind kind, typename T::Reader body);
 
   core::Node& node_;
   Observer* observer_;
