@@ -202,7 +202,9 @@ void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) 
       return;
     }
     auto body = msg.getBody();
-    if (!dispatch(Peer{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link}, body)) {
+    const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
+    if (child.role == Role::backend && gate_ && !gate_(from)) return;
+    if (!dispatch(from, body)) {
       log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
     }
     return;
@@ -380,7 +382,9 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
 void Node::on_parent_message(capnp::MessageReader& message) {
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
-  if (dispatch(Peer{Peer::Kind::parent, 0, msg.getSenderRank(), msg.getSenderIncarnation(), parent_.get()}, body)) {
+  if (dispatch(Peer{Peer::Kind::parent, 0, msg.getSenderRank(), msg.getSenderIncarnation(), parent_.get(),
+                    msg.getSenderEpoch()},
+               body)) {
     return;
   }
   switch (body.which()) {

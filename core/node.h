@@ -73,6 +73,15 @@ class Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  // A check every message from a back-end child passes before it is dispatched; a
+  // message it refuses is dropped (the gate logs and counts it). One gate per node:
+  // the membership service's epochs.
+  using Gate = std::function<bool(const Peer& from)>;
+  void set_gate(Gate gate) { gate_ = std::move(gate); }
+  // The epoch this node writes on its messages (a back-end's, set by the membership
+  // service).
+  void set_epoch(std::uint32_t epoch) { id_.epoch = epoch; }
+
   // Registers a service (borrowed; it must outlive the node). Before start only.
   // Events reach services in the order they were added. Two services with one id
   // are a programming error: the second is refused with an error.
@@ -222,6 +231,7 @@ class Node {
   std::unordered_map<const transport::Link*, std::unique_ptr<Timer>> hello_deadlines_;
 
   ChildTable children_;
+  Gate gate_;
   Timer stop_timer_;
 };
 

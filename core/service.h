@@ -46,6 +46,7 @@ struct NodeIdentity {
   Role role = Role::backend;
   std::uint64_t network_id = 0;
   std::uint32_t incarnation = 0;
+  std::uint32_t epoch = 0;  // a back-end's member epoch (membership service)
 };
 
 // Where an incoming message came from.
@@ -56,6 +57,7 @@ struct Peer {
   Rank sender = 0;                // Message.senderRank
   std::uint32_t incarnation = 0;  // Message.senderIncarnation
   const transport::Link* link = nullptr;
+  std::uint32_t epoch = 0;        // Message.senderEpoch
 };
 
 // The node's events, delivered to every service in the order they were added.
@@ -144,6 +146,7 @@ class Message {
   explicit Message(const NodeIdentity& sender) : root_(builder_.initRoot<wire::Message>()) {
     root_.setSenderRank(sender.rank);
     root_.setSenderIncarnation(sender.incarnation);
+    if (sender.epoch != 0) root_.setSenderEpoch(sender.epoch);
   }
   Message(const Message&) = delete;
   Message& operator=(const Message&) = delete;

@@ -93,6 +93,13 @@ bool MembershipService::attached(Rank rank) const {
 
 void MembershipService::initialise() {
   started_ = true;
+  // Nothing a back-end sends below the epoch this node knows for it is taken: it was
+  // declared failed, and its link is closing (cut_off) or it is a stale process.
+  node_.set_gate([this](const core::Peer& from) {
+    if (from.epoch >= epoch(from.sender)) return true;
+    count_stale(from.sender, from.epoch);
+    return false;
+  });
   view_.id = 0;
   view_.members.clear();
   if (!node_.plan().attach) view_.members = node_.topology()->backends();
@@ -299,6 +306,7 @@ ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_
   view_ = std::move(next);
   epochs_ = epochs;
   out.view = view_;
+  if (node_.identity().role == Role::backend) node_.set_epoch(epoch(node_.identity().rank));
   log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),
              ranks_text(out.left), ranks_text(out.joined));
   return out;

@@ -38,6 +38,11 @@ struct Message {
   # The sender's incarnation when it wrote the message: 0 at launch, then the
   # incarnation of its latest adoption.
 
+  senderEpoch @11 :UInt32;
+  # A back-end's member epoch (membership.capnp) when it wrote the message; 0 for
+  # other processes. Its parent drops a message below the epoch it knows for the
+  # sender (the sender was declared failed).
+
   body :union {
     hello @2 :Hello;
     topology @3 :Topology;

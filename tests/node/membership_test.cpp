@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "tree_harness.h"
 
@@ -181,6 +182,39 @@ TEST(Membership, AnOrphanThatIsNeverAdoptedLeavesTheViewAfterTheAdoptionTimeout)
   EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 3})) << "3 was adopted and stays";
   ASSERT_EQ(tree.heard(FE).views.size(), 1u);
   EXPECT_EQ(tree.heard(FE).views[0].left, Ranks{2});
+}
+
+// Epochs on messages (paper 001 §III-A): a back-end declared failed while still
+// connected is cut off by its parent, which first tells it why and then closes the
+// link; what the back-end sent meanwhile, below the epoch the parent now knows for
+// it, is dropped and counted, and never reaches an aggregate.
+TEST(Membership, WhatABackendSendsAfterItWasDeclaredFailedIsDropped) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  services::StreamSpec spec;
+  spec.id = 7;
+  spec.backends = tree.topology().backends();
+  spec.upstream_filter = "incremental_union";
+  tree.runtime(FE).streams.create_stream(spec);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).acks.count(7) != 0; }, 5s));
+  membership_of(tree, FE).report_failure({2}, "declared failed by the test");
+  // The harness polls back-end 2 before its parent: it has not read the news yet.
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, C2).view().id == 1; }, 5s));
+  ASSERT_FALSE(tree.heard(2).stopped);
+  tree.runtime(2).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{999}}));
+  tree.runtime(3).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{30}}));
+  std::set<std::int64_t> seen;
+  auto arrived = [&] {
+    for (const auto& packet : tree.heard(FE).upstream) {
+      for (auto v : std::get<std::vector<std::int64_t>>(packet[0])) seen.insert(v);
+    }
+    return seen.count(30) != 0;
+  };
+  ASSERT_TRUE(tree.run_until(arrived, 5s));
+  tree.run_for(1s);
+  arrived();
+  EXPECT_EQ(seen.count(999), 0u) << "a packet of a back-end declared failed reached the front-end";
+  EXPECT_GE(membership_of(tree, C2).stale_dropped(), 2u) << "the cut-off, and the packet dropped";
 }
 
 // Attach mode (an MPI job's ranks attach when they start): view 0 is empty and each
