@@ -95,8 +95,15 @@ void write_status(canopy::Network& net, const std::string& path) {
   std::rename(temporary.c_str(), path.c_str());
 }
 
-// Prints every event that has arrived (failures, adoptions, recoveries), and keeps
-// the status file current.
+// "[1, 2]"
+std::string rank_list(const std::vector<canopy::Rank>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+// Prints every event that has arrived (failures, adoptions, recoveries, views), and
+// keeps the status file current.
 void print_events(canopy::Network& net, bool jsonl, const std::string& status_file) {
   bool changed = false;
   while (auto e = net.next_event(std::chrono::milliseconds(0))) {
@@ -107,6 +114,10 @@ void print_events(canopy::Network& net, bool jsonl, const std::string& status_fi
       std::printf("event: failure of %u: %s\n", e->rank, e->reason.c_str());
     } else if (e->kind == canopy::Event::Kind::adoption) {
       std::printf("event: %u adopted by %u (incarnation %u)\n", e->rank, e->adopter, e->incarnation);
+    } else if (e->kind == canopy::Event::Kind::view) {
+      std::printf("event: view %llu: %zu members, left %s, joined %s, stabilised in %lld us\n",
+                  static_cast<unsigned long long>(e->view.id), e->view.members.size(), rank_list(e->left).c_str(),
+                  rank_list(e->joined).c_str(), static_cast<long long>(e->stabilise.count()));
     } else {
       std::printf("event: %u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
                   "compensate %lld us, cleanup %lld us%s\n",
