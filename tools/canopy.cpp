@@ -24,6 +24,7 @@
 #include "canopy/frontend.h"
 #include "canopy/topology.h"
 #include "demo_protocol.h"
+#include "union_record.h"
 
 namespace {
 
@@ -95,18 +96,28 @@ void write_status(canopy::Network& net, const std::string& path) {
   std::rename(temporary.c_str(), path.c_str());
 }
 
-// Prints every event that has arrived (failures, adoptions, recoveries), and keeps
-// the status file current.
-void print_events(canopy::Network& net, bool jsonl, const std::string& status_file) {
-  bool changed = false;
+// "[1, 2]"
+std::string rank_list(const std::vector<canopy::Rank>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+// Prints every event that has arrived (failures, adoptions, recoveries, views), keeps
+// the status file current, and returns the events for the workload to act on.
+std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, const std::string& status_file) {
+  std::vector<canopy::Event> events;
   while (auto e = net.next_event(std::chrono::milliseconds(0))) {
-    changed = true;
     if (jsonl) {
       std::printf("%s\n", canopy::to_json(*e).c_str());
     } else if (e->kind == canopy::Event::Kind::failure) {
       std::printf("event: failure of %u: %s\n", e->rank, e->reason.c_str());
     } else if (e->kind == canopy::Event::Kind::adoption) {
       std::printf("event: %u adopted by %u (incarnation %u)\n", e->rank, e->adopter, e->incarnation);
+    } else if (e->kind == canopy::Event::Kind::view) {
+      std::printf("event: view %llu: %zu members, left %s, joined %s, stabilised in %lld us\n",
+                  static_cast<unsigned long long>(e->view.id), e->view.members.size(), rank_list(e->left).c_str(),
+                  rank_list(e->joined).c_str(), static_cast<long long>(e->stabilise.count()));
     } else {
       std::printf("event: %u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
                   "compensate %lld us, cleanup %lld us%s\n",
@@ -116,23 +127,21 @@ void print_events(canopy::Network& net, bool jsonl, const std::string& status_fi
                   e->incomplete_streams.empty() ? "" : " (some streams may have lost data)");
     }
     std::fflush(stdout);
+    events.push_back(std::move(*e));
   }
-  if (changed) write_status(net, status_file);
-}
-
-// Reads the integers a back-end recorded, one per line.
-bool read_integers(const std::filesystem::path& path, std::set<std::int32_t>& into) {
-  std::ifstream in(path);
-  if (!in) return false;
-  for (std::int32_t x; in >> x;) into.insert(x);
-  return true;
+  if (!events.empty()) write_status(net, status_file);
+  return events;
 }
 
 // The union workload (docs/demo.md): random integers through incremental_union,
-// healed through failures; the final union is checked against what every back-end
-// recorded.
+// healed through failures. The run waits for the end marker of every back-end that
+// has not left the membership view; a back-end that fails leaves the view (a view
+// event) and is not waited for. The final union is checked against what the back-ends recorded
+// (union_record.h): all of the survivors', and what each failed back-end recorded
+// more than a second before the front-end learned of its failure.
 int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<canopy::Rank>& backends,
               const std::function<int(const std::string&, int)>& fail) {
+  using canopy::demo::WallClock;
   const bool jsonl = opt.format == "jsonl";
   if (!opt.record_dir.empty()) {
     std::error_code ec;
@@ -149,17 +158,50 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
   }
   auto run_start = Clock::now();
   std::set<std::int32_t> result;
-  std::size_t done = 0, packets = 0;
+  // Waited for: every back-end that has not left the membership view. (Not the
+  // members of Network::view(): in attach mode a back-end that has attached may not
+  // have joined the view yet when the workload starts.)
+  std::set<canopy::Rank> finished;  // back-ends whose end marker arrived
+  std::map<canopy::Rank, WallClock::time_point> failure_time;  // back-ends' failure events
+  std::map<canopy::Rank, WallClock::time_point> failed;        // back-ends that left the view, and since when
+  const std::set<canopy::Rank> is_backend(backends.begin(), backends.end());
+  std::size_t waiting = backends.size();
+  auto handle_events = [&] {
+    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
+      if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
+        failure_time.emplace(e.rank, e.time);
+      } else if (e.kind == canopy::Event::Kind::view) {
+        // A back-end leaves the view after its failure event; a view event's own time
+        // stands in if there was none (it is later: the check is then more lenient).
+        for (auto r : e.left) {
+          auto it = failure_time.find(r);
+          if (failed.emplace(r, it != failure_time.end() ? it->second : e.time).second && is_backend.count(r) &&
+              !finished.count(r)) {
+            --waiting;
+          }
+        }
+      }
+    }
+  };
+  auto unfinished = [&] {
+    std::vector<canopy::Rank> out;
+    for (auto r : backends) {
+      if (!finished.count(r) && !failed.count(r)) out.push_back(r);
+    }
+    return out;
+  };
+  std::size_t packets = 0;
   double last_report = 0;
   std::size_t last_size = 0;
   const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
-  while (done < backends.size()) {
+  while (true) {
+    handle_events();
+    if (waiting == 0) break;
     if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
     if (Clock::now() - run_start > limit) {
-      return fail("only " + std::to_string(done) + " of " + std::to_string(backends.size()) +
-                  " back-ends finished within " + std::to_string(limit.count() / 1000) + " s", 1);
+      return fail("back-ends " + rank_list(unfinished()) + " did not finish within " +
+                  std::to_string(limit.count() / 1000) + " s (and did not leave the membership view)", 1);
     }
-    print_events(net, jsonl, opt.status_file);
     auto in = net.receive(std::chrono::milliseconds(100));
     if (!in) return fail(in.error(), 1);
     if (*in) {
@@ -169,7 +211,8 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
         if (!xs) continue;
         for (auto x : *xs) {
           if (x < 0) {
-            done += result.insert(x).second;  // markers are counted once each
+            auto r = static_cast<canopy::Rank>(-1 - x);  // canopy::demo::union_end_marker
+            if (is_backend.count(r) && finished.insert(r).second && !failed.count(r)) --waiting;
           } else {
             result.insert(x);
           }
@@ -178,7 +221,7 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
     }
     double t = seconds_since(run_start);
     if (t - last_report >= 1.0) {
-      std::size_t size = result.size() - done;
+      std::size_t size = result.size();
       if (jsonl) {
         std::printf("{\"time\":%.3f,\"union_size\":%zu,\"new_per_second\":%.1f,\"packets\":%zu}\n", t, size,
                     (size - last_size) / (t - last_report), packets);
@@ -190,34 +233,46 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
       last_size = size;
     }
   }
-  print_events(net, jsonl, opt.status_file);
   double run_seconds = seconds_since(run_start);
-  std::erase_if(result, [](std::int32_t x) { return x < 0; });
 
   std::string check = "skipped";
-  std::size_t expected = 0, missing = 0, extra = 0;
+  canopy::demo::UnionCheck counts;
   if (!opt.record_dir.empty()) {
     std::ofstream out(std::filesystem::path(opt.record_dir) / "frontend.txt", std::ios::trunc);
     for (auto x : result) out << x << '\n';
     if (!out.flush()) return fail("cannot write " + opt.record_dir + "/frontend.txt", 1);
-    std::set<std::int32_t> sent;
+    std::map<canopy::Rank, std::vector<canopy::demo::RecordedValue>> records;
     for (auto r : backends) {
       auto path = std::filesystem::path(opt.record_dir) / ("be-" + std::to_string(r) + ".txt");
-      if (!read_integers(path, sent)) return fail("cannot read " + path.string(), 1);
+      // A back-end that failed before the start packet reached it wrote nothing.
+      if (failed.count(r) && !std::filesystem::exists(path)) continue;
+      auto values = canopy::demo::read_record(path);
+      if (!values) return fail(values.error(), 1);
+      records.emplace(r, std::move(*values));
     }
-    expected = sent.size();
-    for (auto x : sent) missing += !result.count(x);
-    for (auto x : result) extra += !sent.count(x);
-    check = missing || extra ? "failed" : "ok";
+    counts = canopy::demo::check_union(result, records, failed);
+    check = counts.ok() ? "ok" : "failed";
   }
   if (jsonl) {
     std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
-                "\"missing\":%zu,\"extra\":%zu,\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
-                backends.size(), result.size(), expected, missing, extra, run_seconds, check.c_str());
+                "\"missing\":%zu,\"extra\":%zu,\"failed_backends\":%zu,\"late_values\":%zu,\"late_arrived\":%zu,"
+                "\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
+                backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
+                counts.late_values, counts.late_arrived, run_seconds, check.c_str());
   } else {
     std::printf("union of %zu integers from %zu back-ends in %.3f s; check: %s", result.size(), backends.size(),
                 run_seconds, check.c_str());
-    if (check != "skipped") std::printf(" (%zu expected, %zu missing, %zu extra)", expected, missing, extra);
+    if (check != "skipped") {
+      std::printf(" (%zu expected, %zu missing, %zu extra)", counts.expected, counts.missing, counts.extra);
+    }
+    if (!failed.empty()) {
+      std::vector<canopy::Rank> ranks;
+      for (const auto& [r, t] : failed) ranks.push_back(r);
+      std::printf("; %zu failed back-end(s) %s", failed.size(), rank_list(ranks).c_str());
+      if (check != "skipped") {
+        std::printf(": %zu of %zu late integers arrived", counts.late_arrived, counts.late_values);
+      }
+    }
     std::printf("\n");
   }
   std::fflush(stdout);
@@ -599,7 +654,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--workload", opt.workload,
                       "demo: the checked waves of docs/demo.md; union: random integers through the "
-                      "stateful incremental_union filter, at --rate for --duration")
+                      "stateful incremental_union filter, at --rate for --duration, until every back-end of the "
+                      "membership view has finished")
       ->capture_default_str()
       ->check(CLI::IsMember({"demo", "union"}));
   run_cmd->add_option("--rate", opt.rate_hz, "union workload: integers per second from each back-end")
@@ -609,8 +665,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
   run_cmd->add_option("--record", opt.record_dir,
-                      "union workload: each back-end writes what it sent to DIR/be-RANK.txt, the front-end its "
-                      "final union to DIR/frontend.txt, and the run checks that they agree");
+                      "union workload: each back-end writes what it sent to DIR/be-RANK.txt (VALUE TIME_US a "
+                      "line), the front-end its final union to DIR/frontend.txt, and the run checks that the union "
+                      "holds everything the surviving back-ends sent, and what failed ones sent more than a second "
+                      "before their failure (docs/demo.md)");
   auto ms = [](std::chrono::milliseconds& target) {
     return [&target](int v) { target = std::chrono::milliseconds(v); };
   };

@@ -14,6 +14,7 @@
 
 #include "canopy/backend.h"
 #include "demo_protocol.h"
+#include "union_record.h"
 
 namespace {
 
@@ -30,7 +31,9 @@ std::optional<long> mpi_rank() {
 }
 
 // The union workload: random integers at a rate, each recorded if asked, then the
-// end marker. False if the network stopped.
+// end marker. False if the network stopped. An integer is recorded, with the time,
+// and flushed to the file before it is sent: if this process is killed, its file
+// still holds everything it sent (union_record.h).
 bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packet& start) {
   std::int32_t rate = 0, duration_ms = 0;
   std::string record;
@@ -51,7 +54,7 @@ bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packe
   auto next = std::chrono::steady_clock::now();
   while (next < end) {
     std::int32_t x = value(random);
-    if (out) out << x << '\n';
+    if (out) out << canopy::demo::record_line(x, std::chrono::system_clock::now()) << std::flush;
     if (!be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
     next += period;
     std::this_thread::sleep_until(next);

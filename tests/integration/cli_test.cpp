@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "process_guard.h"
 
@@ -61,6 +64,55 @@ Output run_canopy(std::vector<std::string> args) {
 }
 
 int exit_code(const Output& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
+
+// Lines of `text` that contain `needle`.
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+std::size_t line_count(const std::string& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// A union run on b:2^2 (back-ends 0 to 3, 50 integers a second each for 4 s,
+// recorded in its own directory) in which back-end `victim` is SIGKILLed about 1.5 s
+// after it starts sending.
+struct UnionRunWithAKill {
+  Output output;
+  std::string record_dir;
+  bool killed = false;
+  std::chrono::duration<double> took{0};
+
+  UnionRunWithAKill(const std::string& format, std::uint32_t victim) {
+    char dir[] = "/tmp/canopy-cli-union-XXXXXX";
+    record_dir = mkdtemp(dir);
+    auto started = std::chrono::steady_clock::now();
+    std::thread front_end([&] {
+      output = run_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "4",
+                           "--record", record_dir, "--format", format});
+    });
+    // The victim's record file fills once it is sending; no ASSERT before the join.
+    const std::string victim_file = record_dir + "/be-" + std::to_string(victim) + ".txt";
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (line_count(victim_file) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    std::this_thread::sleep_for(1500ms);
+    pid_t pid = ProcessGuard::process_of_rank(victim);
+    killed = pid > 0 && kill(pid, SIGKILL) == 0;
+    front_end.join();
+    took = std::chrono::steady_clock::now() - started;
+  }
+  ~UnionRunWithAKill() { std::filesystem::remove_all(record_dir); }
+};
 
 class Cli : public ::testing::Test {
  protected:
@@ -224,4 +276,39 @@ TEST_F(Cli, StripedLinksWithInjectedCorruptionGiveTheRightSums) {
   auto kind = run_canopy({"run", "--links", "fast"});
   EXPECT_EQ(exit_code(kind), 2);
   EXPECT_NE(kind.err.find("--links"), std::string::npos) << kind.err;
+}
+
+// A back-end killed under the union workload leaves the membership view: the run
+// reports the view change, stops waiting for that back-end, and checks the union
+// against everything the survivors sent and what the victim recorded more than a
+// second before its failure was known.
+TEST_F(Cli, UnionRunGoesOnWithoutAKilledBackEnd) {
+  UnionRunWithAKill run("jsonl", 1);
+  ASSERT_TRUE(run.killed) << "back-end 1 was not found running";
+  const auto& o = run.output;
+  ASSERT_EQ(exit_code(o), 0) << o.err << o.out;
+  EXPECT_LT(run.took, 20s) << "the run waited for the killed back-end";
+  EXPECT_EQ(lines_with(o.out, "{\"event\":\"failure\",\"rank\":1,").size(), 1u) << o.out;
+  auto views = lines_with(o.out, "\"event\":\"view\"");
+  ASSERT_EQ(views.size(), 1u) << o.out;
+  EXPECT_NE(views[0].find("\"epoch\":1,\"members\":3,\"left\":[1],\"joined\":[]"), std::string::npos) << views[0];
+  auto summary = lines_with(o.out, "{\"summary\":");
+  ASSERT_EQ(summary.size(), 1u) << o.out;
+  EXPECT_NE(summary[0].find("\"missing\":0,\"extra\":0,\"failed_backends\":1,\"late_values\":"), std::string::npos)
+      << summary[0];
+  EXPECT_NE(summary[0].find("\"check\":\"ok\""), std::string::npos) << summary[0];
+  // The victim sent for about 1.5 s of the survivors' 4 s.
+  EXPECT_LT(line_count(run.record_dir + "/be-1.txt"), line_count(run.record_dir + "/be-0.txt"));
+  EXPECT_GT(line_count(run.record_dir + "/frontend.txt"), 0u);
+}
+
+TEST_F(Cli, UnionRunPrintsTheViewChangeAsText) {
+  UnionRunWithAKill run("text", 2);
+  ASSERT_TRUE(run.killed) << "back-end 2 was not found running";
+  const auto& o = run.output;
+  ASSERT_EQ(exit_code(o), 0) << o.err << o.out;
+  EXPECT_EQ(lines_with(o.out, "event: failure of 2: ").size(), 1u) << o.out;
+  EXPECT_EQ(lines_with(o.out, "event: view 1: 3 members, left [2], joined [], stabilised in ").size(), 1u) << o.out;
+  EXPECT_EQ(lines_with(o.out, " 0 missing, 0 extra); 1 failed back-end(s) [2]: ").size(), 1u) << o.out;
+  EXPECT_NE(o.out.find("check: ok ("), std::string::npos) << o.out;
 }

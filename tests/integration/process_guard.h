@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -73,6 +75,21 @@ class ProcessGuard {
       if (left.empty() || std::chrono::steady_clock::now() > deadline) return left;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+  }
+
+  // The live descendant that Canopy started as `rank` (CANOPY_RANK in its
+  // environment), or -1.
+  static pid_t process_of_rank(std::uint32_t rank) {
+    const std::string wanted = "CANOPY_RANK=" + std::to_string(rank);
+    for (pid_t pid : descendants()) {
+      std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+      std::string env((std::istreambuf_iterator<char>(in)), {});
+      std::istringstream vars(env);
+      for (std::string var; std::getline(vars, var, '\0');) {
+        if (var == wanted) return pid;
+      }
+    }
+    return -1;
   }
 
   static void kill_all() {

@@ -34,17 +34,7 @@ const std::string kScriptBackend = std::string(CANOPY_TEST_BIN_DIR) + "/script_b
 constexpr Rank FE = canopy::kFirstInternalRank;
 
 // The process of a Canopy rank among our descendants, from its environment.
-pid_t pid_of(Rank rank) {
-  for (pid_t pid : ProcessGuard::descendants()) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
-    std::string env((std::istreambuf_iterator<char>(in)), {});
-    std::istringstream vars(env);
-    for (std::string var; std::getline(vars, var, '\0');) {
-      if (var == "CANOPY_RANK=" + std::to_string(rank)) return pid;
-    }
-  }
-  return -1;
-}
+pid_t pid_of(Rank rank) { return ProcessGuard::process_of_rank(rank); }
 
 class Recovery : public ::testing::Test {
  protected:
