@@ -11,8 +11,8 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
       requests(node, filters, streams, observers.requests),
       recovery(node, streams, observers.recovery),
       membership(node, observers.membership) {
-  for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &streams, &requests,
-                                                                      &recovery, &membership}) {
+  for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &membership, &streams,
+                                                                      &requests, &recovery}) {
     (void)node.add_service(*service);  // distinct ids: cannot fail
   }
 }
