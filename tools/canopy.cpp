@@ -83,11 +83,18 @@ void write_status(canopy::Network& net, const std::string& path) {
             (n.parent ? std::to_string(*n.parent) : std::string("null")) + ",\"state\":\"" +
             (n.alive ? "alive" : "lost") + "\",\"incarnation\":" + std::to_string(n.incarnation) + ",\"children\":[";
     for (std::size_t i = 0; i < n.children.size(); ++i) json += (i ? "," : "") + std::to_string(n.children[i]);
-    json += "]}";
+    json += "]";
+    if (n.role == canopy::Role::backend) {
+      json += std::string(",\"member\":") + (n.member ? "true" : "false") + ",\"epoch\":" + std::to_string(n.epoch) +
+              ",\"stale_dropped\":" + std::to_string(n.stale_dropped);
+    }
+    json += "}";
   }
+  const auto view = net.view();
+  json += "\n],\"view\":{\"id\":" + std::to_string(view.id) + ",\"members\":" + std::to_string(view.members.size()) + "}";
   auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                  std::chrono::system_clock::now().time_since_epoch()).count();
-  json += "\n],\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now) + "}\n";
+  json += ",\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now) + "}\n";
   std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -490,6 +497,9 @@ int status(const std::string& path, const std::string& format) {
     std::uint32_t incarnation = 0;
     std::vector<canopy::Rank> children;
     bool has_parent = false;
+    bool member = true;  // back-ends; status files of older versions say nothing
+    std::uint32_t epoch = 0;
+    std::uint64_t stale_dropped = 0;
   };
   std::map<canopy::Rank, Entry> nodes;
   std::vector<canopy::Rank> order;
@@ -502,6 +512,9 @@ int status(const std::string& path, const std::string& format) {
       e.incarnation = n["incarnation"].as<std::uint32_t>();
       e.has_parent = !n["parent"].IsNull();
       for (const auto& c : n["children"]) e.children.push_back(c.as<canopy::Rank>());
+      if (n["member"]) e.member = n["member"].as<bool>();
+      if (n["epoch"]) e.epoch = n["epoch"].as<std::uint32_t>();
+      if (n["stale_dropped"]) e.stale_dropped = n["stale_dropped"].as<std::uint64_t>();
       auto rank = n["rank"].as<canopy::Rank>();
       order.push_back(rank);
       nodes.emplace(rank, std::move(e));
@@ -526,6 +539,8 @@ int status(const std::string& path, const std::string& format) {
         std::cout << prefix << (root ? "" : last ? "`- " : "|- ") << e.role << " " << rank << " on " << e.host << ": "
                   << e.state;
         if (e.incarnation) std::cout << " (adopted, incarnation " << e.incarnation << ")";
+        if (e.role == "backend" && !e.member) std::cout << ", not a member of the view (epoch " << e.epoch << ")";
+        if (e.stale_dropped) std::cout << ", " << e.stale_dropped << " stale message(s) kept out";
         std::cout << "\n";
         std::string below = prefix + (root ? "" : last ? "   " : "|  ");
         for (std::size_t i = 0; i < e.children.size(); ++i) {
@@ -536,7 +551,12 @@ int status(const std::string& path, const std::string& format) {
   for (auto rank : order) {
     if (!shown.count(rank) && nodes[rank].state == "lost") print(rank, "", true, true);
   }
-  std::cout << alive << " alive, " << lost << " lost\n";
+  std::cout << alive << " alive, " << lost << " lost";
+  if (doc["view"]) {
+    std::cout << "; membership view " << doc["view"]["id"].as<std::uint64_t>() << ": "
+              << doc["view"]["members"].as<std::size_t>() << " members";
+  }
+  std::cout << "\n";
   return 0;
 }
 

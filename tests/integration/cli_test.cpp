@@ -97,7 +97,7 @@ struct UnionRunWithAKill {
     auto started = std::chrono::steady_clock::now();
     std::thread front_end([&] {
       output = run_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "4",
-                           "--record", record_dir, "--format", format});
+                           "--record", record_dir, "--format", format, "--status", record_dir + "/status.json"});
     });
     // The victim's record file fills once it is sending; no ASSERT before the join.
     const std::string victim_file = record_dir + "/be-" + std::to_string(victim) + ".txt";
@@ -300,6 +300,12 @@ TEST_F(Cli, UnionRunGoesOnWithoutAKilledBackEnd) {
   // The victim sent for about 1.5 s of the survivors' 4 s.
   EXPECT_LT(line_count(run.record_dir + "/be-1.txt"), line_count(run.record_dir + "/be-0.txt"));
   EXPECT_GT(line_count(run.record_dir + "/frontend.txt"), 0u);
+  // canopy status shows the membership: the victim left the view at epoch 1.
+  auto status = run_canopy({"status", run.record_dir + "/status.json"});
+  ASSERT_EQ(exit_code(status), 0) << status.err;
+  EXPECT_NE(status.out.find("backend 1 on localhost: lost, not a member of the view (epoch 1)"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("; membership view 1: 3 members"), std::string::npos) << status.out;
 }
 
 TEST_F(Cli, UnionRunPrintsTheViewChangeAsText) {
