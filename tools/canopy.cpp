@@ -417,6 +417,19 @@ int run(const RunOptions& opt) {
   int received = 0;
   int mismatches = 0;
   std::string first_mismatch;
+  // Each result covers the back-ends of the membership view it arrived in: once a
+  // back-end fails, the waves go on without it (docs/membership.md). The members of
+  // every view seen, from the view events and, for a view whose event has not come
+  // yet (it comes once the view is stable), from Network::view().
+  std::map<std::uint64_t, std::vector<canopy::Rank>> members_of_view;
+  if (!attach) members_of_view[0] = backends;
+  auto members_of = [&](std::uint64_t id) -> const std::vector<canopy::Rank>* {
+    if (auto it = members_of_view.find(id); it != members_of_view.end()) return &it->second;
+    auto now = net.view();
+    members_of_view[now.id] = now.members;
+    if (now.id == id) return &members_of_view[id];
+    return nullptr;
+  };
   // A wave is late when no result came for this long: the workload is stuck.
   const auto quiet_limit = std::chrono::milliseconds(std::max(10000, opt.interval_ms * 4 + 5000));
   while (received < opt.waves) {
@@ -430,11 +443,14 @@ int run(const RunOptions& opt) {
       }
       continue;
     }
-    print_events(net, jsonl, opt.status_file);
+    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
+      if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
+    }
     const auto& packet = (*in)->packet;
     int wave = received++;
-    if (demo) {
-      auto want = expected_value(opt.filter, wave, backends);
+    const auto* members = members_of((*in)->view);
+    if (demo && members) {
+      auto want = expected_value(opt.filter, wave, *members);
       bool ok = want && packet.size() == 1 && matches(packet[0], *want);
       if (!ok && mismatches++ == 0) {
         first_mismatch = "wave " + std::to_string(wave) + ": got " +

@@ -308,6 +308,30 @@ TEST_F(Cli, UnionRunGoesOnWithoutAKilledBackEnd) {
   EXPECT_NE(status.out.find("; membership view 1: 3 members"), std::string::npos) << status.out;
 }
 
+// The demo workload checks every wave against the back-ends of the view it arrived
+// in: after a back-end is killed, the sums of the others are right.
+TEST_F(Cli, DemoRunChecksWavesAgainstTheViewTheyCameIn) {
+  Output o;
+  std::thread front_end([&] {
+    o = run_canopy({"run", "--tree", "b:2^2", "--filter", "sum", "--waves", "120", "--interval", "25", "--format",
+                    "jsonl"});
+  });
+  pid_t victim = 0;
+  for (int i = 0; i < 200 && victim <= 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    victim = ProcessGuard::process_of_rank(3);
+  }
+  std::this_thread::sleep_for(1s);
+  const bool killed = victim > 0 && kill(victim, SIGKILL) == 0;
+  front_end.join();
+  ASSERT_TRUE(killed) << "back-end 3 was not found running";
+  ASSERT_EQ(exit_code(o), 0) << o.err << o.out;
+  auto views = lines_with(o.out, "\"event\":\"view\"");
+  ASSERT_EQ(views.size(), 1u) << o.out;
+  EXPECT_NE(views[0].find("\"left\":[3]"), std::string::npos) << views[0];
+  EXPECT_EQ(lines_with(o.out, "\"check\":\"ok\"").size(), 1u) << o.out;
+}
+
 TEST_F(Cli, UnionRunPrintsTheViewChangeAsText) {
   UnionRunWithAKill run("text", 2);
   ASSERT_TRUE(run.killed) << "back-end 2 was not found running";
