@@ -725,15 +725,48 @@ double loadavg() {
   return l;
 }
 
+// How busy the machine's CPUs were over `window`, from /proc/stat: 0 idle .. 1 busy
+// (other users' work, before this run starts any process).
+double cpu_busy(std::chrono::milliseconds window) {
+  auto read = [] {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double v, total = 0, idle = 0;
+    in >> cpu;
+    for (int i = 0; i < 8 && in >> v; ++i) {
+      total += v;
+      if (i == 3 || i == 4) idle += v;  // idle, iowait
+    }
+    return std::pair{total, idle};
+  };
+  auto [t0, i0] = read();
+  std::this_thread::sleep_for(window);
+  auto [t1, i1] = read();
+  return t1 > t0 ? 1 - (i1 - i0) / (t1 - t0) : NAN;
+}
+
 int run(const Options& o, bool quick) {
   std::filesystem::create_directories(o.out);
   const double load_start = loadavg();
+  const double busy_start = cpu_busy(1s);
   const auto started = Clock::now();
 
-  std::fprintf(stderr, "membership-bench: L, first round...\n");
-  std::vector<double> raw = pingpong_raw(o.pingpongs), link = pingpong_link(o.pingpongs);
-  const int cold_rounds = std::max(20, o.pingpongs / 20);
-  std::vector<double> cold = pingpong_link(cold_rounds, kColdGap);
+  // L in rounds: before the trees, between the fan-outs, after them. Each round's
+  // figure is half its median round trip; the model takes the lowest round, the link
+  // with the least interference from the rest of the machine (which only adds).
+  struct Round {
+    double raw, link, idle;
+  };
+  std::vector<Round> rounds;
+  auto measure_l = [&] {
+    std::fprintf(stderr, "membership-bench: L, round %zu...\n", rounds.size() + 1);
+    Round r;
+    r.raw = median(pingpong_raw(o.pingpongs)) / 2;
+    r.link = median(pingpong_link(o.pingpongs)) / 2;
+    r.idle = median(pingpong_link(std::max(20, o.pingpongs / 20), kColdGap)) / 2;
+    rounds.push_back(r);
+  };
+  measure_l();
 
   // The points, and Ocp for each (the microbenchmark runs alone, before the trees).
   std::vector<Point> points;
@@ -778,26 +811,26 @@ int run(const Options& o, bool quick) {
       // The b:1 echo, between the trees, in the same conditions.
       tree = pingpong_tree(std::max(100, o.pingpongs / 4));
     }
+    if (&p != &points.back() && p.fanout != (&p + 1)->fanout) measure_l();
   }
   if (tree.empty()) tree = pingpong_tree(std::max(100, o.pingpongs / 4));
   std::fclose(samples);
 
-  std::fprintf(stderr, "membership-bench: L, second round...\n");
-  auto raw2 = pingpong_raw(o.pingpongs), link2 = pingpong_link(o.pingpongs);
-  auto cold2 = pingpong_link(cold_rounds, kColdGap);
-  cold.insert(cold.end(), cold2.begin(), cold2.end());
-  const double l_raw_1 = median(raw) / 2, l_raw_2 = median(raw2) / 2;
-  const double l_link_1 = median(link) / 2, l_link_2 = median(link2) / 2;
-  raw.insert(raw.end(), raw2.begin(), raw2.end());
-  link.insert(link.end(), link2.begin(), link2.end());
-  const double l_raw = median(raw) / 2, l_link = median(link) / 2, l_tree = median(tree) / 2;
-  const double l_cold = median(cold) / 2;
+  measure_l();
+  auto lowest = [&](double Round::*field) {
+    double v = INFINITY;
+    for (const auto& r : rounds) v = std::min(v, r.*field);
+    return v;
+  };
+  const double l_raw = lowest(&Round::raw), l_link = lowest(&Round::link), l_cold = lowest(&Round::idle);
+  const double l_tree = median(tree) / 2;
   const double L = l_link;  // the model's L (docs/benchmarks.md says why)
 
-  // Fits of the medians. (1) L fixed: Ocp = Σ H (Ts − 2L(H−1)) / Σ H². (2) Free, per
-  // fan-out and overall: Ts = α (H−1) + β by least squares, so Ocp = β and L = (α−β)/2.
-  // (3) Against the processes P of the tree: Ts = γ P + δ (the 2 cores serialise them).
-  double num = 0, den = 0;
+  // Fits of the medians. (1) Ocp with L = L_link fixed, by least squares of the
+  // relative error (every point weighs the same, not just the largest trees):
+  // minimise Σ ((2L(H−1) + Ocp·H − Ts) / Ts)², so Ocp = Σ (H/Ts)(1 − 2L(H−1)/Ts) / Σ (H/Ts)²;
+  // per fan-out (key a) and over both (key 0). (2) Against the processes P of the tree:
+  // Ts = γ P + δ, ordinary least squares (the 2 cores serialise the processes).
   struct Line {
     double slope = NAN, intercept = NAN;
   };
@@ -817,43 +850,57 @@ int run(const Options& o, bool quick) {
     l.intercept = (sy - l.slope * sx) / n;
     return l;
   };
-  std::map<int, std::vector<std::pair<double, double>>> by_height, by_processes;
+  std::map<int, std::pair<double, double>> ocp_sums;  // fan-out → (numerator, denominator)
+  std::map<int, std::vector<std::pair<double, double>>> by_processes;
   for (const auto& p : points) {
     if (p.ts.empty()) continue;
     const double m = median(p.ts), h = p.height;
-    num += h * (m - 2 * L * (h - 1));
-    den += h * h;
-    by_height[p.fanout].push_back({h - 1, m});
-    by_height[0].push_back({h - 1, m});
-    by_processes[p.fanout].push_back({static_cast<double>(p.processes), m});
-    by_processes[0].push_back({static_cast<double>(p.processes), m});
+    for (int key : {p.fanout, 0}) {
+      ocp_sums[key].first += (h / m) * (1 - 2 * L * (h - 1) / m);
+      ocp_sums[key].second += (h / m) * (h / m);
+      by_processes[key].push_back({static_cast<double>(p.processes), m});
+    }
   }
-  const double ocp_fit = den > 0 ? num / den : NAN;
+  std::map<int, double> ocp_fits;
+  for (auto& [a, sums] : ocp_sums) ocp_fits[a] = sums.second > 0 ? sums.first / sums.second : NAN;
+  const double ocp_fit = ocp_fits.count(0) ? ocp_fits[0] : NAN;
+  // How far the fitted model stays from the medians, as measured / model.
+  double fit_lo = INFINITY, fit_hi = 0;
+  for (const auto& p : points) {
+    if (p.ts.empty()) continue;
+    const double r = median(p.ts) / (2 * L * (p.height - 1) + ocp_fit * p.height);
+    fit_lo = std::min(fit_lo, r);
+    fit_hi = std::max(fit_hi, r);
+  }
 
   std::FILE* params = open_out(o, "parameters.csv");
   std::fprintf(params, "parameter,fanout,members,value,unit,detail\n");
   auto param = [&](const char* name, int a, int n, double v, const char* unit, const std::string& detail) {
     std::fprintf(params, "%s,%d,%d,%.3f,%s,%s\n", name, a, n, v, unit, detail.c_str());
   };
-  const double load_end = loadavg();
-  param("load_start", 0, 0, load_start, "runnable", "1-minute load average of the machine at the start (2 cores)");
-  param("load_end", 0, 0, load_end, "runnable", "the same at the end");
+  param("busy_start", 0, 0, 100 * busy_start, "%",
+        "how busy the machine's CPUs were over 1 s before the run (other work; 100 = both cores)");
+  param("load_start", 0, 0, load_start, "runnable",
+        "1-minute load average at the start (includes the trees of a run that just ended)");
   param("duration", 0, 0, std::chrono::duration<double>(Clock::now() - started).count(), "s", "of the whole run");
   param("L", 0, 0, L, "us", "the model's L: L_link");
   param("L_link", 0, 0, l_link, "us",
-        "half the median round trip of a VIEW_ACK over TcpLink between two processes with asio loops; " +
-            std::to_string(link.size()) + " round trips");
-  param("L_link_first", 0, 0, l_link_1, "us", "the same, before the trees");
-  param("L_link_second", 0, 0, l_link_2, "us", "the same, after the trees");
+        "half the median round trip of a VIEW_ACK over TcpLink between two processes with asio loops, " +
+            std::to_string(o.pingpongs) + " round trips per round; the lowest round");
   param("L_link_idle", 0, 0, l_cold, "us",
         "the same with " + std::to_string(kColdGap.count() / 1000) +
             " ms between round trips, so both processes are asleep when a message comes (as in an idle tree); " +
-            std::to_string(cold.size()) + " round trips");
+            std::to_string(std::max(20, o.pingpongs / 20)) + " round trips per round; the lowest round");
   param("L_raw_tcp", 0, 0, l_raw, "us",
         "half the median round trip of 64 B over blocking loopback TCP between two processes; " +
-            std::to_string(raw.size()) + " round trips");
-  param("L_raw_tcp_first", 0, 0, l_raw_1, "us", "the same, before the trees");
-  param("L_raw_tcp_second", 0, 0, l_raw_2, "us", "the same, after the trees");
+            std::to_string(o.pingpongs) + " round trips per round; the lowest round");
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    const std::string when = i == 0 ? "before the trees" : i + 1 == rounds.size() ? "after the trees" : "between the fan-outs";
+    const std::string round = "round " + std::to_string(i + 1) + ", " + when;
+    param("L_link_round", 0, static_cast<int>(i + 1), rounds[i].link, "us", round);
+    param("L_link_idle_round", 0, static_cast<int>(i + 1), rounds[i].idle, "us", round);
+    param("L_raw_tcp_round", 0, static_cast<int>(i + 1), rounds[i].raw, "us", round);
+  }
   param("L_tree_b1", 0, 0, l_tree, "us",
         "half the median echo round trip front-end <-> back-end on b:1 through the public API (with its two "
         "thread hand-offs); " + std::to_string(tree.size()) + " round trips");
@@ -862,12 +909,11 @@ int run(const Options& o, bool quick) {
     param("Ocp_level", p.fanout, p.members, p.ocp_level, "us",
           "decode VIEW_CHANGE + recalc + encode it + frame it per child + the acks, no system calls");
   }
-  param("Ocp_fit", 0, 0, ocp_fit, "us", "least squares of the median Ts with L = L_link fixed");
-  for (auto& [a, xy] : by_height) {
-    auto l = fit_line(xy);
-    param("fit_Ocp", a, 0, l.intercept, "us", "free fit Ts = alpha (H-1) + beta: Ocp = beta (fanout 0: both)");
-    param("fit_L", a, 0, (l.slope - l.intercept) / 2, "us", "free fit: L = (alpha - beta) / 2");
+  for (auto& [a, v] : ocp_fits) {
+    param("Ocp_fit", a, 0, v, "us", "fitted to the median Ts with L = L_link fixed; relative least squares (fanout 0: both)");
   }
+  param("Ocp_fit_ratio_min", 0, 0, fit_lo, "x", "the lowest median Ts / the model with Ocp_fit (both fan-outs)");
+  param("Ocp_fit_ratio_max", 0, 0, fit_hi, "x", "the highest");
   for (auto& [a, xy] : by_processes) {
     auto l = fit_line(xy);
     param("per_process", a, 0, l.slope, "us", "fit Ts = gamma P + delta over the processes P (fanout 0: both)");
@@ -880,15 +926,28 @@ int run(const Options& o, bool quick) {
                "fanout,members,height,processes,samples,ts_median_us,ts_min_us,ts_max_us,model_us,ratio_to_model,"
                "model_idle_us,ratio_to_model_idle,model_fit_us,ts_second_median_us,kill_to_view_median_us,"
                "tree_cpu_median_us,cpu_per_process_us,tree_wait_median_us,ocp_level_us\n");
-  std::printf("load average %.1f at the start, %.1f at the end (2 cores); %.0f s\n", load_start, load_end,
-              std::chrono::duration<double>(Clock::now() - started).count());
-  std::printf("L = %.1f us: half a VIEW_ACK ping-pong over TcpLink between two processes (idle: %.1f us; raw TCP %.1f "
-              "us; b:1 echo through the API %.1f us)\n",
-              L, l_cold, l_raw, l_tree);
+  std::printf("machine: CPUs %.0f%% busy with other work before the run, load average %.1f (2 cores); run %.0f s\n",
+              100 * busy_start, load_start, std::chrono::duration<double>(Clock::now() - started).count());
+  std::printf("L = %.1f us: half a VIEW_ACK ping-pong over TcpLink between two processes, quietest of %zu rounds "
+              "(rounds:",
+              L, rounds.size());
+  for (const auto& r : rounds) std::printf(" %.1f", r.link);
+  std::printf("); idle: %.1f us; raw TCP %.1f us; b:1 echo through the API %.1f us\n", l_cold, l_raw, l_tree);
+  double ocp_lo = INFINITY, ocp_hi = 0, recalc_lo = INFINITY, recalc_hi = 0;
+  for (const auto& p : points) {
+    ocp_lo = std::min(ocp_lo, p.ocp_level);
+    ocp_hi = std::max(ocp_hi, p.ocp_level);
+    recalc_lo = std::min(recalc_lo, p.ocp_recalc);
+    recalc_hi = std::max(recalc_hi, p.ocp_recalc);
+  }
   std::printf("Ocp = %.2f..%.2f us per level, measured (the recalculation alone %.2f..%.2f us); fitted to Ts with "
-              "this L: %.0f us\n",
-              points.empty() ? 0 : points.front().ocp_level, points.empty() ? 0 : points.back().ocp_level,
-              points.empty() ? 0 : points.front().ocp_recalc, points.empty() ? 0 : points.back().ocp_recalc, ocp_fit);
+              "this L: %.0f us, and then measured / fitted model = %.2f..%.2f\n",
+              ocp_lo, ocp_hi, recalc_lo, recalc_hi, ocp_fit, fit_lo, fit_hi);
+  if (by_processes.count(0)) {
+    auto l = fit_line(by_processes[0]);
+    std::printf("against the processes P of the tree: Ts = %.0f us * P %+.0f us (least squares)\n", l.slope,
+                l.intercept);
+  }
   std::printf("model = 2L(H-1) + Ocp*H; 'idle' uses the idle L; 'warm' is a second failure in the same tree; "
               "CPU/process: the tree's CPU from kill to view / processes\n");
   std::printf("%3s %4s %2s %4s | %9s %19s | %8s %7s | %8s %7s | %9s %11s %12s\n", "a", "N", "H", "P", "Ts med",

@@ -62,7 +62,7 @@ param() { awk -F, -v n="$1" '$1 == n { printf "%.1f", $4; exit }' "$out/paramete
 L=$(param L)
 L_idle=$(param L_link_idle)
 ocp=$(awk -F, '$1 == "Ocp_level" { v[++n] = $4 } END { printf "%.1f-%.1f", v[1], v[n] }' "$out/parameters.csv")
-load=$(param load_start)
+busy=$(awk -F, '$1 == "busy_start" { printf "%.0f", $4 }' "$out/parameters.csv")
 panels=""
 for a in $fanouts; do
   d="$out/ts-a$a.dat"
@@ -78,7 +78,7 @@ done
 gnuplot <<GP
 set terminal pngcairo size 1400,640 font ",11"
 set output "$out/ts.png"
-set multiplot layout 1,$(echo "$fanouts" | wc -w) title "Membership stabilisation time Ts after one back-end SIGKILL, loopback, 2 shared cores (load $load)\nmodel Ts = 2L(H-1) + Ocp*H, H = k+1 process levels, Ocp = $ocp us per level (measured)"
+set multiplot layout 1,$(echo "$fanouts" | wc -w) title "Membership stabilisation time Ts after one back-end SIGKILL, loopback, 2 shared cores (CPUs $busy% busy with other work before the run)\nmodel Ts = 2L(H-1) + Ocp*H, H = k+1 process levels, Ocp = $ocp us per level (measured)"
 set xlabel "members N (back-ends)"
 set ylabel "microseconds (log scale)"
 set logscale x 2
