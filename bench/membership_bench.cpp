@@ -533,9 +533,9 @@ std::map<pid_t, ThreadTimes> thread_cpu_ns(const std::vector<pid_t>& pids) {
       const pid_t tid = static_cast<pid_t>(std::atoi(t.path().filename().c_str()));
       if (skip_main && tid == pid) continue;
       // /proc/<tid>/schedstat, not /proc/<pid>/task/<tid>/schedstat: on this kernel
-      // (6.18) a process whose task/<tid>/ files were opened takes its parent 7-19 ms
-      // of kernel time to reap (d_walk in proc_invalidate_siblings_dcache), which
-      // would delay the detector.
+      // (6.18) a process whose task/<tid>/ files were opened can take its parent
+      // milliseconds of kernel time to reap (d_walk in proc_invalidate_siblings_dcache;
+      // 1-19 ms seen), which delays the detector's report.
       std::ifstream in("/proc/" + std::to_string(tid) + "/schedstat");
       ThreadTimes times;
       if (in >> times.run_ns >> times.wait_ns) out[tid] = times;

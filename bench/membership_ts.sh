@@ -75,6 +75,9 @@ plot \"$d\" using 1:2:3:4 with yerrorlines pt 7 ps 1.3 lw 2 lc rgb \"#1f77b4\" t
      \"< echo 64 1000\" using 1:2 with points pt 9 ps 2.2 lc rgb \"black\" title \"goal: 1 ms at 64 members\"
 "
 done
+if ! command -v gnuplot > /dev/null; then
+  echo "membership_ts.sh: gnuplot is missing (./scripts/setup.sh installs it); no figure" >&2
+else
 gnuplot <<GP
 set terminal pngcairo size 1400,640 font ",11"
 set output "$out/ts.png"
@@ -91,6 +94,7 @@ set key top left box opaque font ",10"
 $panels
 unset multiplot
 GP
+fi
 
 cat "$out/summary.txt"
 # What the benchmark noticed (its notes), and warnings or errors from the tree other
@@ -100,4 +104,4 @@ if [ -n "$noticed" ]; then
   echo "noticed during the run (from $out/bench.log):"
   echo "$noticed"
 fi
-echo "wrote $out/samples.csv, summary.csv, parameters.csv, ts.png"
+echo "wrote $out/samples.csv, summary.csv, parameters.csv$([ -f "$out/ts.png" ] && echo ", ts.png")"
