@@ -50,8 +50,10 @@
 
 #if __has_include("canopy/view.h")
 #define CANOPY_RING_HAS_VIEW 1
+#define RECEIVED_VIEW(in) (in).view
 #else
 #define CANOPY_RING_HAS_VIEW 0
+#define RECEIVED_VIEW(in) std::uint64_t{0}
 #endif
 
 namespace {
@@ -158,7 +160,9 @@ class Ring {
   void drain_events() {
 #if CANOPY_RING_HAS_VIEW
     std::lock_guard lock(mutex_);
-    while (auto e = be_.next_event(std::chrono::milliseconds(0))) {
+    while (ring::readable(events_fd_)) {
+      auto e = be_.next_event(std::chrono::milliseconds(0));
+      if (!e) break;
       if (e->kind != canopy::Event::Kind::view) continue;
       if (e->view.id > view_id_) {
         view_id_ = e->view.id;
@@ -179,9 +183,11 @@ class Ring {
   }
 
   // The next back-end after this one: in the current view, or over all of them.
-  Rank next() {
+  // `view` is the view this process held when the packet arrived (Received::view):
+  // the events are drained only when it is newer than the one known here.
+  Rank next(std::uint64_t view) {
     if (!o_.by_view) return (self_ + 1) % o_.backends;
-    drain_events();
+    if (view > view_id()) drain_events();
     std::lock_guard lock(mutex_);
     auto it = std::upper_bound(members_.begin(), members_.end(), self_);
     if (it != members_.end()) return *it;
@@ -201,6 +207,7 @@ class Ring {
   std::vector<Rank> members_;
   std::uint64_t view_id_ = 0;
   std::FILE* views_ = nullptr;
+  int events_fd_ = be_.events_fd();
 };
 
 struct TokenRecord {
@@ -228,7 +235,7 @@ class Origin {
     const int fds[2] = {be_.event_fd(), be_.events_fd()};
     while (true) {
       ring_.drain_events();
-      while (true) {
+      while (ring::readable(fds[0])) {
         auto in = be_.receive(std::chrono::milliseconds(0));
         if (!in) return;  // the network has shut down
         if (!*in) break;
@@ -330,7 +337,7 @@ class Origin {
     t.sent = Steady::now();
     t.send_us = realtime_us();
     last_sent_ = t.sent;
-    (void)be_.send_to(ring_.next(), p2p_,
+    (void)be_.send_to(ring_.next(ring_.view_id()), p2p_,
                       canopy::Packet{ring::kToken, {std::uint64_t{id}, std::int64_t{t.send_us}, std::uint32_t{0}}});
   }
 
@@ -416,7 +423,7 @@ bool relay(canopy::Backend& be, Ring& ring, const canopy::Received& in) {
   if (pk.tag() == ring::kToken) {
     canopy::Packet out = pk;
     out.values()[2] = std::get<std::uint32_t>(pk[2]) + 1;
-    (void)be.send_to(ring.next(), in.stream, out);
+    (void)be.send_to(ring.next(RECEIVED_VIEW(in)), in.stream, out);
     return true;
   }
   if (pk.tag() == ring::kPing) {

@@ -335,11 +335,16 @@ RunRecord run(const Options& o, const canopy::Topology& topology, const Tree& tr
 #endif
     rec.events.push_back(std::move(f));
   };
-  // Everything the front-end has for us; false once rank 0 said it is done.
+  // Everything the front-end has for us: events, and rank 0's messages.
   std::optional<Steady::time_point> started;
+  const int fds[2] = {net.event_fd(), net.events_fd()};
   auto drain = [&] {
-    while (auto e = net.next_event(0ms)) record_event(*e);
-    while (true) {
+    while (ring::readable(fds[1])) {
+      auto e = net.next_event(0ms);
+      if (!e) break;
+      record_event(*e);
+    }
+    while (ring::readable(fds[0])) {
       auto in = net.receive(0ms);
       if (!in) {
         if (in.error_kind() == canopy::ErrorKind::stopped) throw Failure("the network stopped: " + in.error());
@@ -364,7 +369,6 @@ RunRecord run(const Options& o, const canopy::Topology& topology, const Tree& tr
   if (auto r = net.send_to(*stream, 0, canopy::Packet{ring::kStart, {std::uint32_t{*p2p}}}); !r) throw Failure("start: " + r.error());
   const auto deadline = Steady::now() + std::chrono::seconds(o.timeout_s);
   std::size_t next_group = 0;
-  const int fds[2] = {net.event_fd(), net.events_fd()};
   while (!(rec.finished && next_group == groups.size())) {
     if (Steady::now() > deadline) {
       std::fprintf(stderr, "canopy-ring-bench: %s: no end after %d s (rank 0 %s, %zu of %zu kill groups done)\n",

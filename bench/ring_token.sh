@@ -196,7 +196,7 @@ if [ -n "${RING_BEFORE_TREE:-}" ] && [ "${RING_PLOT_ONLY:-0}" != 1 ]; then
       run_bounded "$dir/summary" "$bin/canopy-ring-bench" --out "$dir" --scenario none --ring "$ring" \
         --topology "$topology" --tokens "$tokens" --duration-ms "$duration"
       rtt=$(awk -F, '$3 == "token_rtt_median" { print $4 }' "$dir/summary.csv")
-      ping=$(awk -F, '$3 ~ /^ping_rtt_median_/ { print $4; exit }' "$dir/summary.csv")
+      ping=$(awk -F, '$3 ~ /^ping_cold_rtt_median_/ { print $4; exit }' "$dir/summary.csv")
       back=$(awk -F, '$3 == "tokens_back" { print $4 }' "$dir/summary.csv")
       echo "$round,$side,$rtt,$ping,$back" >> "$csv"
     done
