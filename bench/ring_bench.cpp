@@ -438,8 +438,11 @@ struct ViewSeen {
 //   "2026-11-23T13:48:09.843299 W commnode-1000004 child 15: ready -> gone (connection closed by peer)"
 //   "2026-11-23T13:48:09.844424 I commnode-1000004 membership: reporting the failure of back-end 15 on ..."
 // The first is the detection (the link closed), the second the report going up.
+// And the front-end's lines "membership: back-end 15 failed (...)" (the report
+// reached it) and "membership: view 3: ..." (it sent view 3 down).
 struct Logged {
-  std::map<Rank, std::int64_t> gone, reported;
+  std::map<Rank, std::int64_t> gone, reported, root_learned;
+  std::map<std::uint64_t, std::int64_t> view_sent;
 };
 
 std::int64_t log_time_us(const std::string& line) {
@@ -465,8 +468,19 @@ Logged detections_from_logs(const std::string& dir) {
   const std::string report = "membership: reporting the failure of back-end ";
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().filename().string().rfind("backend-", 0) == 0) continue;  // back-ends have no children
+    const bool root = entry.path().filename().string().rfind("frontend-", 0) == 0;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
+      if (root) {
+        const std::string failed = "membership: back-end ", view = "membership: view ";
+        if (auto at = line.find(failed); at != std::string::npos && line.find(" failed (", at) != std::string::npos) {
+          note(out.root_learned, static_cast<Rank>(std::strtoul(line.c_str() + at + failed.size(), nullptr, 10)),
+               log_time_us(line));
+        } else if (auto at = line.find(view); at != std::string::npos) {
+          const auto id = std::strtoull(line.c_str() + at + view.size(), nullptr, 10);
+          if (!out.view_sent.count(id)) out.view_sent[id] = log_time_us(line);
+        }
+      }
       if (auto at = line.find(report); at != std::string::npos) {
         note(out.reported, static_cast<Rank>(std::strtoul(line.c_str() + at + report.size(), nullptr, 10)),
              log_time_us(line));
@@ -717,6 +731,54 @@ void analyse(const Options& o, const canopy::Topology& topology, const Tree& tre
   print_row(o, "violate_bound_per_failure", static_cast<double>(s.latencies - s.meet_f), "count");
   print_row(o, "views_never_applied_by_survivors", static_cast<double>(s.missing), "count");
   print_row(o, "views_settled", rec.views_settled ? 1 : 0, "bool");
+
+  // Where the time went, per kill (--log): kill -> the parent sees the link close ->
+  // it reports (after the exit status) -> the front-end has the report -> it sends
+  // the view that removes f -> the first and the last survivor apply it.
+  if (logged.reported.empty()) return;
+  std::map<Rank, std::uint64_t> view_of;
+  for (const auto& [id, e] : views) {
+    for (Rank f : e.left) view_of[f] = id;
+  }
+  std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> applied;  // view -> first, last
+  for (const auto& [b, list] : seen) {
+    for (const auto& v : list) {
+      auto [it, fresh] = applied.try_emplace(v.view, v.event_us, v.event_us);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, v.event_us);
+        it->second.second = std::max(it->second.second, v.event_us);
+      }
+    }
+  }
+  const char* stages[] = {"kill_to_link_closed", "link_closed_to_report", "report_to_root", "root_to_view_sent",
+                          "view_sent_to_first_applied", "view_sent_to_last_applied"};
+  std::vector<std::vector<double>> spans(std::size(stages));
+  std::ofstream steps(dir + "/breakdown.csv");
+  steps << "rank,view";
+  for (const char* st : stages) steps << ',' << st << "_us";
+  steps << '\n';
+  auto get = [](const auto& m, auto key) -> std::int64_t { return m.count(key) ? m.at(key) : -1; };
+  for (const auto& k : rec.kills) {
+    if (!view_of.count(k.rank)) continue;
+    const auto v = view_of.at(k.rank);
+    const std::int64_t t[] = {k.at_us,
+                              get(logged.gone, k.rank),
+                              get(logged.reported, k.rank),
+                              get(logged.root_learned, k.rank),
+                              get(logged.view_sent, v),
+                              applied.count(v) ? applied.at(v).first : -1,
+                              applied.count(v) ? applied.at(v).second : -1};
+    steps << k.rank << ',' << v;
+    for (std::size_t i = 0; i < std::size(stages); ++i) {
+      const std::int64_t from = i < 4 ? t[i] : t[4];
+      const std::int64_t to = t[i + 1];
+      const bool ok = from >= 0 && to >= 0;
+      steps << ',' << (ok ? std::to_string(to - from) : "");
+      if (ok) spans[i].push_back(static_cast<double>(to - from));
+    }
+    steps << '\n';
+  }
+  for (std::size_t i = 0; i < std::size(stages); ++i) print_row(o, std::string(stages[i]) + "_median", median(spans[i]), "us");
 }
 
 }  // namespace

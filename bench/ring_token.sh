@@ -130,7 +130,7 @@ set ytics nomirror
 set y2tics
 set y2range [0:*]
 set grid ytics
-set key outside bottom center horizontal
+set key inside top right box opaque
 $arrows
 plot $ref "$dir/tokens.dat" using 1:2 axes x1y1 with points pt 7 ps 0.3 lc rgb "blue" title "round trip", \
      "" using 1:3 axes x1y2 with lines lw 2 lc rgb "dark-green" title "hops (right axis)", \
@@ -165,7 +165,8 @@ set yrange [0:*]
 set xtics 1
 set key outside right top
 set grid ytics
-plot for [i=0:$((blocks - 1))] "$dir/latency.dat" index i using 1:2 with linespoints pt 7 ps 0.6 title columnheader(1), \
+plot for [i=0:$((blocks - 1))] "$dir/latency.dat" index i using 1:2 with linespoints lt i%8+1 dt i/8+1 \
+       pt 7-3*(i/8) ps 0.7 title columnheader(1), \
      "$dir/bound.dat" using 1:2 with linespoints pt 2 lw 3 lc rgb "black" title "bound alpha0 + gamma*D"
 GP
 done
@@ -201,6 +202,10 @@ if [ -n "${RING_BEFORE_TREE:-}" ] && [ "${RING_PLOT_ONLY:-0}" != 1 ]; then
       echo "$round,$side,$rtt,$ping,$back" >> "$csv"
     done
   done
+fi
+if [ -f "$out/overhead.csv" ]; then
+  csv="$out/overhead.csv"
+  rounds=$(awk -F, 'NR > 1 { print $1 }' "$csv" | sort -n | tail -1)
   side_median() { awk -F, -v s="$1" -v c="$2" 'NR > 1 && $2 == s && $c != "" { print $c }' "$csv" | median; }
   for side in before-all after-all after-view; do
     printf "%s %s %s\n" "$side" "$(side_median "$side" 3)" "$(side_median "$side" 4)"
@@ -208,11 +213,12 @@ if [ -n "${RING_BEFORE_TREE:-}" ] && [ "${RING_PLOT_ONLY:-0}" != 1 ]; then
   awk -F, 'NR > 1 { x = ($2 == "before-all" ? 0 : $2 == "after-all" ? 1 : 2); print x, $3 / 1000, $4 / 1000 }' "$csv" \
     > "$out/overhead-runs.dat"
   gnuplot <<GP
-set terminal pngcairo size 1100,500
+set terminal pngcairo size 1100,520 noenhanced
 set output "$out/overhead.png"
 set multiplot layout 1,2 title "Fault-free ring on $topology, $rounds rounds run in turn (dots: one run's median; bars: median of the runs)"
-set xtics ("before, ring of all" 0, "after, ring of all" 1, "after, ring of the view" 2)
+set xtics ("before\nring of all" 0, "after\nring of all" 1, "after\nring of the view" 2)
 set xrange [-0.6:2.6]
+set bmargin 4
 set grid ytics
 set key off
 set boxwidth 0.5
@@ -221,7 +227,7 @@ set yrange [0:*]
 set title "token round trip, $tokens tokens (lower is better)"
 set ylabel "milliseconds"
 plot "$out/overhead.dat" using 0:(\$2 / 1000) with boxes lc rgb "grey", "$out/overhead-runs.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "blue"
-set title "ping-pong rank 0 and its nearest back-end, before the tokens"
+set title "cold ping-pong, rank 0 and its nearest back-end"
 plot "$out/overhead.dat" using 0:(\$3 / 1000) with boxes lc rgb "grey", "$out/overhead-runs.dat" using 1:3 with points pt 7 ps 1.2 lc rgb "red"
 unset multiplot
 GP
