@@ -1,7 +1,7 @@
 // canopy-ring-bench: the ring-token benchmark of paper 001 §V-B on Canopy
 // (docs/benchmarks.md, "Ring of tokens"). One run = one tree, one failure scenario:
 //
-//   canopy-ring-bench --out DIR [--scenario none|one|pairs|half] [--topology SPEC]
+//   canopy-ring-bench --out DIR [--scenario none|one|pairs|half|most] [--topology SPEC]
 //                     [--tokens T] [--duration-ms MS] [--ring view|all] [--pings P]
 //                     [--log] [--timeout-s S]
 //
@@ -9,6 +9,7 @@
 //   one    back-ends killed one at a time, evenly spaced through the run, until 2 remain
 //   pairs  two at a time (from two different commnodes), evenly spaced, until 2 remain
 //   half   n/2 at once, half-way through
+//   most   n-2 at once, half-way through (the paper's other test)
 //
 // Rank 0 (never killed) injects T tokens evenly over the duration; every back-end
 // forwards each token to the next member of its view (canopy-ring-backend). Victims
@@ -206,6 +207,8 @@ std::vector<KillGroup> plan(const std::string& scenario, const canopy::Topology&
     for (std::size_t i = 0; i + 1 < order.size() && i + 3 < n; i += 2) groups.push_back({order[i], order[i + 1]});
   } else if (scenario == "half") {
     groups.push_back(std::vector<Rank>(order.begin(), order.begin() + n / 2));
+  } else if (scenario == "most") {
+    groups.push_back(std::vector<Rank>(order.begin(), order.begin() + (n - 2)));
   } else if (scenario != "none") {
     throw Failure("unknown scenario " + scenario);
   }
@@ -816,7 +819,7 @@ int main(int argc, char** argv) {
       o.timeout_s = std::atoi(v);
     } else {
       std::fprintf(stderr,
-                   "usage: canopy-ring-bench --out DIR [--scenario none|one|pairs|half] [--topology SPEC]\n"
+                   "usage: canopy-ring-bench --out DIR [--scenario none|one|pairs|half|most] [--topology SPEC]\n"
                    "         [--tokens T] [--duration-ms MS] [--ring view|all] [--pings P] [--log] [--timeout-s S]\n");
       return 2;
     }

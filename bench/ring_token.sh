@@ -4,7 +4,7 @@
 #
 #   bench/ring_token.sh [OUTPUT_DIR]          default /tmp/canopy-ring-YYYYmmdd-HHMMSS
 #
-#   OUTPUT_DIR/SCENARIO/   none, one, pairs, half: the run's files (tokens.csv, views-*.csv,
+#   OUTPUT_DIR/SCENARIO/   none, one, pairs, half, most: the run's files (tokens.csv, views-*.csv,
 #                          kills.csv, detect.csv, latency.csv, frontend.csv, logs/) and
 #                          summary.csv (what canopy-ring-bench printed)
 #   fig1-SCENARIO.png      token round trip over token index (and hops), the fault-free
@@ -20,7 +20,7 @@
 #   RING_TOPOLOGY      tree spec (default b:4^2: 16 back-ends under 4 commnodes)
 #   RING_TOKENS        tokens rank 0 injects (default 2000), evenly over
 #   RING_DURATION_MS   (default 4000)
-#   RING_SCENARIOS     (default "none one pairs half")
+#   RING_SCENARIOS     (default "none one pairs half most"; most = n-2 at once)
 #   RING_PLOT_ONLY=1   draws the figures and tables again from OUTPUT_DIR, without running
 #   RING_BEFORE_TREE   a worktree of the commit before the membership service, configured
 #                      with a build/ directory, e.g.
@@ -39,7 +39,7 @@ build=${CANOPY_BUILD_DIR:-build}
 topology=${RING_TOPOLOGY:-b:4^2}
 tokens=${RING_TOKENS:-2000}
 duration=${RING_DURATION_MS:-4000}
-scenarios=${RING_SCENARIOS:-none one pairs half}
+scenarios=${RING_SCENARIOS:-none one pairs half most}
 rounds=${RING_ROUNDS:-5}
 limit=${RING_RUN_LIMIT_S:-90}
 mkdir -p "$out"
@@ -58,6 +58,7 @@ trap 'exit 130' INT TERM
 run_bounded() {
   local log=$1
   shift
+  cut -d' ' -f1-3 /proc/loadavg > "$log.loadavg"  # the machine is shared: how busy it was
   setsid "$@" > "$log.csv" 2> "$log.log" &
   local pid=$! waited=0
   groups+=("$pid")
@@ -210,6 +211,13 @@ if [ -f "$out/overhead.csv" ]; then
   for side in before-all after-all after-view; do
     printf "%s %s %s\n" "$side" "$(side_median "$side" 3)" "$(side_median "$side" 4)"
   done > "$out/overhead.dat"
+  # Ratios round by round (each round ran before, after, after in turn), then their median.
+  ratio() {
+    awk -F, -v a="$1" -v c="$2" 'NR > 1 { v[$1 "," $2] = $c; r[$1] = 1 }
+      END { for (k in r) if (v[k ",before-all"] > 0 && v[k "," a] != "") print v[k "," a] / v[k ",before-all"] }' "$csv" | median
+  }
+  printf "ratios to before (median of the rounds' ratios): after-all %s, after-view %s (token round trip); after-all %s, after-view %s (ping)\n" \
+    "$(ratio after-all 3)" "$(ratio after-view 3)" "$(ratio after-all 4)" "$(ratio after-view 4)" > "$out/overhead-ratios.txt"
   awk -F, 'NR > 1 { x = ($2 == "before-all" ? 0 : $2 == "after-all" ? 1 : 2); print x, $3 / 1000, $4 / 1000 }' "$csv" \
     > "$out/overhead-runs.dat"
   gnuplot <<GP
@@ -235,10 +243,10 @@ fi
 
 # ---- the tables ----
 {
-  echo "scenario | back-ends | tokens sent | back | lost | round trip median (us) | alpha0 (us) | gamma (us) | latencies | within bound | over bound | within per-failure bound | latency median (us) | latency max (us) | stabilise median (us)"
+  echo "scenario | load before | back-ends | tokens sent | back | lost | round trip median (us) | alpha0 (us) | gamma (us) | latencies | within bound | over bound | within per-failure bound | latency median (us) | latency max (us) | stabilise median (us)"
   for s in $scenarios; do
     [ -f "$out/$s/summary.csv" ] || continue
-    printf "%s" "$s"
+    printf "%s | %s" "$s" "$(cut -d' ' -f1 "$out/$s/summary.loadavg" 2>/dev/null)"
     for m in backends tokens_sent tokens_back tokens_lost token_rtt_median alpha0 gamma latencies meet_bound violate_bound \
       meet_bound_per_failure latency_median latency_max stabilise_median; do
       v=$(metric "$s" "$m")
@@ -246,10 +254,22 @@ fi
     done
     echo
   done
+  echo
+  echo "where the time went (medians over the kills, us): scenario | kill -> link closed | -> report | -> front-end | -> view sent | view -> first survivor | view -> last survivor"
+  for s in $scenarios; do
+    [ -f "$out/$s/breakdown.csv" ] || continue
+    printf "%s" "$s"
+    for m in kill_to_link_closed link_closed_to_report report_to_root root_to_view_sent view_sent_to_first_applied \
+      view_sent_to_last_applied; do
+      printf " | %s" "$(metric "$s" "${m}_median")"
+    done
+    echo
+  done
   if [ -f "$out/overhead.dat" ]; then
     echo
     echo "fault-free, medians of $rounds runs: build | token round trip (us) | ping round trip (us)"
     cat "$out/overhead.dat"
+    cat "$out/overhead-ratios.txt"
   fi
 } | tee "$out/summary.txt"
 echo "wrote $out" >&2
