@@ -178,7 +178,7 @@ if [ -n "${RING_BEFORE_TREE:-}" ] && [ "${RING_PLOT_ONLY:-0}" != 1 ]; then
   [ -d "$before/build" ] || { echo "RING_BEFORE_TREE=$before has no build/ directory" >&2; exit 2; }
   cp bench/ring_backend.cpp bench/ring_bench.cpp bench/ring_protocol.h "$before/bench/"
   grep -q canopy-ring-bench "$before/bench/CMakeLists.txt" ||
-    sed -n '/^# canopy-ring-bench:/,$p' bench/CMakeLists.txt >> "$before/bench/CMakeLists.txt"
+    sed -n '/^# canopy-ring-bench:/,/^add_dependencies(canopy-ring-bench/p' bench/CMakeLists.txt >> "$before/bench/CMakeLists.txt"
   { cmake -S "$before" -B "$before/build" && cmake --build "$before/build" -j2 --target canopy-ring-bench; } \
     > "$out/before-build.log" 2>&1 ||
     { echo "building the ring in $before failed: $out/before-build.log" >&2; exit 1; }
