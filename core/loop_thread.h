@@ -27,9 +27,12 @@ class LoopThread {
 
   asio::io_context& io() { return io_; }
 
-  // Runs `f` on the loop and returns its result; `f` must not block.
+  // Runs `f` on the loop and returns its result; `f` must not block. Called on the
+  // loop thread itself (from a handler the loop runs), `f` runs at once: waiting for
+  // the loop there would wait forever.
   template <typename F>
   auto call(F&& f) -> decltype(f()) {
+    if (std::this_thread::get_id() == thread_.get_id()) return f();
     std::packaged_task<decltype(f())()> task(std::forward<F>(f));
     auto result = task.get_future();
     asio::post(io_, [&task] { task(); });
@@ -73,7 +76,12 @@ class Inbox {
 
   std::optional<T> pop(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    if (!ready_.wait_for(lock, timeout, [&] { return !items_.empty(); })) return std::nullopt;
+    if (timeout <= std::chrono::milliseconds::zero()) {
+      // No timed wait at all: even a zero one costs the timer slack (tens of µs).
+      if (items_.empty()) return std::nullopt;
+    } else if (!ready_.wait_for(lock, timeout, [&] { return !items_.empty(); })) {
+      return std::nullopt;
+    }
     T item = std::move(items_.front());
     items_.pop_front();
     if (items_.empty()) drain_fd();

@@ -229,6 +229,9 @@ void StreamService::deliver_down(wire::DataPacket::Reader packet) {
     if (observer_) observer_->on_downstream(stream, core::decode_packet(packet));
     return;
   }
+  // A point-to-point packet on no stream this node has (a back-end's send_to on
+  // stream 0, "no stream"): routed on towards its destination, with no filter.
+  if (destination && streams_.count(stream) == 0) return route_point_to_point(packet);
   forward_down(stream, core::decode_packet(packet), destination);
 }
 

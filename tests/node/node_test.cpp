@@ -213,6 +213,17 @@ TEST(NodeInProcess, ABackendThatPausesForLessThanTheLostThresholdIsKept) {
   EXPECT_EQ(tree.node(3).phase(), core::Phase::running);
 }
 
+// Between back-ends on no stream (stream 0, include/canopy/backend.h): through the
+// nearest common ancestor and down a commnode that has no stream 0.
+TEST(NodeInProcess, APointToPointPacketOnNoStreamCrossesTheTree) {
+  TreeHarness tree("b:2^2", fast_healing());
+  ASSERT_TRUE(tree.launch());
+  tree.runtime(0).streams.send_to_backend(3, 0, Packet(7, {std::int32_t(42)}));
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(3).downstream.empty(); }, 1s));
+  EXPECT_EQ(tree.heard(3).downstream[0].tag(), 7);
+  EXPECT_EQ(tree.heard(3).downstream[0].source(), 0u);
+}
+
 // State composition: the union over a stream of a state-recoverable filter stays
 // complete when a commnode dies between waves.
 TEST(NodeInProcess, AdoptedOrphansSendTheirFilterStateAndTheUnionStaysComplete) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 #include "core/loop_thread.h"
@@ -21,6 +22,19 @@ bool readable(int fd) {
 TEST(Inbox, PopTimesOutWhenEmpty) {
   canopy::core::Inbox<int> inbox;
   EXPECT_FALSE(inbox.pop(10ms));
+  EXPECT_FALSE(inbox.pop(0ms));
+  inbox.push(3);
+  EXPECT_EQ(inbox.pop(0ms), 3) << "a zero time-out still takes what is there";
+}
+
+// A library method that calls into the loop (Backend::view(), Network::status())
+// used from a handler the loop itself runs (a Backend::Handler) must not wait for
+// the loop: it used to hang the back-end until its parent declared it lost.
+TEST(LoopThread, ACallFromTheLoopThreadRunsAtOnce) {
+  canopy::core::LoopThread loop;
+  auto outer = std::async(std::launch::async, [&] { return loop.call([&] { return loop.call([] { return 7; }); }); });
+  ASSERT_EQ(outer.wait_for(5s), std::future_status::ready) << "the nested call waits for its own thread";
+  EXPECT_EQ(outer.get(), 7);
 }
 
 TEST(Inbox, ItemsComeOutInOrderAcrossThreads) {
