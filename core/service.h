@@ -21,6 +21,7 @@
 #include <capnp/any.h>
 #include <capnp/message.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -146,7 +147,9 @@ class Message {
   explicit Message(const NodeIdentity& sender) : root_(builder_.initRoot<wire::Message>()) {
     root_.setSenderRank(sender.rank);
     root_.setSenderIncarnation(sender.incarnation);
-    if (sender.epoch != 0) root_.setSenderEpoch(sender.epoch);
+    if (sender.epoch != 0) {
+      root_.setSenderEpoch(static_cast<std::uint16_t>(std::min<std::uint32_t>(sender.epoch, 0xffff)));
+    }
   }
   Message(const Message&) = delete;
   Message& operator=(const Message&) = delete;

@@ -96,7 +96,7 @@ void MembershipService::initialise() {
   // Nothing a back-end sends below the epoch this node knows for it is taken: it was
   // declared failed, and its link is closing (cut_off) or it is a stale process.
   node_.set_gate([this](const core::Peer& from) {
-    if (from.epoch >= epoch(from.sender)) return true;
+    if (from.epoch >= std::min<std::uint32_t>(epoch(from.sender), 0xffff)) return true;
     count_stale(from.sender, from.epoch);
     return false;
   });
@@ -263,7 +263,8 @@ void MembershipService::start_change() {
 
 void MembershipService::stable() {
   ViewChange done = std::move(change_->applied);
-  done.stabilise = std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - change_->first_report);
+  done.stabilise =
+      std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - change_->first_report);
   change_.reset();
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
@@ -322,7 +323,8 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
     auto index = children.index_of(r);
     if (!index || !children[*index].link || !children[*index].link->is_open()) continue;
     count_stale(r, epoch(r) - 1);
-    const std::string why = "this back-end was declared failed and is not a member of view " + std::to_string(view_.id);
+    const std::string why =
+        "this back-end was declared failed and is not a member of view " + std::to_string(view_.id);
     core::Message stop(node_.identity());
     stop.body().initShutdown().setReason(why);
     children[*index].link->send(stop.builder());

@@ -38,10 +38,11 @@ struct Message {
   # The sender's incarnation when it wrote the message: 0 at launch, then the
   # incarnation of its latest adoption.
 
-  senderEpoch @11 :UInt32;
-  # A back-end's member epoch (membership.capnp) when it wrote the message; 0 for
-  # other processes. Its parent drops a message below the epoch it knows for the
-  # sender (the sender was declared failed).
+  senderEpoch @11 :UInt16;
+  # A back-end's member epoch (membership.capnp) when it wrote the message, up to
+  # 65535; 0 for other processes. Its parent drops a message below the epoch it
+  # knows for the sender (the sender was declared failed). 16 bits so that it fits
+  # the header's free bits: every message stays 16 bytes of header.
 
   body :union {
     hello @2 :Hello;
