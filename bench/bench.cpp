@@ -35,6 +35,7 @@
 
 #include "canopy/frontend.h"
 #include "demo_protocol.h"
+#include "pingpong.h"
 #include "process_guard.h"
 
 namespace {
@@ -188,27 +189,8 @@ double roundtrip_and_throughput(const Options& o, const std::string& spec) {
   return median_0b;
 }
 
-bool read_exact(int fd, char* buf, std::size_t n) {
-  while (n) {
-    ssize_t r = read(fd, buf, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    buf += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-bool write_exact(int fd, const char* buf, std::size_t n) {
-  while (n) {
-    ssize_t r = send(fd, buf, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    buf += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
+using canopy::bench::read_exact;
+using canopy::bench::write_exact;
 
 // Ping-pong of `bytes`-byte messages between this process and a forked echo
 // process over loopback TCP; returns the median round trip (µs). Runs before any

@@ -134,18 +134,6 @@ void bench_adopters(bool quick) {
 
 // ---- processes ----
 
-pid_t pid_of(Rank rank) {
-  for (pid_t pid : canopy::testing::ProcessGuard::descendants()) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
-    std::string env((std::istreambuf_iterator<char>(in)), {});
-    std::istringstream vars(env);
-    for (std::string var; std::getline(vars, var, '\0');) {
-      if (var == "CANOPY_RANK=" + std::to_string(rank)) return pid;
-    }
-  }
-  return -1;
-}
-
 std::unique_ptr<canopy::Network> launch(const canopy::Topology& topology) {
   canopy::LaunchOptions options;
   options.topology = topology;
@@ -193,7 +181,7 @@ void bench_recovery(bool quick, int reps) {
       start_union(*net, 10, 600000);  // the paper's 10 Hz sampling rate
       std::this_thread::sleep_for(500ms);
       const Rank victim = canopy::kFirstInternalRank + 1;
-      pid_t pid = pid_of(victim);
+      pid_t pid = canopy::testing::ProcessGuard::process_of_rank(victim);
       if (pid <= 0) throw Failure("no victim process");
       auto killed_at = std::chrono::system_clock::now();
       kill(pid, SIGKILL);
@@ -275,7 +263,7 @@ void bench_perturbation(bool quick) {
     }
     auto now = Clock::now();
     if (now >= next_kill && !commnodes.empty()) {
-      pid_t pid = pid_of(commnodes.back());
+      pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnodes.back());
       commnodes.pop_back();
       if (pid > 0) kill(pid, SIGKILL);
       next_kill += std::chrono::seconds(kill_every);
