@@ -56,9 +56,7 @@ struct Options {
 // A failure: reported on stderr by main(), which then exits with status 1. Thrown
 // rather than exit()ing so that every live Network is destroyed on the way out,
 // which tears its tree down.
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using canopy::bench::Failure;  // pingpong.h's: one kind of failure for the whole program
 
 struct Stats {
   double median, p10, p90;
@@ -189,62 +187,10 @@ double roundtrip_and_throughput(const Options& o, const std::string& spec) {
   return median_0b;
 }
 
-using canopy::bench::read_exact;
-using canopy::bench::write_exact;
-
-// Ping-pong of `bytes`-byte messages between this process and a forked echo
-// process over loopback TCP; returns the median round trip (µs). Runs before any
-// Network exists, so the fork happens while this process has one thread.
+// Ping-pong of `bytes`-byte messages between this process and an echo process (this
+// program again) over loopback TCP; returns the median round trip (µs).
 double raw_tcp(const Options& o, std::size_t bytes) {
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), len) || listen(listener, 1) ||
-      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len)) {
-    throw Failure(std::string("raw TCP set-up: ") + std::strerror(errno));
-  }
-  const int rounds = o.warmup + o.samples;
-  std::fflush(stdout);
-  pid_t child = fork();
-  if (child < 0) throw Failure(std::string("fork: ") + std::strerror(errno));
-  if (child == 0) {
-    close(listener);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) _exit(1);
-    std::vector<char> buf(bytes);
-    for (int i = 0; i < rounds; ++i) {
-      if (!read_exact(fd, buf.data(), bytes) || !write_exact(fd, buf.data(), bytes)) _exit(1);
-    }
-    _exit(0);
-  }
-  int fd = accept(listener, nullptr, nullptr);
-  close(listener);
-  if (fd < 0) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    throw Failure(std::string("raw TCP accept: ") + std::strerror(errno));
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::vector<char> buf(bytes, 'x');
-  std::vector<double> us;
-  us.reserve(o.samples);
-  bool ok = true;
-  for (int i = 0; i < rounds && ok; ++i) {
-    auto start = Clock::now();
-    ok = write_exact(fd, buf.data(), bytes) && read_exact(fd, buf.data(), bytes);
-    auto end = Clock::now();
-    if (i >= o.warmup) us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-  }
-  close(fd);  // the child reads end-of-file and exits, if it has not yet
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Failure("raw TCP ping-pong failed");
-  auto s = stats(us);
+  auto s = stats(canopy::bench::pingpong_raw(o.samples, bytes, o.warmup));
   row("raw_tcp_roundtrip", "2 processes", static_cast<int>(bytes), "pingpong_latency", s, "us");
   return s.median;
 }
@@ -296,6 +242,10 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The partner of the raw TCP ping-pong (bench/pingpong.h).
+  if (argc == 4 && std::string(argv[1]) == "--echo-raw") {
+    return canopy::bench::echo_raw(static_cast<std::uint16_t>(std::atoi(argv[2])), std::strtoul(argv[3], nullptr, 10));
+  }
   Options o;
   int samples = 0;
   for (int i = 1; i < argc; ++i) {

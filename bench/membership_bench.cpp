@@ -756,7 +756,9 @@ int usage() {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  if (argc == 3 && std::string(argv[1]) == "--echo-raw") return echo_raw(static_cast<std::uint16_t>(std::atoi(argv[2])));
+  if (argc == 4 && std::string(argv[1]) == "--echo-raw") {
+    return echo_raw(static_cast<std::uint16_t>(std::atoi(argv[2])), std::strtoul(argv[3], nullptr, 10));
+  }
   if (argc == 3 && std::string(argv[1]) == "--echo-link") {
     return echo_link(static_cast<std::uint16_t>(std::atoi(argv[2])));
   }

@@ -72,8 +72,6 @@ void reap(pid_t pid, const char* what) {
   throw Failure(std::string(what) + " partner did not exit");
 }
 
-constexpr std::size_t kRawBytes = 64;  // about a VIEW_ACK frame (8 B header + 56 B)
-
 }  // namespace
 
 // A VIEW_ACK, as a process of the tree sends it up: the message of the membership
@@ -107,7 +105,7 @@ bool write_exact(int fd, const char* buf, std::size_t n) {
   return true;
 }
 
-int echo_raw(std::uint16_t port) {
+int echo_raw(std::uint16_t port, std::size_t bytes) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -116,9 +114,9 @@ int echo_raw(std::uint16_t port) {
   int one = 1;
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) return 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  char buf[kRawBytes];
-  while (read_exact(fd, buf, sizeof buf)) {
-    if (!write_exact(fd, buf, sizeof buf)) return 1;
+  std::vector<char> buf(bytes);
+  while (read_exact(fd, buf.data(), bytes)) {
+    if (!write_exact(fd, buf.data(), bytes)) return 1;
   }
   return 0;
 }
@@ -137,12 +135,10 @@ int listen_loopback(std::uint16_t& port) {
   return listener;
 }
 
-// Blocking sockets, TCP_NODELAY, 64-byte messages: the physical floor. Returns the
-// round trips (µs).
-std::vector<double> pingpong_raw(int rounds) {
+std::vector<double> pingpong_raw(int rounds, std::size_t bytes, int warmup) {
   std::uint16_t port = 0;
   int listener = listen_loopback(port);
-  pid_t child = spawn_self({"--echo-raw", std::to_string(port)});
+  pid_t child = spawn_self({"--echo-raw", std::to_string(port), std::to_string(bytes)});
   int fd = accept(listener, nullptr, nullptr);
   close(listener);
   if (fd < 0) {
@@ -152,13 +148,13 @@ std::vector<double> pingpong_raw(int rounds) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  char buf[kRawBytes] = {};
+  std::vector<char> buf(bytes, 'x');
   std::vector<double> rtt;
-  const int warmup = std::max(10, rounds / 10);
+  if (warmup < 0) warmup = std::max(10, rounds / 10);
   bool ok = true;
   for (int i = 0; i < warmup + rounds && ok; ++i) {
     auto start = Clock::now();
-    ok = write_exact(fd, buf, sizeof buf) && read_exact(fd, buf, sizeof buf);
+    ok = write_exact(fd, buf.data(), bytes) && read_exact(fd, buf.data(), bytes);
     if (i >= warmup) rtt.push_back(us(Clock::now() - start));
   }
   close(fd);

@@ -2,7 +2,7 @@
 // latency L of one hop (canopy-bench, canopy-membership-bench): blocking sockets
 // (the physical floor) and TcpLink with asio loops (the path of a message between
 // neighbours of the tree). The partner process is the calling executable again, run
-// with `--echo-raw PORT` or `--echo-link PORT`, whose main() calls echo_raw() or
+// with `--echo-raw PORT BYTES` or `--echo-link PORT`, whose main() calls echo_raw() or
 // echo_link(): no process forks while it has threads.
 #pragma once
 
@@ -40,8 +40,10 @@ bool write_exact(int fd, const char* buf, std::size_t n);
 // link ping-pong bounces.
 std::unique_ptr<core::Outgoing> view_ack(Rank sender);
 
-// Round trips (µs) of 64-byte messages over blocking sockets with TCP_NODELAY.
-std::vector<double> pingpong_raw(int rounds);
+// Round trips (µs) of `bytes`-byte messages over blocking sockets with TCP_NODELAY:
+// the physical floor. 64 bytes is about a VIEW_ACK frame. `warmup` round trips
+// first, not counted (negative: a tenth of `rounds`, at least 10).
+std::vector<double> pingpong_raw(int rounds, std::size_t bytes = 64, int warmup = -1);
 // Round trips (µs) of a VIEW_ACK bounced over TcpLink between two asio loops. With
 // `gap` zero the next ping leaves as soon as the answer is in (both processes stay
 // hot); otherwise after `gap`, once both sides sleep in epoll_wait, as every process
@@ -49,8 +51,9 @@ std::vector<double> pingpong_raw(int rounds);
 inline constexpr std::chrono::microseconds kColdGap{5000};
 std::vector<double> pingpong_link(int rounds, std::chrono::microseconds gap = {});
 
-// The partner's side: exit status for main().
-int echo_raw(std::uint16_t port);
+// The partner's side: exit status for main(). `--echo-raw PORT BYTES` runs
+// echo_raw(PORT, BYTES).
+int echo_raw(std::uint16_t port, std::size_t bytes);
 int echo_link(std::uint16_t port);
 
 }  // namespace canopy::bench
