@@ -252,6 +252,7 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
   if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
   Child& child = children_[*index];
   if (from_wire(hello.getRole()) != child.role) return refuse("role does not match the topology");
+  if (child.state == ChildState::gone && child.loss_reported && !stopping()) return accept_rejoin(*index, link, hello);
   if (child.state != ChildState::starting || stopping()) {
     return refuse("rank " + std::to_string(child.rank) + " is already connected or gone");
   }
@@ -542,6 +543,39 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   send_live_tree(*link);
   on_adoption_report(orphan, id_.rank, incarnation, link.get());
   emit(events::ChildAdopted{index, orphan});
+}
+
+// A child whose loss was reported connects again under its rank: a restarted
+// back-end (paper 000's NODE_ALIVE). The live tree takes it back under an
+// incarnation above the lost process's, flooded like an adoption; the new process
+// gets the topology and the live tree as at launch, and the services treat it as a
+// new connection (the membership service makes it a member again).
+void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  Child& child = children_[index];
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing {} again: {}", describe(child.rank), why);
+    link->close(why);
+  };
+  if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
+  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
+  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
+  const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
+  if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
+
+  child.link = link;
+  child.loss_reported = false;
+  child.close_reason.clear();
+  child.exit_status.reset();
+  child_of_link_[link.get()] = index;
+  hello_deadlines_.erase(link.get());
+  std::erase(pending_, link);
+  set_child_state(index, ChildState::connected,
+                  "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
+                      std::to_string(incarnation));
+  on_adoption_report(child.rank, id_.rank, incarnation, link.get());
+  send_topology(*link, false);
+  send_live_tree(*link);  // with the report above: the new process learns its incarnation
+  emit(events::ChildConnected{index, child.rank, true});
 }
 
 // ---- losing a child ----

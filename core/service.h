@@ -69,10 +69,13 @@ namespace events {
 struct Started {
   std::string error;
 };
-// A child said hello and is now connected.
+// A child said hello and is now connected. `rejoined`: a back-end whose process was
+// lost connected again under its rank (a restarted process, paper 000's NODE_ALIVE);
+// the live tree took it back as this node's child under a new incarnation.
 struct ChildConnected {
   std::size_t child;
   Rank rank;
+  bool rejoined = false;
 };
 // A child process or its connection is gone (not during a stop). `during_launch`:
 // before this node's subtree was up. `reason` says what happened ("back-end 3 on

@@ -37,10 +37,18 @@ void MembershipService::on_event(const core::NodeEvent& event) {
   } else if (auto* connected = std::get_if<ChildConnected>(&event)) {
     // A back-end that is not a member yet: attach mode, where back-ends join as
     // they attach (at launch, every back-end of the topology is a member of view 0).
+    // A rejoin: a restarted process under the rank of a back-end that left the view
+    // (refuse_hello kept it out until then). It hears the view and its new epoch at
+    // once, and what it sends meanwhile is taken: its link is the new process's.
     if (started_ && node_.children()[connected->child].role == Role::backend && !view_.contains(connected->rank)) {
-      report(connected->rank, ReportKind::join, "");
+      if (connected->rejoined) {
+        rejoined_.insert(connected->child);
+        welcome(connected->child);
+      }
+      report(connected->rank, ReportKind::join, connected->rejoined ? "rejoined" : "");
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
+    rejoined_.erase(lost->child);
     if (awaiting_.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
       report(lost->rank, ReportKind::failure, lost->reason);
@@ -97,6 +105,7 @@ void MembershipService::initialise() {
   // declared failed, and its link is closing (cut_off) or it is a stale process.
   node_.set_gate([this](const core::Peer& from) {
     if (from.epoch >= std::min<std::uint32_t>(epoch(from.sender), 0xffff)) return true;
+    if (from.kind == core::Peer::Kind::child && rejoined_.count(from.child)) return true;  // not welcomed yet
     count_stale(from.sender, from.epoch);
     return false;
   });
@@ -275,14 +284,20 @@ void MembershipService::stable() {
 // ---- every process: apply, pass down, acknowledge up ----
 
 void MembershipService::on_view_change(wire::membership::ViewChange::Reader change) {
+  if (change.getWelcome()) {
+    // This process rejoined under its rank: not a member yet, but at the epoch the
+    // tree knows for the rank now.
+    if (change.getId() >= view_.id) {
+      auto [next, epochs] = read_view(change);
+      view_ = std::move(next);
+      epochs_ = std::move(epochs);
+      node_.set_epoch(epoch(node_.identity().rank));
+      log().info("membership: rejoining at view {} with epoch {}", view_.id, epoch(node_.identity().rank));
+    }
+    return;
+  }
   if (change.getId() > view_.id) {
-    View next;
-    next.id = change.getId();
-    for (Rank r : change.getMembers()) next.members.push_back(r);
-    std::sort(next.members.begin(), next.members.end());
-    next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
-    std::map<Rank, std::uint32_t> epochs;
-    for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
+    auto [next, epochs] = read_view(change);
     ViewChange applied = apply(std::move(next), epochs);
     cut_off(applied.left);
     if (observer_) observer_->on_view(applied);
@@ -332,12 +347,19 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
   }
 }
 
-// Sends this process's view to every connected child (and waits for all of them),
-// or to `only_child`, a child adopted meanwhile (waited for too if the view is not
-// yet acknowledged).
-void MembershipService::pass_down(std::optional<std::size_t> only_child) {
-  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
-  auto v = message.init<wire::membership::ViewChange>();
+std::pair<View, std::map<Rank, std::uint32_t>> MembershipService::read_view(
+    wire::membership::ViewChange::Reader change) {
+  View view;
+  view.id = change.getId();
+  for (Rank r : change.getMembers()) view.members.push_back(r);
+  std::sort(view.members.begin(), view.members.end());
+  view.members.erase(std::unique(view.members.begin(), view.members.end()), view.members.end());
+  std::map<Rank, std::uint32_t> epochs;
+  for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
+  return {std::move(view), std::move(epochs)};
+}
+
+void MembershipService::write_view(wire::membership::ViewChange::Builder v) const {
   v.setId(view_.id);
   auto members = v.initMembers(view_.members.size());
   for (std::size_t i = 0; i < view_.members.size(); ++i) members.set(i, view_.members[i]);
@@ -347,6 +369,22 @@ void MembershipService::pass_down(std::optional<std::size_t> only_child) {
     epochs[i].setRank(rank);
     epochs[i++].setEpoch(e);
   }
+}
+
+void MembershipService::welcome(std::size_t child) {
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+  auto v = message.init<wire::membership::ViewChange>();
+  write_view(v);
+  v.setWelcome(true);
+  node_.send_to_child(child, message);
+}
+
+// Sends this process's view to every connected child (and waits for all of them),
+// or to `only_child`, a child adopted meanwhile (waited for too if the view is not
+// yet acknowledged).
+void MembershipService::pass_down(std::optional<std::size_t> only_child) {
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+  write_view(message.init<wire::membership::ViewChange>());
   auto& children = node_.children();
   auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open(); };
   if (only_child) {
@@ -404,8 +442,16 @@ void MembershipService::fill_hello(wire::Hello::Builder hello) {
 }
 
 std::optional<std::string> MembershipService::refuse_hello(wire::Hello::Reader hello) {
-  if (!started_ || hello.getRole() != wire::Role::BACKEND || !hello.getAdopt()) return std::nullopt;
+  if (!started_ || hello.getRole() != wire::Role::BACKEND) return std::nullopt;
   const Rank rank = hello.getRank();
+  if (!hello.getAdopt()) {
+    // A new process under the rank of a lost back-end: it may rejoin once the view
+    // without the old one is out (else that view would cut the new one off).
+    auto index = node_.children().index_of(rank);
+    if (!index || node_.children()[*index].state != core::ChildState::gone || !view_.contains(rank)) return std::nullopt;
+    return "back-end " + std::to_string(rank) + " is lost but still a member of view " + std::to_string(view_.id) +
+           " here: the view without it is not out yet; attach again once it is";
+  }
   if (hello.getEpoch() >= epoch(rank)) return std::nullopt;
   count_stale(rank, hello.getEpoch());
   return "back-end " + std::to_string(rank) + " asks at epoch " + std::to_string(hello.getEpoch()) +

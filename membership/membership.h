@@ -17,6 +17,10 @@
 //     adoption with an epoch below the one the tree knows (it was declared failed,
 //     e.g. it hung and woke up) is refused and told to stop, and a back-end that
 //     finds itself excluded from a view stops. Refusals are counted.
+//   - a new process under the rank of a back-end that left the view (a restarted
+//     rank; paper 000's NODE_ALIVE) rejoins: its parent welcomes it with the view
+//     and its epoch and reports the join; a rejoin before the view without the old
+//     process is out at the parent is refused.
 // A commnode's failure is not a membership change: its back-ends are re-adopted.
 //
 // Runs on the node's io_context thread, like every service.
@@ -111,6 +115,9 @@ class MembershipService final : public core::Service {
   void stable();
   // Every process.
   void on_view_change(wire::membership::ViewChange::Reader change);
+  static std::pair<View, std::map<Rank, std::uint32_t>> read_view(wire::membership::ViewChange::Reader change);
+  void write_view(wire::membership::ViewChange::Builder v) const;
+  void welcome(std::size_t child);
   ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
   void cut_off(const std::vector<Rank>& left);
   void count_stale(Rank rank, std::uint32_t stale_epoch);
@@ -129,6 +136,9 @@ class MembershipService final : public core::Service {
   View view_;
   std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
   std::uint64_t stale_dropped_ = 0;
+  // Children that rejoined under the rank of a lost back-end, on their new link: what
+  // they send before they applied the welcome (their new epoch) is theirs.
+  std::set<std::size_t> rejoined_;
   std::map<Rank, std::uint64_t> stale_in_tree_;  // root
 
   // Detector: reports not yet acknowledged by the root, by rank.

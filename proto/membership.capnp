@@ -55,6 +55,10 @@ struct ViewChange {
   id @0 :UInt64;                 # the view number; 0 is the view at launch
   members @1 :List(UInt32);      # live back-ends, ascending
   epochs @2 :List(Member);       # every back-end whose epoch is above 0
+  welcome @3 :Bool;              # to a back-end that rejoined under its old rank,
+                                 # from its parent, before it is a member again: the
+                                 # view as it stands and the epoch it speaks at now;
+                                 # applied without an event and not acknowledged
 }
 
 struct ViewAck {

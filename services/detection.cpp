@@ -35,6 +35,8 @@ void DetectionService::on_event(const core::NodeEvent& event) {
     if (!lost->during_launch) report_node_lost(lost->rank, lost->reason);
   } else if (auto* adopted = std::get_if<core::events::ChildAdopted>(&event)) {
     if (adopted->child < children_.size()) children_[adopted->child] = PeerState::alive;
+  } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
+    if (connected->child < children_.size()) children_[connected->child] = PeerState::alive;  // a rejoin
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     parent_ = PeerState::alive;
   } else if (std::holds_alternative<core::events::Stopping>(event)) {

@@ -65,7 +65,7 @@ void LaunchService::on_event(const core::NodeEvent& event) {
     if (node_.listen_port() != 0) endpoints_[node_.identity().rank] = node_.listen_port();
     launch_children();
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
-    report_launched(connected->rank);
+    if (!connected->rejoined) report_launched(connected->rank);  // a rejoin is the membership's news
   } else if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
     if (!lost->during_launch) return;  // the detection service reports it
     const bool never = node_.children()[lost->child].close_reason == "never connected";

@@ -115,6 +115,8 @@ void StreamService::on_event(const core::NodeEvent& event) {
     // Reports and data share the ordered link up: the loss was reported before
     // this, so aggregates without the child follow the report.
     for (auto& [id, stream] : streams_) drop_member(stream, lost->child);
+  } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
+    if (connected->rejoined) rejoin_streams(connected->child, connected->rank);
   } else if (std::holds_alternative<core::events::TreeChanged>(event)) {
     loosen_waves();
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
@@ -520,6 +522,28 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
     stream.members.push_back(child);
     stream.queues.emplace_back();
   }
+}
+
+// A restarted back-end connected again under its rank: it takes part again in every
+// stream here whose communicator names it (it is created at the back-end as at
+// launch). Its first packet joins the wave the others are filling at that moment.
+void StreamService::rejoin_streams(std::size_t child, Rank rank) {
+  std::vector<StreamId> ids;
+  for (auto& [sid, stream] : streams_) {
+    const auto& b = stream.spec.backends;
+    if (!std::binary_search(b.begin(), b.end(), rank)) continue;
+    if (std::find(stream.members.begin(), stream.members.end(), child) != stream.members.end()) continue;
+    stream.members.push_back(child);
+    stream.queues.emplace_back();
+    ids.push_back(sid);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (StreamId sid : ids) {
+    core::Outgoing message(node_.identity(), id(), Kind::CREATE);
+    write_spec(message.init<wire::streams::StreamCreate>(), streams_.at(sid).spec);
+    node_.send_to_child(child, message);
+  }
+  if (!ids.empty()) log().info("back-end {} rejoined {} stream(s)", rank, ids.size());
 }
 
 // This node has just been adopted: join every stream at the adopter, and send the

@@ -11,7 +11,8 @@
 // On the node's events: a lost child leaves the streams (later waves do not wait
 // for it); once the tree has changed shape, wait-for-all waves tolerate stragglers;
 // after this node is adopted it rejoins its streams at the adopter and sends the
-// state of each state-recoverable filter (state composition).
+// state of each state-recoverable filter (state composition); a restarted back-end
+// that rejoins under its rank takes part again in the streams that name it.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -113,6 +114,7 @@ class StreamService final : public core::Service {
   void loosen_waves();
   void route_point_to_point(wire::DataPacket::Reader packet);
   void join_stream(std::size_t child, const StreamSpec& spec);
+  void rejoin_streams(std::size_t child, Rank rank);
   void drop_member(Stream& stream, std::size_t child);
   void compensate();
 

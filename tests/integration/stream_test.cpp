@@ -300,6 +300,53 @@ TEST_F(Streams, AttachedBackendsJoinAndReduce) {
   }
 }
 
+// A rank of the job dies and is started again (an MPI runtime restarting it): the
+// new process attaches under the old rank, becomes a member of the next view, and
+// takes part in the stream again.
+TEST_F(Streams, AKilledAttachedBackendStartedAgainRejoinsTheViewAndTheStream) {
+  const auto file = (dir_ / "attach").string();
+  auto* net = launch("b:2^2", file);
+  ASSERT_TRUE(net);
+  std::map<int, pid_t> pids;
+  for (int r = 0; r < 4; ++r) pids[r] = spawn({kScriptBackend, "--attach", file, std::to_string(r)});
+  ASSERT_TRUE(net->wait_for_backends(10s));
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  // The view event whose members are `members`, failing the test after 20 s.
+  auto view_with = [&](const std::vector<canopy::Rank>& members) -> std::optional<canopy::Event> {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto event = net->next_event(100ms);
+      if (event && event->kind == canopy::Event::Kind::view && event->view.members == members) return event;
+    }
+    ADD_FAILURE() << "no view with the members expected";
+    return std::nullopt;
+  };
+  ASSERT_TRUE(view_with({0, 1, 2, 3}));
+
+  kill(pids[2], SIGKILL);
+  EXPECT_EQ(waitpid(pids[2], nullptr, 0), pids[2]);
+  auto left = view_with({0, 1, 3});
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->left, std::vector<canopy::Rank>{2});
+
+  pids[2] = spawn({kScriptBackend, "--attach", file, "2"});
+  auto joined = view_with({0, 1, 2, 3});
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->joined, std::vector<canopy::Rank>{2});
+  EXPECT_EQ(net->view().members, (std::vector<canopy::Rank>{0, 1, 2, 3}));
+
+  ASSERT_TRUE(net->broadcast(*stream, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 6) << "every back-end, the restarted one included, answered";
+  EXPECT_EQ(out->contributors(), 4u);
+  network_.reset();  // the restarted back-end, too, hears the shutdown and exits
+  int status = 0;
+  EXPECT_EQ(waitpid(pids[2], &status, 0), pids[2]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the restarted back-end: status " << status;
+}
+
 TEST_F(Streams, StreamCreationNamesBackendsThatNeverAttach) {
   const auto file = (dir_ / "attach").string();
   auto* net = launch("b:2^2", file, 4s);

@@ -268,7 +268,9 @@ TEST_F(Tree, BackendExitingMidRunLeavesTheViewAndTheStreamGoesOn) {
     ASSERT_TRUE(contributors == 4u || contributors == 3u) << contributors;
     if (contributors == 4u) {
       EXPECT_EQ(without_one, 0) << "a complete aggregate after back-end 1 had left";
-      EXPECT_EQ((*in)->view, 0u) << "a complete aggregate in a later view";
+      // Stamped with the view the front-end holds when it arrives: a wave that back-end
+      // 1 completed may still be closing at the front-end when view 1 comes in.
+      EXPECT_LE((*in)->view, 1u);
       ++complete;
     } else {
       // The detector reports the loss up before the waves without back-end 1, on

@@ -249,5 +249,85 @@ TEST(Membership, BackendsThatAttachJoinTheViewAndLateJoinersCatchUp) {
   ASSERT_TRUE(tree.run_until(members_are({0, 2, 3}), 5s));
 }
 
+// A restarted process under the rank of a back-end that left the view (paper 000's
+// NODE_ALIVE): the live tree takes it back under a new incarnation, it becomes a
+// member again with the epoch its rank was given when declared failed, and it takes
+// part in the streams that name it again.
+TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  services::StreamSpec spec;
+  spec.id = 7;
+  spec.backends = tree.topology().backends();
+  spec.upstream_filter = "incremental_union";
+  tree.runtime(FE).streams.create_stream(spec);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).acks.count(7) != 0; }, 5s));
+  tree.kill(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 10s));
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2}));
+  EXPECT_EQ(membership_of(tree, FE).epoch(3), 1u);
+
+  tree.attach(3);  // the restarted process
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 2); }, 10s));
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2, 3}));
+  EXPECT_EQ(tree.heard(FE).views.back().joined, Ranks{3});
+  EXPECT_EQ(tree.node(3).identity().epoch, 1u) << "it speaks at the epoch its rank has now";
+  // Its first view event is the one that makes it a member (the welcome is silent).
+  ASSERT_FALSE(tree.heard(3).views.empty());
+  EXPECT_EQ(tree.heard(3).views.front().view.id, 2u);
+  EXPECT_EQ(tree.heard(3).views.front().joined, Ranks{3});
+  // Every process's live tree has it back, under C2, at a new incarnation.
+  for (Rank r : survivors(tree)) {
+    const auto* live = tree.node(r).view();
+    EXPECT_TRUE(live->alive(3)) << "at " << r;
+    EXPECT_EQ(live->parent(3), C2) << "at " << r;
+    EXPECT_EQ(live->incarnation(3), 1u) << "at " << r;
+  }
+
+  // It is in the stream again: its value reaches the front-end, and nothing it sent
+  // was taken for a stale process's.
+  tree.runtime(3).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{33}}));
+  tree.runtime(2).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{22}}));
+  std::set<std::int64_t> seen;
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        for (const auto& packet : tree.heard(FE).upstream) {
+          for (auto v : std::get<std::vector<std::int64_t>>(packet[0])) seen.insert(v);
+        }
+        return seen.count(33) && seen.count(22);
+      },
+      5s));
+  EXPECT_EQ(membership_of(tree, C2).stale_dropped(), 0u);
+
+  // And it can fail again: a second epoch.
+  tree.kill(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 3); }, 10s));
+  EXPECT_EQ(membership_of(tree, FE).epoch(3), 2u);
+}
+
+// A new process under a lost back-end's rank before the view without the old one is
+// out at the parent would be cut off by that view: it is refused and told why, and
+// may attach again once the view is out.
+TEST(Membership, ARejoinBeforeTheViewWithoutTheOldProcessIsRefused) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(FE);  // no view can be ordered
+  tree.kill(3);
+  auto gone = [&] {
+    auto index = tree.node(C2).children().index_of(3);
+    return tree.node(C2).children()[*index].state == core::ChildState::gone;
+  };
+  ASSERT_TRUE(tree.run_until(gone, 5s));
+  tree.attach(3);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(3).stopped.has_value(); }, 5s));
+  EXPECT_NE(tree.heard(3).stopped->find("the view without it is not out yet"), std::string::npos)
+      << *tree.heard(3).stopped;
+  tree.thaw(FE);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 10s));
+  tree.attach(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 2); }, 10s));
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace canopy::testing
