@@ -213,6 +213,11 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   ft.setSuspectMs(static_cast<std::uint32_t>(plan.fault.suspect.count()));
   ft.setLostMs(static_cast<std::uint32_t>(plan.fault.lost.count()));
   ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
+  const auto& gossip = plan.fault.gossip;
+  ft.setGossipSchedule(static_cast<std::uint8_t>(gossip.schedule));
+  ft.setGossipPeriodMs(static_cast<std::uint32_t>(gossip.period.count()));
+  ft.setGossipMaxHangupMs(static_cast<std::uint32_t>(gossip.max_hangup.count()));
+  ft.setGossipPingTimeoutMs(static_cast<std::uint32_t>(gossip.ping_timeout.count()));
 }
 
 LaunchPlan decode_plan(wire::Topology::Reader t) {
@@ -229,6 +234,13 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.fault.suspect = milliseconds(std::max<std::uint32_t>(20, ft.getSuspectMs()));
   plan.fault.lost = milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
   plan.fault.adoption_timeout = milliseconds(ft.getAdoptionTimeoutMs());
+  auto& gossip = plan.fault.gossip;
+  gossip.schedule = ft.getGossipSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
+                        ? static_cast<GossipSchedule>(ft.getGossipSchedule())
+                        : GossipSchedule::off;
+  gossip.period = milliseconds(std::max<std::uint32_t>(10, ft.getGossipPeriodMs()));
+  gossip.max_hangup = milliseconds(ft.getGossipMaxHangupMs());
+  gossip.ping_timeout = milliseconds(ft.getGossipPingTimeoutMs());
   return plan;
 }
 

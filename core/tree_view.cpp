@@ -65,6 +65,16 @@ std::vector<Rank> TreeView::backends_below(Rank rank) const {
   return out;
 }
 
+bool TreeView::attached(Rank rank) const {
+  if (!contains(rank)) return false;
+  for (std::size_t steps = 0; steps <= index_.size() && rank != root_; ++steps) {
+    const Entry& e = entry(rank);
+    if (!e.alive || e.parent == kNone) return false;
+    rank = e.parent;
+  }
+  return rank == root_;
+}
+
 bool TreeView::apply_failure(Rank rank) {
   auto it = index_.find(rank);
   if (it == index_.end() || !it->second.alive || rank == root_) return false;

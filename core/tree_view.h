@@ -39,6 +39,9 @@ class TreeView {
 
   // True if `node` is `top` or below it, following current parents.
   bool in_subtree(Rank node, Rank top) const;
+  // Whether `rank` hangs from the root through live processes only (an orphan, or
+  // anything below one, does not).
+  bool attached(Rank rank) const;
   // The nearest live ancestor of `rank` (kNone if none).
   Rank live_ancestor(Rank rank) const;
   // The back-ends in `rank`'s current subtree (itself, if a back-end).

@@ -11,9 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "canopy/fault_tolerance.h"
+
 namespace canopy::membership {
 
-enum class GossipSchedule : std::uint8_t { off, random, rr, brr, dbrr };
+using canopy::GossipSchedule;
 
 std::string_view to_string(GossipSchedule schedule);
 // "off", "random", "rr", "brr", "dbrr"; nothing for anything else.

@@ -45,13 +45,13 @@ void MembershipService::on_event(const core::NodeEvent& event) {
         rejoined_.insert(connected->child);
         welcome(connected->child);
       }
-      report(connected->rank, ReportKind::join, connected->rejoined ? "rejoined" : "");
+      report(connected->rank, {.kind = ReportKind::join, .reason = connected->rejoined ? "rejoined" : ""});
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
     rejoined_.erase(lost->child);
     if (awaiting_.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
-      report(lost->rank, ReportKind::failure, lost->reason);
+      report(lost->rank, {.kind = ReportKind::failure, .reason = lost->reason});
     }
   } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
     pass_down(adopted->child);  // the orphan may have missed views while it was cut off
@@ -80,23 +80,12 @@ void MembershipService::watch_orphans(Rank failed) {
   timer->async_wait([this, orphans = std::move(orphans)](const boost::system::error_code& ec) {
     if (ec || node_.stopping()) return;
     for (Rank r : orphans) {
-      if (view_.contains(r) && !attached(r)) {
-        report(r, ReportKind::failure, "not adopted after its parent failed");
+      if (view_.contains(r) && !node_.view()->attached(r)) {
+        report(r, {.kind = ReportKind::failure, .reason = "not adopted after its parent failed"});
       }
     }
   });
   orphan_watches_.push_back(std::move(timer));
-}
-
-// Whether `rank` hangs from the root through live processes only.
-bool MembershipService::attached(Rank rank) const {
-  const auto* tree = node_.view();
-  for (std::size_t steps = 0; steps < 64 && rank != tree->root(); ++steps) {
-    if (!tree->alive(rank)) return false;
-    rank = tree->parent(rank);
-    if (rank == core::TreeView::kNone) return false;
-  }
-  return true;
 }
 
 void MembershipService::initialise() {
@@ -118,32 +107,33 @@ void MembershipService::initialise() {
 // ---- detectors: reports up to the root, resent until it answers ----
 
 void MembershipService::report_failure(const std::vector<Rank>& ranks, const std::string& reason) {
-  for (Rank r : ranks) report(r, ReportKind::failure, reason);
+  for (Rank r : ranks) report(r, {.kind = ReportKind::failure, .reason = reason});
 }
 
-void MembershipService::report(Rank rank, ReportKind kind, const std::string& reason) {
-  log().info("membership: reporting {} {} ({})", kind == ReportKind::failure ? "the failure of" : "the join of",
-             node_.describe(rank), reason.empty() ? "connected" : reason);
+void MembershipService::report_end_to_end(Rank rank, const std::string& reason, std::chrono::milliseconds silent) {
+  report(rank, {.kind = ReportKind::failure, .reason = reason, .end_to_end = true, .silent = silent});
+}
+
+void MembershipService::report(Rank rank, Report r) {
+  log().info("membership: reporting {} {} ({})", r.kind == ReportKind::failure ? "the failure of" : "the join of",
+             node_.describe(rank), r.reason.empty() ? "connected" : r.reason);
+  r.epoch = epoch(rank);
   if (node_.is_root()) {
-    if (kind == ReportKind::failure) return on_failure_report(node_.identity().rank, rank, epoch(rank), reason);
+    if (r.kind == ReportKind::failure) return on_failure_report(node_.identity().rank, rank, r);
     return on_join_report(node_.identity().rank, rank);
   }
-  unacked_[rank] = Report{kind, epoch(rank), reason};
+  unacked_[rank] = std::move(r);
   send_reports();
   arm_resend();
 }
 
 void MembershipService::send_reports() {
-  std::vector<std::pair<Rank, const Report*>> failures;
-  std::vector<Rank> joins;
-  for (const auto& [rank, r] : unacked_) {
-    if (r.kind == ReportKind::failure) {
-      failures.emplace_back(rank, &r);
-    } else {
-      joins.push_back(rank);
-    }
-  }
-  if (!failures.empty()) {
+  // The overlay's own detections go in one message; each end-to-end one in its own
+  // (it carries its silence).
+  using Failures = std::vector<std::pair<Rank, const Report*>>;
+  auto send_failures = [&](const Failures& failures) {
+    if (failures.empty()) return;
+    const Report& first = *failures.front().second;
     core::Outgoing message(node_.identity(), id(), Kind::NODE_FAILURE);
     auto f = message.init<wire::membership::NodeFailure>();
     f.setDetector(node_.identity().rank);
@@ -152,9 +142,23 @@ void MembershipService::send_reports() {
       list[i].setRank(failures[i].first);
       list[i].setEpoch(failures[i].second->epoch);
     }
-    f.setReason(failures.front().second->reason);
+    f.setReason(first.reason);
+    f.setEndToEnd(first.end_to_end);
+    f.setSilentMs(static_cast<std::uint32_t>(first.silent.count()));
     node_.send_up(message);
+  };
+  Failures failures;
+  std::vector<Rank> joins;
+  for (const auto& [rank, r] : unacked_) {
+    if (r.kind == ReportKind::join) {
+      joins.push_back(rank);
+    } else if (r.end_to_end) {
+      send_failures({{rank, &r}});
+    } else {
+      failures.emplace_back(rank, &r);
+    }
   }
+  send_failures(failures);
   if (!joins.empty()) {
     core::Outgoing message(node_.identity(), id(), Kind::NEW_NODE);
     auto n = message.init<wire::membership::NewNode>();
@@ -193,14 +197,16 @@ void MembershipService::on_det_ack(wire::membership::DetAck::Reader ack, std::ui
 
 // ---- the root: orders views ----
 
-void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_t reported_epoch,
-                                          const std::string& reason) {
+void MembershipService::on_failure_report(Rank detector, Rank rank, const Report& report) {
+  const std::uint32_t reported_epoch = report.epoch;
+  const std::string& reason = report.reason;
   answer_detector(detector, {rank}, Kind::FAILURE_DET_ACK);
   const auto* tree = node_.view();
   if (!tree || !tree->contains(rank) || tree->role(rank) != Role::backend) {
     log().warn("membership: ignoring a failure report about {}, which is not a back-end", rank);
     return;
   }
+  if (report.end_to_end && observer_) observer_->on_gossip_report(rank, detector, report.silent);
   if (reported_epoch < epoch(rank)) {
     count_stale(rank, reported_epoch);
     log().info("membership: dropping a report about back-end {} at epoch {}: it is at epoch {}", rank,
@@ -212,7 +218,10 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, std::uint32_
   // A detector that is gone, or no longer the back-end's parent (it hung, its
   // children were adopted elsewhere, and it woke up to find their links closed),
   // speaks of a tree that is no more. (The root's own detectors may speak of any.)
-  if (detector != node_.identity().rank && (!tree->alive(detector) || tree->parent(rank) != detector)) {
+  // An end-to-end detector is a live member, wherever it is.
+  const bool from_parent = tree->alive(detector) && tree->parent(rank) == detector;
+  const bool from_member = report.end_to_end && tree->alive(detector) && view_.contains(detector);
+  if (detector != node_.identity().rank && !from_parent && !from_member) {
     count_stale(rank, reported_epoch);
     log().warn("membership: ignoring {}'s report that back-end {} failed: its parent is now {}",
                node_.describe(detector), rank, tree->parent(rank));
@@ -492,7 +501,14 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       if (from.kind != core::Peer::Kind::child) break;
       auto f = body.getAs<wire::membership::NodeFailure>();
       if (!node_.is_root()) return forward_up<wire::membership::NodeFailure>(Kind::NODE_FAILURE, f);
-      for (auto m : f.getFailed()) on_failure_report(f.getDetector(), m.getRank(), m.getEpoch(), f.getReason());
+      for (auto m : f.getFailed()) {
+        on_failure_report(f.getDetector(), m.getRank(),
+                          {.kind = ReportKind::failure,
+                           .epoch = m.getEpoch(),
+                           .reason = f.getReason(),
+                           .end_to_end = f.getEndToEnd(),
+                           .silent = std::chrono::milliseconds(f.getSilentMs())});
+      }
       return;
     }
     case Kind::NEW_NODE: {

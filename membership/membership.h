@@ -58,6 +58,10 @@ class MembershipService final : public core::Service {
     // Every process: a view it applied, once each, in view order. At the root, once
     // the view is stable (every process acknowledged it).
     virtual void on_view(const ViewChange& change) {}
+    // Root: member `detector`'s gossip detector confirmed that `rank` failed, its
+    // heartbeat still for `silent` (docs/gossip.md); once per report that reaches the
+    // root, whether or not the view had it already.
+    virtual void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) {}
   };
 
   // `node` and `observer` (may be null) are borrowed.
@@ -87,6 +91,10 @@ class MembershipService final : public core::Service {
   // A detector of this process (or a test) declares members failed: reported to the
   // root as the overlay's own detection does.
   void report_failure(const std::vector<Rank>& ranks, const std::string& reason);
+  // The gossip detector of this member confirmed that member `rank` failed, its
+  // heartbeat still for `silent`: reported to the root, which takes it from any live
+  // member (not only the failed member's parent).
+  void report_end_to_end(Rank rank, const std::string& reason, std::chrono::milliseconds silent);
 
  private:
   enum class ReportKind : std::uint8_t { failure, join };
@@ -94,6 +102,8 @@ class MembershipService final : public core::Service {
     ReportKind kind;
     std::uint32_t epoch;
     std::string reason;
+    bool end_to_end = false;  // a failure confirmed by this member's gossip detector
+    std::chrono::milliseconds silent{0};
   };
   // Root: the view being stabilised.
   struct Change {
@@ -103,12 +113,12 @@ class MembershipService final : public core::Service {
 
   void initialise();
   // Detector side.
-  void report(Rank rank, ReportKind kind, const std::string& reason);
+  void report(Rank rank, Report report);
   void send_reports();
   void arm_resend();
   void on_det_ack(wire::membership::DetAck::Reader ack, std::uint16_t kind);
   // Root side.
-  void on_failure_report(Rank detector, Rank rank, std::uint32_t epoch, const std::string& reason);
+  void on_failure_report(Rank detector, Rank rank, const Report& report);
   void on_join_report(Rank detector, Rank rank);
   void answer_detector(Rank detector, const std::vector<Rank>& ranks, wire::membership::Kind kind);
   void start_change();
@@ -122,7 +132,6 @@ class MembershipService final : public core::Service {
   void cut_off(const std::vector<Rank>& left);
   void count_stale(Rank rank, std::uint32_t stale_epoch);
   void watch_orphans(Rank failed);
-  bool attached(Rank rank) const;
   void pass_down(std::optional<std::size_t> only_child = std::nullopt);
   void on_view_ack(std::size_t child, std::uint64_t id);
   void check_acks();

@@ -187,6 +187,10 @@ struct FaultTolerance {
   suspectMs @2 :UInt32;          # a peer silent this long is suspect (logged)
   lostMs @3 :UInt32;             # a peer silent this long is lost (link closed)
   adoptionTimeoutMs @4 :UInt32;  # an orphan gives up (and stops) after this long
+  gossipSchedule @5 :UInt8;      # GossipSchedule (docs/gossip.md); 0: off
+  gossipPeriodMs @6 :UInt32;     # T_gossip
+  gossipMaxHangupMs @7 :UInt32;  # T_max_hangup
+  gossipPingTimeoutMs @8 :UInt32;  # 0: lostMs
 }
 
 struct Adopted {

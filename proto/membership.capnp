@@ -30,6 +30,9 @@ struct NodeFailure {
   detector @0 :UInt32;
   failed @1 :List(Member);
   reason @2 :Text;
+  endToEnd @3 :Bool;             # the detector is a member whose gossip detector
+                                 # confirmed it (docs/gossip.md), not the parent
+  silentMs @4 :UInt32;           # end to end: how long its heartbeat had been still
 }
 
 struct NewNode {

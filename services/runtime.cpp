@@ -10,9 +10,10 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
       streams(node, filters, observers.streams),
       requests(node, filters, streams, observers.requests),
       recovery(node, streams, observers.recovery),
-      membership(node, observers.membership) {
-  for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &membership, &streams,
-                                                                      &requests, &recovery}) {
+      membership(node, observers.membership),
+      gossip(node, membership, observers.gossip) {
+  for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &membership, &gossip,
+                                                                      &streams, &requests, &recovery}) {
     (void)node.add_service(*service);  // distinct ids: cannot fail
   }
 }

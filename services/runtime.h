@@ -13,6 +13,7 @@
 #include "canopy/event.h"
 #include "core/node.h"
 #include "filters/filter.h"
+#include "membership/gossip.h"
 #include "membership/membership.h"
 #include "services/detection.h"
 #include "services/launch.h"
@@ -31,6 +32,7 @@ struct Observers {
   RequestService::Observer* requests = nullptr;
   RecoveryService::Observer* recovery = nullptr;
   membership::MembershipService::Observer* membership = nullptr;
+  membership::GossipService::Observer* gossip = nullptr;
 };
 
 class Runtime {
@@ -50,6 +52,7 @@ class Runtime {
   RequestService requests;
   RecoveryService recovery;
   membership::MembershipService membership;
+  membership::GossipService gossip;
 };
 
 // The public form (include/canopy/event.h) of a change of the live tree (other

@@ -3,8 +3,32 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace canopy {
+
+// The gossip failure detector among the back-ends (paper 003; docs/gossip.md): who
+// each member sends its heartbeat table to, round by round.
+enum class GossipSchedule : std::uint8_t {
+  off,     // no gossip: the tree's own detection only (the default)
+  random,  // a random member each round
+  rr,      // round-robin: (s + r) mod n
+  brr,     // binary round-robin: (s + 2^(r-1)) mod n
+  dbrr,    // double binary round-robin: BRR clockwise, then counter-clockwise
+};
+
+struct GossipOptions {
+  GossipSchedule schedule = GossipSchedule::off;
+  // T_gossip: one round; each member sends its table once per round.
+  std::chrono::milliseconds period{500};
+  // T_max_hangup, added to the schedule's T_cleanup before a still heartbeat makes
+  // its member suspect.
+  std::chrono::milliseconds max_hangup{500};
+  // How long a suspect's answer to a ping may take before it is declared failed;
+  // 0: the tree's `lost` (an answer can be held up that long by a hung commnode
+  // before the tree cuts it out).
+  std::chrono::milliseconds ping_timeout{0};
+};
 
 // How the tree detects failures and heals itself (docs/fault-tolerance.md).
 struct FaultToleranceOptions {
@@ -18,6 +42,8 @@ struct FaultToleranceOptions {
   std::chrono::milliseconds lost{5000};
   // An orphan that no adopter has accepted after this long stops its subtree.
   std::chrono::milliseconds adoption_timeout{30000};
+  // End-to-end failure detection among the back-ends, on top of the links' own.
+  GossipOptions gossip;
 };
 
 }  // namespace canopy

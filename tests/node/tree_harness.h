@@ -41,7 +41,8 @@ struct Recorder : core::Node::Observer,
                   services::StreamService::Observer,
                   services::RequestService::Observer,
                   services::RecoveryService::Observer,
-                  membership::MembershipService::Observer {
+                  membership::MembershipService::Observer,
+                  membership::GossipService::Observer {
   void on_stopped(const std::string& why) override { stopped = why; }
   void on_event(const core::NodeEvent& event) override { events.push_back(event); }
   void on_launched(Rank rank) override { launched.insert(rank); }
@@ -55,6 +56,10 @@ struct Recorder : core::Node::Observer,
   void on_request_ack(std::uint64_t request, const std::string& error) override { request_acks[request] = error; }
   void on_recovered(const Event& report) override { recovered.push_back(report); }
   void on_view(const membership::ViewChange& change) override { views.push_back(change); }
+  void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds) override {
+    gossip_reports.emplace_back(rank, detector);
+  }
+  void on_confirmed(Rank rank, std::chrono::milliseconds silent) override { confirmed[rank] = silent; }
 
   // The live-tree changes this process applied, in order.
   std::vector<core::events::TreeChanged> tree_changes() const;
@@ -70,6 +75,8 @@ struct Recorder : core::Node::Observer,
   std::map<std::uint64_t, std::string> request_acks;
   std::vector<Event> recovered;
   std::vector<membership::ViewChange> views;
+  std::vector<std::pair<Rank, Rank>> gossip_reports;       // root: (failed, detector)
+  std::map<Rank, std::chrono::milliseconds> confirmed;     // by this member's gossip
 };
 
 class TreeHarness final : public services::Launcher {

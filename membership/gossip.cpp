@@ -1,0 +1,322 @@
+#include "membership/gossip.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace canopy::membership {
+
+using core::log;
+using Kind = wire::gossip::Kind;
+
+GossipService::GossipService(core::Node& node, MembershipService& membership, Observer* observer)
+    : node_(node), membership_(membership), observer_(observer), timer_(node.io()) {}
+
+std::optional<GossipService::PeerState> GossipService::state_of(Rank rank) const {
+  if (member() && rank == node_.identity().rank) return PeerState::alive;
+  auto it = peers_.find(rank);
+  if (it == peers_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+std::uint64_t GossipService::heartbeat_of(Rank rank) const {
+  if (rank == node_.identity().rank) return own_beat();
+  auto it = peers_.find(rank);
+  return it == peers_.end() ? 0 : it->second.beat;
+}
+
+std::chrono::milliseconds GossipService::suspicion_time() const {
+  const auto& gossip = node_.plan().fault.gossip;
+  const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(ring_.size(), 2));
+  return gossip.period * cleanup_rounds(gossip.schedule, n) + gossip.max_hangup;
+}
+
+std::chrono::milliseconds GossipService::ping_timeout() const {
+  const auto& fault = node_.plan().fault;
+  return fault.gossip.ping_timeout.count() > 0 ? fault.gossip.ping_timeout : fault.lost;
+}
+
+// The counter carries the member's epoch above it: a process that rejoined under the
+// rank of a failed one (a higher epoch) starts above anything the old one sent.
+std::uint64_t GossipService::own_beat() const {
+  return (std::uint64_t{node_.identity().epoch} << 40) | counter_;
+}
+
+bool GossipService::member() const {
+  return started_ && self_ < ring_.size() && ring_[self_] == node_.identity().rank;
+}
+
+// ---- events ----
+
+void GossipService::on_event(const core::NodeEvent& event) {
+  using namespace core::events;
+  if (auto* started = std::get_if<Started>(&event)) {
+    if (!started->error.empty() || started_ || node_.identity().role != Role::backend) return;
+    if (node_.plan().fault.gossip.schedule == GossipSchedule::off) return;
+    started_ = true;
+    rng_.seed(0x9e3779b97f4a7c15ULL ^ node_.identity().rank);
+    log().info("gossip: {} every {} ms", to_string(node_.plan().fault.gossip.schedule),
+               node_.plan().fault.gossip.period.count());
+    arm();
+  } else if (std::holds_alternative<Adopted>(event)) {
+    // Tables to this member were lost while it was an orphan, and its own held back.
+    std::vector<Rank> all;
+    for (const auto& [rank, peer] : peers_) all.push_back(rank);
+    restart_clocks(all);
+  } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
+    // A commnode failed or one was adopted: the heartbeats of the members below it
+    // were held back or lost meanwhile, through no fault of theirs.
+    const auto* tree = node_.view();
+    if (started_ && tree && tree->contains(changed->rank) && tree->role(changed->rank) != Role::backend) {
+      restart_clocks(tree->backends_below(changed->rank));
+    }
+  } else if (std::holds_alternative<Stopping>(event)) {
+    timer_.cancel();
+  }
+}
+
+void GossipService::restart_clocks(const std::vector<Rank>& ranks) {
+  const auto now = NodeClock::now();
+  for (Rank r : ranks) {
+    auto it = peers_.find(r);
+    if (it == peers_.end()) continue;
+    it->second.grew = now;
+    it->second.pinged = now;
+  }
+}
+
+// While this member is an orphan, or `rank` (or this member) is alive but does not
+// hang from the root through live processes (a commnode above it failed and it is
+// not adopted yet), the tree is healing between them: no verdict. (A member the
+// live tree has as failed is not waited for: its parent saw it go.)
+bool GossipService::paused(Rank rank) const {
+  const auto* tree = node_.view();
+  if (!tree || node_.phase() == core::Phase::orphaned) return true;
+  const Rank me = node_.identity().rank;
+  return (tree->alive(rank) && !tree->attached(rank)) || !tree->attached(me);
+}
+
+// ---- rounds ----
+
+void GossipService::arm() {
+  timer_.expires_after(node_.plan().fault.gossip.period);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) tick();
+  });
+}
+
+void GossipService::tick() {
+  if (node_.stopping()) return;
+  refresh_ring();
+  if (member() && ring_.size() >= 2) {
+    const auto schedule = node_.plan().fault.gossip.schedule;
+    const auto n = static_cast<std::uint32_t>(ring_.size());
+    ++counter_;
+    round_ = round_ % cycle_rounds(schedule, n) + 1;
+    send_table(ring_[gossip_target(schedule, self_, round_, n, rng_)]);
+    check();
+  }
+  arm();
+}
+
+// The ring is the membership view: a new view reshapes it, so every member's sources
+// change; every clock restarts (a failure concurrent with a view change is found up
+// to one suspicion time later).
+void GossipService::refresh_ring() {
+  const View& view = membership_.view();
+  if (view.id == ring_view_) return;
+  ring_view_ = view.id;
+  ring_ = view.members;
+  const Rank me = node_.identity().rank;
+  auto self = std::find(ring_.begin(), ring_.end(), me);
+  self_ = static_cast<std::uint32_t>(self - ring_.begin());
+  round_ = 0;
+  const auto now = NodeClock::now();
+  std::map<Rank, Peer> next;
+  for (Rank r : ring_) {
+    if (r == me) continue;
+    auto it = peers_.find(r);
+    Peer peer = it == peers_.end() ? Peer{} : it->second;
+    peer.grew = now;
+    peer.pinged = now;
+    next.emplace(r, peer);
+  }
+  peers_ = std::move(next);
+  log().info("gossip: ring of view {}: {} members, suspicion after {} ms", view.id, ring_.size(),
+             suspicion_time().count());
+}
+
+void GossipService::send_table(Rank to) {
+  core::Outgoing message(node_.identity(), id(), Kind::TABLE);
+  auto t = message.init<wire::gossip::Table>();
+  t.setSource(node_.identity().rank);
+  t.setDestination(to);
+  auto ranks = t.initRanks(ring_.size());
+  auto beats = t.initBeats(ring_.size());
+  for (std::size_t i = 0; i < ring_.size(); ++i) {
+    ranks.set(i, ring_[i]);
+    beats.set(i, heartbeat_of(ring_[i]));
+  }
+  ++tables_sent_;
+  route(message, to);
+}
+
+void GossipService::merge(wire::gossip::Table::Reader table) {
+  const auto now = NodeClock::now();
+  auto ranks = table.getRanks();
+  auto beats = table.getBeats();
+  for (std::size_t i = 0; i < std::min(ranks.size(), beats.size()); ++i) {
+    auto it = peers_.find(ranks[i]);
+    if (it == peers_.end() || beats[i] <= it->second.beat) continue;
+    Peer& peer = it->second;
+    peer.beat = beats[i];
+    peer.heard = true;
+    peer.grew = now;
+    if (peer.state == PeerState::pinging) {
+      peer.state = PeerState::alive;
+      log().info("gossip: back-end {}'s heartbeat grew again; no longer suspect", ranks[i]);
+    }
+  }
+}
+
+void GossipService::check() {
+  const auto now = NodeClock::now();
+  for (auto& [rank, peer] : peers_) {
+    // A member whose heartbeat never grew here has not started its detector (or
+    // started it seconds after this one): it is never suspected (paper 003, eq. 4).
+    if (peer.state == PeerState::failed || !peer.heard) continue;
+    if (paused(rank)) {
+      peer.grew = now;
+      peer.pinged = now;
+      continue;
+    }
+    if (peer.state == PeerState::alive) {
+      if (now - peer.grew >= suspicion_time()) ping(rank, peer);
+    } else if (now - peer.pinged >= ping_timeout()) {
+      confirm(rank, peer, "no answer to a ping within " + std::to_string(ping_timeout().count()) + " ms");
+    } else {
+      ping(rank, peer);  // again: a ping may die with a commnode on its way
+    }
+  }
+}
+
+// ---- the ping procedure ----
+
+void GossipService::ping(Rank rank, Peer& peer) {
+  if (peer.state != PeerState::pinging) {
+    log().info("gossip: back-end {} is suspect: its heartbeat has been still for {} ms; pinging it", rank,
+               std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - peer.grew).count());
+    peer.state = PeerState::pinging;
+    peer.nonce = next_nonce_++;
+    peer.pinged = NodeClock::now();
+  }
+  core::Outgoing message(node_.identity(), id(), Kind::PING);
+  auto p = message.init<wire::gossip::Ping>();
+  p.setSource(node_.identity().rank);
+  p.setDestination(rank);
+  p.setNonce(peer.nonce);
+  ++pings_sent_;
+  route(message, rank);
+}
+
+void GossipService::on_ping(wire::gossip::Ping::Reader ping) {
+  core::Outgoing message(node_.identity(), id(), Kind::PONG);
+  auto p = message.init<wire::gossip::Pong>();
+  p.setSource(node_.identity().rank);
+  p.setDestination(ping.getSource());
+  p.setSuspect(node_.identity().rank);
+  p.setNonce(ping.getNonce());
+  p.setBeat(own_beat());
+  route(message, ping.getSource());
+}
+
+// The suspect's parent: its link is gone, so no process will answer for it.
+void GossipService::answer_gone(wire::gossip::Ping::Reader ping) {
+  core::Outgoing message(node_.identity(), id(), Kind::PONG);
+  auto p = message.init<wire::gossip::Pong>();
+  p.setSource(node_.identity().rank);
+  p.setDestination(ping.getSource());
+  p.setSuspect(ping.getDestination());
+  p.setNonce(ping.getNonce());
+  p.setGone(true);
+  route(message, ping.getSource());
+}
+
+void GossipService::on_pong(wire::gossip::Pong::Reader pong) {
+  auto it = peers_.find(pong.getSuspect());
+  if (it == peers_.end() || it->second.state != PeerState::pinging || it->second.nonce != pong.getNonce()) return;
+  Peer& peer = it->second;
+  if (pong.getGone()) {
+    return confirm(it->first, peer, "its parent " + node_.describe(pong.getSource()) + " has lost its link");
+  }
+  peer.beat = std::max(peer.beat, pong.getBeat());
+  peer.state = PeerState::alive;
+  peer.grew = NodeClock::now();
+  log().info("gossip: back-end {} answered the ping: alive", it->first);
+}
+
+void GossipService::confirm(Rank rank, Peer& peer, const std::string& how) {
+  peer.state = PeerState::failed;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - peer.grew);
+  const std::string reason =
+      "gossip: its heartbeat was still for " + std::to_string(silent.count()) + " ms, and " + how;
+  log().warn("gossip: back-end {} failed ({})", rank, reason);
+  if (observer_) observer_->on_confirmed(rank, silent);
+  membership_.report_end_to_end(rank, reason, silent);
+}
+
+// ---- messages: passed on hop by hop to their member ----
+
+bool GossipService::route(core::Outgoing& message, Rank destination, bool* gone) {
+  if (auto via = node_.route_to(destination)) {
+    const auto& child = node_.children()[*via];
+    if (child.link && child.link->is_open()) {
+      node_.send_to_child(*via, message);
+      return true;
+    }
+    if (gone) *gone = child.rank == destination;
+    return false;
+  }
+  return !node_.is_root() && node_.send_up(message);
+}
+
+void GossipService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
+  const Rank me = node_.identity().rank;
+  const bool here = node_.identity().role == Role::backend;
+  switch (static_cast<Kind>(kind)) {
+    case Kind::TABLE: {
+      auto t = body.getAs<wire::gossip::Table>();
+      if (t.getDestination() == me && here) {
+        refresh_ring();
+        return merge(t);
+      }
+      core::Outgoing out(node_.identity(), id(), Kind::TABLE);
+      out.set<wire::gossip::Table>(t);
+      ++forwarded_;
+      route(out, t.getDestination());
+      return;
+    }
+    case Kind::PING: {
+      auto p = body.getAs<wire::gossip::Ping>();
+      if (p.getDestination() == me && here) return on_ping(p);
+      core::Outgoing out(node_.identity(), id(), Kind::PING);
+      out.set<wire::gossip::Ping>(p);
+      ++forwarded_;
+      bool gone = false;
+      if (!route(out, p.getDestination(), &gone) && gone) answer_gone(p);
+      return;
+    }
+    case Kind::PONG: {
+      auto p = body.getAs<wire::gossip::Pong>();
+      if (p.getDestination() == me && here) return on_pong(p);
+      core::Outgoing out(node_.identity(), id(), Kind::PONG);
+      out.set<wire::gossip::Pong>(p);
+      ++forwarded_;
+      route(out, p.getDestination());
+      return;
+    }
+  }
+  log().warn("gossip: ignoring a message of kind {} from {}", kind, node_.describe(from.sender));
+}
+
+}  // namespace canopy::membership

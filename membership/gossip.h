@@ -1,0 +1,119 @@
+// GossipService: failure detection among the back-ends, end to end (docs/gossip.md).
+//
+// Genaud and Rattanapoka's gossip detector (paper 003) over the Canopy tree. Every
+// member (back-end of the membership view) keeps a heartbeat table: one counter per
+// member and the time it last grew here. Every T_gossip it increments its own counter
+// and sends its table to one member, chosen by the schedule (random, RR, BRR, DBRR;
+// membership/gossip_schedule.h) over the ring of the current view; tables merge by
+// element-wise maximum. A counter still for T_cleanup + T_max_hangup makes its member
+// suspect; the suspect is pinged end to end (the ping procedure of §5, instead of
+// consensus): an answer clears it, and so does its parent saying its link is gone
+// (no process will answer: confirmed at once); no answer within the ping time-out
+// confirms the failure, which goes to the membership service as NODE_FAILURE.
+//
+// What the tree knows is used so that the tree's own healing is never taken for a
+// member's failure: while this member is an orphan, or a suspect does not hang from
+// the root through live processes (a commnode above it failed and it is not yet
+// adopted), suspicion of it waits; adoption restarts the clocks of those whose
+// heartbeats it held back. The ring is the view: it shrinks and grows with it.
+//
+// Runs on every process: commnodes and the front-end pass messages on towards their
+// destination; only members gossip. On the node's io_context thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "core/node.h"
+#include "gossip.capnp.h"
+#include "membership/gossip_schedule.h"
+#include "membership/membership.h"
+
+namespace canopy::membership {
+
+class GossipService final : public core::Service {
+ public:
+  enum class PeerState : std::uint8_t { alive, pinging, failed };
+
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // This member's detector confirmed that member `rank` failed; its heartbeat had
+    // been still for `silent` (the suspicion time plus the ping's).
+    virtual void on_confirmed(Rank rank, std::chrono::milliseconds silent) {}
+  };
+
+  // `node`, `membership` and `observer` (may be null) are borrowed.
+  GossipService(core::Node& node, MembershipService& membership, Observer* observer);
+
+  core::ServiceId id() const override { return wire::gossip::SERVICE_ID; }
+  std::string_view name() const override { return "gossip"; }
+  void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
+  void on_event(const core::NodeEvent& event) override;
+
+  // What this member knows of member `rank`: nothing if it is not in the ring.
+  std::optional<PeerState> state_of(Rank rank) const;
+  std::uint64_t heartbeat_of(Rank rank) const;
+  // T_cleanup + T_max_hangup for the current ring: how long a heartbeat may stay
+  // still before its member is pinged.
+  std::chrono::milliseconds suspicion_time() const;
+  // How long a ping may go unanswered.
+  std::chrono::milliseconds ping_timeout() const;
+  // Tables and pings this member sent, and messages passed on here for others.
+  std::uint64_t tables_sent() const { return tables_sent_; }
+  std::uint64_t pings_sent() const { return pings_sent_; }
+  std::uint64_t forwarded() const { return forwarded_; }
+
+ private:
+  struct Peer {
+    std::uint64_t beat = 0;
+    bool heard = false;  // its counter has grown here at least once
+    NodeClock::time_point grew;
+    PeerState state = PeerState::alive;
+    std::uint64_t nonce = 0;
+    NodeClock::time_point pinged;
+  };
+
+  bool member() const;
+  void arm();
+  void tick();
+  void refresh_ring();
+  void restart_clocks(const std::vector<Rank>& ranks);
+  bool paused(Rank rank) const;
+  void send_table(Rank to);
+  void merge(wire::gossip::Table::Reader table);
+  void check();
+  void ping(Rank rank, Peer& peer);
+  void on_ping(wire::gossip::Ping::Reader ping);
+  void on_pong(wire::gossip::Pong::Reader pong);
+  void confirm(Rank rank, Peer& peer, const std::string& how);
+  std::uint64_t own_beat() const;
+  // Towards member `destination`: down if it is below this process, else up. False
+  // if it cannot go on from here; `gone` then says whether its link is gone here.
+  bool route(core::Outgoing& message, Rank destination, bool* gone = nullptr);
+  void answer_gone(wire::gossip::Ping::Reader ping);
+
+  core::Node& node_;
+  MembershipService& membership_;
+  Observer* observer_;
+  Timer timer_;
+  bool started_ = false;
+
+  // The ring: the members of view ring_view_, ascending; this member is ring_[self_].
+  std::uint64_t ring_view_ = ~std::uint64_t{0};
+  std::vector<Rank> ring_;
+  std::uint32_t self_ = 0;
+  std::uint32_t round_ = 0;
+  std::uint64_t counter_ = 0;
+  std::map<Rank, Peer> peers_;  // every other member of the ring
+  std::mt19937_64 rng_;
+  std::uint64_t next_nonce_ = 1;
+
+  std::uint64_t tables_sent_ = 0, pings_sent_ = 0, forwarded_ = 0;
+};
+
+}  // namespace canopy::membership
