@@ -111,7 +111,7 @@ TEST(Gossip, ACommnodeHungForLessThanLostCostsNoMember) {
   ASSERT_TRUE(tree.launch());
   ASSERT_TRUE(tree.run_until([&] { return everyone_heard_everyone(tree, {0, 1, 2, 3}); }, 10s));
   tree.freeze(C1);
-  tree.run_for(4s);  // > suspicion time (2.5 s), < lost (5 s)
+  tree.run_for(4800ms);  // > suspicion time (2.5 s) + a round, < lost (5 s)
   EXPECT_GT(gossip_of(tree, 2).pings_sent() + gossip_of(tree, 3).pings_sent(), 0u) << "0 and 1 were suspected";
   tree.thaw(C1);
   tree.run_for(30s);
@@ -140,6 +140,42 @@ TEST(Gossip, ACommnodeKilledCostsNoMember) {
   const auto before = gossip_of(tree, 2).heartbeat_of(0);
   tree.run_for(2s);
   EXPECT_GT(gossip_of(tree, 2).heartbeat_of(0), before) << "the adopted member gossips again";
+}
+
+// A commnode dies while the members below it hang, so that no adopter takes them
+// in: while they do not hang from the root, the tree is still healing as far as the
+// gossip can tell, and it leaves them to the tree: the root declares them failed
+// once the adoption time-out has passed (docs/membership.md), not the gossip before.
+TEST(Gossip, OrphansNotYetAdoptedAreLeftToTheTree) {
+  FaultToleranceOptions fault;  // lost 5 s, adoption time-out 30 s
+  fault.gossip.schedule = GossipSchedule::brr;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  ASSERT_TRUE(tree.run_until([&] { return everyone_heard_everyone(tree, {0, 1, 2, 3}); }, 10s));
+  tree.freeze(0);
+  tree.freeze(1);
+  tree.kill(C1);
+  const auto killed_at = tree.elapsed();
+  ASSERT_TRUE(tree.run_until([&] { return view_at(tree, FE).members == Ranks{2, 3}; }, 60s));
+  EXPECT_GE(tree.elapsed() - killed_at, fault.adoption_timeout);
+  EXPECT_TRUE(tree.heard(FE).gossip_reports.empty()) << "the gossip declared an orphan failed";
+  EXPECT_GT(gossip_of(tree, 2).pings_sent() + gossip_of(tree, 3).pings_sent(), 0u) << "they were suspected";
+}
+
+// A member whose detector never started (it hung before its first round) is never
+// suspected by the gossip (paper 003 §5.3, start-up): it is the tree's to find.
+TEST(Gossip, AMemberWhoseDetectorNeverStartedIsNotSuspected) {
+  TreeHarness tree("b:2^2", gossip_only());
+  ASSERT_TRUE(tree.launch());
+  ASSERT_LT(tree.elapsed(), 500ms) << "the test needs back-end 3 frozen before its first round";
+  tree.freeze(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_heard_everyone(tree, {0, 1, 2}); }, 10s));
+  tree.run_for(20s);
+  EXPECT_EQ(view_at(tree, FE).id, 0u);
+  for (Rank r : {0u, 1u, 2u}) {
+    EXPECT_EQ(gossip_of(tree, r).heartbeat_of(3), 0u) << "at " << r;
+    EXPECT_EQ(gossip_of(tree, r).pings_sent(), 0u) << "at " << r;
+  }
 }
 
 // Members that start seconds apart (an MPI job's ranks attach as they start): a
