@@ -36,12 +36,11 @@ double weigh(const std::vector<std::uint64_t>& count_by_size, double f) {
 
 // One worker's share of the Monte Carlo draws. Sources are the same offsets around the
 // ring for every member (gossip_target's offset in a round does not depend on s), so
-// member d hears from (d + o) mod n for each o in `offsets`, the sources of member 0;
-// and a dead member x is a source of (x − o) mod n.
+// member d hears from (d + o) mod n for each o in `offsets`, the sources of member 0.
 class Drawer {
  public:
   Drawer(std::uint32_t n, double f, std::vector<std::uint32_t> offsets)
-      : n_(n), offsets_(std::move(offsets)), dead_(n, 0), size_(n, f) {
+      : n_(n), offsets_(std::move(offsets)), dead_(2 * n, 0), at_least_(survival(n, f)) {
     dead_list_.reserve(n);
   }
 
@@ -52,8 +51,36 @@ class Drawer {
   }
 
  private:
+  // P(K >= k) for k = 0..n, K ~ Binomial(n, f), each summed from the top so that the
+  // small upper tail, where the failures are, keeps its precision.
+  static std::vector<double> survival(std::uint32_t n, double f) {
+    std::vector<double> pmf(n + 1, 0.0), at_least(n + 2, 0.0);
+    if (f <= 0.0) {
+      pmf[0] = 1;
+    } else if (f >= 1.0) {
+      pmf[n] = 1;
+    } else {
+      for (std::uint32_t k = 0; k <= n; ++k) {
+        pmf[k] = std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) + k * std::log(f) +
+                          (n - k) * std::log1p(-f));
+      }
+    }
+    for (std::uint32_t k = n + 1; k-- > 0;) at_least[k] = at_least[k + 1] + pmf[k];
+    at_least[0] = 1;
+    at_least.pop_back();
+    return at_least;
+  }
+
+  // The number of deaths: the largest k with u < P(K >= k), u uniform in [0, 1).
+  // (std::binomial_distribution costs several times more per draw.)
+  std::uint32_t draw_size(std::mt19937_64& rng) const {
+    const double u = std::generate_canonical<double, 53>(rng);
+    auto past = std::partition_point(at_least_.begin(), at_least_.end(), [u](double p) { return u < p; });
+    return static_cast<std::uint32_t>(past - at_least_.begin() - 1);
+  }
+
   bool draw_fails(std::mt19937_64& rng) {
-    const std::uint32_t k = size_(rng);
+    const std::uint32_t k = draw_size(rng);
     // A live member needs all of its sources dead, which takes at least as many deaths
     // as it has sources; every member has offsets_.size() of them.
     if (k < offsets_.size()) return false;
@@ -61,35 +88,36 @@ class Drawer {
     // are dead, so the survivor, if any, has lost all of its sources.
     if (k == n_ || offsets_.size() == n_ - 1) return true;
     pick(k, rng);
+    // An isolated member d has, in particular, its source d + offsets_[0] dead: the
+    // candidates are x − offsets_[0] for the dead x.
+    const std::uint32_t first = offsets_.front();
     bool fails = false;
     for (std::uint32_t x : dead_list_) {
-      for (std::uint32_t o : offsets_) {
-        const std::uint32_t d = (x + n_ - o) % n_;
-        if (!dead_[d] && all_sources_dead(d)) {
-          fails = true;
-          break;
-        }
+      const std::uint32_t d = x >= first ? x - first : x + n_ - first;
+      if (!dead_[d] && all_sources_dead(d)) {
+        fails = true;
+        break;
       }
-      if (fails) break;
     }
-    for (std::uint32_t x : dead_list_) dead_[x] = 0;
+    for (std::uint32_t x : dead_list_) dead_[x] = dead_[x + n_] = 0;
     return fails;
   }
 
   // A uniform k-subset of the members into dead_ and dead_list_ (Floyd's sampling).
+  // dead_ holds the ring twice, so that dead_[d + o] needs no modulo.
   void pick(std::uint32_t k, std::mt19937_64& rng) {
     dead_list_.clear();
     for (std::uint32_t j = n_ - k; j < n_; ++j) {
       std::uint32_t t = std::uniform_int_distribution<std::uint32_t>(0, j)(rng);
       if (dead_[t]) t = j;
-      dead_[t] = 1;
+      dead_[t] = dead_[t + n_] = 1;
       dead_list_.push_back(t);
     }
   }
 
   bool all_sources_dead(std::uint32_t d) const {
     for (std::uint32_t o : offsets_) {
-      if (!dead_[(d + o) % n_]) return false;
+      if (!dead_[d + o]) return false;
     }
     return true;
   }
@@ -98,7 +126,7 @@ class Drawer {
   std::vector<std::uint32_t> offsets_;
   std::vector<std::uint8_t> dead_;
   std::vector<std::uint32_t> dead_list_;
-  std::binomial_distribution<std::uint32_t> size_;
+  std::vector<double> at_least_;
 };
 
 constexpr std::uint64_t kChunkTrials = 1 << 16;
