@@ -127,7 +127,9 @@ Options parse(int argc, char** argv, bool sweep) {
       const std::string limits = "from 2 to " + std::to_string(gossip::kMaxMonteCarloMembers);
       if (!n) throw BadArgument{"--n " + std::string(text) + ": expected a number of members " + limits};
       if (*n < 2) throw BadArgument{"--n " + std::string(text) + ": a detector needs at least 2 members"};
-      if (*n > gossip::kMaxMonteCarloMembers) throw BadArgument{"--n " + std::string(text) + ": expected a number of members " + limits};
+      if (*n > gossip::kMaxMonteCarloMembers) {
+        throw BadArgument{"--n " + std::string(text) + ": expected a number of members " + limits};
+      }
       o.n = static_cast<std::uint32_t>(*n);
     } else if (!sweep && a == "--method") {
       const auto m = value();

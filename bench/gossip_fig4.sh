@@ -82,7 +82,8 @@ fi
 # The paper's own figure for f = 0.05 (§5.2), when that is the f drawn.
 [ "$f" = 0.05 ] && series+="\"< echo 4 0.0095\" using 1:2 with points pt 3 ps 3 lw 2 lc rgb \"black\" title \"paper §5.2: P_{brr}(4) = 0.0095\", "
 notes="keyentry with points lc rgb \"white\" title \"union bound: f^n + n(1-f)f^k, k = sources per member\""
-notes+=", keyentry with points lc rgb \"white\" title \"upper bounds: DBRR drawn at 0.95n, random/RR at 1.05n\""
+shifts="DBRR drawn at 0.95n, random$([ "$same" = yes ] && echo /RR) at 1.05n$([ "$same" = yes ] || echo ", RR at 1.1n")"
+notes+=", keyentry with points lc rgb \"white\" title \"upper bounds: $shifts\""
 [ "$same" = yes ] && notes+=", keyentry with points lc rgb \"white\" title \"random and RR: identical values (every other member is a source)\""
 # The first n from which random's values (exact or bound) fall below the y range.
 below=$(awk -F, 'NR > 1 && $1 == "random" && $5 < 1e-20 { print $2; exit }' "$out/fig4-bound.csv")

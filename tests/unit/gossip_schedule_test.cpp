@@ -23,7 +23,9 @@ using Members = std::vector<std::uint32_t>;
 Members targets_of(GossipSchedule schedule, std::uint32_t s, std::uint32_t n) {
   std::mt19937_64 unused;
   Members out;
-  for (std::uint32_t r = 1; r <= cycle_rounds(schedule, n); ++r) out.push_back(gossip_target(schedule, s, r, n, unused));
+  for (std::uint32_t r = 1; r <= cycle_rounds(schedule, n); ++r) {
+    out.push_back(gossip_target(schedule, s, r, n, unused));
+  }
   return out;
 }
 
