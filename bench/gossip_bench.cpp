@@ -173,7 +173,7 @@ gossip::DetectorFailure compute(GossipSchedule schedule, std::uint32_t n, double
 
 std::string row(GossipSchedule schedule, std::uint32_t n, double f, const gossip::DetectorFailure& r) {
   char line[256];
-  std::snprintf(line, sizeof line, "%s,%u,%g,%.10g,%s,%llu,%llu,%.10g,%.10g", std::string(to_string(schedule)).c_str(),
+  std::snprintf(line, sizeof line, "%s,%u,%g,%.10g,%s,%llu,%llu,%.10g,%.10g", std::string(gossip::to_string(schedule)).c_str(),
                 n, f, r.p_fail, std::string(to_string(r.method)).c_str(), static_cast<unsigned long long>(r.trials),
                 static_cast<unsigned long long>(r.failures), r.ci_low, r.ci_high);
   return line;
@@ -215,9 +215,9 @@ int run_sweep(const Options& o) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
       const auto sources = gossip::gossip_sources(schedule, 0, n).size();
-      std::fprintf(bound, "%s,%u,%g,%zu,%.10g\n", std::string(to_string(schedule)).c_str(), n, o.f, sources,
+      std::fprintf(bound, "%s,%u,%g,%zu,%.10g\n", std::string(gossip::to_string(schedule)).c_str(), n, o.f, sources,
                    *gossip::detector_failure_union_bound(schedule, n, o.f));
-      std::fprintf(stderr, "%s n=%u: %.2f s\n", std::string(to_string(schedule)).c_str(), n,
+      std::fprintf(stderr, "%s n=%u: %.2f s\n", std::string(gossip::to_string(schedule)).c_str(), n,
                    std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
