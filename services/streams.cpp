@@ -323,6 +323,7 @@ void StreamService::run_waves(Stream& stream) {
     }
     emit_wave(stream);
     emitted = true;
+    prune_departed(stream);
   }
   if (stream.wave_timer) {
     // time_out mode: the timer measures from the first packet of the open wave.
@@ -366,6 +367,7 @@ void StreamService::run_partial_wave(StreamId id) {
                 stream.members.size());
     emit_wave(stream);
   }
+  prune_departed(stream);
   run_waves(stream);
 }
 
@@ -399,13 +401,18 @@ void StreamService::emit_wave(Stream& stream) {
   }
 }
 
+// A lost child leaves the stream: later waves do not wait for it. What it sent
+// before it was lost is not dropped: if packets of it are still queued, it stays a
+// member, departing, for the waves they belong to (it has a packet in each, so no
+// wave waits for it), and leaves once its queue is empty.
 void StreamService::drop_member(Stream& stream, std::size_t child) {
   auto pos = std::find(stream.members.begin(), stream.members.end(), child);
   if (pos != stream.members.end()) {
-    auto q = stream.queues.begin() + (pos - stream.members.begin());
-    if (!q->empty()) --stream.nonempty;
-    stream.queues.erase(q);
-    stream.members.erase(pos);
+    if (stream.queues[pos - stream.members.begin()].empty()) {
+      remove_member(stream, child);
+    } else if (std::find(stream.departing.begin(), stream.departing.end(), child) == stream.departing.end()) {
+      stream.departing.push_back(child);
+    }
   }
   auto& waiting = stream.awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
@@ -415,6 +422,28 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
     if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
   }
   run_waves(stream);
+}
+
+void StreamService::remove_member(Stream& stream, std::size_t child) {
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos == stream.members.end()) return;
+  auto q = stream.queues.begin() + (pos - stream.members.begin());
+  if (!q->empty()) --stream.nonempty;
+  stream.queues.erase(q);
+  stream.members.erase(pos);
+  std::erase(stream.departing, child);
+}
+
+void StreamService::prune_departed(Stream& stream) {
+  for (std::size_t i = 0; i < stream.departing.size();) {
+    const std::size_t child = stream.departing[i];
+    auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+    if (pos == stream.members.end() || stream.queues[pos - stream.members.begin()].empty()) {
+      remove_member(stream, child);  // erases it from departing
+    } else {
+      ++i;
+    }
+  }
 }
 
 // ---- point-to-point between back-ends ----
@@ -532,7 +561,11 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   for (auto& [sid, stream] : streams_) {
     const auto& b = stream.spec.backends;
     if (!std::binary_search(b.begin(), b.end(), rank)) continue;
-    if (std::find(stream.members.begin(), stream.members.end(), child) != stream.members.end()) continue;
+    if (std::find(stream.members.begin(), stream.members.end(), child) != stream.members.end()) {
+      std::erase(stream.departing, child);  // back before its old packets were used up
+      ids.push_back(sid);
+      continue;
+    }
     stream.members.push_back(child);
     stream.queues.emplace_back();
     ids.push_back(sid);

@@ -96,6 +96,9 @@ class StreamService final : public core::Service {
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
     std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
+    // Lost members whose packets that arrived before the loss still wait in their
+    // queues: they take part in the waves those packets belong to, then leave.
+    std::vector<std::size_t> departing;
     std::string ack_error;
     std::unique_ptr<Timer> wave_timer;  // time_out mode: closes a partial wave
     bool timer_armed = false;
@@ -116,6 +119,8 @@ class StreamService final : public core::Service {
   void join_stream(std::size_t child, const StreamSpec& spec);
   void rejoin_streams(std::size_t child, Rank rank);
   void drop_member(Stream& stream, std::size_t child);
+  void remove_member(Stream& stream, std::size_t child);
+  void prune_departed(Stream& stream);
   void compensate();
 
   void report_stream_ack(StreamId stream, const std::string& error);

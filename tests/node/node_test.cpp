@@ -63,6 +63,27 @@ TEST(NodeInProcess, AStreamSumsOneWaveOverTheTree) {
   EXPECT_EQ(root.upstream[0].contributors(), 4u);
 }
 
+// What a back-end sent before it was lost is kept (docs/membership.md): packets it
+// sent that wait at its parent for the rest of their waves still go into them.
+TEST(NodeInProcess, PacketsOfALostBackendStillQueuedGoIntoTheirWaves) {
+  TreeHarness tree("b:2^2", fast_healing());
+  ASSERT_TRUE(tree.launch());
+  StreamId stream = open_stream(tree, "sum");
+  for (std::int64_t v : {10, 20, 30}) tree.runtime(0).streams.send_up(stream, Packet(0, {v}));
+  tree.run_for(100ms);  // they wait at C1 for back-end 1's
+  tree.kill(0);
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(FE).lost.empty(); }, 10s));
+  for (int wave = 0; wave < 3; ++wave) {
+    for (Rank b : {1u, 2u, 3u}) tree.runtime(b).streams.send_up(stream, Packet(0, {std::int64_t(1000)}));
+  }
+  auto& root = tree.heard(FE);
+  ASSERT_TRUE(tree.run_until([&] { return root.upstream.size() == 3; }, 10s));
+  std::int64_t total = 0;
+  for (const auto& p : root.upstream) total += std::get<std::int64_t>(p[0]);
+  EXPECT_EQ(total, 60 + 9 * 1000) << "back-end 0's packets were dropped";
+  EXPECT_EQ(root.upstream[0].contributors(), 4u) << "its first packet went into the first wave";
+}
+
 // The example of docs/architecture.md, "Adding a service": a service that uses only
 // the public seam (core/service.h) and needs no edit of the core. A ping from the
 // root travels down; every node answers with its rank and passes it on; answers
