@@ -16,11 +16,13 @@ namespace asio = boost::asio;
 
 // The leaf's runtime reports to Impl, on the loop thread.
 struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer,
-                             services::RecoveryService::Observer, membership::MembershipService::Observer {
+                             services::RecoveryService::Observer, membership::MembershipService::Observer,
+                             membership::GossipService::Observer {
   explicit Impl(core::NodeIdentity identity)
       : runtime(std::make_unique<services::Runtime>(
             loop.io(), identity, filters,
-            services::Observers{.node = this, .streams = this, .recovery = this, .membership = this})) {}
+            services::Observers{
+                .node = this, .streams = this, .recovery = this, .membership = this, .gossip = this})) {}
   ~Impl() override {
     loop.stop();
     runtime.reset();
@@ -40,6 +42,9 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     events.push(std::move(event));
   }
   void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
+  void on_confirmed(Rank rank, std::chrono::milliseconds silent) override {
+    events.push(services::gossip_event(rank, runtime->node.identity().rank, silent));
+  }
   void on_stopped(const std::string& reason) override {
     stopped.store(true);
     inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});

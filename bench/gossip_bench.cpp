@@ -117,7 +117,7 @@ Options parse(int argc, char** argv, bool sweep) {
       o.f_given = true;
     } else if (!sweep && a == "--schedule") {
       const auto name = value();
-      o.schedule = gossip::parse_gossip_schedule(name);
+      o.schedule = gossip::gossip_schedule_from(name);
       if (!o.schedule || *o.schedule == GossipSchedule::off) {
         throw BadArgument{"--schedule " + std::string(name) + ": expected random, rr, brr or dbrr"};
       }

@@ -8,6 +8,7 @@ std::string_view to_string(Event::Kind kind) {
     case Event::Kind::adoption: return "adoption";
     case Event::Kind::recovered: return "recovered";
     case Event::Kind::view: return "view";
+    case Event::Kind::gossip: return "gossip";
   }
   return "event";
 }
@@ -32,6 +33,9 @@ std::string to_json(const Event& e) {
       break;
     case Event::Kind::failure:
       out += ",\"reason\":" + to_json(Value{e.reason});
+      break;
+    case Event::Kind::gossip:
+      out += ",\"detector\":" + std::to_string(e.detector) + ",\"silent_ms\":" + std::to_string(e.silent.count());
       break;
     case Event::Kind::adoption:
       out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"incarnation\":" + std::to_string(e.incarnation);

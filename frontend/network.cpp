@@ -138,6 +138,9 @@ struct Network::Impl final : core::Node::Observer,
     }
   }
   void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
+  void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) override {
+    events.push(services::gossip_event(rank, detector, silent));
+  }
   void on_event(const core::NodeEvent& node_event) override {
     // Failures come from on_node_lost, which says why and keeps their order with data.
     if (auto event = services::public_event(node_event); event && event->kind == Event::Kind::adoption) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-namespace canopy::membership {
+namespace canopy {
 
 std::string_view to_string(GossipSchedule schedule) {
   switch (schedule) {
@@ -17,13 +17,17 @@ std::string_view to_string(GossipSchedule schedule) {
   return "?";
 }
 
-std::optional<GossipSchedule> parse_gossip_schedule(std::string_view text) {
+std::optional<GossipSchedule> gossip_schedule_from(std::string_view text) {
   for (auto s : {GossipSchedule::off, GossipSchedule::random, GossipSchedule::rr, GossipSchedule::brr,
                  GossipSchedule::dbrr}) {
     if (text == to_string(s)) return s;
   }
   return std::nullopt;
 }
+
+}  // namespace canopy
+
+namespace canopy::membership {
 
 std::uint32_t ceil_log2(std::uint32_t n) {
   std::uint32_t bits = 0;

@@ -17,9 +17,8 @@ namespace canopy::membership {
 
 using canopy::GossipSchedule;
 
-std::string_view to_string(GossipSchedule schedule);
-// "off", "random", "rr", "brr", "dbrr"; nothing for anything else.
-std::optional<GossipSchedule> parse_gossip_schedule(std::string_view text);
+using canopy::to_string;
+using canopy::gossip_schedule_from;
 
 // ⌈log2 n⌉ (0 for n <= 1).
 std::uint32_t ceil_log2(std::uint32_t n);

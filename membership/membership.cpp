@@ -1,5 +1,7 @@
 #include "membership/membership.h"
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include "core/log.h"
@@ -353,6 +355,9 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
     stop.body().initShutdown().setReason(why);
     children[*index].link->send(stop.builder());
     children[*index].link->close(why);
+    // A process this node started is fenced as the detection service fences a lost
+    // one: a hung process must not wake up and act.
+    if (children[*index].process && children[*index].process->running()) children[*index].process->kill(SIGKILL);
   }
 }
 

@@ -46,4 +46,14 @@ Event view_event(const membership::ViewChange& change) {
   return event;
 }
 
+Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent) {
+  Event event;
+  event.kind = Event::Kind::gossip;
+  event.time = std::chrono::system_clock::now();
+  event.rank = rank;
+  event.detector = detector;
+  event.silent = silent;
+  return event;
+}
+
 }  // namespace canopy::services

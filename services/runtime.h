@@ -61,5 +61,7 @@ class Runtime {
 std::optional<Event> public_event(const core::NodeEvent& event);
 // The public form of a view this process applied, stamped with the time now.
 Event view_event(const membership::ViewChange& change);
+// The public form of a failure the gossip detector of member `detector` confirmed.
+Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent);
 
 }  // namespace canopy::services

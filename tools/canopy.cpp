@@ -121,6 +121,9 @@ std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, const 
       std::printf("event: failure of %u: %s\n", e->rank, e->reason.c_str());
     } else if (e->kind == canopy::Event::Kind::adoption) {
       std::printf("event: %u adopted by %u (incarnation %u)\n", e->rank, e->adopter, e->incarnation);
+    } else if (e->kind == canopy::Event::Kind::gossip) {
+      std::printf("event: gossip: back-end %u found back-end %u failed (its heartbeat still for %lld ms)\n",
+                  e->detector, e->rank, static_cast<long long>(e->silent.count()));
     } else if (e->kind == canopy::Event::Kind::view) {
       std::printf("event: view %llu: %zu members, left %s, joined %s, stabilised in %lld us\n",
                   static_cast<unsigned long long>(e->view.id), e->view.members.size(), rank_list(e->left).c_str(),
@@ -177,6 +180,9 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
     for (const auto& e : print_events(net, jsonl, opt.status_file)) {
       if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
         failure_time.emplace(e.rank, e.time);
+      } else if (e.kind == canopy::Event::Kind::gossip && is_backend.count(e.rank)) {
+        // A hung member: it stopped about when its heartbeat was last seen growing.
+        failure_time.emplace(e.rank, e.time - e.silent);
       } else if (e.kind == canopy::Event::Kind::view) {
         // A back-end leaves the view after its failure event; a view event's own time
         // stands in if there was none (it is later: the check is then more lenient).
@@ -717,6 +723,21 @@ int main(int argc, char** argv) {
   run_cmd->add_option_function<int>("--lost", ms(opt.fault.lost),
                                     "Milliseconds of silence after which a peer is lost (5000)")
       ->check(CLI::Range(30, 3600000));
+  run_cmd->add_option_function<std::string>(
+              "--gossip",
+              [&opt](const std::string& v) { opt.fault.gossip.schedule = *canopy::gossip_schedule_from(v); },
+              "Gossip failure detection among the back-ends (docs/gossip.md): off (default), random, rr, brr or dbrr")
+      ->check(CLI::IsMember({"off", "random", "rr", "brr", "dbrr"}));
+  run_cmd->add_option_function<int>("--gossip-period", ms(opt.fault.gossip.period),
+                                    "Milliseconds per gossip round, T_gossip (500)")
+      ->check(CLI::Range(10, 600000));
+  run_cmd->add_option_function<int>("--gossip-max-hangup", ms(opt.fault.gossip.max_hangup),
+                                    "Milliseconds added to T_cleanup before a still heartbeat is suspect, "
+                                    "T_max_hangup (500)")
+      ->check(CLI::Range(0, 3600000));
+  run_cmd->add_option_function<int>("--gossip-ping-timeout", ms(opt.fault.gossip.ping_timeout),
+                                    "Milliseconds a suspect's answer to a ping may take (default: --lost)")
+      ->check(CLI::Range(1, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
                              "Do not heal: losing its parent stops a process and its subtree");
   run_cmd->add_option_function<std::string>(

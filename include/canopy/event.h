@@ -15,13 +15,15 @@
 
 namespace canopy {
 
-// A failure, an adoption, a completed recovery or a new view, as one process saw
-// it: the front-end (Network::next_event) or a back-end (Backend::next_event).
+// A failure, an adoption, a completed recovery, a new view or a failure found by the
+// gossip detector, as one process saw it: the front-end (Network::next_event) or a
+// back-end (Backend::next_event).
 struct Event {
-  enum class Kind : std::uint8_t { failure, adoption, recovered, view };
+  enum class Kind : std::uint8_t { failure, adoption, recovered, view, gossip };
   Kind kind = Kind::failure;
   std::chrono::system_clock::time_point time;  // when this process learned of it
-  Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan
+  Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan;
+                              // gossip: the member found failed
   Rank adopter = 0;           // adoption, recovered
   Rank failed_parent = 0;     // recovered
   std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
@@ -39,6 +41,12 @@ struct Event {
   // view, at the front-end: from the first report of the change reaching it to the
   // last acknowledgement (the paper's stabilisation time Ts).
   std::chrono::microseconds stabilise{0};
+  // gossip (docs/gossip.md): the member whose detector confirmed the failure (at a
+  // back-end: itself), and how long the failed member's heartbeat had been still
+  // there. At the front-end one event per report that reaches it; the view without
+  // the member follows.
+  Rank detector = 0;
+  std::chrono::milliseconds silent{0};
 };
 
 std::string_view to_string(Event::Kind kind);

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace canopy {
 
@@ -16,6 +18,10 @@ enum class GossipSchedule : std::uint8_t {
   brr,     // binary round-robin: (s + 2^(r-1)) mod n
   dbrr,    // double binary round-robin: BRR clockwise, then counter-clockwise
 };
+
+// "off", "random", "rr", "brr", "dbrr"; and back (nothing for another word).
+std::string_view to_string(GossipSchedule schedule);
+std::optional<GossipSchedule> gossip_schedule_from(std::string_view text);
 
 struct GossipOptions {
   GossipSchedule schedule = GossipSchedule::off;

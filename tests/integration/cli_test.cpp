@@ -91,13 +91,18 @@ struct UnionRunWithAKill {
   bool killed = false;
   std::chrono::duration<double> took{0};
 
-  UnionRunWithAKill(const std::string& format, std::uint32_t victim) {
+  // The victim gets `signal` 1.5 s into the run; `extra` are more options for the run.
+  UnionRunWithAKill(const std::string& format, std::uint32_t victim, int signal = SIGKILL,
+                    const std::vector<std::string>& extra = {}) {
     char dir[] = "/tmp/canopy-cli-union-XXXXXX";
     record_dir = mkdtemp(dir);
     auto started = std::chrono::steady_clock::now();
     std::thread front_end([&] {
-      output = run_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "4",
-                           "--record", record_dir, "--format", format, "--status", record_dir + "/status.json"});
+      std::vector<std::string> args{"run",      "--tree", "b:2^2",    "--workload", "union",  "--rate",
+                                    "50",       "--duration", "4",    "--record",   record_dir, "--format",
+                                    format,     "--status", record_dir + "/status.json"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      output = run_canopy(args);
     });
     // The victim's record file fills once it is sending; no ASSERT before the join.
     const std::string victim_file = record_dir + "/be-" + std::to_string(victim) + ".txt";
@@ -107,7 +112,7 @@ struct UnionRunWithAKill {
     }
     std::this_thread::sleep_for(1500ms);
     pid_t pid = ProcessGuard::process_of_rank(victim);
-    killed = pid > 0 && kill(pid, SIGKILL) == 0;
+    killed = pid > 0 && kill(pid, signal) == 0;
     front_end.join();
     took = std::chrono::steady_clock::now() - started;
   }
@@ -306,6 +311,28 @@ TEST_F(Cli, UnionRunGoesOnWithoutAKilledBackEnd) {
   EXPECT_NE(status.out.find("backend 1 on localhost: lost, not a member of the view (epoch 1)"), std::string::npos)
       << status.out;
   EXPECT_NE(status.out.find("; membership view 1: 3 members"), std::string::npos) << status.out;
+}
+
+// A back-end hangs (SIGSTOP) while the links' own detection is slow (--lost 30 s):
+// the back-ends' gossip finds it (docs/gossip.md), a jsonl event says who found it,
+// it leaves the view, and the run goes on and ends well without it.
+TEST_F(Cli, GossipFindsAHungBackEndAndTheRunGoesOn) {
+  UnionRunWithAKill run("jsonl", 1, SIGSTOP,
+                        {"--gossip", "brr", "--gossip-period", "100", "--gossip-max-hangup", "200",
+                         "--gossip-ping-timeout", "500", "--suspect", "20000", "--lost", "30000"});
+  ASSERT_TRUE(run.killed) << "back-end 1 was not found running";
+  const auto& o = run.output;
+  ASSERT_EQ(exit_code(o), 0) << o.err << o.out;
+  EXPECT_LT(run.took, 20s) << "the run waited for the links' detection (30 s)";
+  auto gossip = lines_with(o.out, "{\"event\":\"gossip\",\"rank\":1,\"detector\":");
+  ASSERT_GE(gossip.size(), 1u) << o.out;
+  EXPECT_NE(gossip[0].find("\"silent_ms\":"), std::string::npos) << gossip[0];
+  auto views = lines_with(o.out, "\"event\":\"view\"");
+  ASSERT_EQ(views.size(), 1u) << o.out;
+  EXPECT_NE(views[0].find("\"left\":[1]"), std::string::npos) << views[0];
+  auto summary = lines_with(o.out, "{\"summary\":");
+  ASSERT_EQ(summary.size(), 1u) << o.out;
+  EXPECT_NE(summary[0].find("\"check\":\"ok\""), std::string::npos) << summary[0];
 }
 
 // The demo workload checks every wave against the back-ends of the view it arrived

@@ -196,14 +196,14 @@ TEST(GossipSchedule, NoScheduleEverTargetsTheSenderItself) {
 
 TEST(GossipSchedule, ParseAcceptsTheFiveNamesAndRefusesOthers) {
   for (std::string name : {"off", "random", "rr", "brr", "dbrr"}) {
-    auto parsed = parse_gossip_schedule(name);
+    auto parsed = gossip_schedule_from(name);
     ASSERT_TRUE(parsed) << name;
     EXPECT_EQ(to_string(*parsed), name);
   }
-  EXPECT_EQ(parse_gossip_schedule("brr"), GossipSchedule::brr);
-  EXPECT_EQ(parse_gossip_schedule("dbrr"), GossipSchedule::dbrr);
+  EXPECT_EQ(gossip_schedule_from("brr"), GossipSchedule::brr);
+  EXPECT_EQ(gossip_schedule_from("dbrr"), GossipSchedule::dbrr);
   for (std::string bad : {"", "BRR", "dbrr ", " rr", "binary", "round-robin", "rrr", "on"}) {
-    EXPECT_FALSE(parse_gossip_schedule(bad)) << "'" << bad << "'";
+    EXPECT_FALSE(gossip_schedule_from(bad)) << "'" << bad << "'";
   }
 }
 
