@@ -299,6 +299,14 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
                  ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)", ErrorKind::invalid_input};
   }
+  // The topology's gossip settings apply unless the options turn gossip on themselves.
+  if (options.fault_tolerance.gossip.schedule == GossipSchedule::off && options.topology.gossip()) {
+    options.fault_tolerance.gossip = *options.topology.gossip();
+  }
+  if (const auto& g = options.fault_tolerance.gossip; g.schedule != GossipSchedule::off && g.period.count() < 10) {
+    return Error{"the gossip period must be at least 10 ms (got " + std::to_string(g.period.count()) + " ms)",
+                 ErrorKind::invalid_input};
+  }
   core::init_logging(Role::frontend, options.topology.root().rank);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
   std::vector<std::string> programs{options.commnode_exe};

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <cstring>
 #include <functional>
 
@@ -63,6 +64,11 @@ struct RunOptions {
   double duration_s = 10;
   std::string record_dir;
   canopy::FaultToleranceOptions fault;
+  // The --gossip options given, each over the topology's gossip: settings.
+  struct {
+    std::optional<canopy::GossipSchedule> schedule;
+    std::optional<std::chrono::milliseconds> period, max_hangup, ping_timeout;
+  } gossip;
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
   // Override the topology's `links:` settings when given.
   std::optional<canopy::LinkKind> links;
@@ -375,6 +381,13 @@ int run(const RunOptions& opt) {
   launch.launcher = opt.launcher;
   launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
   launch.fault_tolerance = opt.fault;
+  auto& gossip = launch.fault_tolerance.gossip;
+  gossip = topology->gossip().value_or(canopy::GossipOptions{});
+  if (opt.gossip.schedule) gossip.schedule = *opt.gossip.schedule;
+  if (opt.gossip.period) gossip.period = *opt.gossip.period;
+  if (opt.gossip.max_hangup) gossip.max_hangup = *opt.gossip.max_hangup;
+  if (opt.gossip.ping_timeout) gossip.ping_timeout = *opt.gossip.ping_timeout;
+  launch.topology.set_gossip(std::nullopt);  // merged above: an explicit --gossip off stands
   bool tty = isatty(STDERR_FILENO);
   if (!jsonl && tty) {
     launch.on_progress = [](std::size_t up, std::size_t total) {
@@ -724,18 +737,21 @@ int main(int argc, char** argv) {
                                     "Milliseconds of silence after which a peer is lost (5000)")
       ->check(CLI::Range(30, 3600000));
   run_cmd->add_option_function<std::string>(
-              "--gossip",
-              [&opt](const std::string& v) { opt.fault.gossip.schedule = *canopy::gossip_schedule_from(v); },
-              "Gossip failure detection among the back-ends (docs/gossip.md): off (default), random, rr, brr or dbrr")
+              "--gossip", [&opt](const std::string& v) { opt.gossip.schedule = canopy::gossip_schedule_from(v); },
+              "Gossip failure detection among the back-ends (docs/gossip.md): off, random, rr, brr or dbrr; "
+              "default: the topology's gossip: settings, else off")
       ->check(CLI::IsMember({"off", "random", "rr", "brr", "dbrr"}));
-  run_cmd->add_option_function<int>("--gossip-period", ms(opt.fault.gossip.period),
+  auto gossip_ms = [](std::optional<std::chrono::milliseconds>& target) {
+    return [&target](int v) { target = std::chrono::milliseconds(v); };
+  };
+  run_cmd->add_option_function<int>("--gossip-period", gossip_ms(opt.gossip.period),
                                     "Milliseconds per gossip round, T_gossip (500)")
       ->check(CLI::Range(10, 600000));
-  run_cmd->add_option_function<int>("--gossip-max-hangup", ms(opt.fault.gossip.max_hangup),
+  run_cmd->add_option_function<int>("--gossip-max-hangup", gossip_ms(opt.gossip.max_hangup),
                                     "Milliseconds added to T_cleanup before a still heartbeat is suspect, "
                                     "T_max_hangup (500)")
       ->check(CLI::Range(0, 3600000));
-  run_cmd->add_option_function<int>("--gossip-ping-timeout", ms(opt.fault.gossip.ping_timeout),
+  run_cmd->add_option_function<int>("--gossip-ping-timeout", gossip_ms(opt.gossip.ping_timeout),
                                     "Milliseconds a suspect's answer to a ping may take (default: --lost)")
       ->check(CLI::Range(1, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },

@@ -60,7 +60,7 @@ class Parser {
 
   Result<Topology> parse(std::string_view text) {
     YAML::Node document = read_document(text);
-    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges", "links"});
+    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges", "links", "gossip"});
     for (const YAML::Node& host : list(top, "hosts")) read_host(host);
     for (const YAML::Node& node : list(top, "nodes")) read_node(node);
     for (const YAML::Node& edge : list(top, "edges")) read_edge(edge);
@@ -69,6 +69,7 @@ class Parser {
     auto topology = Topology::make(std::move(nodes_), std::move(hosts_), source_);
     if (!topology) return topology;
     if (auto ok = topology->set_links(links); !ok) fail(top.at("links"), ok.error());
+    if (auto it = top.find("gossip"); it != top.end()) topology->set_gossip(read_gossip(it->second));
     return topology;
   }
 
@@ -160,6 +161,26 @@ class Parser {
   bool read_bool(const YAML::Node& value, std::string_view what) const {
     if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "false")) return value.Scalar() == "true";
     fail(value, std::string(what) + " must be true or false, not " + describe(value));
+  }
+
+  GossipOptions read_gossip(const YAML::Node& item) const {
+    Fields f = fields(item, "'gossip'", {"schedule"}, {"period_ms", "max_hangup_ms", "ping_timeout_ms"});
+    GossipOptions gossip;
+    const YAML::Node& schedule = f.at("schedule");
+    auto s = schedule.IsScalar() ? gossip_schedule_from(schedule.Scalar()) : std::nullopt;
+    if (!s) fail(schedule, "unknown gossip schedule " + describe(schedule) + " (expected off, random, rr, brr or dbrr)");
+    gossip.schedule = *s;
+    auto ms = [&](std::string_view key, std::uint64_t min, std::chrono::milliseconds& out) {
+      auto it = f.find(std::string(key));
+      if (it == f.end()) return;
+      const std::uint64_t v = read_number(it->second, 3600000, "'" + std::string(key) + "'");
+      if (v < min) fail(it->second, "'" + std::string(key) + "' must be at least " + std::to_string(min));
+      out = std::chrono::milliseconds(v);
+    };
+    ms("period_ms", 10, gossip.period);
+    ms("max_hangup_ms", 0, gossip.max_hangup);
+    ms("ping_timeout_ms", 0, gossip.ping_timeout);
+    return gossip;
   }
 
   LinkSettings read_links(const YAML::Node& item) const {
@@ -325,6 +346,12 @@ std::string to_yaml(const Topology& topology) {
     out += "links: {default: " + std::string(to_string(links.kind)) + ", checksum: " +
            std::string(to_string(links.checksum)) + ", reliable: " + (links.reliable ? "true" : "false") +
            ", corrupt: " + corrupt + "}\n";
+  }
+  if (const auto& gossip = topology.gossip()) {
+    out += "gossip: {schedule: " + std::string(to_string(gossip->schedule)) +
+           ", period_ms: " + std::to_string(gossip->period.count()) +
+           ", max_hangup_ms: " + std::to_string(gossip->max_hangup.count()) +
+           ", ping_timeout_ms: " + std::to_string(gossip->ping_timeout.count()) + "}\n";
   }
   out += "nodes:\n";
   for (const Node& node : topology.nodes()) {

@@ -71,6 +71,10 @@ struct LaunchOptions {
   // streams. Empty = normal mode: every back-end is started by its parent.
   std::string attach_file;
 
+  // How the tree detects failures and heals (docs/fault-tolerance.md), and the
+  // gossip detector among the back-ends (docs/gossip.md): with gossip off here, the
+  // topology's `gossip:` settings apply, if it has them (to launch without gossip
+  // from such a topology, clear them: topology.set_gossip(std::nullopt)).
   FaultToleranceOptions fault_tolerance;
 };
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "canopy/fault_tolerance.h"
 #include "canopy/result.h"
 
 namespace canopy {
@@ -101,6 +102,10 @@ class Topology {
   std::vector<std::string> nics_of(std::string_view host) const;
 
   const LinkSettings& links() const { return links_; }
+  // The gossip detector's settings (`gossip:` in YAML; docs/gossip.md), if the
+  // topology gives them: the front-end launches with them unless told otherwise.
+  const std::optional<GossipOptions>& gossip() const { return gossip_; }
+  void set_gossip(std::optional<GossipOptions> gossip) { gossip_ = gossip; }
   // Checked: a corrupt fraction in [0, 1).
   Result<void> set_links(LinkSettings links);
   // Plain or striped: the link between a child and its parent (the child's own
@@ -113,6 +118,7 @@ class Topology {
   std::vector<Host> hosts_;
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
   LinkSettings links_;
+  std::optional<GossipOptions> gossip_;
 };
 
 inline constexpr Rank kFirstInternalRank = 1000000;

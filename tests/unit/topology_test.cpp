@@ -172,6 +172,26 @@ TEST(TopologyParse, SpecExampleGivesNodesHostsPortsAndLines) {
   EXPECT_EQ(t->depth(), 2u);
 }
 
+// The gossip detector's settings (docs/gossip.md): parsed, kept through to_yaml,
+// and absent unless given.
+TEST(TopologyParse, GossipSettingsAreReadAndWrittenBack) {
+  auto plain = parse(kSpecExample);
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_FALSE(plain->gossip());
+  auto t = parse("gossip: {schedule: dbrr, period_ms: 200, ping_timeout_ms: 900}\n" + std::string(kSpecExample));
+  ASSERT_TRUE(t) << t.error();
+  ASSERT_TRUE(t->gossip());
+  EXPECT_EQ(t->gossip()->schedule, canopy::GossipSchedule::dbrr);
+  EXPECT_EQ(t->gossip()->period, std::chrono::milliseconds(200));
+  EXPECT_EQ(t->gossip()->max_hangup, canopy::GossipOptions{}.max_hangup) << "a field not given keeps its default";
+  EXPECT_EQ(t->gossip()->ping_timeout, std::chrono::milliseconds(900));
+  auto again = canopy::parse_topology_yaml(canopy::to_yaml(*t), "again.yaml");
+  ASSERT_TRUE(again) << again.error();
+  ASSERT_TRUE(again->gossip());
+  EXPECT_EQ(again->gossip()->schedule, canopy::GossipSchedule::dbrr);
+  EXPECT_EQ(again->gossip()->ping_timeout, std::chrono::milliseconds(900));
+}
+
 TEST(TopologyParse, FlatTreeHasTheFrontEndAsOnlyParent) {
   auto t = parse(kFlat);
   ASSERT_TRUE(t) << t.error();
@@ -339,6 +359,16 @@ TEST(TopologyErrors, UnknownKeysElsewhereAreNamed) {
   EXPECT_TRUE(Contains(error_of(std::string(kFlat) + "  - {parent: 1000000, child: [0]}\n"), "t.yaml:8: unknown key 'child'"));
   EXPECT_TRUE(Contains(error_of("hosts:\n  - {name: a, adress: 1.2.3.4}\n" + std::string(kFlat)),
                        "t.yaml:2: unknown key 'adress'"));
+}
+
+TEST(TopologyErrors, BadGossipSettingsAreNamed) {
+  EXPECT_TRUE(Contains(error_of("gossip: {schedule: brrr}\n" + std::string(kFlat)),
+                       "t.yaml:1: unknown gossip schedule"));
+  EXPECT_TRUE(Contains(error_of("gossip: {period_ms: 100}\n" + std::string(kFlat)), "t.yaml:1:"));
+  EXPECT_TRUE(Contains(error_of("gossip: {schedule: brr, period_ms: 5}\n" + std::string(kFlat)),
+                       "'period_ms' must be at least 10"));
+  EXPECT_TRUE(Contains(error_of("gossip: {schedule: brr, period: 100}\n" + std::string(kFlat)),
+                       "unknown key 'period' in 'gossip'"));
 }
 
 TEST(TopologyErrors, KeyGivenTwiceIsAnError) {

@@ -29,6 +29,24 @@ TEST(TreeView, HeightsComeFromTheLaunchTopology) {
   EXPECT_EQ(v.parent(FE), TreeView::kNone);
 }
 
+// What the membership service's orphan watch and the gossip's pause ask: does a
+// process hang from the root through live processes only?
+TEST(TreeView, AttachedMeansHangingFromTheRootThroughLiveProcesses) {
+  auto v = view("b:2^2");  // back-ends 0, 1 under C1; 2, 3 under C2
+  for (Rank r : {FE, C1, C2, 0u, 1u, 2u, 3u}) EXPECT_TRUE(v.attached(r)) << r;
+  ASSERT_TRUE(v.apply_failure(C1));
+  EXPECT_FALSE(v.attached(C1));
+  EXPECT_FALSE(v.attached(0)) << "an orphan of C1, not adopted yet";
+  EXPECT_TRUE(v.alive(0)) << "and alive";
+  EXPECT_TRUE(v.attached(2));
+  ASSERT_TRUE(v.apply_adoption(0, C2, 1));
+  EXPECT_TRUE(v.attached(0)) << "adopted by C2";
+  EXPECT_FALSE(v.attached(1));
+  ASSERT_TRUE(v.apply_failure(3));
+  EXPECT_FALSE(v.attached(3));
+  EXPECT_FALSE(v.attached(424242)) << "not in the tree";
+}
+
 TEST(TreeView, OrphansPreferTheFailedParentsSiblingsThenTheAncestor) {
   auto v = view("b:2^2");  // back-ends 0,1 under C1; 2,3 under C2
   ASSERT_TRUE(v.apply_failure(C1));
