@@ -191,6 +191,11 @@ std::optional<Event> Backend::next_event(std::chrono::milliseconds timeout) { re
 
 int Backend::events_fd() const { return impl_->events.fd(); }
 
+GossipOptions Backend::gossip() const {
+  Impl& impl = *impl_;
+  return impl.loop.call([&impl] { return impl.runtime->node.plan().fault.gossip; });
+}
+
 View Backend::view() const {
   Impl& impl = *impl_;
   return impl.loop.call([&impl] { return impl.runtime->membership.view(); });

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "canopy/event.h"
+#include "canopy/fault_tolerance.h"
 #include "canopy/packet.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
@@ -88,6 +89,11 @@ class Backend {
   // A back-end declared failed while it was alive (it hung) is told so by the next
   // view and stops: receive() then fails.
   View view() const;
+
+  // The gossip failure detector's settings this back-end runs with (docs/gossip.md;
+  // the front-end's, from the launch plan; schedule off: no gossip). Its
+  // confirmations arrive as Event::Kind::gossip events.
+  GossipOptions gossip() const;
 
  private:
   struct Impl;

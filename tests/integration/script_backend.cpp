@@ -3,6 +3,7 @@
 //                rank waits `delay ms` first.
 //   tag kUnion,  "%d %d": (count, interval ms): send `count` packets, one integer
 //                each (script_protocol.h), `interval ms` apart.
+//   tag kGossip: reply the gossip settings this back-end runs with.
 //   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
 //                point-to-point to back-end `to`, which checks the packet's source
 //                and answers up the stream with kRelayed {from, to}.
@@ -38,6 +39,12 @@ int main(int argc, char** argv) {
       if (!packet.unpack("%d %d", slow, delay_ms)) continue;
       if (slow == me) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       (void)be.send(stream, canopy::Packet{kReply, {me}});
+    } else if (packet.tag() == kGossip) {
+      const auto g = be.gossip();
+      (void)be.send(stream, canopy::Packet{kGossip, {std::vector<std::int32_t>{
+                                                        static_cast<std::int32_t>(g.schedule),
+                                                        static_cast<std::int32_t>(g.period.count()),
+                                                        static_cast<std::int32_t>(g.ping_timeout.count())}}});
     } else if (packet.tag() == kRelay) {
       std::uint32_t from = 0, to = 0;
       if (packet.unpack("%ud %ud", from, to) && from == be.rank()) {

@@ -11,6 +11,8 @@ inline constexpr std::int32_t kPeer = 12;     // point-to-point: {from}
 inline constexpr std::int32_t kRelayed = 13;  // up the stream: {from, to}
 inline constexpr std::int32_t kUnion = 14;    // "%d %d": count, interval ms -> count packets
                                               // {[union_value(rank, i)]}, i = 0..count-1
+inline constexpr std::int32_t kGossip = 15;   // no arguments -> {[schedule, period ms, ping time-out ms]}
+                                              // of Backend::gossip()
 
 inline std::int32_t union_value(std::uint32_t rank, std::int32_t i) {
   return static_cast<std::int32_t>(rank) * 100000 + i;

@@ -347,6 +347,36 @@ TEST_F(Streams, AKilledAttachedBackendStartedAgainRejoinsTheViewAndTheStream) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the restarted back-end: status " << status;
 }
 
+// The gossip settings reach every back-end with the launch plan, and the back-end
+// API tells them (docs/gossip.md); here from the topology's gossip: section.
+TEST_F(Streams, BackendsRunWithTheTopologysGossipSettings) {
+  auto topology = canopy::generate_topology("b:2^2");
+  ASSERT_TRUE(topology);
+  canopy::GossipOptions gossip;
+  gossip.schedule = canopy::GossipSchedule::dbrr;
+  gossip.period = 200ms;
+  gossip.ping_timeout = 900ms;
+  topology->set_gossip(gossip);
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.backend_argv = {kScriptBackend};
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  auto stream = network_->create_stream({.upstream_filter = "concat"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kGossip, {}}));
+  auto out = next(*network_);
+  ASSERT_TRUE(out);
+  const auto& all = std::get<std::vector<std::int32_t>>((*out)[0]);
+  ASSERT_EQ(all.size(), 3u * 4) << out->format();
+  for (std::size_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(all[3 * b], static_cast<std::int32_t>(canopy::GossipSchedule::dbrr));
+    EXPECT_EQ(all[3 * b + 1], 200);
+    EXPECT_EQ(all[3 * b + 2], 900);
+  }
+}
+
 TEST_F(Streams, StreamCreationNamesBackendsThatNeverAttach) {
   const auto file = (dir_ / "attach").string();
   auto* net = launch("b:2^2", file, 4s);
