@@ -191,18 +191,13 @@ TEST(Membership, AnOrphanThatIsNeverAdoptedLeavesTheViewAfterTheAdoptionTimeout)
 TEST(Membership, WhatABackendSendsAfterItWasDeclaredFailedIsDropped) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  services::StreamSpec spec;
-  spec.id = 7;
-  spec.backends = tree.topology().backends();
-  spec.upstream_filter = "incremental_union";
-  tree.runtime(FE).streams.create_stream(spec);
-  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).acks.count(7) != 0; }, 5s));
+  const StreamId stream = tree.open_stream("incremental_union");
   membership_of(tree, FE).report_failure({2}, "declared failed by the test");
   // The harness polls back-end 2 before its parent: it has not read the news yet.
   ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, C2).view().id == 1; }, 5s));
   ASSERT_FALSE(tree.heard(2).stopped);
-  tree.runtime(2).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{999}}));
-  tree.runtime(3).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{30}}));
+  tree.runtime(2).streams.send_up(stream, Packet(0, {std::vector<std::int64_t>{999}}));
+  tree.runtime(3).streams.send_up(stream, Packet(0, {std::vector<std::int64_t>{30}}));
   std::set<std::int64_t> seen;
   auto arrived = [&] {
     for (const auto& packet : tree.heard(FE).upstream) {
@@ -256,12 +251,7 @@ TEST(Membership, BackendsThatAttachJoinTheViewAndLateJoinersCatchUp) {
 TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  services::StreamSpec spec;
-  spec.id = 7;
-  spec.backends = tree.topology().backends();
-  spec.upstream_filter = "incremental_union";
-  tree.runtime(FE).streams.create_stream(spec);
-  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).acks.count(7) != 0; }, 5s));
+  const StreamId stream = tree.open_stream("incremental_union");
   tree.kill(3);
   ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 10s));
   EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1, 2}));
@@ -286,8 +276,8 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
 
   // It is in the stream again: its value reaches the front-end, and nothing it sent
   // was taken for a stale process's.
-  tree.runtime(3).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{33}}));
-  tree.runtime(2).streams.send_up(7, Packet(0, {std::vector<std::int64_t>{22}}));
+  tree.runtime(3).streams.send_up(stream, Packet(0, {std::vector<std::int64_t>{33}}));
+  tree.runtime(2).streams.send_up(stream, Packet(0, {std::vector<std::int64_t>{22}}));
   std::set<std::int64_t> seen;
   ASSERT_TRUE(tree.run_until(
       [&] {

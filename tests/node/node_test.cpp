@@ -30,17 +30,6 @@ void send_from_every_backend(TreeHarness& tree, StreamId stream, const std::func
   }
 }
 
-StreamId open_stream(TreeHarness& tree, const std::string& filter) {
-  static StreamId next = 1;
-  services::StreamSpec spec;
-  spec.id = next++;
-  spec.backends = tree.topology().backends();
-  spec.upstream_filter = filter;
-  tree.runtime(tree.root()).streams.create_stream(spec);
-  EXPECT_TRUE(tree.run_until([&] { return tree.heard(tree.root()).acks.count(spec.id) != 0; }, 5s));
-  EXPECT_EQ(tree.heard(tree.root()).acks[spec.id], "");
-  return spec.id;
-}
 
 TEST(NodeInProcess, ATreeComesUpAndEveryNodeIsRunning) {
   TreeHarness tree("b:2^2", fast_healing());
@@ -55,7 +44,7 @@ TEST(NodeInProcess, ATreeComesUpAndEveryNodeIsRunning) {
 TEST(NodeInProcess, AStreamSumsOneWaveOverTheTree) {
   TreeHarness tree("b:2^2", fast_healing());
   ASSERT_TRUE(tree.launch());
-  StreamId stream = open_stream(tree, "sum");
+  StreamId stream = tree.open_stream("sum");
   send_from_every_backend(tree, stream, [](Rank b) { return Packet(0, {std::int64_t(b + 1)}); });
   auto& root = tree.heard(FE);
   ASSERT_TRUE(tree.run_until([&] { return !root.upstream.empty(); }, 5s));
@@ -68,7 +57,7 @@ TEST(NodeInProcess, AStreamSumsOneWaveOverTheTree) {
 TEST(NodeInProcess, PacketsOfALostBackendStillQueuedGoIntoTheirWaves) {
   TreeHarness tree("b:2^2", fast_healing());
   ASSERT_TRUE(tree.launch());
-  StreamId stream = open_stream(tree, "sum");
+  StreamId stream = tree.open_stream("sum");
   for (std::int64_t v : {10, 20, 30}) tree.runtime(0).streams.send_up(stream, Packet(0, {v}));
   tree.run_for(100ms);  // they wait at C1 for back-end 1's
   tree.kill(0);
@@ -250,7 +239,7 @@ TEST(NodeInProcess, APointToPointPacketOnNoStreamCrossesTheTree) {
 TEST(NodeInProcess, AdoptedOrphansSendTheirFilterStateAndTheUnionStaysComplete) {
   TreeHarness tree("b:2^2", fast_healing());
   ASSERT_TRUE(tree.launch());
-  StreamId stream = open_stream(tree, "incremental_union");
+  StreamId stream = tree.open_stream("incremental_union");
   auto& root = tree.heard(FE);
   send_from_every_backend(tree, stream, [](Rank b) { return Packet(0, {std::vector<std::int64_t>{10 + b}}); });
   ASSERT_TRUE(tree.run_until([&] { return !root.upstream.empty(); }, 5s));

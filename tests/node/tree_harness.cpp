@@ -154,6 +154,17 @@ void TreeHarness::run_for(std::chrono::milliseconds duration) {
 }
 
 void TreeHarness::kill(Rank rank) { members_.erase(rank); }
+
+StreamId TreeHarness::open_stream(const std::string& filter) {
+  services::StreamSpec spec;
+  spec.id = next_stream_++;
+  spec.backends = topology_.backends();
+  spec.upstream_filter = filter;
+  runtime(root()).streams.create_stream(spec);
+  EXPECT_TRUE(run_until([&] { return heard(root()).acks.count(spec.id) != 0; }, std::chrono::seconds(5)));
+  EXPECT_EQ(heard(root()).acks[spec.id], "");
+  return spec.id;
+}
 void TreeHarness::freeze(Rank rank) { member(rank).frozen = true; }
 void TreeHarness::thaw(Rank rank) { member(rank).frozen = false; }
 

@@ -116,6 +116,10 @@ class TreeHarness final : public services::Launcher {
   Rank root() const { return topology_.root().rank; }
 
   void kill(Rank rank);
+  // Opens a stream over every back-end with upstream filter `filter` from the root,
+  // and runs until the root has its acknowledgement (a test failure if it does not
+  // come within 5 s or carries an error). Stream ids count up from 1.
+  StreamId open_stream(const std::string& filter);
   void freeze(Rank rank);
   void thaw(Rank rank);
 
@@ -145,6 +149,7 @@ class TreeHarness final : public services::Launcher {
   AddServices extra_;
   std::uint64_t network_id_ = 0x5eed0000cafe0001;
   std::map<Rank, std::unique_ptr<Member>> members_;
+  StreamId next_stream_ = 1;
 };
 
 }  // namespace canopy::testing
