@@ -280,6 +280,14 @@ bool GossipService::route(core::Outgoing& message, Rank destination, bool* gone)
   return !node_.is_root() && node_.send_up(message);
 }
 
+template <typename T>
+bool GossipService::pass_on(std::uint16_t kind, typename T::Reader body, Rank destination, bool* gone) {
+  core::Outgoing out(node_.identity(), id(), kind);
+  out.set<T>(body);
+  ++forwarded_;
+  return route(out, destination, gone);
+}
+
 void GossipService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   const Rank me = node_.identity().rank;
   const bool here = node_.identity().role == Role::backend;
@@ -290,29 +298,20 @@ void GossipService::on_message(const core::Peer& from, std::uint16_t kind, capnp
         refresh_ring();
         return merge(t);
       }
-      core::Outgoing out(node_.identity(), id(), Kind::TABLE);
-      out.set<wire::gossip::Table>(t);
-      ++forwarded_;
-      route(out, t.getDestination());
+      pass_on<wire::gossip::Table>(kind, t, t.getDestination());
       return;
     }
     case Kind::PING: {
       auto p = body.getAs<wire::gossip::Ping>();
       if (p.getDestination() == me && here) return on_ping(p);
-      core::Outgoing out(node_.identity(), id(), Kind::PING);
-      out.set<wire::gossip::Ping>(p);
-      ++forwarded_;
       bool gone = false;
-      if (!route(out, p.getDestination(), &gone) && gone) answer_gone(p);
+      if (!pass_on<wire::gossip::Ping>(kind, p, p.getDestination(), &gone) && gone) answer_gone(p);
       return;
     }
     case Kind::PONG: {
       auto p = body.getAs<wire::gossip::Pong>();
       if (p.getDestination() == me && here) return on_pong(p);
-      core::Outgoing out(node_.identity(), id(), Kind::PONG);
-      out.set<wire::gossip::Pong>(p);
-      ++forwarded_;
-      route(out, p.getDestination());
+      pass_on<wire::gossip::Pong>(kind, p, p.getDestination());
       return;
     }
   }

@@ -96,6 +96,9 @@ class GossipService final : public core::Service {
   // if it cannot go on from here; `gone` then says whether its link is gone here.
   bool route(core::Outgoing& message, Rank destination, bool* gone = nullptr);
   void answer_gone(wire::gossip::Ping::Reader ping);
+  // Another member's message, on towards `destination` (route's result).
+  template <typename T>
+  bool pass_on(std::uint16_t kind, typename T::Reader body, Rank destination, bool* gone = nullptr);
 
   core::Node& node_;
   MembershipService& membership_;
