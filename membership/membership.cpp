@@ -23,7 +23,7 @@ std::string ranks_text(const std::vector<Rank>& ranks) {
 }  // namespace
 
 MembershipService::MembershipService(core::Node& node, Observer* observer)
-    : node_(node), observer_(observer), resend_(node.io()) {}
+    : node_(node), observer_(observer), resend_(node.io()), supersede_(node.io()) {}
 
 std::uint32_t MembershipService::epoch(Rank rank) const {
   auto it = epochs_.find(rank);
@@ -44,6 +44,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     // once, and what it sends meanwhile is taken: its link is the new process's.
     if (started_ && node_.children()[connected->child].role == Role::backend && !view_.contains(connected->rank)) {
       if (connected->rejoined) {
+        cut_.erase(connected->child);
         rejoined_.insert(connected->child);
         welcome(connected->child);
       }
@@ -51,11 +52,13 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
     rejoined_.erase(lost->child);
+    cut_.erase(lost->child);
     if (awaiting_.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
       report(lost->rank, {.kind = ReportKind::failure, .reason = lost->reason});
     }
   } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
+    cut_.erase(adopted->child);
     pass_down(adopted->child);  // the orphan may have missed views while it was cut off
   } else if (std::holds_alternative<Adopted>(event)) {
     // A report sent just before the old parent died may have died with it.
@@ -64,6 +67,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
   } else if (std::holds_alternative<Stopping>(event)) {
     resend_.cancel();
+    supersede_.cancel();
     orphan_watches_.clear();
   }
 }
@@ -104,6 +108,7 @@ void MembershipService::initialise() {
   view_.members.clear();
   if (!node_.plan().attach) view_.members = node_.topology()->backends();
   std::sort(view_.members.begin(), view_.members.end());
+  reported_ = view_;
 }
 
 // ---- detectors: reports up to the root, resent until it answers ----
@@ -258,9 +263,11 @@ void MembershipService::answer_detector(Rank detector, const std::vector<Rank>& 
 }
 
 // One view at a time: the next starts once the last is stable, with every report
-// that arrived meanwhile.
+// that arrived meanwhile; but a view still unstable a heartbeat after it went out,
+// with reports waiting, is superseded (arm_supersede).
 void MembershipService::start_change() {
-  if (change_ || (pending_left_.empty() && pending_joined_.empty())) return;
+  if (pending_left_.empty() && pending_joined_.empty()) return;
+  if (change_) return arm_supersede();
   View next = view_;
   ++next.id;
   auto epochs = epochs_;
@@ -273,12 +280,37 @@ void MembershipService::start_change() {
   next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
   pending_left_.clear();
   pending_joined_.clear();
-  Change change{.applied = apply(std::move(next), epochs), .first_report = *first_pending_};
+  Change change{.applied = apply(std::move(next), epochs),
+                .first_report = carried_first_report_.value_or(*first_pending_),
+                .sent = StableClock::now()};
   cut_off(change.applied.left);
   first_pending_.reset();
+  carried_first_report_.reset();
   change_ = std::move(change);
   pass_down();
   check_acks();
+}
+
+// A member that hangs holds up the acknowledgements of a view that still has it until
+// its parent finds it lost (`lost`); the report that it failed (its gossip's, say)
+// must not wait that long behind that view. So a view not stable a heartbeat after it
+// went out, while reports wait, gives way: the next view goes out at once (every
+// process applies the newest; acknowledgements of the old one no longer count), and
+// the root tells its observer of both as one change once the newest is stable.
+void MembershipService::arm_supersede() {
+  if (supersede_armed_) return;
+  supersede_armed_ = true;
+  supersede_.expires_at(change_->sent + node_.plan().fault.heartbeat);
+  supersede_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: whoever cancelled it cleared supersede_armed_
+    supersede_armed_ = false;
+    if (!change_ || node_.stopping() || (pending_left_.empty() && pending_joined_.empty())) return;
+    log().info("membership: view {} is not stable after {} ms; the next view supersedes it",
+               change_->applied.view.id, node_.plan().fault.heartbeat.count());
+    carried_first_report_ = change_->first_report;
+    change_.reset();
+    start_change();
+  });
 }
 
 void MembershipService::stable() {
@@ -286,6 +318,17 @@ void MembershipService::stable() {
   done.stabilise =
       std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - change_->first_report);
   change_.reset();
+  supersede_.cancel();
+  supersede_armed_ = false;
+  // Since the last view the observer heard of (the views in between, if any, were
+  // superseded before they were stable).
+  done.left.clear();
+  done.joined.clear();
+  std::set_difference(reported_.members.begin(), reported_.members.end(), done.view.members.begin(),
+                      done.view.members.end(), std::back_inserter(done.left));
+  std::set_difference(done.view.members.begin(), done.view.members.end(), reported_.members.begin(),
+                      reported_.members.end(), std::back_inserter(done.joined));
+  reported_ = done.view;
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
   if (observer_) observer_->on_view(done);
@@ -355,6 +398,8 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
     stop.body().initShutdown().setReason(why);
     children[*index].link->send(stop.builder());
     children[*index].link->close(why);
+    cut_.insert(*index);
+    awaiting_.erase(*index);
     // A process this node started is fenced as the detection service fences a lost
     // one: a hung process must not wake up and act.
     if (children[*index].process && children[*index].process->running()) children[*index].process->kill(SIGKILL);
@@ -400,7 +445,7 @@ void MembershipService::pass_down(std::optional<std::size_t> only_child) {
   core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
   write_view(message.init<wire::membership::ViewChange>());
   auto& children = node_.children();
-  auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open(); };
+  auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open() && !cut_.count(c); };
   if (only_child) {
     if (!connected(*only_child)) return;
     node_.send_to_child(*only_child, message);

@@ -109,6 +109,7 @@ class MembershipService final : public core::Service {
   struct Change {
     ViewChange applied;
     NodeClock::time_point first_report;
+    NodeClock::time_point sent;  // when this view went down
   };
 
   void initialise();
@@ -122,6 +123,7 @@ class MembershipService final : public core::Service {
   void on_join_report(Rank detector, Rank rank);
   void answer_detector(Rank detector, const std::vector<Rank>& ranks, wire::membership::Kind kind);
   void start_change();
+  void arm_supersede();
   void stable();
   // Every process.
   void on_view_change(wire::membership::ViewChange::Reader change);
@@ -148,6 +150,9 @@ class MembershipService final : public core::Service {
   // Children that rejoined under the rank of a lost back-end, on their new link: what
   // they send before they applied the welcome (their new epoch) is theirs.
   std::set<std::size_t> rejoined_;
+  // Children cut off (cut_off) whose links are still closing: a graceful close waits
+  // for the peer, which may be hung; no view waits for them.
+  std::set<std::size_t> cut_;
   std::map<Rank, std::uint64_t> stale_in_tree_;  // root
 
   // Detector: reports not yet acknowledged by the root, by rank.
@@ -162,6 +167,12 @@ class MembershipService final : public core::Service {
 
   // Root.
   std::optional<Change> change_;
+  View reported_;  // the last view the observer was told of
+  // A view superseded before it was stable: the change that follows reports from its
+  // first report on.
+  std::optional<NodeClock::time_point> carried_first_report_;
+  Timer supersede_;
+  bool supersede_armed_ = false;
   std::map<Rank, std::string> pending_left_;
   std::set<Rank> pending_joined_;
   std::optional<NodeClock::time_point> first_pending_;

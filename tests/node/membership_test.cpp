@@ -104,8 +104,9 @@ TEST(Membership, ACommnodeFailureIsNotAMembershipChange) {
 }
 
 // A second failure while the first view is not yet stable (a commnode hangs and does
-// not acknowledge) waits for the next view; the hung commnode's back-ends, adopted
-// elsewhere, catch up with every view.
+// not acknowledge) waits a heartbeat for it, then a second view supersedes the first;
+// the root reports the two as one change once the hung commnode is found lost, and
+// its back-ends, adopted elsewhere, catch up.
 TEST(Membership, AFailureDuringAViewChangeIsBatchedIntoTheNextView) {
   const FaultToleranceOptions fault;
   TreeHarness tree("b:2^2", fault);
@@ -117,14 +118,16 @@ TEST(Membership, AFailureDuringAViewChangeIsBatchedIntoTheNextView) {
   EXPECT_TRUE(membership_of(tree, FE).changing()) << "C2 has not acknowledged view 1";
   tree.kill(1);
   tree.run_for(100ms);
-  EXPECT_EQ(membership_of(tree, FE).view().id, 1u) << "a new view waits until view 1 is stable";
-  // C2 is lost after `lost`; its back-ends are adopted, view 1 becomes stable, then 2.
-  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 2) && tree.heard(FE).views.size() == 2; },
+  EXPECT_EQ(membership_of(tree, FE).view().id, 1u) << "a new view waits a heartbeat for view 1";
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, C1).view().id == 2; }, fault.heartbeat + 100ms))
+      << "view 2 supersedes view 1 a heartbeat after it went out";
+  // C2 is lost after `lost`; its back-ends are adopted, and view 2 becomes stable.
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 2) && tree.heard(FE).views.size() == 1; },
                              fault.lost * 3));
   const auto& root_views = tree.heard(FE).views;
-  EXPECT_EQ(root_views[0].left, Ranks{0});
-  EXPECT_EQ(root_views[1].left, Ranks{1});
-  EXPECT_GE(root_views[0].stabilise, fault.lost - fault.heartbeat) << "view 1 waited for C2 to be found lost";
+  EXPECT_EQ(root_views[0].view.id, 2u);
+  EXPECT_EQ(root_views[0].left, (Ranks{0, 1})) << "one change at the root";
+  EXPECT_GE(root_views[0].stabilise, fault.lost - fault.heartbeat) << "view 2 waited for C2 to be found lost";
   for (Rank r : {2u, 3u}) {
     EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{2, 3})) << r;
     expect_views_in_order(tree, r);
@@ -210,6 +213,30 @@ TEST(Membership, WhatABackendSendsAfterItWasDeclaredFailedIsDropped) {
   arrived();
   EXPECT_EQ(seen.count(999), 0u) << "a packet of a back-end declared failed reached the front-end";
   EXPECT_GE(membership_of(tree, C2).stale_dropped(), 2u) << "the cut-off, and the packet dropped";
+}
+
+// A member that hangs holds up the acknowledgements of a view that still has it
+// until its parent finds it lost (`lost`, 5 s); the report that it failed must not
+// wait that long behind that view: the next view supersedes the unstable one a
+// heartbeat after it went out, and the root reports both as one change.
+TEST(Membership, AViewHeldUpByAHungMemberGivesWayToTheNextReport) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(3);  // it will not acknowledge view 1
+  membership_of(tree, FE).report_failure({2}, "declared failed by the test");
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, C2).view().id == 1; }, 5s));
+  EXPECT_TRUE(membership_of(tree, FE).changing()) << "view 1 waits for back-end 3";
+  const auto reported_at = tree.elapsed();
+  membership_of(tree, FE).report_failure({3}, "hung, as another detector found");
+  ASSERT_TRUE(tree.run_until([&] { return !membership_of(tree, FE).changing(); }, 10s));
+  EXPECT_LT(tree.elapsed() - reported_at, FaultToleranceOptions{}.lost) << "it waited for the links' lost";
+  EXPECT_LE(tree.elapsed() - reported_at, FaultToleranceOptions{}.heartbeat + 100ms);
+  EXPECT_EQ(membership_of(tree, FE).view().members, (Ranks{0, 1}));
+  ASSERT_EQ(tree.heard(FE).views.size(), 1u) << "one change at the root";
+  EXPECT_EQ(tree.heard(FE).views.back().left, (Ranks{2, 3}));
+  EXPECT_EQ(tree.heard(FE).views.back().view.id, 2u);
+  for (Rank r : {C1, C2, 0u, 1u}) EXPECT_EQ(membership_of(tree, r).view().id, 2u) << "at " << r;
+  expect_views_in_order(tree, 0);
 }
 
 // Attach mode (an MPI job's ranks attach when they start): view 0 is empty and each
