@@ -119,9 +119,11 @@ void GossipService::tick() {
   arm();
 }
 
-// The ring is the membership view: a new view reshapes it, so every member's sources
-// change; every clock restarts (a failure concurrent with a view change is found up
-// to one suspicion time later).
+// The ring is the membership view: a new view reshapes it. A member new to the ring
+// starts its clock now; the others keep theirs: a heartbeat that stopped before the
+// view is still stopped (another member of a hung host is found as soon as the first),
+// and one that only takes longer to arrive over the new ring's paths is cleared by
+// the ping.
 void GossipService::refresh_ring() {
   const View& view = membership_.view();
   if (view.id == ring_view_) return;
@@ -136,7 +138,11 @@ void GossipService::refresh_ring() {
   for (Rank r : ring_) {
     if (r == me) continue;
     auto it = peers_.find(r);
-    Peer peer = it == peers_.end() ? Peer{} : it->second;
+    if (it != peers_.end()) {
+      next.emplace(r, it->second);
+      continue;
+    }
+    Peer peer;
     peer.grew = now;
     peer.pinged = now;
     next.emplace(r, peer);

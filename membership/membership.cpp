@@ -130,11 +130,11 @@ void MembershipService::report(Rank rank, Report r) {
     return on_join_report(node_.identity().rank, rank);
   }
   unacked_[rank] = std::move(r);
-  send_reports();
+  send_reports(rank);  // the others went up already and are resent on the timer
   arm_resend();
 }
 
-void MembershipService::send_reports() {
+void MembershipService::send_reports(std::optional<Rank> only) {
   // The overlay's own detections go in one message; each end-to-end one in its own
   // (it carries its silence).
   using Failures = std::vector<std::pair<Rank, const Report*>>;
@@ -157,6 +157,7 @@ void MembershipService::send_reports() {
   Failures failures;
   std::vector<Rank> joins;
   for (const auto& [rank, r] : unacked_) {
+    if (only && rank != *only) continue;
     if (r.kind == ReportKind::join) {
       joins.push_back(rank);
     } else if (r.end_to_end) {

@@ -115,7 +115,8 @@ class MembershipService final : public core::Service {
   void initialise();
   // Detector side.
   void report(Rank rank, Report report);
-  void send_reports();
+  // Every report not yet acknowledged, or only the one about `only`.
+  void send_reports(std::optional<Rank> only = std::nullopt);
   void arm_resend();
   void on_det_ack(wire::membership::DetAck::Reader ack, std::uint16_t kind);
   // Root side.

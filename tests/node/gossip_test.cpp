@@ -3,6 +3,9 @@
 // milliseconds and happen at the virtual times the options say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "tree_harness.h"
 
 namespace canopy::testing {
@@ -91,6 +94,36 @@ TEST(Gossip, AHungMemberIsFoundEndToEndAndLeavesTheView) {
   EXPECT_EQ(view_at(tree, 0).members, (Ranks{0, 1, 2}));
   tree.run_for(500ms);  // the ring follows the view at the next round
   EXPECT_EQ(gossip_of(tree, 0).state_of(3), std::nullopt) << "the ring shrank to the view";
+}
+
+// A host hangs: both back-ends of C2 stop at once. The second is found as soon as the
+// first, not a suspicion time after the first's view (clocks go on across views),
+// and the view waiting for its acknowledgement gives way.
+TEST(Gossip, EveryBackendOfAHungHostIsFoundTogether) {
+  TreeHarness tree("b:2^2", gossip_only());
+  ASSERT_TRUE(tree.launch());
+  ASSERT_TRUE(tree.run_until([&] { return everyone_heard_everyone(tree, {0, 1, 2, 3}); }, 10s));
+  tree.freeze(2);
+  tree.freeze(3);
+  const auto frozen_at = tree.elapsed();
+  ASSERT_TRUE(tree.run_until(
+      [&] { return view_at(tree, FE).members == Ranks{0, 1} && view_at(tree, 0).members == Ranks{0, 1}; }, 20s));
+  const auto& g = gossip_of(tree, 0);
+  EXPECT_LE(tree.elapsed() - frozen_at, g.suspicion_time() + g.ping_timeout() + 500ms)
+      << "suspicion + ping + a round, for both";
+}
+
+// Confirmations made one after the other, before the root's answer to the first came
+// back, reach the root once each (each report goes up once; the timer resends).
+TEST(Gossip, EachConfirmationReachesTheRootOnce) {
+  TreeHarness tree("b:2^2", gossip_only());
+  ASSERT_TRUE(tree.launch());
+  auto& membership = tree.runtime(0).membership;
+  membership.report_end_to_end(2, "confirmed by the test", 1000ms);
+  membership.report_end_to_end(3, "confirmed by the test", 1000ms);
+  ASSERT_TRUE(tree.run_until([&] { return view_at(tree, FE).members == Ranks{0, 1}; }, 10s));
+  tree.run_for(1s);
+  EXPECT_EQ(tree.heard(FE).gossip_reports, (std::vector<std::pair<Rank, Rank>>{{2, 0}, {3, 0}}));
 }
 
 // The suspect's parent has lost its link (the process is dead) while no view can
