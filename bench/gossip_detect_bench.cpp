@@ -1,7 +1,7 @@
 // canopy-gossip-detect-bench: the gossip failure detector (membership/gossip.h) on
 // real processes (docs/benchmarks.md, "Gossip: detection time (paper 003 Fig. 6),
 // false positives and cost"). Every back-end is canopy-gossip-backend, which writes
-// each failure it learns of to a file. One mode:
+// each failure it learns of to a file. Two modes:
 //
 //   canopy-gossip-detect-bench detect --out DIR [--topology SPEC] [--schedule brr|dbrr|rr|random]
 //       [--period-ms T] [--max-hangup-ms H] [--ping-timeout-ms P] [--samples S]
@@ -15,6 +15,7 @@
 //     event or a view without it, whichever came first. Another host per sample.
 //     Defaults: b:4^2, brr, T = 500 ms, H = 0, P = T, 3 samples, and the tree's own
 //     detection slowed to suspect 30 s, lost 60 s, so that the gossip finds them.
+//   canopy-gossip-detect-bench soak ...     false positives under load (gossip_soak.cpp)
 //
 // detect writes DIR/sample-K/ (the back-ends' events-RANK.csv, frontend.csv: the
 // front-end's events), DIR/detect.csv (one row per survivor and stopped member),
@@ -51,7 +52,9 @@ constexpr const char* kUsage =
     "usage: canopy-gossip-detect-bench detect --out DIR [--topology SPEC] [--schedule brr|dbrr|rr|random]\n"
     "         [--period-ms T] [--max-hangup-ms H] [--ping-timeout-ms P] [--samples S] [--warmup-rounds R]\n"
     "         [--first-host I] [--lost-ms L] [--suspect-ms S] [--log]\n"
-    "";
+    "       canopy-gossip-detect-bench soak --out DIR [--topology SPEC] [--schedule S] [--period-ms T]\n"
+    "         [--minutes M | --seconds S] [--pause-min-ms A] [--pause-max-ms B] [--gap-min-ms A] [--gap-max-ms B]\n"
+    "         [--max-hangup-ms H] [--ping-timeout-ms P] [--lost-ms L] [--seed S] [--log]\n";
 
 struct Options {
   std::string out;
@@ -355,6 +358,7 @@ int main(int argc, char** argv) {
   try {
     Args args(argc - 2, argv + 2, {"--log", "--quick"});
     if (mode == "detect") return detect_main(args);
+    if (mode == "soak") return soak_main(args);
     throw BadArgument(mode.empty() ? "a mode is required" : "unknown mode " + mode);
   } catch (const BadArgument& e) {
     std::fprintf(stderr, "canopy-gossip-detect-bench: %s\n%s", e.what(), kUsage);
