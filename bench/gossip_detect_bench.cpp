@@ -1,7 +1,7 @@
 // canopy-gossip-detect-bench: the gossip failure detector (membership/gossip.h) on
 // real processes (docs/benchmarks.md, "Gossip: detection time (paper 003 Fig. 6),
 // false positives and cost"). Every back-end is canopy-gossip-backend, which writes
-// each failure it learns of to a file. Two modes:
+// each failure it learns of to a file. Four modes:
 //
 //   canopy-gossip-detect-bench detect --out DIR [--topology SPEC] [--schedule brr|dbrr|rr|random]
 //       [--period-ms T] [--max-hangup-ms H] [--ping-timeout-ms P] [--samples S]
@@ -16,6 +16,8 @@
 //     Defaults: b:4^2, brr, T = 500 ms, H = 0, P = T, 3 samples, and the tree's own
 //     detection slowed to suspect 30 s, lost 60 s, so that the gossip finds them.
 //   canopy-gossip-detect-bench soak ...     false positives under load (gossip_soak.cpp)
+//   canopy-gossip-detect-bench cost ...     CPU and bytes, gossip off and on (gossip_cost.cpp)
+//   canopy-gossip-detect-bench size ...     the table's encoded size (gossip_cost.cpp)
 //
 // detect writes DIR/sample-K/ (the back-ends' events-RANK.csv, frontend.csv: the
 // front-end's events), DIR/detect.csv (one row per survivor and stopped member),
@@ -54,7 +56,10 @@ constexpr const char* kUsage =
     "         [--first-host I] [--lost-ms L] [--suspect-ms S] [--log]\n"
     "       canopy-gossip-detect-bench soak --out DIR [--topology SPEC] [--schedule S] [--period-ms T]\n"
     "         [--minutes M | --seconds S] [--pause-min-ms A] [--pause-max-ms B] [--gap-min-ms A] [--gap-max-ms B]\n"
-    "         [--max-hangup-ms H] [--ping-timeout-ms P] [--lost-ms L] [--seed S] [--log]\n";
+    "         [--max-hangup-ms H] [--ping-timeout-ms P] [--lost-ms L] [--seed S] [--log]\n"
+    "       canopy-gossip-detect-bench cost --out DIR [--topology SPEC] [--configs off,dbrr:500,...] [--rounds R]\n"
+    "         [--settle-s S] [--window-s W]\n"
+    "       canopy-gossip-detect-bench size [--n 64,1024] [--topologies b:4^3,b:32^2,b:4^5] [--periods-ms 500,100]\n";
 
 struct Options {
   std::string out;
@@ -359,6 +364,8 @@ int main(int argc, char** argv) {
     Args args(argc - 2, argv + 2, {"--log", "--quick"});
     if (mode == "detect") return detect_main(args);
     if (mode == "soak") return soak_main(args);
+    if (mode == "cost") return cost_main(args);
+    if (mode == "size") return size_main(args);
     throw BadArgument(mode.empty() ? "a mode is required" : "unknown mode " + mode);
   } catch (const BadArgument& e) {
     std::fprintf(stderr, "canopy-gossip-detect-bench: %s\n%s", e.what(), kUsage);
