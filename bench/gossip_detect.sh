@@ -6,7 +6,9 @@
 #   bench/gossip_detect.sh [OUTPUT_DIR] [--quick]    default /tmp/canopy-gossip-detect-YYYYmmdd-HHMMSS
 #
 #   OUTPUT_DIR/SCHEDULE-T-n/   one point: detect.csv (one row per survivor and stopped member),
-#                              false.csv, samples.csv, summary.csv (what the driver printed),
+#                              false.csv, samples.csv (per sample, with when the stopped
+#                              members were killed and when the front-end's first view
+#                              without one of them came), summary.csv (what the driver printed),
 #                              summary.log, sample-K/ (every back-end's events, the front-end's)
 #   points.csv                 one row per point: the detection times and T_cleanup
 #   fig6.png                   mean detection time against n, BRR and DBRR, next to T_cleanup
@@ -124,7 +126,7 @@ echo "points took $(($(date +%s) - start)) s" >&2
 metric() { awk -F, -v m="$2" '$4 == m { print $5 }' "$1/summary.csv" 2>/dev/null | head -1; }
 cols="backends per_host samples pairs learned detection_mean detection_median detection_p90 detection_min detection_max
   t_cleanup goal t_cleanup_plus_hangup_period_ping by_gossip by_view by_failure within_goal before_any_view
-  before_any_view_mean after_a_view after_a_view_mean false_positive_members"
+  before_any_view_mean after_a_view after_a_view_mean samples_with_a_frontend_view_before_the_kill false_positive_members"
 {
   printf "schedule,period_ms,topology,load"
   for c in $cols; do printf ",%s" "$c"; done
@@ -192,12 +194,13 @@ fi
 
 # ---- the table ----
 {
-  echo "schedule | T (ms) | tree | n | per host | load | pairs | learned | mean (ms) | median | p90 | max | T_cleanup | goal T_cleanup+T | within goal | T_cleanup+T+ping | by own gossip | by view | found before any view: count, mean | after a view: count, mean | false positives"
+  echo "schedule | T (ms) | tree | n | per host | load | pairs | learned | mean (ms) | median | p90 | max | T_cleanup | goal T_cleanup+T | within goal | T_cleanup+T+ping | by own gossip | by view | found before any view: count, mean | after a view: count, mean | samples with a front-end view before the kill | false positives"
   awk -F, -v OFS=" | " 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { printf "%s | %s | %s | %d | %d | %s | %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %.0f | %d | %d | %d, %.0f | %d, %.0f | %d\n",
+    { printf "%s | %s | %s | %d | %d | %s | %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %.0f | %d | %d | %d, %.0f | %d, %.0f | %d of %d | %d\n",
       $c["schedule"], $c["period_ms"], $c["topology"], $c["backends"], $c["per_host"], $c["load"], $c["pairs"], $c["learned"],
       $c["detection_mean"], $c["detection_median"], $c["detection_p90"], $c["detection_max"], $c["t_cleanup"], $c["goal"],
       $c["within_goal"], $c["t_cleanup_plus_hangup_period_ping"], $c["by_gossip"], $c["by_view"], $c["before_any_view"],
-      $c["before_any_view_mean"], $c["after_a_view"], $c["after_a_view_mean"], $c["false_positive_members"] }' "$out/points.csv"
+      $c["before_any_view_mean"], $c["after_a_view"], $c["after_a_view_mean"],
+      $c["samples_with_a_frontend_view_before_the_kill"], $c["samples"], $c["false_positive_members"] }' "$out/points.csv"
 } | tee "$out/summary.txt"
 echo "wrote $out" >&2

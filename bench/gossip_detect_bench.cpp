@@ -5,7 +5,7 @@
 //
 //   canopy-gossip-detect-bench detect --out DIR [--topology SPEC] [--schedule brr|dbrr|rr|random]
 //       [--period-ms T] [--max-hangup-ms H] [--ping-timeout-ms P] [--samples S]
-//       [--warmup-rounds R] [--first-host I] [--lost-ms L] [--suspect-ms S] [--log]
+//       [--warmup-rounds R] [--first-host I] [--lost-ms L] [--suspect-ms S] [--linger-ms M] [--log]
 //     Paper 003's Fig. 6 at one point: a tree per sample; after R rounds of gossip
 //     (default 3⌈log2 n⌉: three BRR cycles, one and a half DBRR ones, so that both
 //     schedules gossip as long and every heartbeat has reached every member, which
@@ -15,6 +15,10 @@
 //     event or a view without it, whichever came first. Another host per sample.
 //     Defaults: b:4^2, brr, T = 500 ms, H = 0, P = T, 3 samples, and the tree's own
 //     detection slowed to suspect 30 s, lost 60 s, so that the gossip finds them.
+//     Once every survivor knows (or after three times the time it should take), the
+//     run goes on for M ms (default 2T + 500 ms) before the stopped members are
+//     killed: what the front-end saw by then (its first view without one of them) is
+//     reported too.
 //   canopy-gossip-detect-bench soak ...     false positives under load (gossip_soak.cpp)
 //   canopy-gossip-detect-bench cost ...     CPU and bytes, gossip off and on (gossip_cost.cpp)
 //   canopy-gossip-detect-bench size ...     the table's encoded size (gossip_cost.cpp)
@@ -53,7 +57,7 @@ using std::chrono::milliseconds;
 constexpr const char* kUsage =
     "usage: canopy-gossip-detect-bench detect --out DIR [--topology SPEC] [--schedule brr|dbrr|rr|random]\n"
     "         [--period-ms T] [--max-hangup-ms H] [--ping-timeout-ms P] [--samples S] [--warmup-rounds R]\n"
-    "         [--first-host I] [--lost-ms L] [--suspect-ms S] [--log]\n"
+    "         [--first-host I] [--lost-ms L] [--suspect-ms S] [--linger-ms M] [--log]\n"
     "       canopy-gossip-detect-bench soak --out DIR [--topology SPEC] [--schedule S] [--period-ms T]\n"
     "         [--minutes M | --seconds S] [--pause-min-ms A] [--pause-max-ms B] [--gap-min-ms A] [--gap-max-ms B]\n"
     "         [--max-hangup-ms H] [--ping-timeout-ms P] [--lost-ms L] [--seed S] [--log]\n"
@@ -65,7 +69,7 @@ struct Options {
   std::string out;
   std::string topology = "b:4^2";
   GossipSchedule schedule = GossipSchedule::brr;
-  milliseconds period{500}, max_hangup{0}, ping_timeout{0}, lost{60000}, suspect{30000};
+  milliseconds period{500}, max_hangup{0}, ping_timeout{0}, lost{60000}, suspect{30000}, linger{0};
   int samples = 3;
   int first_host = 0;
   long warmup_rounds = 0;  // 0: 3⌈log2 n⌉
@@ -98,7 +102,8 @@ struct FalsePositive {
 struct Sample {
   std::vector<Pair> pairs;
   std::vector<FalsePositive> false_positives;
-  std::int64_t stop_us = 0;
+  std::int64_t stop_us = 0, kill_us = 0;
+  std::int64_t frontend_view_us = -1;  // the front-end's first view without a stopped member
   double waited_s = 0;
   bool complete = false;  // every survivor learned of every stopped member
 };
@@ -199,8 +204,9 @@ Sample run_sample(const Options& o, const Topology& topology, int k) {
   }
   sample.waited_s = std::chrono::duration<double>(Steady::now() - begin).count();
   // A little longer, for what comes late (a false detection, the view).
-  sleep_draining(*net, fe, 2 * o.period + 500ms);
+  sleep_draining(*net, fe, o.linger.count() > 0 ? o.linger : 2 * o.period + 500ms);
   const std::int64_t end_us = realtime_us();
+  sample.kill_us = end_us;
   for (pid_t pid : stopped_pids) {
     ::kill(pid, SIGKILL);
     ::kill(pid, SIGCONT);
@@ -236,6 +242,7 @@ Sample run_sample(const Options& o, const Topology& topology, int k) {
     if ((e.kind != "view" && e.kind != "gossip" && e.kind != "failure") || e.time_us >= end_us) continue;
     for (Rank r : named) {
       if (!stopped.count(r)) sample.false_positives.push_back({k, "frontend", e.kind, r, e.time_us});
+      if (e.kind == "view" && stopped.count(r) && sample.frontend_view_us < 0) sample.frontend_view_us = e.time_us;
     }
   }
   return sample;
@@ -257,11 +264,12 @@ int detect(const Options& o) {
   std::ofstream false_csv(o.out + "/false.csv");
   false_csv << "sample,where,kind,member,time_us\n";
   std::ofstream samples_csv(o.out + "/samples.csv");
-  samples_csv << "sample,stop_us,pairs,learned,mean_ms,median_ms,max_ms,waited_s,complete,false_positives\n";
+  samples_csv << "sample,stop_us,pairs,learned,mean_ms,median_ms,max_ms,waited_s,complete,false_positives,"
+                 "killed_after_s,frontend_view_after_s\n";
   std::vector<double> all, first, after;
   std::map<std::string, std::size_t> how;
   std::set<Rank> false_members;
-  std::size_t false_events = 0, pairs = 0;
+  std::size_t false_events = 0, pairs = 0, frontend_views = 0;
   for (const auto& s : samples) {
     std::vector<double> here;
     for (const auto& p : s.pairs) {
@@ -284,7 +292,10 @@ int detect(const Options& o) {
     samples_csv << &s - samples.data() << ',' << s.stop_us << ',' << s.pairs.size() << ',' << here.size() << ','
                 << mean(here) << ',' << quantile(here, 0.5) << ','
                 << (here.empty() ? NAN : *std::max_element(here.begin(), here.end())) << ',' << s.waited_s << ','
-                << (s.complete ? 1 : 0) << ',' << s.false_positives.size() << '\n';
+                << (s.complete ? 1 : 0) << ',' << s.false_positives.size() << ','
+                << static_cast<double>(s.kill_us - s.stop_us) / 1e6 << ','
+                << (s.frontend_view_us < 0 ? NAN : static_cast<double>(s.frontend_view_us - s.stop_us) / 1e6) << '\n';
+    frontend_views += s.frontend_view_us >= 0;
   }
 
   const double t = static_cast<double>(o.period.count());
@@ -323,6 +334,7 @@ int detect(const Options& o) {
   row("before_any_view_mean", mean(first), "ms");
   row("after_a_view", static_cast<double>(after.size()), "count");
   row("after_a_view_mean", mean(after), "ms");
+  row("samples_with_a_frontend_view_before_the_kill", static_cast<double>(frontend_views), "count");
   row("false_positive_members", static_cast<double>(false_members.size()), "count");
   row("false_positive_events", static_cast<double>(false_events), "count");
   return all.size() == pairs ? 0 : 1;
@@ -341,6 +353,7 @@ Options parse_detect(Args& a) {
   o.ping_timeout = a.ms("--ping-timeout-ms", o.period);
   o.lost = a.ms("--lost-ms", o.lost);
   o.suspect = a.ms("--suspect-ms", o.suspect);
+  o.linger = a.ms("--linger-ms", o.linger);
   o.samples = static_cast<int>(a.number("--samples", o.samples, 1, 1000));
   o.first_host = static_cast<int>(a.number("--first-host", o.first_host, 0, 1000000));
   o.warmup_rounds = a.number("--warmup-rounds", 0, 1, 100000);
