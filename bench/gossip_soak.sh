@@ -23,7 +23,8 @@
 # stress-ng: used if installed; if not, installed with apt-get when running as root,
 # else the soak runs without load and says so. GOSSIP_SOAK_LOAD=0 runs without it.
 # Settings (environment): CANOPY_BUILD_DIR (default build/), GOSSIP_SOAK_TOPOLOGY,
-# GOSSIP_SOAK_PERIOD_MS (200). Each tree runs bounded (M minutes + 3 minutes) in a
+# GOSSIP_SOAK_PERIOD_MS (200), GOSSIP_SOAK_PLOT_ONLY=1 (the figure and summary again
+# from OUTPUT_DIR, without running). Each tree runs bounded (M minutes + 3 minutes) in a
 # process group of its own, killed on the way out whatever happens, as is stress-ng.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+if [ "${GOSSIP_SOAK_PLOT_ONLY:-0}" = 1 ]; then
+  load_note=$(cat "$out/load.txt")
+else
 # ---- the load ----
 load_note=""
 if [ "${GOSSIP_SOAK_LOAD:-1}" = 0 ]; then
@@ -102,10 +106,12 @@ while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
   sleep 0.1
   waited=$((waited + 1))
 done
+: > "$out/status.txt"
+names=(dbrr brr)
 for i in 0 1; do
   st=0
   wait "${pids[$i]}" || st=$?
-  echo "tree $i: exit status $st (1: something was declared failed, see summary.txt)" >> "$out/status.txt"
+  echo "${names[$i]} tree: exit status $st (0: nobody declared failed; 1: someone was, or the run failed)" >> "$out/status.txt"
   if pgrep -g "${pids[$i]}" >/dev/null 2>&1; then
     echo "processes left in group ${pids[$i]}: killing them" | tee -a "$out/status.txt" >&2
     kill -CONT -- "-${pids[$i]}" 2>/dev/null || true
@@ -115,9 +121,11 @@ done
 cut -d' ' -f1-3 /proc/loadavg > "$out/loadavg-after"
 [ -n "${stress:-}" ] && kill -TERM -- "-$stress" 2>/dev/null || true
 for s in dbrr brr; do mv -f "$out/$s.summary.csv" "$out/$s/summary.csv"; mv -f "$out/$s.summary.log" "$out/$s/summary.log"; done
+fi
 
 # ---- all events, and the figure ----
-metric() { awk -F, -v m="$2" '$4 == m { print $5 }' "$out/$1/summary.csv" 2>/dev/null | head -1; }
+# A value as the driver printed it, whole numbers without their ".000".
+metric() { awk -F, -v m="$2" '$4 == m { v = $5; if (v == int(v)) printf "%.0f\n", v; else print v }' "$out/$1/summary.csv" 2>/dev/null | head -1; }
 {
   echo "schedule,where,kind,member,time_us,detector,silent_ms"
   for s in dbrr brr; do [ -f "$out/$s/events.csv" ] && awk -v s="$s" 'NR > 1 { print s "," $0 }' "$out/$s/events.csv"; done
@@ -131,10 +139,12 @@ for s in dbrr brr; do
     "$out/$s/pauses.csv" > "$out/$s/pauses.dat"
   awk -F, -v t0="$t0" 'NR > 1 { printf "%.3f %s\n", ($4 - t0) / 1e6, $3 }' "$out/$s/events.csv" > "$out/$s/events.dat"
   count=$(($(wc -l < "$out/$s/events.csv") - 1))
+  events=""
+  [ -s "$out/$s/events.dat" ] &&
+    events=", \"$out/$s/events.dat\" using 1:(0) with points pt 7 ps 1.5 lc rgb \"red\" title \"a member declared failed (y = 0)\""
   plots="$plots
-set title \"$s: $(metric "$s" pauses) pauses of a commnode, $(metric "$s" suspicions_logged) suspicions logged, $count failure events\"
-plot \"$out/$s/pauses.dat\" using 1:2:3:4 with vectors nohead lw 4 lc rgb \"orange\" title \"commnode SIGSTOPped (y: rank - 1000000)\", \\
-     \"$out/$s/events.dat\" using 1:(0) with points pt 7 ps 1.5 lc rgb \"red\" title \"a member declared failed\""
+set title \"$s: $(metric "$s" pauses) pauses of a commnode ($(metric "$s" pauses_over_suspicion_time) longer than the suspicion time, $(metric "$s" suspicion_time) ms), $(metric "$s" suspicions_logged) suspicions logged, $count members declared failed\"
+plot \"$out/$s/pauses.dat\" using 1:2:3:4 with vectors nohead lw 4 lc rgb \"orange\" title \"commnode SIGSTOPped\"$events"
 done
 if [ -n "$plots" ]; then
   gnuplot <<GP
@@ -142,8 +152,9 @@ set terminal pngcairo size 1200,720 noenhanced
 set output "$out/soak.png"
 set multiplot layout 2,1 title "Gossip soak on $topology, T_gossip $period ms, lost 5 s, $load_note"
 set xlabel "seconds since the pauses began"
-set ylabel "commnode"
+set ylabel "commnode (rank - 1000000)"
 set yrange [-0.5:*]
+set ytics 1
 set grid
 set key outside bottom center horizontal
 $plots
