@@ -124,7 +124,7 @@ int cost(Args& a) {
       }
       m.window_s = std::chrono::duration<double>(Steady::now() - t0).count();
       m.processes = pids.size();
-      if (auto res = net->shutdown(); !res) std::fprintf(stderr, "canopy-gossip-detect-bench: shutdown: %s\n", res.error().c_str());
+      shut_down(*net);
       net.reset();
       if (!testing::ProcessGuard::wait_for_none(10s).empty()) {
         testing::ProcessGuard::kill_all();
@@ -166,8 +166,9 @@ int cost(Args& a) {
     print_row("cost", name, spec, "tree_bytes_median", quantile(bytes, 0.5), "bytes_per_s");
     if (cpu_extra.empty()) continue;
     print_row("cost", name, spec, "gossip_cpu_per_member_median", quantile(cpu_extra, 0.5) * 1e6, "us_per_s");
-    print_row("cost", name, spec, "gossip_cpu_per_member_min", *std::min_element(cpu_extra.begin(), cpu_extra.end()) * 1e6, "us_per_s");
-    print_row("cost", name, spec, "gossip_cpu_per_member_max", *std::max_element(cpu_extra.begin(), cpu_extra.end()) * 1e6, "us_per_s");
+    const auto [lo, hi] = std::minmax_element(cpu_extra.begin(), cpu_extra.end());
+    print_row("cost", name, spec, "gossip_cpu_per_member_min", *lo * 1e6, "us_per_s");
+    print_row("cost", name, spec, "gossip_cpu_per_member_max", *hi * 1e6, "us_per_s");
     print_row("cost", name, spec, "gossip_bytes_per_member_median", quantile(bytes_extra, 0.5), "bytes_per_s");
     print_row("cost", name, spec, "gossip_frontend_cpu_median", quantile(frontend_extra, 0.5) * 1000, "ms_per_s");
   }
@@ -369,9 +370,10 @@ int size(Args& a) {
         const std::string at = config + " T=" + std::to_string(static_cast<int>(p));
         // Bytes the tree's sockets send per member per second: the table once per
         // hop. The front-end receives and sends each table that crosses it.
-        print_row("size", at, spec, "bytes_per_member", static_cast<double>(frames[n]) * mean_hops * per_s, "bytes_per_s");
+        const double frame = static_cast<double>(frames[n]);
+        print_row("size", at, spec, "bytes_per_member", frame * mean_hops * per_s, "bytes_per_s");
         print_row("size", at, spec, "frontend_bytes_in_plus_out",
-                  2.0 * root_share * n * static_cast<double>(frames[n]) * per_s, "bytes_per_s");
+                  2.0 * root_share * n * frame * per_s, "bytes_per_s");
         // CPU: built and sent once, merged once, passed on by hops - 1 processes.
         print_row("size", at, spec, "cpu_per_member_computed",
                   (tm.send_us + tm.receive_us + (mean_hops - 1) * tm.forward_us) * per_s, "us_per_s");

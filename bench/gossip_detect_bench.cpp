@@ -213,7 +213,7 @@ Sample run_sample(const Options& o, const Topology& topology, int k) {
   }
   std::this_thread::sleep_for(200ms);
   fe.drain(*net);
-  if (auto r = net->shutdown(); !r) std::fprintf(stderr, "canopy-gossip-detect-bench: shutdown: %s\n", r.error().c_str());
+  shut_down(*net);
   net.reset();
   fe.write(dir + "/frontend.csv");
   auto left = testing::ProcessGuard::wait_for_none(10s);
@@ -374,6 +374,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   canopy::testing::ProcessGuard guard;
   try {
+    self_directory();
     Args args(argc - 2, argv + 2, {"--log", "--quick"});
     if (mode == "detect") return detect_main(args);
     if (mode == "soak") return soak_main(args);
@@ -383,7 +384,7 @@ int main(int argc, char** argv) {
   } catch (const BadArgument& e) {
     std::fprintf(stderr, "canopy-gossip-detect-bench: %s\n%s", e.what(), kUsage);
     return 2;
-  } catch (const Failure& e) {
+  } catch (const std::exception& e) {  // Failure, and whatever else ends a run
     std::fprintf(stderr, "canopy-gossip-detect-bench: %s\n", e.what());
     canopy::testing::ProcessGuard::kill_all();
     return 1;

@@ -157,7 +157,7 @@ int soak(const SoakOptions& o) {
   const auto alive_at_end = tree_pids();
   const auto members_at_end = net->view().members.size();
   fe.drain(*net);
-  if (auto r = net->shutdown(); !r) std::fprintf(stderr, "canopy-gossip-detect-bench: shutdown: %s\n", r.error().c_str());
+  shut_down(*net);
   net.reset();
   fe.write(o.out + "/frontend.csv");
   auto left = testing::ProcessGuard::wait_for_none(10s);

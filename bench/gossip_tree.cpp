@@ -63,11 +63,10 @@ std::string config_name(GossipSchedule schedule, std::chrono::milliseconds perio
   return std::string(to_string(schedule)) + ":" + std::to_string(period.count());
 }
 
-namespace {
-
-std::string self_directory() { return fs::canonical("/proc/self/exe").parent_path().string(); }
-
-}  // namespace
+const std::string& self_directory() {
+  static const std::string directory = fs::canonical("/proc/self/exe").parent_path().string();
+  return directory;
+}
 
 std::unique_ptr<Network> launch_tree(const TreeSettings& s, const Topology& topology) {
   fs::create_directories(s.out);
@@ -93,6 +92,12 @@ std::unique_ptr<Network> launch_tree(const TreeSettings& s, const Topology& topo
   auto launched = Network::launch(std::move(launch));
   if (!launched) throw Failure("launch of " + s.topology + ": " + launched.error());
   return std::move(*launched);
+}
+
+void shut_down(Network& network) {
+  if (auto r = network.shutdown(); !r) {
+    std::fprintf(stderr, "canopy-gossip-detect-bench: shutdown: %s\n", r.error().c_str());
+  }
 }
 
 std::map<Rank, pid_t> tree_pids() {
@@ -146,8 +151,8 @@ std::vector<BackendEvent> read_backend_events(const std::string& dir, const std:
     while (std::getline(in, line)) {
       auto c = split(line, ',');
       if (c.size() < 7) continue;  // a line still being written
-      out.push_back({static_cast<Rank>(std::strtoul(c[0].c_str(), nullptr, 10)), c[1],
-                     static_cast<Rank>(std::strtoul(c[2].c_str(), nullptr, 10)), std::strtoll(c[3].c_str(), nullptr, 10),
+      auto rank = [](const std::string& t) { return static_cast<Rank>(std::strtoul(t.c_str(), nullptr, 10)); };
+      out.push_back({rank(c[0]), c[1], rank(c[2]), std::strtoll(c[3].c_str(), nullptr, 10),
                      std::strtoull(c[4].c_str(), nullptr, 10), std::strtoll(c[6].c_str(), nullptr, 10)});
     }
   }

@@ -35,6 +35,11 @@ std::string ranks_text(const std::vector<Rank>& ranks);  // "3 7 12"
 // "off", or "brr:500" (a schedule and T_gossip in ms).
 std::string config_name(GossipSchedule schedule, std::chrono::milliseconds period);
 
+// The directory of this executable, where canopy-commnode and canopy-gossip-backend
+// are. Found at the first call (main makes it early): /proc/self/exe no longer
+// resolves once the executable is replaced, by a rebuild during a run.
+const std::string& self_directory();
+
 // How a tree is launched: its gossip and the tree's own detection. Zero durations
 // keep the library's defaults.
 struct TreeSettings {
@@ -51,6 +56,9 @@ struct TreeSettings {
 // Launches `topology` with canopy-gossip-backend as every back-end (found next to
 // this executable, like canopy-commnode); throws Failure if it does not come up.
 std::unique_ptr<Network> launch_tree(const TreeSettings& settings, const Topology& topology);
+
+// Network::shutdown(), saying on stderr if it failed.
+void shut_down(Network& network);
 
 // The live processes this program started, directly or not, by their rank
 // (CANOPY_RANK in their environment): back-ends and commnodes.
