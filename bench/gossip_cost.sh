@@ -16,7 +16,7 @@
 #
 # Settings (environment): CANOPY_BUILD_DIR (default build/), GOSSIP_COST_TOPOLOGY
 # (b:4^3), GOSSIP_COST_CONFIGS (off,dbrr:500,dbrr:100), GOSSIP_COST_ROUNDS (3),
-# GOSSIP_COST_WINDOW_S (10). A full run takes about 3 minutes; bounded by
+# GOSSIP_COST_WINDOW_S (10). A full run takes about 2.5 minutes; bounded by
 # GOSSIP_COST_RUN_LIMIT_S (600 s), in a process group of its own killed on the way out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
