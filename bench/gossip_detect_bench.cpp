@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
   canopy::testing::ProcessGuard guard;
   try {
     self_directory();
-    Args args(argc - 2, argv + 2, {"--log", "--quick"});
+    Args args(argc > 2 ? argc - 2 : 0, argv + (argc > 2 ? 2 : argc), {"--log", "--quick"});
     if (mode == "detect") return detect_main(args);
     if (mode == "soak") return soak_main(args);
     if (mode == "cost") return cost_main(args);
