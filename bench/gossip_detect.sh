@@ -33,6 +33,7 @@
 # in the group is killed and reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh  # run_bounded
 out=/tmp/canopy-gossip-detect-$(date +%Y%m%d-%H%M%S)
 quick=0
 for a in "$@"; do
@@ -65,43 +66,7 @@ out=$(cd "$out" && pwd)
 command -v gnuplot >/dev/null || ./scripts/setup.sh
 [ -x "$bench" ] || cmake --build "$build" -j2 --target canopy-gossip-detect-bench
 
-# ---- bounded runs, each in a process group of its own ----
-groups=()
-cleanup() {
-  for g in "${groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-# run_bounded LOG COMMAND...: COMMAND's stdout to LOG.csv, stderr to LOG.log.
-run_bounded() {
-  local log=$1
-  shift
-  cut -d' ' -f1-3 /proc/loadavg > "$log.loadavg"  # the machine is shared: how busy it was
-  setsid "$@" > "$log.csv" 2> "$log.log" &
-  local pid=$! waited=0
-  groups+=("$pid")
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$waited" -ge $((limit * 10)) ]; then
-      echo "run over ${limit} s, killed: $*" >&2
-      kill -CONT -- "-$pid" 2>/dev/null || true
-      kill -KILL -- "-$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  local status=0
-  wait "$pid" || status=$?
-  if pgrep -g "$pid" >/dev/null 2>&1; then
-    echo "processes left in group $pid after: $* -- killing them" >&2
-    pgrep -a -g "$pid" >&2 || true
-    kill -CONT -- "-$pid" 2>/dev/null || true
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    status=1
-  fi
-  [ "$status" -eq 0 ] || echo "exit status $status: $* (see $log.log)" >&2
-  return 0
-}
+# ---- bounded runs, each in a process group of its own: run_bounded (bench/lib.sh) ----
 
 point_dir() { echo "$out/$1-$2-$(echo "$3" | tr -c 'a-z0-9\n' '_')"; }
 

@@ -17,6 +17,8 @@
 
 #include "canopy/frontend.h"
 
+#include "bench_clock.h"
+
 namespace canopy::gossip_bench {
 
 // An error that ends a run: main prints it and exits with status 1.
@@ -25,10 +27,10 @@ struct Failure : std::runtime_error {
 };
 
 // CLOCK_REALTIME in µs: the clock of every process's event times.
-std::int64_t realtime_us();
-std::int64_t us_of(std::chrono::system_clock::time_point t);
+using bench::realtime_us;
+using bench::us_of;
 
-double quantile(std::vector<double> v, double q);  // NaN for none
+using bench::quantile;  // NaN for none
 double mean(const std::vector<double>& v);         // NaN for none
 std::vector<std::string> split(const std::string& line, char sep);
 std::string ranks_text(const std::vector<Rank>& ranks);  // "3 7 12"

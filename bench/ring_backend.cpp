@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_clock.h"
 #include "canopy/backend.h"
 #include "ring_protocol.h"
 
@@ -61,16 +62,8 @@ namespace {
 using canopy::Rank;
 using Steady = std::chrono::steady_clock;
 namespace ring = canopy::ring;
-
-std::int64_t realtime_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return std::int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
-}
-
-[[maybe_unused]] std::int64_t us_of(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
+using canopy::bench::realtime_us;
+using canopy::bench::us_of;
 
 struct Options {
   std::string out;

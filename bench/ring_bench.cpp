@@ -66,6 +66,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_clock.h"
 #include "canopy/frontend.h"
 #include "process_guard.h"
 #include "ring_protocol.h"
@@ -82,30 +83,15 @@ using canopy::Rank;
 using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 namespace ring = canopy::ring;
+using canopy::bench::quantile;
+using canopy::bench::realtime_us;
+using canopy::bench::us_of;
 namespace fs = std::filesystem;
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::int64_t realtime_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return std::int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
-}
-
-std::int64_t us_of(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = static_cast<std::size_t>(std::ceil(pos));
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
 double median(const std::vector<double>& v) { return quantile(v, 0.5); }
 
 std::vector<std::string> split(const std::string& line, char sep) {

@@ -33,7 +33,7 @@
 # process is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source bench/lib.sh  # median
+source bench/lib.sh  # median, run_bounded
 out=${1:-/tmp/canopy-ring-$(date +%Y%m%d-%H%M%S)}
 build=${CANOPY_BUILD_DIR:-build}
 topology=${RING_TOPOLOGY:-b:4^2}
@@ -47,41 +47,7 @@ out=$(cd "$out" && pwd)
 command -v gnuplot >/dev/null || ./scripts/setup.sh
 [ -x "$build/bin/canopy-ring-bench" ] || cmake --build "$build" -j2 --target canopy-ring-bench
 
-# ---- bounded runs, each in a process group of its own ----
-groups=()
-cleanup() {
-  for g in "${groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-# run_bounded LOG COMMAND...: COMMAND's stdout to LOG.csv, stderr to LOG.log.
-run_bounded() {
-  local log=$1
-  shift
-  cut -d' ' -f1-3 /proc/loadavg > "$log.loadavg"  # the machine is shared: how busy it was
-  setsid "$@" > "$log.csv" 2> "$log.log" &
-  local pid=$! waited=0
-  groups+=("$pid")
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$waited" -ge $((limit * 10)) ]; then
-      echo "run over ${limit} s, killed: $*" >&2
-      kill -KILL -- "-$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  local status=0
-  wait "$pid" || status=$?
-  if pgrep -g "$pid" >/dev/null 2>&1; then
-    echo "processes left in group $pid after: $* -- killing them" >&2
-    pgrep -a -g "$pid" >&2 || true
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    status=1
-  fi
-  [ "$status" -eq 0 ] || echo "exit status $status: $* (see $log.log)" >&2
-  return 0
-}
+# ---- bounded runs, each in a process group of its own: run_bounded (bench/lib.sh) ----
 
 # ---- the scenarios ----
 for s in $scenarios; do
