@@ -24,15 +24,6 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? NAN : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, sep)) out.push_back(cell);
-  if (!line.empty() && line.back() == sep) out.emplace_back();
-  return out;
-}
-
 std::string ranks_text(const std::vector<Rank>& ranks) {
   std::string s;
   for (Rank r : ranks) s += (s.empty() ? "" : " ") + std::to_string(r);

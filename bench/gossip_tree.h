@@ -17,7 +17,7 @@
 
 #include "canopy/frontend.h"
 
-#include "bench_clock.h"
+#include "bench_util.h"
 
 namespace canopy::gossip_bench {
 
@@ -32,7 +32,7 @@ using bench::us_of;
 
 using bench::quantile;  // NaN for none
 double mean(const std::vector<double>& v);         // NaN for none
-std::vector<std::string> split(const std::string& line, char sep);
+using bench::split;
 std::string ranks_text(const std::vector<Rank>& ranks);  // "3 7 12"
 // "off", or "brr:500" (a schedule and T_gossip in ms).
 std::string config_name(GossipSchedule schedule, std::chrono::milliseconds period);

@@ -45,7 +45,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench_clock.h"
+#include "bench_util.h"
 #include "canopy/backend.h"
 #include "ring_protocol.h"
 

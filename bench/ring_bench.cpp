@@ -66,7 +66,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench_clock.h"
+#include "bench_util.h"
 #include "canopy/frontend.h"
 #include "process_guard.h"
 #include "ring_protocol.h"
@@ -86,6 +86,7 @@ namespace ring = canopy::ring;
 using canopy::bench::quantile;
 using canopy::bench::realtime_us;
 using canopy::bench::us_of;
+using canopy::bench::split;
 namespace fs = std::filesystem;
 
 struct Failure : std::runtime_error {
@@ -93,15 +94,6 @@ struct Failure : std::runtime_error {
 };
 
 double median(const std::vector<double>& v) { return quantile(v, 0.5); }
-
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, sep)) out.push_back(cell);
-  if (!line.empty() && line.back() == sep) out.emplace_back();
-  return out;
-}
 
 std::vector<Rank> ranks_of(const std::string& text) {
   std::vector<Rank> out;

@@ -1,5 +1,5 @@
 // Small helpers the benchmark programs share: wall-clock microseconds (comparable
-// across processes, as the events' times are) and quantiles.
+// across processes, as the events' times are), quantiles, and splitting CSV lines.
 #pragma once
 
 #include <time.h>
@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace canopy::bench {
@@ -31,6 +33,16 @@ inline double quantile(std::vector<double> v, double q) {
   const auto lo = static_cast<std::size_t>(std::floor(pos));
   const auto hi = static_cast<std::size_t>(std::ceil(pos));
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The fields of one line separated by `sep` (a trailing separator ends an empty one).
+inline std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, sep)) out.push_back(cell);
+  if (!line.empty() && line.back() == sep) out.emplace_back();
+  return out;
 }
 
 }  // namespace canopy::bench
