@@ -257,10 +257,7 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
     return refuse("rank " + std::to_string(child.rank) + " is already connected or gone");
   }
 
-  child.link = link;
-  child_of_link_[link.get()] = *index;
-  hello_deadlines_.erase(link.get());
-  std::erase(pending_, link);
+  take_link(*index, link);
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link, false);
   send_live_tree(*link);  // a back-end attaching late must not start from the launch shape
@@ -494,6 +491,19 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   if (done) done(adoption);
 }
 
+// An accepted connection becomes child `index`'s link, and what the child's last one
+// left behind (a loss, its reason, its exit status) is forgotten.
+void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
+  Child& child = children_[index];
+  child.link = link;
+  child.loss_reported = false;
+  child.close_reason.clear();
+  child.exit_status.reset();
+  child_of_link_[link.get()] = index;
+  hello_deadlines_.erase(link.get());
+  std::erase(pending_, link);
+}
+
 // ---- adopting an orphan ----
 
 void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
@@ -523,14 +533,8 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     index = children_.add(orphan, tree_->view().role(orphan));
     tree_->note_child(orphan, index);
   }
-  Child& child = children_[index];
-  child.link = link;
-  child.adopted = true;
-  child.loss_reported = false;
-  child.close_reason.clear();
-  child_of_link_[link.get()] = index;
-  hello_deadlines_.erase(link.get());
-  std::erase(pending_, link);
+  children_[index].adopted = true;
+  take_link(index, link);
   set_child_state(index, ChildState::ready,  // its subtree is already up
                   "adopted from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
                       std::to_string(incarnation));
@@ -562,13 +566,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
   if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
 
-  child.link = link;
-  child.loss_reported = false;
-  child.close_reason.clear();
-  child.exit_status.reset();
-  child_of_link_[link.get()] = index;
-  hello_deadlines_.erase(link.get());
-  std::erase(pending_, link);
+  take_link(index, link);
   set_child_state(index, ChildState::connected,
                   "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
                       std::to_string(incarnation));

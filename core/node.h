@@ -189,6 +189,7 @@ class Node {
   void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
   void accept_orphan(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
   void send_hello(transport::Link& link, std::uint32_t incarnation, bool adopt);
   void send_topology(transport::Link& link, bool update);
   void adopt_topology(Topology topology);
