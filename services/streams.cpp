@@ -295,8 +295,8 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     return;
   }
   Stream& stream = it->second;
-  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-  if (pos == stream.members.end()) {
+  auto* queue = queue_of(stream, child);
+  if (!queue) {
     log().warn("dropping a packet on stream {} from non-member child {}", id, node_.children()[child].rank);
     return;
   }
@@ -306,9 +306,8 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     emit_wave(stream);
     return;
   }
-  auto& queue = stream.queues[pos - stream.members.begin()];
-  if (queue.empty()) ++stream.nonempty;
-  queue.push_back(std::move(packet));
+  if (queue->empty()) ++stream.nonempty;
+  queue->push_back(std::move(packet));
   run_waves(stream);
 }
 
@@ -406,9 +405,8 @@ void StreamService::emit_wave(Stream& stream) {
 // member, departing, for the waves they belong to (it has a packet in each, so no
 // wave waits for it), and leaves once its queue is empty.
 void StreamService::drop_member(Stream& stream, std::size_t child) {
-  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-  if (pos != stream.members.end()) {
-    if (stream.queues[pos - stream.members.begin()].empty()) {
+  if (auto* queue = queue_of(stream, child)) {
+    if (queue->empty()) {
       remove_member(stream, child);
     } else if (std::find(stream.departing.begin(), stream.departing.end(), child) == stream.departing.end()) {
       stream.departing.push_back(child);
@@ -424,6 +422,18 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
   run_waves(stream);
 }
 
+std::deque<Packet>* StreamService::queue_of(Stream& stream, std::size_t child) {
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  return pos == stream.members.end() ? nullptr : &stream.queues[pos - stream.members.begin()];
+}
+
+void StreamService::add_member(Stream& stream, std::size_t child) {
+  std::erase(stream.departing, child);  // back before its old packets were used up
+  if (queue_of(stream, child)) return;
+  stream.members.push_back(child);
+  stream.queues.emplace_back();
+}
+
 void StreamService::remove_member(Stream& stream, std::size_t child) {
   auto pos = std::find(stream.members.begin(), stream.members.end(), child);
   if (pos == stream.members.end()) return;
@@ -435,15 +445,12 @@ void StreamService::remove_member(Stream& stream, std::size_t child) {
 }
 
 void StreamService::prune_departed(Stream& stream) {
-  for (std::size_t i = 0; i < stream.departing.size();) {
-    const std::size_t child = stream.departing[i];
-    auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-    if (pos == stream.members.end() || stream.queues[pos - stream.members.begin()].empty()) {
-      remove_member(stream, child);  // erases it from departing
-    } else {
-      ++i;
-    }
+  std::vector<std::size_t> gone;
+  for (std::size_t child : stream.departing) {
+    const auto* queue = queue_of(stream, child);
+    if (!queue || queue->empty()) gone.push_back(child);
   }
+  for (std::size_t child : gone) remove_member(stream, child);
 }
 
 // ---- point-to-point between back-ends ----
@@ -546,11 +553,7 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
     log().info("stream {} created here for an adopted orphan", spec.id);
     loosen_waves();
   }
-  Stream& stream = it->second;
-  if (std::find(stream.members.begin(), stream.members.end(), child) == stream.members.end()) {
-    stream.members.push_back(child);
-    stream.queues.emplace_back();
-  }
+  add_member(it->second, child);
 }
 
 // A restarted back-end connected again under its rank: it takes part again in every
@@ -561,13 +564,7 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   for (auto& [sid, stream] : streams_) {
     const auto& b = stream.spec.backends;
     if (!std::binary_search(b.begin(), b.end(), rank)) continue;
-    if (std::find(stream.members.begin(), stream.members.end(), child) != stream.members.end()) {
-      std::erase(stream.departing, child);  // back before its old packets were used up
-      ids.push_back(sid);
-      continue;
-    }
-    stream.members.push_back(child);
-    stream.queues.emplace_back();
+    add_member(stream, child);
     ids.push_back(sid);
   }
   std::sort(ids.begin(), ids.end());

@@ -118,9 +118,14 @@ class StreamService final : public core::Service {
   void route_point_to_point(wire::DataPacket::Reader packet);
   void join_stream(std::size_t child, const StreamSpec& spec);
   void rejoin_streams(std::size_t child, Rank rank);
+  // The queue of member `child`, or null if it is not a member.
+  static std::deque<Packet>* queue_of(Stream& stream, std::size_t child);
+  // `child` takes part (again) in the stream's waves: added if absent, no longer
+  // departing.
+  static void add_member(Stream& stream, std::size_t child);
   void drop_member(Stream& stream, std::size_t child);
-  void remove_member(Stream& stream, std::size_t child);
-  void prune_departed(Stream& stream);
+  static void remove_member(Stream& stream, std::size_t child);
+  static void prune_departed(Stream& stream);
   void compensate();
 
   void report_stream_ack(StreamId stream, const std::string& error);
