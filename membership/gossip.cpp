@@ -78,10 +78,7 @@ void GossipService::on_event(const core::NodeEvent& event) {
 void GossipService::restart_clocks(const std::vector<Rank>& ranks) {
   const auto now = NodeClock::now();
   for (Rank r : ranks) {
-    auto it = peers_.find(r);
-    if (it == peers_.end()) continue;
-    it->second.grew = now;
-    it->second.pinged = now;
+    if (auto it = peers_.find(r); it != peers_.end()) it->second.restart(now);
   }
 }
 
@@ -138,13 +135,8 @@ void GossipService::refresh_ring() {
   for (Rank r : ring_) {
     if (r == me) continue;
     auto it = peers_.find(r);
-    if (it != peers_.end()) {
-      next.emplace(r, it->second);
-      continue;
-    }
-    Peer peer;
-    peer.grew = now;
-    peer.pinged = now;
+    Peer peer = it != peers_.end() ? it->second : Peer{};
+    if (it == peers_.end()) peer.restart(now);
     next.emplace(r, peer);
   }
   peers_ = std::move(next);
@@ -192,8 +184,7 @@ void GossipService::check() {
     // started it seconds after this one): it is never suspected (paper 003, eq. 4).
     if (peer.state == PeerState::failed || !peer.heard) continue;
     if (paused(rank)) {
-      peer.grew = now;
-      peer.pinged = now;
+      peer.restart(now);
       continue;
     }
     if (peer.state == PeerState::alive) {

@@ -76,6 +76,8 @@ class GossipService final : public core::Service {
     PeerState state = PeerState::alive;
     std::uint64_t nonce = 0;
     NodeClock::time_point pinged;
+    // Its heartbeat counts as just grown, and a ping under way as just sent.
+    void restart(NodeClock::time_point now) { grew = pinged = now; }
   };
 
   bool member() const;

@@ -14,6 +14,12 @@ using StableClock = NodeClock;  // manual in the in-process tests, like every ti
 
 namespace {
 
+// Who is in `after` and not in `before` (both ascending), into `out`.
+void members_not_in(const View& after, const View& before, std::vector<Rank>& out) {
+  std::set_difference(after.members.begin(), after.members.end(), before.members.begin(), before.members.end(),
+                      std::back_inserter(out));
+}
+
 std::string ranks_text(const std::vector<Rank>& ranks) {
   std::string out;
   for (Rank r : ranks) out += (out.empty() ? "" : " ") + std::to_string(r);
@@ -282,11 +288,10 @@ void MembershipService::start_change() {
   pending_left_.clear();
   pending_joined_.clear();
   Change change{.applied = apply(std::move(next), epochs),
-                .first_report = carried_first_report_.value_or(*first_pending_),
+                .first_report = *first_pending_,
                 .sent = StableClock::now()};
   cut_off(change.applied.left);
   first_pending_.reset();
-  carried_first_report_.reset();
   change_ = std::move(change);
   pass_down();
   check_acks();
@@ -308,7 +313,7 @@ void MembershipService::arm_supersede() {
     if (!change_ || node_.stopping() || (pending_left_.empty() && pending_joined_.empty())) return;
     log().info("membership: view {} is not stable after {} ms; the next view supersedes it",
                change_->applied.view.id, node_.plan().fault.heartbeat.count());
-    carried_first_report_ = change_->first_report;
+    first_pending_ = change_->first_report;  // the next change counts from the first report
     change_.reset();
     start_change();
   });
@@ -325,10 +330,8 @@ void MembershipService::stable() {
   // superseded before they were stable).
   done.left.clear();
   done.joined.clear();
-  std::set_difference(reported_.members.begin(), reported_.members.end(), done.view.members.begin(),
-                      done.view.members.end(), std::back_inserter(done.left));
-  std::set_difference(done.view.members.begin(), done.view.members.end(), reported_.members.begin(),
-                      reported_.members.end(), std::back_inserter(done.joined));
+  members_not_in(reported_, done.view, done.left);
+  members_not_in(done.view, reported_, done.joined);
   reported_ = done.view;
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
@@ -370,10 +373,8 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
 
 ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs) {
   ViewChange out;
-  std::set_difference(view_.members.begin(), view_.members.end(), next.members.begin(), next.members.end(),
-                      std::back_inserter(out.left));
-  std::set_difference(next.members.begin(), next.members.end(), view_.members.begin(), view_.members.end(),
-                      std::back_inserter(out.joined));
+  members_not_in(view_, next, out.left);
+  members_not_in(next, view_, out.joined);
   view_ = std::move(next);
   epochs_ = epochs;
   out.view = view_;

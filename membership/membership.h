@@ -169,9 +169,6 @@ class MembershipService final : public core::Service {
   // Root.
   std::optional<Change> change_;
   View reported_;  // the last view the observer was told of
-  // A view superseded before it was stable: the change that follows reports from its
-  // first report on.
-  std::optional<NodeClock::time_point> carried_first_report_;
   Timer supersede_;
   bool supersede_armed_ = false;
   std::map<Rank, std::string> pending_left_;
