@@ -68,15 +68,19 @@ command -v gnuplot >/dev/null || ./scripts/setup.sh
 
 # ---- bounded runs, each in a process group of its own: run_bounded (bench/lib.sh) ----
 
+# split_point SCHEDULE:T_MS:SPEC sets s, t and spec.
+split_point() {
+  s=${1%%:*}
+  local rest=${1#*:}
+  t=${rest%%:*}
+  spec=${rest#*:}
+}
 point_dir() { echo "$out/$1-$2-$(echo "$3" | tr -c 'a-z0-9\n' '_')"; }
 
 start=$(date +%s)
 if [ "${GOSSIP_DETECT_PLOT_ONLY:-0}" != 1 ]; then
   for p in $points; do
-    s=${p%%:*}
-    rest=${p#*:}
-    t=${rest%%:*}
-    spec=${rest#*:}
+    split_point "$p"
     dir=$(point_dir "$s" "$t" "$spec")
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -97,10 +101,7 @@ cols="backends per_host samples pairs learned detection_mean detection_median de
   for c in $cols; do printf ",%s" "$c"; done
   echo
   for p in $points; do
-    s=${p%%:*}
-    rest=${p#*:}
-    t=${rest%%:*}
-    spec=${rest#*:}
+    split_point "$p"
     dir=$(point_dir "$s" "$t" "$spec")
     [ -s "$dir/summary.csv" ] || continue
     printf "%s,%s,%s,%s" "$s" "$t" "$spec" "$(cut -d' ' -f1 "$dir/summary.loadavg")"
