@@ -17,7 +17,7 @@
 //   canopy-gossip-detect-bench size [--n 64,1024] [--topologies b:4^3,b:32^2,b:4^5]
 //       [--periods-ms 500,100]
 //     Computed: the bytes of one Table message on the wire (the frame the links send,
-//     transport/frame.h) for n members, and Cap'n Proto's packed encoding of it; then,
+//     transport/frame.h) for n members (and version 2's plain table, computed); then,
 //     for each topology with n back-ends and each schedule (BRR, DBRR), the mean tree
 //     hops of a table over a cycle and the share crossing the front-end, hence the
 //     bytes per member per second (frame * hops / T) and the front-end's load. The
@@ -26,13 +26,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <kj/io.h>
 #include <map>
 #include <random>
 #include <set>
@@ -42,6 +40,7 @@
 #include "gossip.capnp.h"
 #include "gossip_tree.h"
 #include "membership/gossip_schedule.h"
+#include "membership/gossip_table.h"
 #include "process_guard.h"
 #include "transport/frame.h"
 
@@ -179,36 +178,32 @@ int cost(Args& a) {
 
 core::NodeIdentity member_identity() { return {.rank = 0, .role = Role::backend}; }
 
-// A table of n members as a member sends it, a few minutes into a run (beats of
-// about 500 each, epoch 0), framed as the links send it.
-std::vector<capnp::word> table_frame(std::uint32_t n) {
-  core::Outgoing message(member_identity(), wire::gossip::SERVICE_ID, wire::gossip::Kind::TABLE);
+// The entries of a table of n members as a member sends it a few minutes into a run:
+// epoch 0, beats of about 480 spread over 40 (start-ups seconds apart, tables a few
+// rounds old), drawn with a fixed seed.
+std::vector<membership::TableEntry> sample_entries(std::uint32_t n) {
+  std::mt19937_64 rng(n);
+  std::uniform_int_distribution<std::uint64_t> beat(460, 500);
+  std::vector<membership::TableEntry> entries;
+  for (Rank i = 0; i < n; ++i) entries.push_back({i, beat(rng)});
+  return entries;
+}
+
+void fill_table(core::Outgoing& message, const std::vector<membership::TableEntry>& entries, Rank destination) {
   auto t = message.init<wire::gossip::Table>();
   t.setSource(0);
-  t.setDestination(n / 2);
-  auto ranks = t.initRanks(n);
-  auto beats = t.initBeats(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    ranks.set(i, i);
-    beats.set(i, 480 + i % 40);
-  }
+  t.setDestination(destination);
+  const auto bytes = membership::encode_table(entries);
+  t.setEntries(kj::arrayPtr(bytes.data(), bytes.size()));
+}
+
+// That table, framed as the links send it.
+std::vector<capnp::word> table_frame(std::uint32_t n) {
+  core::Outgoing message(member_identity(), wire::gossip::SERVICE_ID, wire::gossip::Kind::TABLE);
+  fill_table(message, sample_entries(n), n / 2);
   std::vector<capnp::word> out;
   transport::append_frame(message.builder(), out);
   return out;
-}
-
-std::size_t packed_bytes(std::uint32_t n) {
-  core::Outgoing message(member_identity(), wire::gossip::SERVICE_ID, wire::gossip::Kind::TABLE);
-  auto t = message.init<wire::gossip::Table>();
-  auto ranks = t.initRanks(n);
-  auto beats = t.initBeats(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    ranks.set(i, i);
-    beats.set(i, 480 + i % 40);
-  }
-  kj::VectorOutputStream stream;
-  capnp::writePackedMessage(stream, message.builder());
-  return stream.getArray().size();
 }
 
 template <typename Message>
@@ -252,30 +247,25 @@ Timing time_table(std::uint32_t n) {
   const auto body = kj::arrayPtr(frame.data() + 1, frame.size() - 1);
   std::vector<capnp::word> sink;
   Timing t{};
+  std::vector<membership::TableEntry> entries = sample_entries(n);
   t.send_us = time_us([&] {
+    for (std::uint32_t i = 1; i < n; ++i) entries[i].beat = peers[i].beat;
     core::Outgoing message(member_identity(), wire::gossip::SERVICE_ID, wire::gossip::Kind::TABLE);
-    auto table = message.init<wire::gossip::Table>();
-    auto ranks = table.initRanks(n);
-    auto beats = table.initBeats(n);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      ranks.set(i, i);
-      beats.set(i, i == 0 ? 0 : peers[i].beat);
-    }
+    fill_table(message, entries, n / 2);
     sink.clear();
     transport::append_frame(message.builder(), sink);
   });
   std::uint64_t bump = 0;
   t.receive_us = time_us([&] {
     capnp::FlatArrayMessageReader reader(body);
-    auto table = table_of(reader);
-    auto ranks = table.getRanks();
-    auto beats = table.getBeats();
+    const auto data = table_of(reader).getEntries();
+    const auto decoded = membership::decode_table({data.begin(), data.size()});
     const auto now = Steady::now();
     ++bump;
-    for (std::size_t i = 0; i < std::min(ranks.size(), beats.size()); ++i) {
-      auto it = peers.find(ranks[i]);
-      if (it == peers.end() || beats[i] + bump <= it->second.beat) continue;
-      it->second.beat = beats[i] + bump;
+    for (const auto& [rank, beat] : *decoded) {
+      auto it = peers.find(rank);
+      if (it == peers.end() || beat + bump <= it->second.beat) continue;
+      it->second.beat = beat + bump;
       it->second.grew = now;
     }
   });
@@ -324,11 +314,10 @@ int size(Args& a) {
     frames[n] = table_frame(n).size() * sizeof(capnp::word);
     print_row("size", config, "-", "table_frame", static_cast<double>(frames[n]), "bytes");
     print_row("size", config, "-", "table_frame_per_member", static_cast<double>(frames[n]) / n, "bytes");
-    print_row("size", config, "-", "table_packed", static_cast<double>(packed_bytes(n)), "bytes");
-    // A compact table that is not implemented, for comparison: the ranks left out
-    // (the view has them, in order) and each beat as a one-byte difference from the
-    // last table this member sent to the same destination, plus a header as today's.
-    print_row("size", config, "-", "table_compact_estimate", 48.0 + n, "bytes");
+    // Version 2's plain table for comparison: a UInt32 and a UInt64 list, 12 bytes a
+    // member, in a frame of the same header.
+    const auto header = table_frame(2).size() * sizeof(capnp::word) - membership::encode_table(sample_entries(2)).size();
+    print_row("size", config, "-", "table_plain_v2", static_cast<double>(header + 12 * n), "bytes");
     timings[n] = time_table(n);
     print_row("size", config, "-", "send_cpu", timings[n].send_us, "us");
     print_row("size", config, "-", "receive_merge_cpu", timings[n].receive_us, "us");

@@ -145,34 +145,37 @@ void GossipService::refresh_ring() {
 }
 
 void GossipService::send_table(Rank to) {
+  std::vector<TableEntry> entries;
+  entries.reserve(ring_.size());
+  for (Rank r : ring_) entries.push_back({r, heartbeat_of(r)});
+  const auto bytes = encode_table(entries);
   core::Outgoing message(node_.identity(), id(), Kind::TABLE);
   auto t = message.init<wire::gossip::Table>();
   t.setSource(node_.identity().rank);
   t.setDestination(to);
-  auto ranks = t.initRanks(ring_.size());
-  auto beats = t.initBeats(ring_.size());
-  for (std::size_t i = 0; i < ring_.size(); ++i) {
-    ranks.set(i, ring_[i]);
-    beats.set(i, heartbeat_of(ring_[i]));
-  }
+  t.setEntries(kj::arrayPtr(bytes.data(), bytes.size()));
   ++tables_sent_;
   route(message, to);
 }
 
 void GossipService::merge(wire::gossip::Table::Reader table) {
+  const auto data = table.getEntries();
+  auto entries = decode_table({data.begin(), data.size()});
+  if (!entries) {
+    log().warn("gossip: a table from back-end {} is dropped: {}", table.getSource(), entries.error());
+    return;
+  }
   const auto now = NodeClock::now();
-  auto ranks = table.getRanks();
-  auto beats = table.getBeats();
-  for (std::size_t i = 0; i < std::min(ranks.size(), beats.size()); ++i) {
-    auto it = peers_.find(ranks[i]);
-    if (it == peers_.end() || beats[i] <= it->second.beat) continue;
+  for (const auto& [rank, beat] : *entries) {
+    auto it = peers_.find(rank);
+    if (it == peers_.end() || beat <= it->second.beat) continue;
     Peer& peer = it->second;
-    peer.beat = beats[i];
+    peer.beat = beat;
     peer.heard = true;
     peer.grew = now;
     if (peer.state == PeerState::pinging) {
       peer.state = PeerState::alive;
-      log().info("gossip: back-end {}'s heartbeat grew again; no longer suspect", ranks[i]);
+      log().info("gossip: back-end {}'s heartbeat grew again; no longer suspect", rank);
     }
   }
 }

@@ -31,6 +31,7 @@
 #include "core/node.h"
 #include "gossip.capnp.h"
 #include "membership/gossip_schedule.h"
+#include "membership/gossip_table.h"
 #include "membership/membership.h"
 
 namespace canopy::membership {

@@ -16,8 +16,9 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 2;
+const protocolVersion :UInt32 = 3;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
+# 3: the gossip table is one compact `entries` field instead of two lists.
 
 enum Role {
   frontend @0;

@@ -18,8 +18,11 @@ enum Kind {
 struct Table {
   source @0 :UInt32;
   destination @1 :UInt32;
-  ranks @2 :List(UInt32);        # the members the sender knows, ascending
-  beats @3 :List(UInt64);        # their heartbeats (epoch << 40 | counter), same order
+  entries @2 :Data;
+  # The members the sender knows, ranks ascending, and their heartbeats (epoch << 40 |
+  # counter): per member, the rank's difference from the previous member's and the
+  # heartbeat's zigzag difference from the previous member's, as LEB128 varints
+  # (membership/gossip_table.h). About 2-3 bytes a member instead of 12.
 }
 
 struct Ping {
