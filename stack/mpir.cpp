@@ -74,6 +74,7 @@ bool can_read_maps(pid_t pid) {
 // module that defines MPIR_proctable wins, and the other two are taken from it.
 Attempt find_symbols(pid_t pid, MpirSymbols* out) {
   if (!process_exists(pid)) return fail("no process " + std::to_string(pid), ErrorKind::invalid_input);
+  if (process_state(pid) == 'Z') return fail(who(pid) + " has exited (a zombie not yet reaped by its parent)");
   auto dwfl = report_process(pid);
   if (!dwfl) {
     if (!process_exists(pid)) return fail("no process " + std::to_string(pid), ErrorKind::invalid_input);
@@ -103,7 +104,6 @@ Attempt find_symbols(pid_t pid, MpirSymbols* out) {
   };
   dwfl_getmodules(dwfl->get(), visit, &search, 0);
   if (search.found.proctable == 0) {
-    if (process_state(pid) == 'Z') return fail(who(pid) + " has exited (a zombie not yet reaped by its parent)");
     return fail(who(pid) + " is not an MPI launcher: it has no MPIR_proctable; give the PID of mpirun",
                 ErrorKind::invalid_input, NotReady::no_symbol);
   }

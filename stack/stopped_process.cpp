@@ -59,16 +59,20 @@ pid_t wait_thread(pid_t tid, int* status, int flags) {
   }
 }
 
-// After a failed PTRACE_DETACH (ESRCH: the thread was killed and is not in ptrace-stop
-// any more), collect its exit from our side: until the tracer has waited for it, its
-// real parent cannot. Bounded: a dying thread becomes a zombie within milliseconds.
-void reap_dying(pid_t tid) {
+// After a failed PTRACE_DETACH (ESRCH: the threads were killed and are not in
+// ptrace-stop any more), collect their exits from our side: until the tracer has
+// waited for a traced thread, its real parent cannot reap it, and a thread-group
+// leader cannot be waited for before its other threads. All are polled together, so
+// the order does not matter. Bounded: a killed thread becomes a zombie within
+// milliseconds. (When the caller is also the real parent, this reaps the process.)
+void reap_dying(std::vector<pid_t> tids) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    pid_t got = wait_thread(tid, &status, WNOHANG);
-    if (got != 0) return;  // reaped, or not ours any more (ECHILD)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  while (!tids.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(tids, [](pid_t tid) {
+      int status = 0;
+      return wait_thread(tid, &status, WNOHANG) != 0;  // reaped, or not ours any more (ECHILD)
+    });
+    if (!tids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
@@ -112,6 +116,13 @@ Result<StoppedProcess> StoppedProcess::stop(pid_t pid) {
   if (tgid != pid_text(pid)) {
     return Error{pid_text(pid) + " is a thread of process " + tgid + ": give the process id (" + tgid + ")",
                  ErrorKind::invalid_input};
+  }
+
+  // A zombie has no memory or threads left to read, and ptrace refuses it with EPERM,
+  // which would read as a permission problem.
+  if (status_field(pid, "State").rfind("Z", 0) == 0) {
+    return Error{"process " + pid_text(pid) + " (" + process_name(pid) +
+                 ") has exited (a zombie not yet reaped by its parent)"};
   }
 
   StoppedProcess stopped(pid);
@@ -177,13 +188,13 @@ std::vector<pid_t> StoppedProcess::threads() const {
 }
 
 void StoppedProcess::resume() {
+  std::vector<pid_t> dying;
   for (const Thread& thread : threads_) {
     void* signal = reinterpret_cast<void*>(static_cast<intptr_t>(thread.pending_signal));
-    if (ptrace(PTRACE_DETACH, thread.tid, nullptr, signal) != 0 && errno == ESRCH) {
-      reap_dying(thread.tid);
-    }
+    if (ptrace(PTRACE_DETACH, thread.tid, nullptr, signal) != 0 && errno == ESRCH) dying.push_back(thread.tid);
   }
   threads_.clear();
+  reap_dying(std::move(dying));
 }
 
 }  // namespace canopy::stack
