@@ -135,6 +135,7 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
   std::vector<std::optional<StoppedProcess>> stopped(pids.size());
   std::map<pid_t, std::size_t> first_index;  // a pid listed twice is sampled once
   // Stop them all before walking any, so that the stacks are one snapshot.
+  const auto stop_began = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < pids.size(); ++i) {
     if (!first_index.emplace(pids[i], i).second) continue;
     auto process = StoppedProcess::stop(pids[i]);
@@ -173,6 +174,8 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
   for (auto& process : stopped) {
     if (process) process->resume();
   }
+  last_stop_time_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - stop_began);
 
   std::vector<Result<std::vector<ThreadStack>>> results;
   results.reserve(pids.size());

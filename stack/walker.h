@@ -5,7 +5,8 @@
 // A sample stops every thread of every process first, unwinds them all, then lets
 // them all go: the stacks of the processes are one consistent snapshot, and each
 // process is stopped for the whole walk of the set (about a millisecond per thread
-// once its modules are known; see docs in the report of the first sample's cost).
+// once its modules are known; the first sample of a process also reads the CFI of
+// the modules its stacks pass through). See last_stop_time().
 // Names are looked up only after the processes run again.
 //
 // The Walker keeps one Dwfl per process across samples, so that each module's symbol
@@ -20,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,12 +65,17 @@ class Walker {
   // attached it; a sample attaches and detaches within the call).
   std::vector<Result<std::vector<ThreadStack>>> sample(const std::vector<pid_t>& pids);
 
+  // How long the last sample held its processes stopped: from the first stop to the
+  // last detach (what the sampled job pays), as opposed to the call's whole duration.
+  std::chrono::microseconds last_stop_time() const { return last_stop_time_; }
+
  private:
   struct Session;
   Session* session_for(pid_t pid, std::string* error);
 
   WalkOptions options_;
   std::map<pid_t, std::unique_ptr<Session>> sessions_;
+  std::chrono::microseconds last_stop_time_{0};
 };
 
 }  // namespace canopy::stack
