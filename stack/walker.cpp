@@ -33,6 +33,15 @@ unsigned long long start_time(pid_t pid) {
   return std::strtoull(line.c_str() + at, nullptr, 10);
 }
 
+// The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), or 0.
+char status_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
+}
+
 std::string hex(Dwarf_Addr addr) {
   char text[24];
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(addr));
@@ -163,11 +172,23 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
       FrameCollector collector{&stack, options_.max_frames};
       int rc = dwfl_getthread_frames(session->dwfl.get(), tid, collect_frame, &collector);
       if (rc == -1 && stack.truncated.empty()) stack.truncated = dwfl_error_text();
-      // A thread that yields no frame at all has exited, or the process is dying.
-      if (!stack.pcs.empty()) raw[i].push_back(std::move(stack));
-    }
-    if (raw[i].empty()) {
-      errors[i] = Error{"process " + std::to_string(pids[i]) + " exited while it was being sampled"};
+      if (!stack.pcs.empty()) {
+        raw[i].push_back(std::move(stack));
+        continue;
+      }
+      // Not even the first frame: the thread's registers could not be read, which for
+      // a thread we hold stopped means the process was killed. libdwfl (0.188) then
+      // skips its per-thread cleanup and would abort on the next thread of this Dwfl
+      // (an assertion in pid_set_initial_registers), so the Dwfl is dropped.
+      bool gone = kill(pids[i], 0) != 0 && errno == ESRCH;
+      errors[i] = Error{gone || status_state(pids[i]) == 'Z'
+                            ? "process " + std::to_string(pids[i]) + " exited while it was being sampled"
+                            : "cannot read the registers of thread " + std::to_string(tid) + " of process " +
+                                  std::to_string(pids[i]) + ": " + stack.truncated};
+      sessions_.erase(pids[i]);
+      sessions[i] = nullptr;
+      raw[i].clear();
+      break;
     }
   }
   // Let them all go before the name lookups, which read only the modules' files.
@@ -186,7 +207,6 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
       continue;
     }
     if (errors[i]) {
-      if (errors[i]->message.find("exited") != std::string::npos) sessions_.erase(pids[i]);
       results.emplace_back(std::move(*errors[i]));
       continue;
     }
