@@ -15,6 +15,9 @@ packages=(
   openmpi-bin libopenmpi-dev  # attach-mode test: tool back-ends inside an MPI job
   iproute2                    # ip netns, veth and tc: striped links across namespaces (docs/striping.md)
   gnuplot-nox                 # benchmark figures (bench/plot_recovery.sh)
+  libdw-dev                   # stack walking (canopy_stack: libdwfl unwinding and symbols)
+  elfutils                    # eu-stack, the baseline of the stack benchmark
+  graphviz                    # dot, to draw merged call trees as SVG
 )
 
 missing=()

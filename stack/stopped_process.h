@@ -1,0 +1,73 @@
+// StoppedProcess: every thread of one process held in ptrace-stop, for as long as the
+// object lives, so that its memory and registers can be read as one consistent
+// snapshot; released (PTRACE_DETACH) by resume() or the destructor on every path.
+//
+// How it stops (ptrace(2), "PTRACE_SEIZE"): each thread listed in /proc/PID/task is
+// seized (which sends no signal, unlike PTRACE_ATTACH) and interrupted with
+// PTRACE_INTERRUPT, then waited for with waitpid(tid, __WALL). The task list is read
+// again until it holds no thread not yet stopped: a stopped thread cannot create
+// another, so this ends. Threads that exit meanwhile are left out.
+//
+// Signals: a thread may report a signal-delivery-stop (a signal that arrived while we
+// were stopping it: SIGCHLD to mpirun, say) instead of our interrupt. That signal is
+// given back with PTRACE_DETACH, so the process receives it as if nothing had
+// happened. A process the user stopped (State T, group-stop) reports a group-stop;
+// detaching with no signal leaves it stopped (the kernel re-enters the group-stop on
+// detach), so resume() never continues a process the user stopped.
+//
+// Contract: all calls on one object come from the same thread of the caller (ptrace
+// binds a tracee to the tracing thread). A thread in uninterruptible sleep (State D)
+// delays stop() until it leaves that sleep: it cannot be detached before it stops.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "canopy/result.h"
+
+namespace canopy::stack {
+
+class StoppedProcess {
+ public:
+  // Stops every thread of `pid`. Errors: invalid_input for no such process, for no
+  // permission (the message says why and what to do), for the caller's own process;
+  // failed when the process exits while it is being stopped. Nothing stays traced
+  // after an error.
+  static Result<StoppedProcess> stop(pid_t pid);
+
+  StoppedProcess(StoppedProcess&& other) noexcept;
+  StoppedProcess& operator=(StoppedProcess&& other) noexcept;
+  StoppedProcess(const StoppedProcess&) = delete;
+  StoppedProcess& operator=(const StoppedProcess&) = delete;
+  ~StoppedProcess() { resume(); }
+
+  pid_t pid() const { return pid_; }
+  // The stopped threads (thread ids); the first is the main thread when it is alive.
+  std::vector<pid_t> threads() const;
+
+  // Detaches every thread, giving back any signal that arrived meanwhile; threads that
+  // exited meanwhile are reaped from our side (the tracer must wait for them before
+  // their real parent can). Idempotent.
+  void resume();
+
+ private:
+  struct Thread {
+    pid_t tid;
+    int pending_signal;  // a signal-delivery-stop's signal, to give back on detach; 0 if none
+  };
+  explicit StoppedProcess(pid_t pid) : pid_(pid) {}
+
+  pid_t pid_ = -1;
+  std::vector<Thread> threads_;
+};
+
+// The process's command name (/proc/PID/comm), or "?" if it cannot be read.
+std::string process_name(pid_t pid);
+
+// The message for an EPERM from ptrace on `pid`: who traces it already, or the
+// same-user and ptrace_scope conditions.
+std::string permission_message(pid_t pid);
+
+}  // namespace canopy::stack

@@ -1,0 +1,251 @@
+#include "stack/walker.h"
+
+#include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "stack/proc_dwfl.h"
+#include "stack/stopped_process.h"
+
+namespace canopy::stack {
+namespace {
+
+// Field 22 of /proc/PID/stat, the start time in clock ticks since boot: with the pid
+// it names one process, so a cached Dwfl is never used for a new process that reused
+// the pid. 0 if unreadable.
+unsigned long long start_time(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  // Fields after the command: state is field 3; start time is field 22.
+  std::size_t at = close + 2;
+  for (int field = 3; field < 22 && at != std::string::npos; ++field) at = line.find(' ', at) + 1;
+  if (at == 0 || at >= line.size()) return 0;
+  return std::strtoull(line.c_str() + at, nullptr, 10);
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), or 0.
+char status_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
+}
+
+std::string hex(Dwarf_Addr addr) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(addr));
+  return text;
+}
+
+std::string basename_of(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash != nullptr ? slash + 1 : path;
+}
+
+std::string demangle(const char* name) {
+  if (name[0] != '_' || name[1] != 'Z') return name;
+  int status = 0;
+  char* plain = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || plain == nullptr) return name;
+  std::string out(plain);
+  std::free(plain);
+  return out;
+}
+
+// What one thread's unwinding collected while the process was stopped: the
+// addresses to look up (already adjusted into the calling instruction), innermost first.
+struct RawStack {
+  pid_t tid = 0;
+  std::vector<Dwarf_Addr> pcs;
+  std::string truncated;
+};
+
+struct FrameCollector {
+  RawStack* stack;
+  std::size_t max_frames;
+};
+
+int collect_frame(Dwfl_Frame* state, void* arg) {
+  auto* collector = static_cast<FrameCollector*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(state, &pc, &activation)) return DWARF_CB_ABORT;
+  // A return address points after the call; pc - 1 is inside the call instruction, so
+  // the lookup names the caller's function and line even when the call was the last
+  // instruction of a function (noreturn calls). The innermost frame (and a frame
+  // interrupted by a signal) is an activation: its pc is the instruction itself.
+  collector->stack->pcs.push_back(activation || pc == 0 ? pc : pc - 1);
+  if (collector->stack->pcs.size() >= collector->max_frames) {
+    collector->stack->truncated = "cut at " + std::to_string(collector->max_frames) + " frames";
+    return DWARF_CB_ABORT;
+  }
+  return DWARF_CB_OK;
+}
+
+}  // namespace
+
+struct Walker::Session {
+  DwflPtr dwfl;
+  unsigned long long started = 0;
+};
+
+Walker::Walker(WalkOptions options) : options_(options) {}
+Walker::~Walker() = default;
+
+Walker::Session* Walker::session_for(pid_t pid, std::string* error) {
+  unsigned long long started = start_time(pid);
+  auto cached = sessions_.find(pid);
+  if (cached != sessions_.end() && cached->second->started == started && started != 0) {
+    if (auto ok = rereport_process(cached->second->dwfl.get(), pid); !ok) {
+      *error = ok.error();
+      sessions_.erase(cached);
+      return nullptr;
+    }
+    return cached->second.get();
+  }
+  if (cached != sessions_.end()) sessions_.erase(cached);
+  auto dwfl = report_process(pid);
+  if (!dwfl) {
+    *error = dwfl.error();
+    return nullptr;
+  }
+  // assume_ptrace_stopped: the threads are ours (StoppedProcess), so libdwfl neither
+  // attaches nor detaches them, and this Dwfl stays usable for later samples.
+  int rc = dwfl_linux_proc_attach(dwfl->get(), pid, true);
+  if (rc != 0) {
+    *error = "libdwfl cannot attach to process " + std::to_string(pid) + ": " +
+             (rc > 0 ? std::strerror(rc) : dwfl_error_text());
+    return nullptr;
+  }
+  auto session = std::make_unique<Session>();
+  session->dwfl = std::move(*dwfl);
+  session->started = started;
+  return (sessions_[pid] = std::move(session)).get();
+}
+
+std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<pid_t>& pids) {
+  // Forget processes that are gone, so a long-lived Walker does not hold their Dwfl.
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    it = (kill(it->first, 0) != 0 && errno == ESRCH) ? sessions_.erase(it) : std::next(it);
+  }
+
+  std::vector<std::optional<Error>> errors(pids.size());
+  std::vector<std::optional<StoppedProcess>> stopped(pids.size());
+  std::map<pid_t, std::size_t> first_index;  // a pid listed twice is sampled once
+  // Stop them all before walking any, so that the stacks are one snapshot.
+  const auto stop_began = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (!first_index.emplace(pids[i], i).second) continue;
+    auto process = StoppedProcess::stop(pids[i]);
+    if (process) {
+      stopped[i].emplace(std::move(*process));
+    } else {
+      errors[i] = Error{process.error(), process.error_kind()};
+    }
+  }
+
+  std::vector<std::vector<RawStack>> raw(pids.size());
+  std::vector<Session*> sessions(pids.size(), nullptr);
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (!stopped[i]) continue;
+    std::string why;
+    Session* session = session_for(pids[i], &why);
+    if (session == nullptr) {
+      errors[i] = Error{why};
+      continue;
+    }
+    sessions[i] = session;
+    for (pid_t tid : stopped[i]->threads()) {
+      RawStack stack;
+      stack.tid = tid;
+      FrameCollector collector{&stack, options_.max_frames};
+      int rc = dwfl_getthread_frames(session->dwfl.get(), tid, collect_frame, &collector);
+      if (rc == -1 && stack.truncated.empty()) stack.truncated = dwfl_error_text();
+      if (!stack.pcs.empty()) {
+        raw[i].push_back(std::move(stack));
+        continue;
+      }
+      // Not even the first frame: the thread's registers could not be read, which for
+      // a thread we hold stopped means the process was killed. libdwfl (0.188) then
+      // skips its per-thread cleanup and would abort on the next thread of this Dwfl
+      // (an assertion in pid_set_initial_registers), so the Dwfl is dropped.
+      bool gone = kill(pids[i], 0) != 0 && errno == ESRCH;
+      errors[i] = Error{gone || status_state(pids[i]) == 'Z'
+                            ? "process " + std::to_string(pids[i]) + " exited while it was being sampled"
+                            : "cannot read the registers of thread " + std::to_string(tid) + " of process " +
+                                  std::to_string(pids[i]) + ": " + stack.truncated};
+      sessions_.erase(pids[i]);
+      sessions[i] = nullptr;
+      raw[i].clear();
+      break;
+    }
+  }
+  // Let them all go before the name lookups, which read only the modules' files.
+  for (auto& process : stopped) {
+    if (process) process->resume();
+  }
+  last_stop_time_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - stop_began);
+
+  std::vector<Result<std::vector<ThreadStack>>> results;
+  results.reserve(pids.size());
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    std::size_t first = first_index.at(pids[i]);
+    if (first != i) {
+      results.push_back(results[first]);
+      continue;
+    }
+    if (errors[i]) {
+      results.emplace_back(std::move(*errors[i]));
+      continue;
+    }
+    Dwfl* dwfl = sessions[i]->dwfl.get();
+    std::vector<ThreadStack> threads;
+    for (RawStack& stack : raw[i]) {
+      ThreadStack thread{stack.tid, {}, std::move(stack.truncated)};
+      for (auto pc = stack.pcs.rbegin(); pc != stack.pcs.rend(); ++pc) {
+        Dwfl_Module* module = dwfl_addrmodule(dwfl, *pc);
+        if (module == nullptr) {
+          thread.frames.push_back(hex(*pc) + " ??");
+          continue;
+        }
+        GElf_Off offset = 0;
+        GElf_Sym symbol;
+        const char* name = dwfl_module_addrinfo(module, *pc, &offset, &symbol, nullptr, nullptr, nullptr);
+        std::string frame;
+        if (name != nullptr) {
+          frame = demangle(name);
+        } else {
+          const char* module_name = dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                     nullptr, nullptr);
+          frame = hex(*pc) + " in " + basename_of(module_name != nullptr ? module_name : "??");
+        }
+        if (options_.lines) {
+          int line = 0;
+          const char* file = nullptr;
+          if (Dwfl_Line* source = dwfl_module_getsrc(module, *pc)) {
+            file = dwfl_lineinfo(source, nullptr, &line, nullptr, nullptr, nullptr);
+          }
+          if (file != nullptr && line > 0) frame += " (" + basename_of(file) + ":" + std::to_string(line) + ")";
+        }
+        thread.frames.push_back(std::move(frame));
+      }
+      threads.push_back(std::move(thread));
+    }
+    results.push_back(std::move(threads));
+  }
+  return results;
+}
+
+}  // namespace canopy::stack
