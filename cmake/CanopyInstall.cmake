@@ -2,7 +2,7 @@
 #   include/canopy/*.h                  the public headers
 #   lib/libcanopy_*.a                   the static libraries behind Canopy::frontend,
 #                                       Canopy::backend and Canopy::filter_api
-#   bin/canopy, canopy-commnode, canopy-demo-backend (and canopy-bench if built)
+#   bin/canopy, canopy-commnode, canopy-demo-backend, canopy-stackd (and canopy-bench if built)
 #   lib/cmake/Canopy/                   the CMake package: CanopyConfig.cmake,
 #                                       CanopyConfigVersion.cmake, CanopyTargets*.cmake,
 #                                       CanopyFilter.cmake (canopy_add_filter)
@@ -60,10 +60,11 @@ foreach(library IN LISTS canopy_installed_libraries)
   set_target_properties(${library} PROPERTIES EXPORT_NAME ${export_name})
 endforeach()
 
-set(canopy_installed_programs canopy canopy-commnode canopy-demo-backend)
+set(canopy_installed_programs canopy canopy-commnode canopy-demo-backend canopy-stackd)
 set_target_properties(canopy PROPERTIES EXPORT_NAME canopy)
 set_target_properties(canopy-commnode PROPERTIES EXPORT_NAME commnode)
 set_target_properties(canopy-demo-backend PROPERTIES EXPORT_NAME demo_backend)
+set_target_properties(canopy-stackd PROPERTIES EXPORT_NAME stackd)
 if(TARGET canopy-bench)
   list(APPEND canopy_installed_programs canopy-bench)
   set_target_properties(canopy-bench PROPERTIES EXPORT_NAME bench)

@@ -53,10 +53,14 @@ std::string basename_of(const char* path) {
   return slash != nullptr ? slash + 1 : path;
 }
 
-std::string demangle(const char* name) {
-  if (name[0] != '_' || name[1] != 'Z') return name;
+// A symbol's name as people read it: demangled, without its symbol version
+// ("__libc_start_main@@GLIBC_2.34" is __libc_start_main).
+std::string demangle(const char* versioned) {
+  std::string name(versioned);
+  if (auto at = name.find('@'); at != std::string::npos && at > 0) name.resize(at);
+  if (!name.starts_with("_Z")) return name;
   int status = 0;
-  char* plain = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  char* plain = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
   if (status != 0 || plain == nullptr) return name;
   std::string out(plain);
   std::free(plain);
@@ -227,9 +231,13 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
         if (name != nullptr) {
           frame = demangle(name);
         } else {
-          const char* module_name = dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr,
+          // No symbol: the module and the offset in it, which are the same in every
+          // process that maps the module (the address is not, with ASLR), so that
+          // ranks stopped at the same place merge.
+          Dwarf_Addr start = 0;
+          const char* module_name = dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr,
                                                      nullptr, nullptr);
-          frame = hex(*pc) + " in " + basename_of(module_name != nullptr ? module_name : "??");
+          frame = basename_of(module_name != nullptr ? module_name : "??") + "+" + hex(*pc - start);
         }
         if (options_.lines) {
           int line = 0;

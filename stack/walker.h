@@ -34,8 +34,10 @@ namespace canopy::stack {
 struct ThreadStack {
   pid_t tid;
   // Outermost first ("_start", "__libc_start_main", ..., "main", ..., innermost).
-  // A frame is the demangled function name, "0x<addr> in <module basename>" when the
-  // module has no symbol there, or "0x<addr> ??" outside any module; with
+  // A frame is the demangled function name without its symbol version,
+  // "<module basename>+0x<offset in the module>" when the module has no symbol there
+  // (the same in every process, unlike the address), or "0x<addr> ??" outside any
+  // module; with
   // WalkOptions::lines, " (file.cpp:42)" is appended when DWARF line info is known.
   std::vector<std::string> frames;
   // Why the unwinding stopped early (no CFI for a frame, unreadable memory), or ""

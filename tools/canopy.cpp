@@ -1,6 +1,7 @@
 // canopy: the command-line tool.
 //   canopy run      launch a tree, run a workload, print aggregated results
 //   canopy topgen   write a generated topology (YAML or MRNet's format)
+//   canopy stack    merged stack traces of an MPI job (stack_command.h)
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 #include "canopy/frontend.h"
 #include "canopy/topology.h"
 #include "demo_protocol.h"
+#include "programs.h"
+#include "stack_command.h"
 #include "union_record.h"
 
 namespace {
@@ -38,14 +41,7 @@ double seconds_since(Clock::time_point t) {
 
 std::string json_string(const std::string& s) { return canopy::to_json(canopy::Value{s}); }
 
-std::string sibling_program(const char* name) {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return name;
-  buf[n] = 0;
-  auto path = std::filesystem::path(buf).parent_path() / name;
-  return access(path.c_str(), X_OK) == 0 ? path.string() : std::string(name);
-}
+using canopy::tools::sibling_program;
 
 struct RunOptions {
   std::string topology_file;
@@ -783,6 +779,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
 
+  canopy::tools::StackOptions stack_opt;
+  auto* stack_cmd = canopy::tools::add_stack_command(app, stack_opt);
+
   TopgenOptions topgen_opt;
   auto* topgen_cmd = app.add_subcommand("topgen", "Write a generated topology (YAML or MRNet's format) to standard "
                                                   "output; exits with 2 on bad usage (docs/topology.md)");
@@ -816,6 +815,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;  // bad usage: 2, as the README says (CLI11 has its own codes)
   }
   if (*status_cmd) return status(status_path, status_format);
+  if (*stack_cmd) return canopy::tools::run_stack(stack_opt);
   if (*topgen_cmd) return topgen(topgen_opt);
   opt.backend = backend_command;
   struct sigaction sa {};

@@ -1,0 +1,345 @@
+#include "stack_command.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "canopy/call_tree.h"
+#include "canopy/frontend.h"
+#include "programs.h"
+#include "stack/mpir.h"
+#include "stack/protocol.h"
+#include "stack/render.h"
+
+extern char** environ;
+
+namespace canopy::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+int fail(const std::string& message) {
+  std::cerr << "canopy stack: " << message << "\n";
+  return 1;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
+  return name;
+}
+
+// The launch form: `command` run by /bin/sh in a process group of its own (a Ctrl-C
+// meant for canopy stack does not reach the job), its standard output sent to our
+// standard error so that ours holds only the tree.
+Result<pid_t> start_job(const std::string& command) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  const std::string line = "exec " + command;
+  const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Error{"cannot start the job: " + std::string(strerror(rc))};
+  return pid;
+}
+
+// The launch form's process table: polled (stack::wait_for_proctable, in slices)
+// until the job's ranks are up, failing at once if the job ends first.
+Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    if (waitpid(job, &status, WNOHANG) == job) {
+      const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                                : "was killed by signal " + std::to_string(WTERMSIG(status));
+      return Error{"the job " + how + " before its ranks were up", ErrorKind::invalid_input};
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    auto table = stack::wait_for_proctable(job, std::clamp(left, milliseconds(1), milliseconds(250)));
+    if (table) return table;
+    if (Clock::now() >= deadline)
+      return Error{"the job's ranks were not up within " + std::to_string(timeout.count()) +
+                       " ms (--proctable-timeout): " + table.error(),
+                   table.error_kind()};
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+// Where the daemons go: one per host of the job, in the order the hosts first appear
+// in the process table; daemon i is back-end rank i.
+struct Placement {
+  std::vector<std::string> hosts;
+  std::vector<stack::Target> targets;
+};
+
+Placement place(const std::vector<stack::RankProcess>& table) {
+  Placement p;
+  std::map<std::string, Rank> daemon_of;
+  for (const auto& process : table) {
+    auto [it, fresh] = daemon_of.try_emplace(process.host, static_cast<Rank>(p.hosts.size()));
+    if (fresh) p.hosts.push_back(process.host);
+    p.targets.push_back({it->second, process.rank, static_cast<std::int32_t>(process.pid)});
+  }
+  return p;
+}
+
+// The tree: the front-end here, the daemons below it, or below commnodes of `fanout`
+// daemons each (on the host of their first daemon) when there are more hosts.
+Result<Topology> stack_topology(const std::vector<std::string>& hosts, const std::string& me, unsigned fanout,
+                                const std::map<std::string, std::string>& addresses) {
+  const std::size_t h = hosts.size();
+  if (h > std::size_t{fanout} * fanout)
+    return Error{std::to_string(h) + " hosts are more than --fanout " + std::to_string(fanout) +
+                     " squared: give a larger --fanout",
+                 ErrorKind::invalid_input};
+  std::vector<Node> nodes;
+  nodes.push_back({.rank = kFirstInternalRank, .role = Role::frontend, .host = me});
+  const bool commnodes = h > fanout;
+  const std::size_t groups = commnodes ? (h + fanout - 1) / fanout : 0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const Rank rank = kFirstInternalRank + 1 + static_cast<Rank>(g);
+    nodes.push_back({.rank = rank, .role = Role::commnode, .host = hosts[g * fanout], .parent = kFirstInternalRank});
+    nodes.front().children.push_back(rank);
+  }
+  for (std::size_t i = 0; i < h; ++i) {
+    const std::size_t parent_index = commnodes ? 1 + i / fanout : 0;
+    nodes.push_back({.rank = static_cast<Rank>(i), .role = Role::backend, .host = hosts[i],
+                     .parent = nodes[parent_index].rank});
+    nodes[parent_index].children.push_back(static_cast<Rank>(i));
+  }
+  // Processes of a job that is all on this host talk over loopback.
+  const bool local = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& host) { return host == me; });
+  std::vector<Host> host_list;
+  std::vector<std::string> named{me};
+  named.insert(named.end(), hosts.begin(), hosts.end());
+  for (const auto& name : named) {
+    if (std::any_of(host_list.begin(), host_list.end(), [&](const Host& x) { return x.name == name; })) continue;
+    Host host{.name = name};
+    if (auto it = addresses.find(name); it != addresses.end()) {
+      host.address = it->second;
+    } else if (local) {
+      host.address = "127.0.0.1";
+    }
+    host_list.push_back(host);
+  }
+  return Topology::make(std::move(nodes), std::move(host_list), "<canopy stack>");
+}
+
+// Runs graphviz's dot on `dot_text`, writing SVG to `output` (standard output if empty).
+Result<void> write_svg(const std::string& dot_text, const std::string& output) {
+  char dot_path[] = "/tmp/canopy-stack-XXXXXX";
+  const int fd = mkstemp(dot_path);
+  if (fd < 0) return Error{std::string("cannot write a temporary file: ") + strerror(errno)};
+  const bool written = ::write(fd, dot_text.data(), dot_text.size()) == static_cast<ssize_t>(dot_text.size());
+  ::close(fd);
+  struct Unlink {
+    const char* path;
+    ~Unlink() { ::unlink(path); }
+  } unlink_later{dot_path};
+  if (!written) return Error{"cannot write the temporary DOT file " + std::string(dot_path)};
+  std::vector<const char*> argv{"dot", "-Tsvg", dot_path};
+  if (!output.empty()) {
+    argv.push_back("-o");
+    argv.push_back(output.c_str());
+  }
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, "dot", nullptr, nullptr, const_cast<char* const*>(argv.data()), environ) != 0)
+    return Error{"--format svg needs graphviz's dot, which is not installed (apt-get install graphviz); "
+                 "--format dot writes the DOT text",
+                 ErrorKind::invalid_input};
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Error{"dot -Tsvg failed (see its message above)"};
+  return {};
+}
+
+Result<void> write_output(const std::string& text, const std::string& output) {
+  if (output.empty()) {
+    std::cout << text << std::flush;
+    return std::cout ? Result<void>{} : Result<void>{Error{"cannot write to standard output"}};
+  }
+  std::ofstream file(output);
+  file << text;
+  file.close();
+  if (!file) return Error{"cannot write " + output, ErrorKind::invalid_input};
+  return {};
+}
+
+std::string fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+}  // namespace
+
+CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
+  auto* cmd = app.add_subcommand("stack",
+                                 "Merged stack traces of every rank of an MPI job, as STAT gives them: attach to its "
+                                 "mpirun, walk every rank with one daemon per host, merge in the tree (docs/stack.md)");
+  auto* pid = cmd->add_option_function<pid_t>(
+      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the mpirun of a running job (Open MPI)");
+  auto* launch = cmd->add_option("--mpirun-cmd", opt.mpirun_cmd,
+                                 "Start this job (e.g. \"mpirun -np 64 ./app\"), wait for its ranks, then walk them; "
+                                 "the job goes on afterwards");
+  pid->excludes(launch);
+  cmd->add_option("--after", opt.after_ms, "With --mpirun-cmd: wait this long (ms) once the ranks are up")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600000));
+  cmd->add_option("--proctable-timeout", opt.proctable_timeout_ms,
+                  "With --mpirun-cmd: how long (ms) the ranks may take to come up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
+  cmd->add_option("--samples", opt.samples, "Samples per rank, merged into one tree")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  cmd->add_option("--interval", opt.interval_ms, "Time between samples (ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 60000u));
+  cmd->add_flag("--lines", opt.lines, "Add file:line to each frame where debug information has it");
+  cmd->add_flag("--threads", opt.threads, "Walk every thread of each rank, not only its main thread");
+  cmd->add_flag("--mpi-internals", opt.mpi_internals,
+                "Keep the frames inside MPI calls (by default a path ends at the MPI function it is in)");
+  cmd->add_option("--format", opt.format, "text (an indented tree and the classes), dot, svg (needs graphviz) or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
+  cmd->add_option("-o,--output", opt.output, "Write the result to FILE (default: standard output)");
+  cmd->add_option("--fanout", opt.fanout, "Daemons per commnode when the job spans more hosts than this")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, 1024u));
+  cmd->add_option("--launcher", opt.launcher, "How to start a daemon on another host; {host} and {command} replaced")
+      ->capture_default_str();
+  cmd->add_option("--address", opt.addresses,
+                  "HOST=ADDRESS: the address processes on HOST listen on (default: the host's name, resolved; "
+                  "127.0.0.1 when the whole job is on this host)");
+  cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "How long (ms) the daemons may take to start")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
+  cmd->add_option("--timeout", opt.timeout_ms, "How long (ms) walking and merging may take")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
+  cmd->add_flag("--timings", opt.timings,
+                "Print on standard error how long each part took (proctable, launch, walk and merge, output)");
+  return cmd;
+}
+
+int run_stack(const StackOptions& opt) {
+  const auto start = Clock::now();
+  if (!opt.mpirun && opt.mpirun_cmd.empty()) return fail("give --mpirun PID or --mpirun-cmd \"mpirun ... ./app\"");
+  std::map<std::string, std::string> addresses;
+  for (const auto& a : opt.addresses) {
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
+      return fail("--address " + a + ": expected HOST=ADDRESS");
+    addresses[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+
+  // 1. The job's process table.
+  pid_t launcher = 0;
+  Result<std::vector<stack::RankProcess>> table = Error{""};
+  if (opt.mpirun) {
+    launcher = *opt.mpirun;
+    table = stack::read_proctable(launcher);
+  } else {
+    auto job = start_job(opt.mpirun_cmd);
+    if (!job) return fail(job.error());
+    launcher = *job;
+    table = job_proctable(launcher, milliseconds(opt.proctable_timeout_ms));
+    if (table) std::cerr << "canopy stack: started the job: mpirun pid " << launcher << "; it goes on after this\n";
+    if (table && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
+  }
+  if (!table) return fail(table.error());
+  const double proctable_ms = ms_since(start);
+
+  // 2. One daemon per host, in a tree.
+  const auto placement = place(*table);
+  auto topology = stack_topology(placement.hosts, this_host(), opt.fanout, addresses);
+  if (!topology) return fail(topology.error());
+  const auto launch_start = Clock::now();
+  LaunchOptions launch{.topology = std::move(*topology),
+                       .backend_argv = {sibling_program("canopy-stackd")},
+                       .launcher = opt.launcher,
+                       .startup_timeout = milliseconds(opt.startup_timeout_ms)};
+  launch.commnode_exe = sibling_program("canopy-commnode");
+  auto network = Network::launch(std::move(launch));
+  if (!network) return fail("cannot start the tool daemons: " + network.error());
+  auto& net = **network;
+  auto stream = net.create_stream({.upstream_filter = "prefix_tree"});
+  if (!stream) return fail(stream.error());
+  const double launch_ms = ms_since(launch_start);
+
+  // 3. Every daemon walks its ranks; the tree merges their call trees.
+  const auto walk_start = Clock::now();
+  const stack::Request request{.samples = opt.samples, .interval_ms = opt.interval_ms, .lines = opt.lines,
+                               .threads = opt.threads, .mpi_internals = opt.mpi_internals,
+                               .targets = placement.targets};
+  if (auto sent = net.broadcast(*stream, stack::encode(request)); !sent) return fail(sent.error());
+  auto in = net.receive(milliseconds(opt.timeout_ms));
+  if (!in) return fail("no merged tree: " + in.error());
+  if (!*in) return fail("no merged tree within " + std::to_string(opt.timeout_ms) + " ms (--timeout)");
+  auto tree = CallTree::from_packet((*in)->packet);
+  if (!tree) return fail("the merged tree is malformed: " + tree.error());
+  const double walk_ms = ms_since(walk_start);
+  (void)net.shutdown();
+
+  // 4. The result, and which ranks it lacks (a daemon lost on the way).
+  const auto output_start = Clock::now();
+  std::vector<Rank> all, missing;
+  for (const auto& p : *table) all.push_back(p.rank);
+  std::sort(all.begin(), all.end());
+  const auto walked = tree->ranks(CallTree::kRoot);
+  std::set_difference(all.begin(), all.end(), walked.begin(), walked.end(), std::back_inserter(missing));
+  const std::string summary = std::to_string(all.size()) + (all.size() == 1 ? " rank" : " ranks") + " on " +
+                              std::to_string(placement.hosts.size()) +
+                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (mpirun " +
+                              std::to_string(launcher) + ", " + std::to_string(opt.samples) +
+                              (opt.samples == 1 ? " sample" : " samples") + ")";
+  Result<void> written;
+  if (opt.format == "text") {
+    written = write_output("Stack traces of " + summary + ":\n\n" + stack::to_text(*tree), opt.output);
+  } else if (opt.format == "json") {
+    const std::string extra = "\"mpirun\":" + std::to_string(launcher) + ",\"hosts\":" +
+                              std::to_string(placement.hosts.size()) + ",\"samples\":" + std::to_string(opt.samples) +
+                              ",\"missing\":\"" + format_rank_ranges(missing) + "\",";
+    written = write_output(stack::to_json(*tree, extra), opt.output);
+  } else if (opt.format == "dot") {
+    written = write_output(tree->to_dot(), opt.output);
+  } else {
+    written = write_svg(tree->to_dot(), opt.output);
+  }
+  if (!written) return fail(written.error());
+  if (opt.timings) {
+    std::cerr << "canopy stack: timings_ms proctable=" << fixed(proctable_ms) << " launch=" << fixed(launch_ms)
+              << " walk_merge=" << fixed(walk_ms) << " output=" << fixed(ms_since(output_start))
+              << " total=" << fixed(ms_since(start)) << "\n";
+  }
+  if (!missing.empty())
+    return fail(std::to_string(missing.size()) + " of " + std::to_string(all.size()) + " ranks are missing (" +
+                format_rank_ranges(missing) + "): their daemon was lost; the result above lacks them");
+  return 0;
+}
+
+}  // namespace canopy::tools
