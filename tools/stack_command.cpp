@@ -194,6 +194,32 @@ std::string fixed(double v) {
   return buf;
 }
 
+// The merged tree, waiting at most `timeout`. A daemon lost on the way leaves the
+// view and the stream goes on with the others (their tree lacks its ranks, which the
+// caller reports); once every daemon is lost no tree can come, and the error says
+// which and why instead of waiting out the time.
+Result<Packet> receive_tree(Network& net, const std::vector<std::string>& hosts, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::map<Rank, std::string> lost;
+  while (true) {
+    while (auto event = net.next_event(milliseconds(0))) {
+      if (event->kind == Event::Kind::failure && event->rank < hosts.size())
+        lost.emplace(event->rank, "the daemon on " + hosts[event->rank] + " was lost: " + event->reason);
+    }
+    if (lost.size() == hosts.size()) {
+      std::string why;
+      for (const auto& [rank, reason] : lost) why += (why.empty() ? "" : "; ") + reason;
+      return Error{"no merged tree: " + why};
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= milliseconds(0))
+      return Error{"no merged tree within " + std::to_string(timeout.count()) + " ms (--timeout)"};
+    auto in = net.receive(std::min(left, milliseconds(100)));
+    if (!in) return Error{"no merged tree: " + in.error()};
+    if (*in) return std::move((*in)->packet);
+  }
+}
+
 }  // namespace
 
 CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
@@ -297,10 +323,9 @@ int run_stack(const StackOptions& opt) {
                                .threads = opt.threads, .mpi_internals = opt.mpi_internals,
                                .targets = placement.targets};
   if (auto sent = net.broadcast(*stream, stack::encode(request)); !sent) return fail(sent.error());
-  auto in = net.receive(milliseconds(opt.timeout_ms));
-  if (!in) return fail("no merged tree: " + in.error());
-  if (!*in) return fail("no merged tree within " + std::to_string(opt.timeout_ms) + " ms (--timeout)");
-  auto tree = CallTree::from_packet((*in)->packet);
+  auto in = receive_tree(net, placement.hosts, milliseconds(opt.timeout_ms));
+  if (!in) return fail(in.error());
+  auto tree = CallTree::from_packet(*in);
   if (!tree) return fail("the merged tree is malformed: " + tree.error());
   const double walk_ms = ms_since(walk_start);
   (void)net.shutdown();

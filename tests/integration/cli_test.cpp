@@ -17,53 +17,16 @@
 #include <vector>
 
 #include "process_guard.h"
+#include "run_canopy.h"
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
+using canopy::testing::exit_code;
+using canopy::testing::kCanopy;
+using canopy::testing::Output;
+using canopy::testing::run_canopy;
 
 namespace {
-
-const std::string kCanopy = std::string(CANOPY_BIN_DIR) + "/canopy";
-
-struct Output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs canopy with `args` and waits for it (bounded by the test's ctest timeout).
-Output run_canopy(std::vector<std::string> args) {
-  char out_path[] = "/tmp/canopy-cli-out-XXXXXX";
-  char err_path[] = "/tmp/canopy-cli-err-XXXXXX";
-  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  args.insert(args.begin(), kCanopy);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  Output o;
-  if (posix_spawn(&pid, kCanopy.c_str(), &actions, nullptr, argv.data(), environ) == 0) {
-    waitpid(pid, &o.status, 0);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_fd);
-  close(err_fd);
-  auto slurp = [](const char* path) {
-    std::ifstream in(path);
-    std::string s((std::istreambuf_iterator<char>(in)), {});
-    unlink(path);
-    return s;
-  };
-  o.out = slurp(out_path);
-  o.err = slurp(err_path);
-  return o;
-}
-
-int exit_code(const Output& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
 
 // Lines of `text` that contain `needle`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {

@@ -1,0 +1,236 @@
+// canopy stack on real mpirun jobs (docs/stack.md): the merged tree of a job that
+// hangs on purpose (examples/mpi_hang), the launch form, the output formats, bad
+// input, and a daemon killed while it holds ranks under ptrace.
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process_guard.h"
+#include "run_canopy.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::exit_code;
+using canopy::testing::kCanopy;
+using canopy::testing::Output;
+using canopy::testing::ProcessGuard;
+using canopy::testing::run_canopy;
+
+namespace {
+
+const std::string kHang = CANOPY_MPI_HANG;
+const std::string kMpiexec = CANOPY_MPIEXEC;
+
+pid_t spawn(std::vector<std::string> args, const std::string& output = "/dev/null") {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// "mpirun -np N mpi_hang 120" as a command line.
+std::vector<std::string> hang_job(int ranks) {
+  return {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks), kHang, "120"};
+}
+
+std::string status_field(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) {
+      auto value = line.substr(field.size() + 1);
+      return value.substr(value.find_first_not_of(" \t"));
+    }
+  }
+  return "";
+}
+
+// The job's ranks: descendants running mpi_hang.
+std::vector<pid_t> ranks_of_job() {
+  std::vector<pid_t> out;
+  for (pid_t pid : ProcessGuard::descendants()) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "mpi_hang") out.push_back(pid);
+  }
+  return out;
+}
+
+// Every rank runs on, neither traced nor stopped.
+void expect_running_untraced(const std::vector<pid_t>& ranks) {
+  for (pid_t pid : ranks) {
+    EXPECT_EQ(kill(pid, 0), 0) << "rank process " << pid << " is gone";
+    EXPECT_EQ(status_field(pid, "TracerPid"), "0") << "rank process " << pid << " is still traced";
+    const auto state = status_field(pid, "State");
+    EXPECT_TRUE(state.rfind("R", 0) == 0 || state.rfind("S", 0) == 0) << "rank process " << pid << ": " << state;
+  }
+}
+
+// canopy stack --mpirun PID ARGS..., once the job's ranks are up (the process
+// table is empty until every rank has called MPI_Init; at most 30 s) and have had a
+// second to reach where they hang.
+Output stack_of(pid_t mpirun, std::vector<std::string> args) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (run_canopy({"stack", "--mpirun", std::to_string(mpirun)}).err.find("MPI_Init") != std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+  }
+  std::this_thread::sleep_for(1s);
+  args.insert(args.begin(), {"stack", "--mpirun", std::to_string(mpirun)});
+  return run_canopy(args);
+}
+
+class StackCli : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    guard_.kill_all();
+    EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty()) << "processes left after the test";
+  }
+  ProcessGuard guard_;
+};
+
+TEST_F(StackCli, AHungJobShowsItsTwoClassesAndRunsOnUnharmed) {
+  const pid_t mpirun = spawn(hang_job(8));
+  auto out = stack_of(mpirun, {});
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.out.find("Stack traces of 8 ranks on 1 host (mpirun " + std::to_string(mpirun)), std::string::npos)
+      << out.out;
+  EXPECT_NE(out.out.find("2 classes of 8 ranks:\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  7 ranks [0-2,4-7]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  1 rank [3]: "), std::string::npos) << out.out;
+
+  // The tool has detached: the ranks run on, and a second look sees the same.
+  const auto ranks = ranks_of_job();
+  ASSERT_EQ(ranks.size(), 8u);
+  expect_running_untraced(ranks);
+  auto again = run_canopy({"stack", "--mpirun", std::to_string(mpirun)});
+  EXPECT_EQ(exit_code(again), 0) << again.err;
+  EXPECT_NE(again.out.find("  7 ranks [0-2,4-7]: MPI_Barrier \u2190 main\n"), std::string::npos) << again.out;
+  // Nothing of the tool is left: only mpirun and its ranks.
+  for (pid_t pid : ProcessGuard::descendants()) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    EXPECT_TRUE(name == "mpi_hang" || name == "mpirun" || pid == mpirun) << "left behind: " << pid << " " << name;
+  }
+}
+
+TEST_F(StackCli, TheLaunchFormStartsTheJobAndLeavesItRunning) {
+  const std::string cmd = kMpiexec + " --allow-run-as-root --oversubscribe -np 4 " + kHang + " 120";
+  auto out = run_canopy({"stack", "--mpirun-cmd", cmd, "--after", "1000"});
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  const auto at = out.err.find("mpirun pid ");
+  ASSERT_NE(at, std::string::npos) << out.err;
+  const pid_t mpirun = std::stoi(out.err.substr(at + 11));
+  EXPECT_EQ(kill(mpirun, 0), 0) << "the job did not go on";
+  const auto ranks = ranks_of_job();
+  EXPECT_EQ(ranks.size(), 4u);
+  expect_running_untraced(ranks);
+}
+
+TEST_F(StackCli, JsonDotAndSvgCarryTheSameTree) {
+  const pid_t mpirun = spawn(hang_job(4));
+  auto json = stack_of(mpirun, {"--format", "json"});
+  ASSERT_EQ(exit_code(json), 0) << json.err;
+  EXPECT_EQ(json.out.rfind("{\"mpirun\":" + std::to_string(mpirun) + ",\"hosts\":1,\"samples\":1,\"missing\":\"\","
+                           "\"ranks\":\"0-3\",\"count\":4,",
+                           0),
+            0u)
+      << json.out;
+  EXPECT_NE(json.out.find("{\"ranks\":\"0-2\",\"count\":3,\"path\":["), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"main\",\"MPI_Barrier\"]}"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"main\",\"solve\",\"compute\""), std::string::npos) << json.out;
+
+  auto dot = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "dot"});
+  ASSERT_EQ(exit_code(dot), 0) << dot.err;
+  EXPECT_EQ(dot.out.rfind("digraph", 0), 0u) << dot.out;
+  EXPECT_NE(dot.out.find("MPI_Barrier"), std::string::npos) << dot.out;
+
+  const auto svg = std::filesystem::temp_directory_path() / ("canopy-stack-" + std::to_string(getpid()) + ".svg");
+  auto drawn = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "svg", "-o", svg.string()});
+  ASSERT_EQ(exit_code(drawn), 0) << drawn.err;
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(svg);
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_NE(text.find("MPI_Barrier"), std::string::npos);
+}
+
+TEST_F(StackCli, BadInputGetsAClearMessage) {
+  auto none = run_canopy({"stack"});
+  EXPECT_EQ(exit_code(none), 1);
+  EXPECT_NE(none.err.find("give --mpirun PID or --mpirun-cmd"), std::string::npos) << none.err;
+
+  const pid_t sleeper = spawn({"sleep", "60"});
+  auto not_mpi = run_canopy({"stack", "--mpirun", std::to_string(sleeper)});
+  EXPECT_EQ(exit_code(not_mpi), 1);
+  EXPECT_NE(not_mpi.err.find("is not an MPI launcher"), std::string::npos) << not_mpi.err;
+
+  auto gone = run_canopy({"stack", "--mpirun", "4000000"});
+  EXPECT_EQ(exit_code(gone), 1);
+  EXPECT_NE(gone.err.find("no process 4000000"), std::string::npos) << gone.err;
+
+  auto failed_job = run_canopy({"stack", "--mpirun-cmd", "sh -c 'exit 3'"});
+  EXPECT_EQ(exit_code(failed_job), 1);
+  EXPECT_NE(failed_job.err.find("the job exited with status 3 before its ranks were up"), std::string::npos)
+      << failed_job.err;
+
+  EXPECT_EQ(exit_code(run_canopy({"stack", "--mpirun", "1", "--format", "xml"})), 2);
+  EXPECT_EQ(exit_code(run_canopy({"stack", "--mpirun", "1", "--mpirun-cmd", "x"})), 2);
+  auto address = run_canopy({"stack", "--mpirun", "1", "--address", "nohost"});
+  EXPECT_EQ(exit_code(address), 1);
+  EXPECT_NE(address.err.find("--address nohost: expected HOST=ADDRESS"), std::string::npos) << address.err;
+}
+
+// A daemon SIGKILLed while it holds a rank under ptrace: the kernel detaches the
+// rank, which runs on; canopy stack says which daemon was lost, at once.
+TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
+  const pid_t mpirun = spawn(hang_job(4));
+  ASSERT_EQ(exit_code(stack_of(mpirun, {})), 0);
+  const auto ranks = ranks_of_job();
+  ASSERT_EQ(ranks.size(), 4u);
+
+  const std::string err_file = "/tmp/canopy-stack-kill-" + std::to_string(getpid());
+  const pid_t tool = spawn({kCanopy, "stack", "--mpirun", std::to_string(mpirun), "--samples", "1000", "--interval",
+                            "0", "--timeout", "30000"},
+                           err_file);
+  // Wait until some daemon traces rank 0, then kill that daemon.
+  pid_t tracer = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (tracer == 0 && std::chrono::steady_clock::now() < deadline) {
+    tracer = static_cast<pid_t>(std::atoi(status_field(ranks[0], "TracerPid").c_str()));
+  }
+  ASSERT_NE(tracer, 0) << "no daemon ever traced rank 0";
+  ASSERT_EQ(kill(tracer, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(tool, &status, 0), tool);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  std::ifstream in(err_file);
+  const std::string err((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(err_file);
+  EXPECT_NE(err.find("no merged tree: the daemon on "), std::string::npos) << err;
+  EXPECT_NE(err.find("killed by signal 9"), std::string::npos) << err;
+  expect_running_untraced(ranks);
+}
+
+}  // namespace
