@@ -102,7 +102,7 @@ std::string permission_message(pid_t pid) {
          "any process of the same user)";
 }
 
-Result<StoppedProcess> StoppedProcess::stop(pid_t pid) {
+Result<StoppedProcess> StoppedProcess::stop(pid_t pid, Threads which) {
   if (pid <= 0) {
     return Error{"invalid process id " + pid_text(pid) + ": give the PID of a running process",
                  ErrorKind::invalid_input};
@@ -132,7 +132,8 @@ Result<StoppedProcess> StoppedProcess::stop(pid_t pid) {
   bool found_new = true;
   while (found_new) {
     found_new = false;
-    for (pid_t tid : list_threads(pid)) {
+    const std::vector<pid_t> tids = which == Threads::all ? list_threads(pid) : std::vector<pid_t>{pid};
+    for (pid_t tid : tids) {
       if (!seen.insert(tid).second) continue;
       found_new = true;
       if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,13 @@ namespace canopy::stack {
 
 class StoppedProcess {
  public:
-  // Stops every thread of `pid`. Errors: invalid_input for no such process, for no
+  enum class Threads : std::uint8_t { all, main };
+  // Stops every thread of `pid` (Threads::main: its main thread only, which is enough
+  // to read that thread's stack; the others run on). Errors: invalid_input for no such process, for no
   // permission (the message says why and what to do), for the caller's own process;
   // failed when the process exits while it is being stopped. Nothing stays traced
   // after an error.
-  static Result<StoppedProcess> stop(pid_t pid);
+  static Result<StoppedProcess> stop(pid_t pid, Threads which = Threads::all);
 
   StoppedProcess(StoppedProcess&& other) noexcept;
   StoppedProcess& operator=(StoppedProcess&& other) noexcept;

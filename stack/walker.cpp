@@ -146,30 +146,39 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
 
   std::vector<std::optional<Error>> errors(pids.size());
   std::vector<std::optional<StoppedProcess>> stopped(pids.size());
+  std::vector<Session*> sessions(pids.size(), nullptr);
   std::map<pid_t, std::size_t> first_index;  // a pid listed twice is sampled once
+  // Each process's modules are listed and opened before any is stopped (the costly
+  // part of a first sample), so that a process is held only while its stacks are
+  // read. A module mapped between this and the stop is not known by name.
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (!first_index.emplace(pids[i], i).second) continue;
+    std::string why;
+    sessions[i] = session_for(pids[i], &why);
+    if (sessions[i] == nullptr) {
+      // Say why as stopping it would (no such process, no permission), if it would.
+      auto process = StoppedProcess::stop(pids[i]);
+      errors[i] = process ? Error{why} : Error{process.error(), process.error_kind()};
+    }
+  }
   // Stop them all before walking any, so that the stacks are one snapshot.
   const auto stop_began = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < pids.size(); ++i) {
-    if (!first_index.emplace(pids[i], i).second) continue;
-    auto process = StoppedProcess::stop(pids[i]);
+    if (sessions[i] == nullptr || first_index.at(pids[i]) != i) continue;
+    auto process = StoppedProcess::stop(
+        pids[i], options_.all_threads ? StoppedProcess::Threads::all : StoppedProcess::Threads::main);
     if (process) {
       stopped[i].emplace(std::move(*process));
     } else {
       errors[i] = Error{process.error(), process.error_kind()};
+      sessions[i] = nullptr;
     }
   }
 
   std::vector<std::vector<RawStack>> raw(pids.size());
-  std::vector<Session*> sessions(pids.size(), nullptr);
   for (std::size_t i = 0; i < pids.size(); ++i) {
     if (!stopped[i]) continue;
-    std::string why;
-    Session* session = session_for(pids[i], &why);
-    if (session == nullptr) {
-      errors[i] = Error{why};
-      continue;
-    }
-    sessions[i] = session;
+    Session* session = sessions[i];
     for (pid_t tid : stopped[i]->threads()) {
       RawStack stack;
       stack.tid = tid;

@@ -2,16 +2,18 @@
 // a stack-trace tool (STAT, eu-stack) does, with elfutils' libdwfl doing the unwinding
 // (DWARF CFI) and the symbol lookup.
 //
-// A sample stops every thread of every process first, unwinds them all, then lets
-// them all go: the stacks of the processes are one consistent snapshot, and each
-// process is stopped for the whole walk of the set (about a millisecond per thread
-// once its modules are known; the first sample of a process also reads the CFI of
-// the modules its stacks pass through). See last_stop_time().
-// Names are looked up only after the processes run again.
+// A sample first lists and opens each process's modules (/proc/PID/maps, the ELF
+// files), while they run; then stops every thread of every process, unwinds them
+// all, and lets them all go: the stacks of the processes are one consistent
+// snapshot, and each process is stopped for the unwinding of the set (about a
+// millisecond per thread; the first sample of a process also reads the CFI of the
+// modules its stacks pass through). See last_stop_time(). Names are looked up only
+// after the processes run again.
 //
 // The Walker keeps one Dwfl per process across samples, so that each module's symbol
-// table, CFI and line tables are read once; the modules are re-listed at each sample
-// (a dlopen between samples is seen). A process is never left traced between samples
+// table, CFI and line tables are read once; the modules are re-listed at each sample,
+// before the stop (a dlopen between samples is seen; one between the listing and the
+// stop leaves its frames unnamed, `0x... ??`). A process is never left traced between samples
 // or after the Walker is gone.
 //
 // Stopped processes: a process the user stopped (State T) is sampled like any other
@@ -47,6 +49,7 @@ struct ThreadStack {
 
 struct WalkOptions {
   bool lines = false;              // append " (file.c:42)" from DWARF when known
+  bool all_threads = true;         // false: the main thread only is stopped and walked
   std::size_t max_frames = 256;    // deeper stacks (runaway recursion) are cut here
 };
 

@@ -29,7 +29,7 @@ CallTree walk(const stack::Request& request, Rank me) {
   CallTree tree;
   if (pids.empty()) return tree;
   const stack::PathOptions shape{.mpi_internals = request.mpi_internals};
-  stack::Walker walker({.lines = request.lines});
+  stack::Walker walker({.lines = request.lines, .all_threads = request.threads});
   for (std::uint32_t s = 0; s < request.samples; ++s) {
     if (s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(request.interval_ms));
     const auto stacks = walker.sample(pids);
@@ -39,7 +39,6 @@ CallTree walk(const stack::Request& request, Rank me) {
         continue;
       }
       for (const auto& thread : *stacks[i]) {
-        if (!request.threads && thread.tid != pids[i]) continue;
         tree.add_path(stack::shape_path(thread.frames, shape), ranks[i]);
       }
     }

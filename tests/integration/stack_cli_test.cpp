@@ -148,7 +148,7 @@ TEST_F(StackCli, TheLaunchFormStartsTheJobAndLeavesItRunning) {
   expect_running_untraced(ranks);
 }
 
-TEST_F(StackCli, JsonDotAndSvgCarryTheSameTree) {
+TEST_F(StackCli, JsonDotSvgAndEveryThread) {
   const pid_t mpirun = spawn(hang_job(4));
   auto json = stack_of(mpirun, {"--format", "json"});
   ASSERT_EQ(exit_code(json), 0) << json.err;
@@ -165,6 +165,13 @@ TEST_F(StackCli, JsonDotAndSvgCarryTheSameTree) {
   ASSERT_EQ(exit_code(dot), 0) << dot.err;
   EXPECT_EQ(dot.out.rfind("digraph", 0), 0u) << dot.out;
   EXPECT_NE(dot.out.find("MPI_Barrier"), std::string::npos) << dot.out;
+
+  // Every thread: Open MPI's two event-loop threads are in every rank.
+  auto threads = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--threads"});
+  ASSERT_EQ(exit_code(threads), 0) << threads.err;
+  EXPECT_NE(threads.out.find("  4 ranks [0-3]: "), std::string::npos) << threads.out;
+  EXPECT_NE(threads.out.find("start_thread"), std::string::npos) << threads.out;
+  EXPECT_NE(threads.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << threads.out;
 
   const auto svg = std::filesystem::temp_directory_path() / ("canopy-stack-" + std::to_string(getpid()) + ".svg");
   auto drawn = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "svg", "-o", svg.string()});

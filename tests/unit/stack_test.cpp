@@ -179,6 +179,18 @@ TEST_F(StackTarget, FindsBothThreadsWithTheirFramesOutermostFirst) {
   expect_running();
 }
 
+TEST_F(StackTarget, TheMainThreadAloneIsWalkedWhenAsked) {
+  Walker all;
+  ASSERT_TRUE(sample_settled(all, target_.pid()));  // both threads where they wait
+  Walker walker({.all_threads = false});
+  auto result = std::move(walker.sample({target_.pid()})[0]);
+  ASSERT_TRUE(result) << result.error();
+  ASSERT_EQ(result->size(), 1u) << describe(*result);
+  EXPECT_EQ((*result)[0].tid, target_.pid());
+  EXPECT_GE(frame_index((*result)[0], "stack_target::inner_function(int)"), 0) << describe(*result);
+  expect_running();
+}
+
 TEST_F(StackTarget, SamplesTwiceInARowWithTheSameWalker) {
   Walker walker;
   auto first = sample_settled(walker, target_.pid());
