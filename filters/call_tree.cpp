@@ -15,19 +15,52 @@ std::string node_error(std::size_t node, const std::vector<std::string>& names, 
   return "call tree packet: node " + std::to_string(node) + label + " " + what;
 }
 
-bool strictly_increasing(std::span<const Rank> ranks) {
-  return std::adjacent_find(ranks.begin(), ranks.end(), std::greater_equal<Rank>()) == ranks.end();
+// Ascending, neither overlapping nor touching (the canonical form).
+bool apart(std::span<const RankRun> runs) {
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].first > runs[i].last) return false;
+    if (i > 0 && (runs[i].first <= runs[i - 1].last || runs[i].first - runs[i - 1].last < 2)) return false;
+  }
+  return true;
 }
 
-// The packet's four arrays, once validated.
+// Every rank of `inner` is in `outer` (both canonical).
+bool includes(std::span<const RankRun> outer, std::span<const RankRun> inner) {
+  std::size_t o = 0;
+  for (const RankRun& r : inner) {
+    while (o < outer.size() && outer[o].last < r.first) ++o;
+    if (o == outer.size() || outer[o].first > r.first || outer[o].last < r.last) return false;
+  }
+  return true;
+}
+
+// The union of two canonical run lists, canonical.
+std::vector<RankRun> united(std::span<const RankRun> a, std::span<const RankRun> b) {
+  std::vector<RankRun> out;
+  out.reserve(a.size() + b.size());
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    const RankRun next = j == b.size() || (i < a.size() && a[i].first <= b[j].first) ? a[i++] : b[j++];
+    // Overlapping or touching the last run: extend it (last + 1 cannot overflow
+    // when it is below next.first).
+    if (!out.empty() && (next.first <= out.back().last || next.first - out.back().last == 1)) {
+      out.back().last = std::max(out.back().last, next.last);
+    } else {
+      out.push_back(next);
+    }
+  }
+  return out;
+}
+
+// The packet's four arrays, once validated, with the runs as RankRuns.
 struct Encoded {
   const std::vector<std::uint32_t>* parents;
   const std::vector<std::string>* names;
   const std::vector<std::uint32_t>* offsets;
-  const std::vector<std::uint32_t>* ranks;
+  std::vector<RankRun> runs;
 
-  std::span<const Rank> ranks_of(std::size_t node) const {
-    return std::span<const Rank>(*ranks).subspan((*offsets)[node], (*offsets)[node + 1] - (*offsets)[node]);
+  std::span<const RankRun> runs_of(std::size_t node) const {
+    return std::span<const RankRun>(runs).subspan((*offsets)[node], (*offsets)[node + 1] - (*offsets)[node]);
   }
 };
 
@@ -38,10 +71,11 @@ Result<Encoded> validate(const Packet& packet) {
       !std::holds_alternative<std::vector<std::uint32_t>>(packet[2]) ||
       !std::holds_alternative<std::vector<std::uint32_t>>(packet[3])) {
     return Error{"a call tree packet is \"" + std::string(CallTree::kFormat) +
-                 "\" (parents, names, rank offsets, ranks), not \"" + packet.format() + "\""};
+                 "\" (parents, names, rank offsets, rank runs), not \"" + packet.format() + "\""};
   }
   Encoded e{&std::get<std::vector<std::uint32_t>>(packet[0]), &std::get<std::vector<std::string>>(packet[1]),
-            &std::get<std::vector<std::uint32_t>>(packet[2]), &std::get<std::vector<std::uint32_t>>(packet[3])};
+            &std::get<std::vector<std::uint32_t>>(packet[2]), {}};
+  const auto& values = std::get<std::vector<std::uint32_t>>(packet[3]);
   const auto& parents = *e.parents;
   const auto& names = *e.names;
   const auto& offsets = *e.offsets;
@@ -70,19 +104,25 @@ Result<Encoded> validate(const Packet& packet) {
                    std::to_string(offsets[i]) + " then " + std::to_string(offsets[i + 1]) + ")"};
     }
   }
-  if (offsets[n] != e.ranks->size()) {
-    return Error{"call tree packet: the last rank offset is " + std::to_string(offsets[n]) + " but there are " +
-                 std::to_string(e.ranks->size()) + " ranks"};
+  if (values.size() % 2 != 0) {
+    return Error{"call tree packet: " + std::to_string(values.size()) +
+                 " rank run values, an odd number (each run is FIRST LAST)"};
   }
+  if (offsets[n] != values.size() / 2) {
+    return Error{"call tree packet: the last rank offset is " + std::to_string(offsets[n]) + " but there are " +
+                 std::to_string(values.size() / 2) + " rank runs"};
+  }
+  e.runs.reserve(values.size() / 2);
+  for (std::size_t i = 0; i < values.size(); i += 2) e.runs.push_back({values[i], values[i + 1]});
   for (std::size_t i = 0; i < n; ++i) {
-    auto ranks = e.ranks_of(i);
-    if (!strictly_increasing(ranks)) return Error{node_error(i, names, "has ranks that are not sorted and distinct")};
-    if (i > 0) {
-      auto parent = e.ranks_of(parents[i]);
-      if (!std::includes(parent.begin(), parent.end(), ranks.begin(), ranks.end())) {
-        return Error{node_error(i, names, "has ranks that its parent (node " + std::to_string(parents[i]) +
-                                              ") does not have")};
-      }
+    auto runs = e.runs_of(i);
+    if (!apart(runs)) {
+      return Error{node_error(i, names, "has rank runs that are not ascending and apart (FIRST <= LAST, "
+                                        "LAST + 1 < the next FIRST)")};
+    }
+    if (i > 0 && !includes(e.runs_of(parents[i]), runs)) {
+      return Error{node_error(i, names, "has ranks that its parent (node " + std::to_string(parents[i]) +
+                                            ") does not have")};
     }
   }
   return e;
@@ -118,23 +158,38 @@ NodeId CallTree::child(NodeId parent, std::string_view name) {
   return id;
 }
 
-void CallTree::add_ranks(NodeId node, std::span<const Rank> ranks) {
-  auto& mine = nodes_[node].ranks;
+void CallTree::add_runs(NodeId node, std::span<const RankRun> runs) {
+  auto& mine = nodes_[node].runs;
   // The common case once a tree has settled: nothing new, nothing allocated.
-  if (std::includes(mine.begin(), mine.end(), ranks.begin(), ranks.end())) return;
-  std::vector<Rank> merged;
-  merged.reserve(mine.size() + ranks.size());
-  std::set_union(mine.begin(), mine.end(), ranks.begin(), ranks.end(), std::back_inserter(merged));
-  mine = std::move(merged);
+  if (includes(mine, runs)) return;
+  mine = united(mine, runs);
+}
+
+std::vector<Rank> CallTree::ranks(NodeId node) const {
+  std::vector<Rank> out;
+  out.reserve(rank_count(node));
+  for (const RankRun& r : nodes_[node].runs) {
+    for (Rank k = r.first;; ++k) {
+      out.push_back(k);
+      if (k == r.last) break;
+    }
+  }
+  return out;
+}
+
+std::size_t CallTree::rank_count(NodeId node) const {
+  std::size_t n = 0;
+  for (const RankRun& r : nodes_[node].runs) n += std::size_t{r.last} - r.first + 1;
+  return n;
 }
 
 void CallTree::add_path(const std::vector<std::string>& frames_outermost_first, Rank rank) {
-  const Rank one[] = {rank};
+  const RankRun one[] = {{rank, rank}};
   NodeId node = kRoot;
-  add_ranks(node, one);
+  add_runs(node, one);
   for (const auto& frame : frames_outermost_first) {
     node = child(node, frame);
-    add_ranks(node, one);
+    add_runs(node, one);
   }
 }
 
@@ -144,7 +199,7 @@ void CallTree::merge(const CallTree& other) {
   while (!pending.empty()) {
     auto [into, from] = pending.back();
     pending.pop_back();
-    add_ranks(into, other.nodes_[from].ranks);
+    add_runs(into, other.nodes_[from].runs);
     for (NodeId c : other.nodes_[from].children) pending.emplace_back(child(into, other.nodes_[c].name), c);
   }
 }
@@ -157,10 +212,10 @@ Result<void> CallTree::merge(const Packet& packet) {
   // Packet node -> node of this tree; parents come first, so one pass suffices.
   std::vector<NodeId> mapped(n);
   mapped[0] = kRoot;
-  add_ranks(kRoot, e.ranks_of(0));
+  add_runs(kRoot, e.runs_of(0));
   for (std::size_t i = 1; i < n; ++i) {
     mapped[i] = child(mapped[(*e.parents)[i]], (*e.names)[i]);
-    add_ranks(mapped[i], e.ranks_of(i));
+    add_runs(mapped[i], e.runs_of(i));
   }
   return {};
 }
@@ -172,14 +227,14 @@ Result<CallTree> CallTree::from_packet(const Packet& packet) {
 }
 
 Packet CallTree::to_packet(Tag tag) const {
-  std::vector<std::uint32_t> parents, offsets, ranks;
+  std::vector<std::uint32_t> parents, offsets, runs;
   std::vector<std::string> names;
   parents.reserve(nodes_.size());
   names.reserve(nodes_.size());
   offsets.reserve(nodes_.size() + 1);
   std::size_t total = 0;
-  for (const auto& node : nodes_) total += node.ranks.size();
-  ranks.reserve(total);
+  for (const auto& node : nodes_) total += node.runs.size();
+  runs.reserve(2 * total);
   // Pre-order, siblings by name: children are pushed in reverse so the first pops first.
   // Reserved: prefix_tree calls this every wave, and a growing stack allocates
   // several times.
@@ -193,12 +248,15 @@ Packet CallTree::to_packet(Tag tag) const {
     const Node& node = nodes_[id];
     parents.push_back(parent);
     names.push_back(node.name);
-    offsets.push_back(static_cast<std::uint32_t>(ranks.size()));
-    ranks.insert(ranks.end(), node.ranks.begin(), node.ranks.end());
+    offsets.push_back(static_cast<std::uint32_t>(runs.size() / 2));
+    for (const RankRun& r : node.runs) {
+      runs.push_back(r.first);
+      runs.push_back(r.last);
+    }
     for (auto c = node.children.rbegin(); c != node.children.rend(); ++c) pending.emplace_back(*c, index);
   }
-  offsets.push_back(static_cast<std::uint32_t>(ranks.size()));
-  return Packet(tag, {std::move(parents), std::move(names), std::move(offsets), std::move(ranks)});
+  offsets.push_back(static_cast<std::uint32_t>(runs.size() / 2));
+  return Packet(tag, {std::move(parents), std::move(names), std::move(offsets), std::move(runs)});
 }
 
 std::string format_rank_ranges(std::span<const Rank> ranks) {
@@ -210,6 +268,16 @@ std::string format_rank_ranges(std::span<const Rank> ranks) {
     out += std::to_string(ranks[i]);
     if (j > i) out += '-' + std::to_string(ranks[j]);
     i = j + 1;
+  }
+  return out;
+}
+
+std::string format_rank_ranges(std::span<const RankRun> runs) {
+  std::string out;
+  for (const RankRun& r : runs) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(r.first);
+    if (r.last > r.first) out += '-' + std::to_string(r.last);
   }
   return out;
 }
@@ -233,7 +301,7 @@ std::string CallTree::to_dot() const {
     out += "\"];\n";
     if (parent != kNoParent) {
       out += "  n" + std::to_string(parent) + " -> n" + std::to_string(index) + " [label=\"" +
-             std::to_string(node.ranks.size()) + ":[" + format_rank_ranges(node.ranks) + "]\"];\n";
+             std::to_string(rank_count(id)) + ":[" + format_rank_ranges(node.runs) + "]\"];\n";
     }
     for (auto c = node.children.rbegin(); c != node.children.rend(); ++c) pending.emplace_back(*c, index);
   }
@@ -249,7 +317,7 @@ bool CallTree::operator==(const CallTree& other) const {
     pending.pop_back();
     const Node& a = nodes_[mine];
     const Node& b = other.nodes_[theirs];
-    if (a.name != b.name || a.ranks != b.ranks || a.children.size() != b.children.size()) return false;
+    if (a.name != b.name || a.runs != b.runs || a.children.size() != b.children.size()) return false;
     for (std::size_t i = 0; i < a.children.size(); ++i) pending.emplace_back(a.children[i], b.children[i]);
   }
   return true;

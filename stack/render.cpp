@@ -37,13 +37,13 @@ std::string json_text(const std::string& s) { return canopy::to_json(Value{s}); 
 
 void text_tree(const CallTree& tree, NodeId node, int depth, std::string& out) {
   out.append(static_cast<std::size_t>(depth) * 2, ' ');
-  out += tree.name(node) + " [" + format_rank_ranges(tree.ranks(node)) + "]\n";
+  out += tree.name(node) + " [" + format_rank_ranges(tree.rank_runs(node)) + "]\n";
   for (NodeId child : tree.children(node)) text_tree(tree, child, depth + 1, out);
 }
 
 void json_tree(const CallTree& tree, NodeId node, std::string& out) {
-  out += "{\"name\":" + json_text(tree.name(node)) + ",\"ranks\":\"" + format_rank_ranges(tree.ranks(node)) +
-         "\",\"count\":" + std::to_string(tree.ranks(node).size()) + ",\"children\":[";
+  out += "{\"name\":" + json_text(tree.name(node)) + ",\"ranks\":\"" + format_rank_ranges(tree.rank_runs(node)) +
+         "\",\"count\":" + std::to_string(tree.rank_count(node)) + ",\"children\":[";
   bool first = true;
   for (NodeId child : tree.children(node)) {
     if (!first) out += ',';
@@ -81,16 +81,15 @@ std::string to_text(const CallTree& tree) {
   for (NodeId child : tree.children(CallTree::kRoot)) text_tree(tree, child, 0, out);
   const auto classes = equivalence_classes(tree);
   out += "\n" + std::to_string(classes.size()) + (classes.size() == 1 ? " class" : " classes") + " of " +
-         count_of(tree.ranks(CallTree::kRoot).size()) + ":\n";
+         count_of(tree.rank_count(CallTree::kRoot)) + ":\n";
   for (const auto& c : classes)
     out += "  " + count_of(c.ranks.size()) + " [" + format_rank_ranges(c.ranks) + "]: " + describe_path(c.path) + "\n";
   return out;
 }
 
 std::string to_json(const CallTree& tree, const std::string& extra) {
-  const auto all = tree.ranks(CallTree::kRoot);
-  std::string out = "{" + extra + "\"ranks\":\"" + format_rank_ranges(all) + "\",\"count\":" +
-                    std::to_string(all.size()) + ",\"tree\":";
+  std::string out = "{" + extra + "\"ranks\":\"" + format_rank_ranges(tree.rank_runs(CallTree::kRoot)) +
+                    "\",\"count\":" + std::to_string(tree.rank_count(CallTree::kRoot)) + ",\"tree\":";
   json_tree(tree, CallTree::kRoot, out);
   out += ",\"classes\":[";
   bool first = true;

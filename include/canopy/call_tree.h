@@ -26,18 +26,22 @@
 //                and has parent 0xFFFFFFFF (kNoParent); every other node's parent
 //                is an earlier node (parents[i] < i).
 //   2. names    (n x string): the frame of each node; the root's is "".
-//   3. offsets  (n + 1 x uint32): node i's ranks are ranks[offsets[i] .. offsets[i+1]);
-//                offsets[0] = 0, non-decreasing, offsets[n] = the length of ranks.
-//   4. ranks    (uint32): the rank sets, concatenated; each sorted and distinct.
+//   3. offsets  (n + 1 x uint32): node i's rank runs are runs[offsets[i] ..
+//                offsets[i+1]) (counted in runs); offsets[0] = 0, non-decreasing,
+//                offsets[n] = the number of runs.
+//   4. runs     (2 x uint32 per run): each node's rank set as runs of consecutive
+//                ranks, FIRST LAST (inclusive), concatenated; within a node the runs
+//                ascend and neither overlap nor touch (LAST + 1 < next FIRST).
 // to_packet() writes the canonical form: nodes in depth-first pre-order, siblings
 // sorted by name (byte-wise), so two trees with equal content encode identically.
 // from_packet() accepts any node order that keeps parents first and merges
 // siblings that share a name; it rejects everything else above with an error that
 // names the offending node or value.
 //
-// Cost: ranks are stored as sorted arrays, 4 bytes per rank per node; fine for
-// the thousands of ranks of a typical job, heavy for a million ranks on a deep tree
-// (STAT uses bit vectors there).
+// Cost: a rank set costs 8 bytes per run of consecutive ranks, in memory and on the
+// wire: the 1,000 ranks of a frame that every rank passes through are one run, and
+// a tree stays small for large jobs as long as its classes are made of few runs
+// (STAT's bit vectors cost one bit per rank of the job per node instead).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +53,13 @@
 #include "canopy/result.h"
 
 namespace canopy {
+
+// Ranks first..last, inclusive.
+struct RankRun {
+  Rank first = 0;
+  Rank last = 0;
+  bool operator==(const RankRun&) const = default;
+};
 
 class CallTree {
  public:
@@ -83,8 +94,12 @@ class CallTree {
 
   std::size_t node_count() const { return nodes_.size(); }
   const std::string& name(NodeId node) const { return nodes_[node].name; }
-  // Sorted, distinct.
-  std::span<const Rank> ranks(NodeId node) const { return nodes_[node].ranks; }
+  // The node's ranks, sorted and distinct (expanded from its runs).
+  std::vector<Rank> ranks(NodeId node) const;
+  // The same as runs of consecutive ranks: ascending, neither overlapping nor touching.
+  std::span<const RankRun> rank_runs(NodeId node) const { return nodes_[node].runs; }
+  // How many ranks the node has.
+  std::size_t rank_count(NodeId node) const;
   // Sorted by name.
   std::span<const NodeId> children(NodeId node) const { return nodes_[node].children; }
 
@@ -94,19 +109,21 @@ class CallTree {
  private:
   struct Node {
     std::string name;
-    std::vector<Rank> ranks;       // sorted, distinct
+    std::vector<RankRun> runs;     // ascending, apart
     std::vector<NodeId> children;  // sorted by name
   };
 
   // The child of `parent` named `name`, created if absent.
   NodeId child(NodeId parent, std::string_view name);
-  // ranks(node) ∪= ranks (sorted, distinct).
-  void add_ranks(NodeId node, std::span<const Rank> ranks);
+  // ranks(node) ∪= runs (ascending, apart).
+  void add_runs(NodeId node, std::span<const RankRun> runs);
 
   std::vector<Node> nodes_;
 };
 
 // Ranks (sorted, distinct) as ranges: {0,1,2,3,7,9,10} -> "0-3,7,9-10".
 std::string format_rank_ranges(std::span<const Rank> ranks);
+// Runs (ascending, apart) the same way: {{0,3},{7,7},{9,10}} -> "0-3,7,9-10".
+std::string format_rank_ranges(std::span<const RankRun> runs);
 
 }  // namespace canopy

@@ -19,6 +19,7 @@
 using canopy::CallTree;
 using canopy::Packet;
 using canopy::Rank;
+using canopy::RankRun;
 using canopy::filters::Filter;
 using canopy::filters::FilterRegistry;
 using I32s = std::vector<std::int32_t>;
@@ -232,10 +233,11 @@ CallTree tree_of(std::vector<std::pair<Frames, Rank>> paths) {
   return tree;
 }
 
-// A valid encoding to spoil: / -> main -> {a, b}, ranks 0-3 (a: 0, 1; b: 2, 3).
+// A valid encoding to spoil: / -> main -> {a, b}, ranks 0-3 (a: 0, 1; b: 2, 3), one
+// run each.
 Packet good_tree_packet() {
   return Packet(0, {U32s{CallTree::kNoParent, 0, 1, 1}, std::vector<std::string>{"", "main", "a", "b"},
-                    U32s{0, 4, 8, 10, 12}, U32s{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}});
+                    U32s{0, 1, 2, 3, 4}, U32s{0, 3, 0, 3, 0, 1, 2, 3}});
 }
 
 std::string rejection(Packet packet) {
@@ -250,8 +252,7 @@ U32s& u32s(Packet& p, std::size_t i) { return std::get<U32s>(p.values()[i]); }
 TEST(CallTree, AddPathRecordsTheRankOnEveryNodeOfThePath) {
   auto tree = tree_of({{{"main", "solve"}, 3}, {{"main", "io"}, 1}});
   ASSERT_EQ(tree.node_count(), 4u);
-  EXPECT_EQ(std::vector<Rank>(tree.ranks(CallTree::kRoot).begin(), tree.ranks(CallTree::kRoot).end()),
-            (std::vector<Rank>{1, 3}));
+  EXPECT_EQ(tree.ranks(CallTree::kRoot), (std::vector<Rank>{1, 3}));
   auto main = tree.children(CallTree::kRoot)[0];
   EXPECT_EQ(tree.name(main), "main");
   ASSERT_EQ(tree.children(main).size(), 2u);
@@ -322,7 +323,7 @@ TEST(CallTree, PacketRoundTripKeepsTheTree) {
 TEST(CallTree, FromPacketTakesAnyParentFirstOrderAndMergesSiblingsOfOneName) {
   // / -> b (rank 1), / -> a (rank 0), / -> a (rank 2): two "a" nodes, b before a.
   Packet p(0, {U32s{CallTree::kNoParent, 0, 0, 0}, std::vector<std::string>{"", "b", "a", "a"},
-               U32s{0, 3, 4, 5, 6}, U32s{0, 1, 2, 1, 0, 2}});
+               U32s{0, 1, 2, 3, 4}, U32s{0, 2, 1, 1, 0, 0, 2, 2}});
   auto tree = CallTree::from_packet(p);
   ASSERT_TRUE(tree) << tree.error();
   EXPECT_EQ(*tree, tree_of({{{"a"}, 0}, {{"b"}, 1}, {{"a"}, 2}}));
@@ -348,11 +349,20 @@ TEST(CallTree, FromPacketRejectsEachMalformation) {
       {"parent comes later", [](Packet& p) { u32s(p, 0)[1] = 3; }, "node 1 'main' has parent 3"},
       {"parent out of range", [](Packet& p) { u32s(p, 0)[3] = 0xFFFFFFF0u; }, "node 3 'b' has parent"},
       {"first offset not 0", [](Packet& p) { u32s(p, 2)[0] = 1; }, "rank offset 0 is 1"},
-      {"offsets decrease", [](Packet& p) { u32s(p, 2)[2] = 3; }, "decrease at node 1"},
-      {"last offset past the ranks", [](Packet& p) { u32s(p, 2)[4] = 13; }, "last rank offset is 13"},
-      {"ranks unsorted", [](Packet& p) { std::swap(u32s(p, 3)[8], u32s(p, 3)[9]); }, "node 2 'a' has ranks that are not sorted"},
-      {"rank repeated", [](Packet& p) { u32s(p, 3)[9] = 0; }, "not sorted and distinct"},
-      {"rank not in the parent", [](Packet& p) { u32s(p, 3)[11] = 7; }, "node 3 'b' has ranks that its parent"},
+      {"offsets decrease", [](Packet& p) { u32s(p, 2)[2] = 0; }, "decrease at node 1"},
+      {"last offset past the runs", [](Packet& p) { u32s(p, 2)[4] = 13; }, "last rank offset is 13"},
+      {"half a run", [](Packet& p) { u32s(p, 3).pop_back(); }, "7 rank run values, an odd number"},
+      {"run backwards", [](Packet& p) { u32s(p, 3)[4] = 2; }, "node 2 'a' has rank runs that are not ascending"},
+      {"runs overlapping",
+       [](Packet& p) { p = Packet(0, {U32s{CallTree::kNoParent}, std::vector<std::string>{""}, U32s{0, 2}, U32s{0, 2, 2, 3}}); },
+       "node 0 has rank runs that are not ascending and apart"},
+      {"runs touching",
+       [](Packet& p) { p = Packet(0, {U32s{CallTree::kNoParent}, std::vector<std::string>{""}, U32s{0, 2}, U32s{0, 1, 2, 3}}); },
+       "node 0 has rank runs that are not ascending and apart"},
+      {"runs descending",
+       [](Packet& p) { p = Packet(0, {U32s{CallTree::kNoParent}, std::vector<std::string>{""}, U32s{0, 2}, U32s{5, 6, 0, 1}}); },
+       "node 0 has rank runs that are not ascending and apart"},
+      {"rank not in the parent", [](Packet& p) { u32s(p, 3)[7] = 7; }, "node 3 'b' has ranks that its parent"},
   };
   for (const auto& c : cases) {
     Packet p = good_tree_packet();
@@ -367,7 +377,7 @@ TEST(CallTree, AMalformedPacketLeavesTheTreeUnchanged) {
   auto tree = tree_of({{{"main"}, 0}});
   const auto before = tree;
   Packet p = good_tree_packet();
-  u32s(p, 3)[11] = 7;  // the last node is bad; all before it are fine
+  u32s(p, 3)[7] = 7;  // the last node is bad; all before it are fine
   ASSERT_FALSE(tree.merge(p));
   EXPECT_EQ(tree, before);
 }
@@ -387,6 +397,35 @@ TEST(CallTree, RankRangesCompressRunsOfConsecutiveRanks) {
   EXPECT_EQ(canopy::format_rank_ranges(std::vector<Rank>{0, 1, 2, 3, 7, 9, 10}), "0-3,7,9-10");
   EXPECT_EQ(canopy::format_rank_ranges(std::vector<Rank>{}), "");
   EXPECT_EQ(canopy::format_rank_ranges(std::vector<Rank>{5}), "5");
+}
+
+TEST(CallTree, RankSetsAreRunsOfConsecutiveRanks) {
+  CallTree tree;
+  std::vector<Rank> ranks(1000);
+  for (Rank r = 0; r < 1000; ++r) ranks[r] = (r * 389) % 1000;  // every rank once, shuffled
+  for (Rank r : ranks) tree.add_path({"main", r == 500 ? "compute" : "MPI_Barrier"}, r);
+  const auto main = tree.children(CallTree::kRoot)[0];
+  ASSERT_EQ(tree.rank_runs(main).size(), 1u);
+  EXPECT_EQ(tree.rank_runs(main)[0], (RankRun{0, 999}));
+  EXPECT_EQ(tree.rank_count(main), 1000u);
+  const auto barrier = tree.children(main)[0];
+  EXPECT_EQ(tree.name(barrier), "MPI_Barrier");
+  EXPECT_EQ(format_rank_ranges(tree.rank_runs(barrier)), "0-499,501-999");
+  EXPECT_EQ(tree.ranks(barrier).size(), 999u);
+  // On the wire: one run (two values) per node but the split one: 4 nodes, 5 runs.
+  const auto packet = tree.to_packet(0);
+  EXPECT_EQ(std::get<U32s>(packet[3]).size(), 10u);
+  EXPECT_EQ(*CallTree::from_packet(packet), tree);
+}
+
+TEST(CallTree, TheHighestRanksMakeARunToo) {
+  CallTree tree;
+  tree.add_path({"main"}, 0xFFFFFFFFu);
+  tree.add_path({"main"}, 0xFFFFFFFEu);
+  tree.add_path({"main"}, 0xFFFFFFFDu);
+  ASSERT_EQ(tree.rank_runs(CallTree::kRoot).size(), 1u);
+  EXPECT_EQ(tree.ranks(CallTree::kRoot), (std::vector<Rank>{0xFFFFFFFDu, 0xFFFFFFFEu, 0xFFFFFFFFu}));
+  EXPECT_EQ(*CallTree::from_packet(tree.to_packet(0)), tree);
 }
 
 TEST(CallTree, AVeryDeepPathNeedsNoDeepRecursion) {
