@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -102,7 +103,10 @@ std::string permission_message(pid_t pid) {
          "any process of the same user)";
 }
 
-Result<StoppedProcess> StoppedProcess::stop(pid_t pid, Threads which) {
+namespace {
+
+// Why `pid` cannot be stopped before any ptrace call, if it cannot.
+std::optional<Error> refusal(pid_t pid) {
   if (pid <= 0) {
     return Error{"invalid process id " + pid_text(pid) + ": give the PID of a running process",
                  ErrorKind::invalid_input};
@@ -117,54 +121,132 @@ Result<StoppedProcess> StoppedProcess::stop(pid_t pid, Threads which) {
     return Error{pid_text(pid) + " is a thread of process " + tgid + ": give the process id (" + tgid + ")",
                  ErrorKind::invalid_input};
   }
-
   // A zombie has no memory or threads left to read, and ptrace refuses it with EPERM,
   // which would read as a permission problem.
   if (status_field(pid, "State").rfind("Z", 0) == 0) {
     return Error{"process " + pid_text(pid) + " (" + process_name(pid) +
                  ") has exited (a zombie not yet reaped by its parent)"};
   }
+  return std::nullopt;
+}
 
-  StoppedProcess stopped(pid);
-  std::set<pid_t> seen;
-  // Re-read the task list until it holds no thread we have not stopped: a thread can
-  // create another between our listing and its stop, but not after it.
-  bool found_new = true;
-  while (found_new) {
-    found_new = false;
-    const std::vector<pid_t> tids = which == Threads::all ? list_threads(pid) : std::vector<pid_t>{pid};
-    for (pid_t tid : tids) {
-      if (!seen.insert(tid).second) continue;
-      found_new = true;
-      if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-        if (errno == ESRCH) continue;  // the thread exited after the listing
-        int error = errno;
-        stopped.resume();
-        if (error == EPERM) return Error{permission_message(pid), ErrorKind::invalid_input};
-        return Error{"cannot trace thread " + pid_text(tid) + " of process " + pid_text(pid) + ": " +
-                     std::strerror(error)};
-      }
-      // Registered before the interrupt so that every later path detaches it.
-      stopped.threads_.push_back({tid, 0});
-      if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-        // ESRCH: killed between seize and interrupt; its exit is collected below.
-      }
+}  // namespace
+
+// Seizes and interrupts each thread of `tids` not in `seen` (adding it there), and
+// lists in `pending` those whose stop is still to be collected. On an error every
+// thread is released.
+Result<void> StoppedProcess::interrupt(const std::vector<pid_t>& tids, std::set<pid_t>& seen,
+                                       std::vector<pid_t>& pending) {
+  for (pid_t tid : tids) {
+    if (!seen.insert(tid).second) continue;
+    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+      if (errno == ESRCH) continue;  // the thread exited after the listing
+      int error = errno;
+      resume();
+      if (error == EPERM) return Error{permission_message(pid_), ErrorKind::invalid_input};
+      return Error{"cannot trace thread " + pid_text(tid) + " of process " + pid_text(pid_) + ": " +
+                   std::strerror(error)};
+    }
+    // Registered before the interrupt so that every later path detaches it.
+    threads_.push_back({tid, 0});
+    // ESRCH: killed between seize and interrupt; its exit is collected below.
+    (void)ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+    pending.push_back(tid);
+  }
+  return {};
+}
+
+// Waits for the stop of each thread of `pending`, polling them all: a thread-group
+// leader whose process was killed meanwhile cannot be waited for before its other
+// traced threads, so no single wait may block. Like a blocking wait, this waits for
+// as long as a thread takes to stop (one in uninterruptible sleep delays it).
+void StoppedProcess::collect(std::vector<pid_t> pending) {
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    std::erase_if(pending, [this](pid_t tid) {
       int status = 0;
-      if (wait_thread(tid, &status, 0) != tid || !WIFSTOPPED(status)) {
+      const pid_t got = wait_thread(tid, &status, WNOHANG);
+      if (got == 0) return false;  // not stopped yet
+      auto thread = std::find_if(threads_.begin(), threads_.end(), [tid](const Thread& t) { return t.tid == tid; });
+      if (got != tid || !WIFSTOPPED(status)) {
         // Exited (or already reaped): no longer ours to detach.
-        stopped.threads_.pop_back();
-        continue;
+        threads_.erase(thread);
+        return true;
       }
       // A stop that is not ours (status >> 16 == 0) is a signal-delivery-stop: the
       // signal must reach the process when we let it go. PTRACE_EVENT_STOP is our
       // interrupt or a group-stop, which carries nothing to give back.
-      if ((status >> 16) == 0) stopped.threads_.back().pending_signal = WSTOPSIG(status);
+      if ((status >> 16) == 0) thread->pending_signal = WSTOPSIG(status);
+      return true;
+    });
+    if (pending.empty()) return;
+    // A process killed meanwhile: a thread already collected as stopped exits too,
+    // and until we, its tracer, reap it, the leader's exit cannot be collected.
+    std::erase_if(threads_, [&pending](const Thread& t) {
+      if (std::find(pending.begin(), pending.end(), t.tid) != pending.end()) return false;
+      int status = 0;
+      return wait_thread(t.tid, &status, WNOHANG) == t.tid && (WIFEXITED(status) || WIFSIGNALED(status));
+    });
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+std::vector<Result<StoppedProcess>> StoppedProcess::stop_all(const std::vector<pid_t>& pids, Threads which) {
+  // Every thread is interrupted before any stop is waited for: the waits overlap, so
+  // stopping N processes on a busy machine takes about one scheduling delay, not N.
+  struct Progress {
+    std::optional<StoppedProcess> process;
+    std::optional<Error> error;
+    std::set<pid_t> seen;
+    std::vector<pid_t> pending;
+  };
+  std::vector<Progress> all(pids.size());
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (auto refused = refusal(pids[i])) {
+      all[i].error = std::move(*refused);
+      continue;
+    }
+    all[i].process.emplace(StoppedProcess(pids[i]));
+    const auto tids = which == Threads::all ? list_threads(pids[i]) : std::vector<pid_t>{pids[i]};
+    if (auto ok = all[i].process->interrupt(tids, all[i].seen, all[i].pending); !ok) {
+      all[i].error = Error{ok.error(), ok.error_kind()};
+      all[i].process.reset();
     }
   }
-  if (stopped.threads_.empty()) {
-    return Error{"process " + pid_text(pid) + " exited while it was being stopped"};
+  std::vector<Result<StoppedProcess>> out;
+  out.reserve(pids.size());
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    Progress& p = all[i];
+    if (p.process) {
+      p.process->collect(p.pending);
+      // Threads::all: list the tasks again until none is new (a thread can create
+      // another between our listing and its stop, but not after it).
+      while (which == Threads::all && !p.error) {
+        p.pending.clear();
+        if (auto ok = p.process->interrupt(list_threads(pids[i]), p.seen, p.pending); !ok) {
+          p.error = Error{ok.error(), ok.error_kind()};
+        } else if (p.pending.empty()) {
+          break;
+        } else {
+          p.process->collect(p.pending);
+        }
+      }
+      if (!p.error && p.process->threads_.empty())
+        p.error = Error{"process " + pid_text(pids[i]) + " exited while it was being stopped"};
+    }
+    if (p.error) {
+      if (p.process) p.process->resume();
+      out.emplace_back(std::move(*p.error));
+    } else {
+      out.emplace_back(std::move(*p.process));
+    }
   }
-  return stopped;
+  return out;
+}
+
+Result<StoppedProcess> StoppedProcess::stop(pid_t pid, Threads which) {
+  return std::move(stop_all({pid}, which).front());
 }
 
 StoppedProcess::StoppedProcess(StoppedProcess&& other) noexcept

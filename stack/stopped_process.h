@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class StoppedProcess {
   // failed when the process exits while it is being stopped. Nothing stays traced
   // after an error.
   static Result<StoppedProcess> stop(pid_t pid, Threads which = Threads::all);
+  // stop() for many processes at once, one result per pid in order: every thread is
+  // interrupted before any stop is waited for, so that the processes stop together
+  // (on a busy machine each stop waits for its thread to be scheduled; here the waits
+  // overlap).
+  static std::vector<Result<StoppedProcess>> stop_all(const std::vector<pid_t>& pids, Threads which = Threads::all);
 
   StoppedProcess(StoppedProcess&& other) noexcept;
   StoppedProcess& operator=(StoppedProcess&& other) noexcept;
@@ -61,6 +67,8 @@ class StoppedProcess {
     int pending_signal;  // a signal-delivery-stop's signal, to give back on detach; 0 if none
   };
   explicit StoppedProcess(pid_t pid) : pid_(pid) {}
+  Result<void> interrupt(const std::vector<pid_t>& tids, std::set<pid_t>& seen, std::vector<pid_t>& pending);
+  void collect(std::vector<pid_t> pending);
 
   pid_t pid_ = -1;
   std::vector<Thread> threads_;

@@ -75,6 +75,17 @@ struct RawStack {
   std::string truncated;
 };
 
+// Whether a frame of `stacks` lies outside every module `dwfl` knows (one mapped
+// since the modules were listed).
+bool has_unknown_frame(Dwfl* dwfl, const std::vector<RawStack>& stacks) {
+  for (const RawStack& stack : stacks) {
+    for (Dwarf_Addr pc : stack.pcs) {
+      if (dwfl_addrmodule(dwfl, pc) == nullptr) return true;
+    }
+  }
+  return false;
+}
+
 struct FrameCollector {
   RawStack* stack;
   std::size_t max_frames;
@@ -163,36 +174,41 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
   }
   // Stop them all before walking any, so that the stacks are one snapshot.
   const auto stop_began = std::chrono::steady_clock::now();
+  std::vector<pid_t> to_stop;
+  std::vector<std::size_t> index_of;
   for (std::size_t i = 0; i < pids.size(); ++i) {
     if (sessions[i] == nullptr || first_index.at(pids[i]) != i) continue;
-    auto process = StoppedProcess::stop(
-        pids[i], options_.all_threads ? StoppedProcess::Threads::all : StoppedProcess::Threads::main);
-    if (process) {
-      stopped[i].emplace(std::move(*process));
+    to_stop.push_back(pids[i]);
+    index_of.push_back(i);
+  }
+  auto stops = StoppedProcess::stop_all(
+      to_stop, options_.all_threads ? StoppedProcess::Threads::all : StoppedProcess::Threads::main);
+  for (std::size_t k = 0; k < stops.size(); ++k) {
+    const std::size_t i = index_of[k];
+    if (stops[k]) {
+      stopped[i].emplace(std::move(*stops[k]));
     } else {
-      errors[i] = Error{process.error(), process.error_kind()};
+      errors[i] = Error{stops[k].error(), stops[k].error_kind()};
       sessions[i] = nullptr;
     }
   }
 
   std::vector<std::vector<RawStack>> raw(pids.size());
-  for (std::size_t i = 0; i < pids.size(); ++i) {
-    if (!stopped[i]) continue;
-    Session* session = sessions[i];
+  // Unwinds every stopped thread of process i into raw[i]. A thread whose first frame
+  // cannot be read (its registers: the process was killed) makes errors[i] and drops
+  // the process's Dwfl: libdwfl (0.188) then skips its per-thread cleanup and would
+  // abort on the next thread of this Dwfl (an assertion in pid_set_initial_registers).
+  auto walk_threads = [&](std::size_t i) {
     for (pid_t tid : stopped[i]->threads()) {
       RawStack stack;
       stack.tid = tid;
       FrameCollector collector{&stack, options_.max_frames};
-      int rc = dwfl_getthread_frames(session->dwfl.get(), tid, collect_frame, &collector);
+      int rc = dwfl_getthread_frames(sessions[i]->dwfl.get(), tid, collect_frame, &collector);
       if (rc == -1 && stack.truncated.empty()) stack.truncated = dwfl_error_text();
       if (!stack.pcs.empty()) {
         raw[i].push_back(std::move(stack));
         continue;
       }
-      // Not even the first frame: the thread's registers could not be read, which for
-      // a thread we hold stopped means the process was killed. libdwfl (0.188) then
-      // skips its per-thread cleanup and would abort on the next thread of this Dwfl
-      // (an assertion in pid_set_initial_registers), so the Dwfl is dropped.
       bool gone = kill(pids[i], 0) != 0 && errno == ESRCH;
       errors[i] = Error{gone || status_state(pids[i]) == 'Z'
                             ? "process " + std::to_string(pids[i]) + " exited while it was being sampled"
@@ -201,7 +217,24 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
       sessions_.erase(pids[i]);
       sessions[i] = nullptr;
       raw[i].clear();
-      break;
+      return;
+    }
+  };
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (!stopped[i]) continue;
+    // A module mapped after the listing above (a rank still loading its MPI
+    // components, a dlopen) leaves frames outside every known module: list the
+    // modules again, now that the process is stopped, and walk it once more.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      walk_threads(i);
+      if (errors[i] || attempt == 1 || !has_unknown_frame(sessions[i]->dwfl.get(), raw[i])) break;
+      raw[i].clear();
+      if (auto ok = rereport_process(sessions[i]->dwfl.get(), pids[i]); !ok) {
+        errors[i] = Error{ok.error(), ok.error_kind()};
+        sessions_.erase(pids[i]);
+        sessions[i] = nullptr;
+        break;
+      }
     }
   }
   // Let them all go before the name lookups, which read only the modules' files.

@@ -12,8 +12,9 @@
 //
 // The Walker keeps one Dwfl per process across samples, so that each module's symbol
 // table, CFI and line tables are read once; the modules are re-listed at each sample,
-// before the stop (a dlopen between samples is seen; one between the listing and the
-// stop leaves its frames unnamed, `0x... ??`). A process is never left traced between samples
+// before the stop (a dlopen between samples is seen); a process with a frame outside
+// every listed module (a module mapped between the listing and the stop) has its
+// modules listed again while it is stopped, and is walked once more. A process is never left traced between samples
 // or after the Walker is gone.
 //
 // Stopped processes: a process the user stopped (State T) is sampled like any other
