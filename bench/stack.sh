@@ -43,7 +43,9 @@ for tool in mpicc mpirun eu-stack gnuplot; do
   command -v "$tool" >/dev/null || { echo "bench/stack.sh: $tool is not installed (scripts/setup.sh)" >&2; exit 1; }
 done
 [ -x "$canopy" ] || { echo "bench/stack.sh: no $canopy: build first (scripts/build.sh)" >&2; exit 1; }
-mkdir -p "$out"
+mkdir -p "$out/logs"
+# Every Canopy process logs there (a daemon lost mid-run says why in its log).
+export CANOPY_LOG_DIR="$out/logs"
 mpicc -g -O2 -o "$out/mpi_hang" examples/mpi_hang/hang.c
 
 job=""

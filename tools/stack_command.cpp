@@ -264,6 +264,11 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "How long (ms) the daemons may take to start")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600000));
+  cmd->add_option("--lost", opt.lost_ms,
+                  "A daemon silent this long (ms) is declared lost (a killed one is at once). Long by default: "
+                  "on a host with more busy ranks than cores, wake-ups of other processes lag by seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(1000, 3600000));
   cmd->add_option("--timeout", opt.timeout_ms, "How long (ms) walking and merging may take")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600000));
@@ -310,6 +315,11 @@ int run_stack(const StackOptions& opt) {
                        .launcher = opt.launcher,
                        .startup_timeout = milliseconds(opt.startup_timeout_ms)};
   launch.commnode_exe = sibling_program("canopy-commnode");
+  // Ranks spinning in MPI calls on an oversubscribed host delay every other process's
+  // wake-ups, by 2.3 s measured here with 128 ranks on 2 cores: the tree's own
+  // heartbeats must not take that for a hang (docs/stack.md).
+  launch.fault_tolerance.lost = milliseconds(opt.lost_ms);
+  launch.fault_tolerance.suspect = milliseconds(opt.lost_ms / 2);
   auto network = Network::launch(std::move(launch));
   if (!network) return fail("cannot start the tool daemons: " + network.error());
   auto& net = **network;

@@ -28,6 +28,7 @@ struct StackOptions {
   std::string launcher = "ssh {host} {command}";
   std::vector<std::string> addresses;  // HOST=ADDRESS
   int startup_timeout_ms = 10000;
+  int lost_ms = 60000;             // a silent daemon is lost after this long
   int timeout_ms = 60000;          // for the merged tree
   bool timings = false;
 };

@@ -246,4 +246,38 @@ TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
   expect_running_untraced(ranks);
 }
 
+// A daemon that cannot run for seconds (here SIGSTOPped for 7 s, past the tree's
+// default `lost` of 5 s; ranks spinning on an oversubscribed host delay wake-ups by
+// seconds) is waited for, not declared lost: canopy stack's tree is patient.
+TEST_F(StackCli, ADaemonHeldUpForSecondsIsWaitedFor) {
+  const pid_t mpirun = spawn(hang_job(4));
+  ASSERT_EQ(exit_code(stack_of(mpirun, {})), 0);
+  const std::string out_file = "/tmp/canopy-stack-pause-" + std::to_string(getpid());
+  const pid_t tool = spawn({kCanopy, "stack", "--mpirun", std::to_string(mpirun), "--samples", "20", "--interval",
+                            "100", "--timeout", "60000"},
+                           out_file);
+  pid_t daemon = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (daemon < 0 && std::chrono::steady_clock::now() < deadline) {
+    for (pid_t pid : ProcessGuard::descendants()) {
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "canopy-stackd") daemon = pid;
+    }
+  }
+  ASSERT_GT(daemon, 0) << "no canopy-stackd started";
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(kill(daemon, SIGSTOP), 0);
+  std::this_thread::sleep_for(7s);
+  ASSERT_EQ(kill(daemon, SIGCONT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(tool, &status, 0), tool);
+  std::ifstream in(out_file);
+  const std::string out((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(out_file);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out;
+  expect_running_untraced(ranks_of_job());
+}
+
 }  // namespace
