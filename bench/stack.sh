@@ -18,7 +18,8 @@
 #
 # Settings (environment): CANOPY_BUILD_DIR (default build/), STACK_BENCH_RANKS
 # (8,32,64,128), STACK_BENCH_ROUNDS (5), STACK_BENCH_GDB (1: run the gdb loop once per
-# size; 0: not). Needs Open MPI (mpicc, mpirun), elfutils (eu-stack), gdb and gnuplot;
+# size; 0: not), STACK_BENCH_PLOT_ONLY=1 (the summary and figure again from
+# OUTPUT_DIR/stack.csv, without running). Needs Open MPI (mpicc, mpirun), elfutils (eu-stack), gdb and gnuplot;
 # scripts/setup.sh installs all but gdb, which is used if present. Each job runs in a
 # session of its own, killed on the way out whatever happens.
 set -euo pipefail
@@ -43,10 +44,16 @@ for tool in mpicc mpirun eu-stack gnuplot; do
   command -v "$tool" >/dev/null || { echo "bench/stack.sh: $tool is not installed (scripts/setup.sh)" >&2; exit 1; }
 done
 [ -x "$canopy" ] || { echo "bench/stack.sh: no $canopy: build first (scripts/build.sh)" >&2; exit 1; }
+plot_only=${STACK_BENCH_PLOT_ONLY:-0}
+if [ "$plot_only" = 1 ]; then
+  [ -f "$out/stack.csv" ] || { echo "bench/stack.sh: no $out/stack.csv to plot" >&2; exit 1; }
+  sizes=$(awk -F, 'NR > 1 { print $1 }' "$out/stack.csv" | sort -n -u | paste -sd, -)
+  rounds=$(awk -F, 'NR > 1 && $2 == "canopy" { print $3 }' "$out/stack.csv" | sort -n | tail -1)
+fi
 mkdir -p "$out/logs"
 # Every Canopy process logs there (a daemon lost mid-run says why in its log).
 export CANOPY_LOG_DIR="$out/logs"
-mpicc -g -O2 -o "$out/mpi_hang" examples/mpi_hang/hang.c
+[ "$plot_only" = 1 ] || mpicc -g -O2 -o "$out/mpi_hang" examples/mpi_hang/hang.c
 
 job=""
 stop_job() {
@@ -63,9 +70,10 @@ trap 'exit 130' INT TERM
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 fail() { echo "bench/stack.sh: $*" >&2; exit 1; }
 
-echo "ranks,tool,round,proctable_ms,launch_ms,walk_merge_ms,total_ms,wall_ms" > "$out/stack.csv"
-cut -d' ' -f1-3 /proc/loadavg > "$out/loadavg"
+[ "$plot_only" = 1 ] || echo "ranks,tool,round,proctable_ms,launch_ms,walk_merge_ms,total_ms,wall_ms" > "$out/stack.csv"
+[ "$plot_only" = 1 ] || cut -d' ' -f1-3 /proc/loadavg > "$out/loadavg"
 for n in ${sizes//,/ }; do
+  [ "$plot_only" = 1 ] && break
   echo "stack: $n ranks ..." >&2
   setsid mpirun --allow-run-as-root --oversubscribe -np "$n" "$out/mpi_hang" 900 > "$out/job-$n.log" 2>&1 &
   job=$!
@@ -120,6 +128,7 @@ for n in ${sizes//,/ }; do
 done
 
 # Medians and ratios.
+rm -f "$out/medians.dat"
 {
   echo "load average before: $(cat "$out/loadavg"); $rounds round(s) per size, canopy and eu-stack in turn"
   echo "ranks | canopy total (proctable + launch + walk/merge) | canopy wall | eu-stack loop | gdb loop | eu-stack / canopy | gdb / canopy"
@@ -136,18 +145,21 @@ done
 gnuplot <<PLOT
 set terminal pngcairo size 1400,560 font "sans,11"
 set output "$out/stack.png"
+set termoption noenhanced
 set multiplot layout 1,2 title "canopy stack on mpi_hang jobs (this 2-core machine, medians of $rounds rounds; gdb once)"
 set title "time to the merged tree against the naive loop"
 set logscale xy
 set xlabel "MPI ranks"
 set ylabel "milliseconds"
 set grid
-set key top left
+set key bottom right
+set xrange [6:170]
 set xtics ($(echo "$sizes" | sed 's/\([0-9]*\)/"\1" \1/g'))
 plot "$out/medians.dat" using 1:2 with linespoints lw 2 pt 7 title "canopy stack", \
      "$out/medians.dat" using 1:6 with linespoints lw 2 pt 5 title "eu-stack -p on each rank in turn", \
      "$out/medians.dat" using 1:7 with linespoints lw 2 pt 9 title "gdb -batch -p ... -ex bt on each rank in turn"
 unset logscale
+set autoscale x
 set title "canopy stack: where the time goes"
 set style data histograms
 set style histogram rowstacked
