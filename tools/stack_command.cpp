@@ -1,6 +1,7 @@
 #include "stack_command.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +86,25 @@ Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds ti
                    table.error_kind()};
     std::this_thread::sleep_for(milliseconds(50));
   }
+}
+
+// The launch form's job, when its ranks did not come up: ended (SIGTERM to its
+// launcher, which ends its ranks; SIGKILL to its process group after 5 s), so that
+// canopy stack leaves nothing of what it started. Says so, for the error message.
+std::string end_job(pid_t job) {
+  int status = 0;
+  if (waitpid(job, &status, WNOHANG) == job) return "";  // it ended by itself
+  ::kill(job, SIGTERM);
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (waitpid(job, &status, WNOHANG) == 0) {
+    if (Clock::now() >= deadline) {
+      ::kill(-job, SIGKILL);
+      waitpid(job, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return "; the job it started (mpirun pid " + std::to_string(job) + ") was ended";
 }
 
 // Where the daemons go: one per host of the job, in the order the hosts first appear
@@ -299,11 +319,12 @@ int run_stack(const StackOptions& opt) {
     if (!job) return fail(job.error());
     launcher = *job;
     table = job_proctable(launcher, milliseconds(opt.proctable_timeout_ms));
-    if (table) std::cerr << "canopy stack: started the job: mpirun pid " << launcher << "; it goes on after this\n";
-    if (table && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
+    if (!table) return fail(table.error() + end_job(launcher));
+    std::cerr << "canopy stack: started the job: mpirun pid " << launcher << "; it goes on after this\n";
   }
   if (!table) return fail(table.error());
   const double proctable_ms = ms_since(start);
+  if (!opt.mpirun && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
 
   // 2. One daemon per host, in a tree.
   const auto placement = place(*table);

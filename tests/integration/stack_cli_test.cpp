@@ -215,6 +215,20 @@ TEST_F(StackCli, BadInputGetsAClearMessage) {
   EXPECT_NE(address.err.find("--address nohost: expected HOST=ADDRESS"), std::string::npos) << address.err;
 }
 
+// The launch form of a job whose ranks never call MPI_Init (not an MPI program): the
+// table stays empty, canopy stack says so when --proctable-timeout passes, and ends
+// the job it started: nothing is left.
+TEST_F(StackCli, TheLaunchFormEndsAJobWhoseRanksNeverComeUp) {
+  const std::string cmd = kMpiexec + " --allow-run-as-root --oversubscribe -np 2 sleep 60";
+  auto out = run_canopy({"stack", "--mpirun-cmd", cmd, "--proctable-timeout", "1500"});
+  EXPECT_EQ(exit_code(out), 1);
+  EXPECT_NE(out.err.find("the job's ranks were not up within 1500 ms (--proctable-timeout)"), std::string::npos)
+      << out.err;
+  EXPECT_NE(out.err.find("MPI_Init"), std::string::npos) << out.err;
+  EXPECT_NE(out.err.find(") was ended"), std::string::npos) << out.err;
+  EXPECT_TRUE(ProcessGuard::wait_for_none(5s).empty()) << "the job outlived canopy stack";
+}
+
 // A daemon SIGKILLed while it holds a rank under ptrace: the kernel detaches the
 // rank, which runs on; canopy stack says which daemon was lost, at once.
 TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
