@@ -2,10 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <mutex>
 
+#include "backend-lib/attach_file.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
@@ -113,44 +112,17 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
 }
 
 Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file, Rank rank, Handler handler) {
-  std::ifstream in(attach_file);
-  if (!in) return Error{"cannot read attach file " + attach_file + ": " + std::strerror(errno), ErrorKind::invalid_input};
-  std::string line;
-  std::size_t number = 0;
-  std::optional<std::uint64_t> network;
-  auto bad = [&](const std::string& why) {
-    return Error{attach_file + ":" + std::to_string(number) + ": " + why, ErrorKind::invalid_input};
-  };
-  while (std::getline(in, line)) {
-    ++number;
-    std::istringstream words(line);
-    std::string key;
-    if (!(words >> key) || key[0] == '#') continue;
-    if (key == "canopy-attach") {
-      int version = 0;
-      if (!(words >> version) || version != 1) return bad("unsupported attach file version (this library reads 1)");
-    } else if (key == "network") {
-      std::string hex;
-      words >> hex;
-      char* end = nullptr;
-      network = std::strtoull(hex.c_str(), &end, 16);
-      if (hex.empty() || *end) return bad("network id '" + hex + "' is not hexadecimal");
-    } else if (key == "backend") {
-      std::uint64_t r = 0, parent = 0, port = 0;
-      std::string address;
-      if (!(words >> r >> parent >> address >> port) || port == 0 || port > 65535) {
-        return bad("expected 'backend RANK PARENT-RANK ADDRESS PORT'");
-      }
-      if (r != rank) continue;
-      if (!network) return bad("no 'network' line before the back-ends");
-      return start(rank, *network, address + ":" + std::to_string(port), nullptr, std::move(handler));
-    } else {
-      return bad("unknown key '" + key + "'");
-    }
+  // The whole file is checked before anything starts: a damaged file is refused by
+  // every back-end alike, wherever the damage is.
+  auto file = attach::read_attach_file(attach_file);
+  if (!file) return Error{file.error(), file.error_kind()};
+  const attach::BackendEntry* me = file->find(rank);
+  if (!me) {
+    return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file + " (it lists " +
+                     std::to_string(file->backends.size()) + " back-ends)",
+                 ErrorKind::invalid_input};
   }
-  if (number == 0) return Error{"attach file " + attach_file + " is empty", ErrorKind::invalid_input};
-  return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file,
-               ErrorKind::invalid_input};
+  return start(rank, file->network_id, me->address + ":" + std::to_string(me->port), nullptr, std::move(handler));
 }
 
 Rank Backend::rank() const { return impl_->runtime->node.identity().rank; }

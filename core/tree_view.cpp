@@ -79,6 +79,9 @@ bool TreeView::apply_failure(Rank rank) {
   auto it = index_.find(rank);
   if (it == index_.end() || !it->second.alive || rank == root_) return false;
   it->second.alive = false;
+  // Its children as they stood: each orphan's place among them spreads the orphans
+  // over the adopters, and must not shift as adoptions take them away one by one.
+  it->second.orphans = it->second.children;
   // Its parent lets go of it; its own children stay attached until adopted.
   if (it->second.parent != kNone) std::erase(entry(it->second.parent).children, rank);
   return true;
@@ -108,15 +111,31 @@ bool TreeView::adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_heigh
          !in_subtree(candidate, orphan);
 }
 
+std::size_t TreeView::spread_slot(Rank orphan) const {
+  const Entry& o = entry(orphan);
+  if (o.parent == kNone) return orphan;
+  const Entry& p = entry(o.parent);
+  const std::vector<Rank>& siblings = p.alive ? p.children : p.orphans;
+  std::size_t slot = 0;
+  for (Rank s : siblings) {
+    if (s == orphan) return slot;
+    // Only siblings of the orphan's height share its candidates.
+    if (entry(s).height == o.height) ++slot;
+  }
+  return orphan;  // not among them (a view built from odd reports): any spread will do
+}
+
 std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) const {
   std::vector<Rank> out;
   if (!contains(orphan) || limit == 0) return out;
   const std::uint32_t min_height = entry(orphan).height + 1;
   const Rank failed = entry(orphan).parent;
+  const std::size_t slot = spread_slot(orphan);
   auto listed = [&](Rank r) { return std::find(out.begin(), out.end(), r) != out.end(); };
 
-  // 1. The failed parent's live siblings, then the ancestor itself: close to where
-  //    the orphan was, so paths to the root stay short and the shape balanced.
+  // 1. The live children of the nearest live ancestor (the failed parent's siblings
+  //    when only the parent failed), then the ancestor itself: close to where the
+  //    orphan was, so paths to the root stay short and the shape balanced.
   const Rank ancestor = live_ancestor(orphan);
   if (ancestor != kNone) {
     std::vector<Rank> local;
@@ -130,17 +149,17 @@ std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) c
       return a < b;
     });
     for (std::size_t i = 0; i < local.size() && out.size() < limit; ++i) {
-      out.push_back(local[(orphan + i) % local.size()]);
+      out.push_back(local[(slot + i) % local.size()]);
     }
     if (out.size() < limit && adoptable_by(ancestor, orphan, min_height)) out.push_back(ancestor);
   }
 
-  // 2. Everyone else who qualifies, by weight, round-robin by the orphan's rank.
+  // 2. Everyone else who qualifies, by weight, round-robin from the orphan's slot.
   auto first = std::partition_point(by_weight_.begin(), by_weight_.end(),
                                     [&](Rank r) { return entry(r).height < min_height; });
   const std::size_t count = static_cast<std::size_t>(by_weight_.end() - first);
   for (std::size_t i = 0; i < count && out.size() < limit; ++i) {
-    Rank r = first[(orphan + i) % count];
+    Rank r = first[(slot + i) % count];
     if (r != failed && !listed(r) && adoptable_by(r, orphan, min_height)) out.push_back(r);
   }
   return out;

@@ -60,11 +60,14 @@ class TreeView {
   // Up to `limit` potential adopters for `orphan`, whose parent has failed, in the
   // order to try them. Every one is a live commnode or the front-end, outside the
   // orphan's subtree, whose launch height exceeds the orphan's, so the tree never
-  // gets deeper. First the live children of the orphan's nearest live ancestor (the
-  // failed parent's siblings), then that ancestor, then every other candidate by
-  // weight (subtree height, then fan-out at launch, then rank). Within the siblings
-  // and within the rest, orphans start at an offset given by their own rank
-  // (round-robin), so the orphans of one failure spread evenly over the adopters.
+  // gets deeper. First the live children of the orphan's nearest live ancestor
+  // (other than the failed parent: its siblings, when only the parent failed), by
+  // weight (subtree height, then fan-out at launch, then rank); then that ancestor;
+  // then every other candidate by weight. Within the first group and within the
+  // rest, the orphan starts at its slot, its place among the failed parent's
+  // children of its height as they stood at the failure (round-robin): each orphan
+  // computes it alone, and the orphans of one failed parent get consecutive slots,
+  // so their first choices differ in count by at most one, whatever their ranks.
   // Cost: O(fan-out + limit) subtree checks, independent of the tree's size.
   std::vector<Rank> potential_adopters(Rank orphan, std::size_t limit = 16) const;
 
@@ -77,10 +80,15 @@ class TreeView {
     std::uint32_t launch_fanout = 0;
     Role role = Role::backend;
     bool alive = true;
+    // Set when it fails: its children at that moment, in order (see spread_slot).
+    std::vector<Rank> orphans;
   };
   const Entry& entry(Rank rank) const { return index_.at(rank); }
   Entry& entry(Rank rank) { return index_.at(rank); }
   bool adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const;
+  // The orphan's place among its (failed) parent's children of its own height, as
+  // they stood when the parent failed; its rank if it is not among them.
+  std::size_t spread_slot(Rank orphan) const;
 
   std::unordered_map<Rank, Entry> index_;
   Rank root_ = kNone;

@@ -2,6 +2,7 @@
 //   canopy run      launch a tree, run a workload, print aggregated results
 //   canopy topgen   write a generated topology (YAML or MRNet's format)
 //   canopy stack    merged stack traces of an MPI job (stack_command.h)
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -145,6 +146,14 @@ std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, const 
   return events;
 }
 
+// Sleeps until a packet or an event is ready, or `timeout` has passed. Waiting on
+// both, not on packets alone, lets the run print a failure when it is heard, even
+// when no packet follows it (a loss between two slow waves, or after the last).
+void wait_for_packet_or_event(const canopy::Network& net, std::chrono::milliseconds timeout) {
+  pollfd fds[2] = {{net.event_fd(), POLLIN, 0}, {net.events_fd(), POLLIN, 0}};
+  poll(fds, 2, static_cast<int>(timeout.count()));  // EINTR (a signal) just ends the wait early
+}
+
 // The union workload (docs/demo.md): random integers through incremental_union,
 // healed through failures. The run waits for the end marker of every back-end that
 // has not left the membership view; a back-end that fails leaves the view (a view
@@ -217,8 +226,12 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
       return fail("back-ends " + rank_list(unfinished()) + " did not finish within " +
                   std::to_string(limit.count() / 1000) + " s (and did not leave the membership view)", 1);
     }
-    auto in = net.receive(std::chrono::milliseconds(100));
-    if (!in) return fail(in.error(), 1);
+    wait_for_packet_or_event(net, std::chrono::milliseconds(100));
+    auto in = net.receive(std::chrono::milliseconds(0));
+    if (!in) {
+      handle_events();  // what went wrong, as the front-end heard it
+      return fail(in.error(), 1);
+    }
     if (*in) {
       ++packets;
       for (const auto& v : (*in)->packet.values()) {
@@ -447,9 +460,22 @@ int run(const RunOptions& opt) {
   };
   // A wave is late when no result came for this long: the workload is stuck.
   const auto quiet_limit = std::chrono::milliseconds(std::max(10000, opt.interval_ms * 4 + 5000));
+  auto handle_events = [&] {
+    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
+      if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
+    }
+  };
   while (received < opt.waves) {
-    if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
-    auto in = net.receive(std::chrono::milliseconds(200));
+    if (g_signal) {
+      handle_events();
+      return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
+    }
+    wait_for_packet_or_event(net, std::chrono::milliseconds(200));
+    auto in = net.receive(std::chrono::milliseconds(0));
+    // Events are printed whether or not a packet came, and those that came before
+    // the packet are printed before it; a view event must also be known before the
+    // packet of that view is checked.
+    handle_events();
     if (!in) return fail(in.error());
     if (!*in) {
       if (Clock::now() - run_start > quiet_limit + std::chrono::milliseconds(opt.interval_ms) * received) {
@@ -457,9 +483,6 @@ int run(const RunOptions& opt) {
                     std::to_string(quiet_limit.count()) + " ms");
       }
       continue;
-    }
-    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
-      if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
     }
     const auto& packet = (*in)->packet;
     int wave = received++;
@@ -485,6 +508,7 @@ int run(const RunOptions& opt) {
     std::fflush(stdout);
   }
   double run_seconds = seconds_since(run_start);
+  handle_events();  // heard after the last wave, before the tree stops
   auto stopped = net.shutdown();
   std::string check = !demo ? "skipped" : mismatches ? "failed" : "ok";
   if (jsonl) {

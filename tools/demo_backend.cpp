@@ -5,6 +5,7 @@
 //       defaults to the MPI rank from the environment (Open MPI, PMIx, PMI, Slurm)
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <cstdlib>
@@ -64,6 +65,21 @@ bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packe
       be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{canopy::demo::union_end_marker(be.rank())}}}));
 }
 
+// Waits `interval` between two waves, keeping the packets that come meanwhile for
+// later; false at once if the network stops. Not a plain sleep: an orphan's new
+// parent does not kill it at shutdown (it did not start it), so a sleeping back-end
+// would outlive the run by up to an interval.
+bool pause(canopy::Backend& be, std::chrono::milliseconds interval, std::deque<canopy::Received>& later) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + interval;
+  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+    auto in = be.receive(std::chrono::ceil<std::chrono::milliseconds>(until - now));
+    if (!in) return false;
+    if (*in) later.push_back(std::move(**in));
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,12 +111,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto& be = **backend;
+  std::deque<canopy::Received> later;  // came during the waves of an earlier start packet
   while (true) {
-    auto in = be.receive(std::chrono::hours(24));
-    if (!in) return 0;  // the network stopped
-    if (!*in) continue;
-    const auto& stream = (*in)->stream;
-    const auto& packet = (*in)->packet;
+    canopy::Received in;
+    if (!later.empty()) {
+      in = std::move(later.front());
+      later.pop_front();
+    } else {
+      auto next = be.receive(std::chrono::hours(24));
+      if (!next) return 0;  // the network stopped
+      if (!*next) continue;
+      in = std::move(**next);
+    }
+    const auto& stream = in.stream;
+    const auto& packet = in.packet;
     if (packet.tag() == canopy::demo::kUnionStartTag) {
       if (!run_union(be, stream, packet)) return 0;
       continue;
@@ -115,7 +139,7 @@ int main(int argc, char** argv) {
       std::int32_t v = canopy::demo::demo_value(w, be.rank());
       canopy::Packet out = shape ? canopy::Packet{w, {std::vector<std::int32_t>{v}}} : canopy::Packet{w, {v}};
       if (!be.send(stream, out)) return 0;
-      if (interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+      if (interval_ms > 0 && !pause(be, std::chrono::milliseconds(interval_ms), later)) return 0;
     }
   }
 }

@@ -43,12 +43,13 @@ class Backend {
   static Result<std::unique_ptr<Backend>> connect(Handler handler = {});
 
   // Attach mode: connects back-end `rank` to the parent that the attach file written
-  // by the front-end (LaunchOptions::attach_file) assigns to it. Fails with an
-  // explanation if the file is unreadable or malformed, the rank is not a back-end
-  // of the tree, or the parent cannot be reached. A process started again under the
-  // rank of a back-end that died rejoins the view and its streams
-  // (docs/membership.md); attached before the view without the dead one is out, it
-  // is refused, and receive() fails saying so: attach again.
+  // by the front-end (LaunchOptions::attach_file) assigns to it. The whole file is
+  // checked first (docs/attach.md). Fails with an explanation if the file is
+  // unreadable or malformed anywhere (file:line: no header, a bad line, a duplicate
+  // rank), the rank is not a back-end of the tree, or the parent cannot be reached.
+  // A process started again under the rank of a back-end that died rejoins the view
+  // and its streams (docs/membership.md); attached before the view without the dead
+  // one is out, it is refused, and receive() fails saying so: attach again.
   static Result<std::unique_ptr<Backend>> attach(const std::string& attach_file, Rank rank,
                                                  Handler handler = {});
   ~Backend();

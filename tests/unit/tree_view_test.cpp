@@ -19,6 +19,53 @@ TreeView view(const char* spec) {
   return TreeView(*topology);
 }
 
+// A tree given by its edges, parent first; FE is the front-end, ranks from FE up
+// commnodes, the others back-ends. Children keep the order given.
+TreeView view_of(const std::vector<std::pair<Rank, std::vector<Rank>>>& edges) {
+  std::string nodes = "nodes:\n", links = "edges:\n";
+  auto node = [&](Rank r) {
+    const char* role = r == FE ? "frontend" : r > FE ? "commnode" : "backend";
+    nodes += "  - {rank: " + std::to_string(r) + ", role: " + role + "}\n";
+  };
+  node(FE);
+  for (const auto& [parent, children] : edges) {
+    links += "  - {parent: " + std::to_string(parent) + ", children: [";
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      node(children[i]);
+      links += (i ? ", " : "") + std::to_string(children[i]);
+    }
+    links += "]}\n";
+  }
+  auto topology = canopy::parse_topology_yaml(nodes + links, "test.yaml");
+  EXPECT_TRUE(topology) << topology.error();
+  return TreeView(*topology);
+}
+
+// How many orphans take each adopter as their first choice.
+std::map<Rank, int> first_choices(const TreeView& v, const std::vector<Rank>& orphans) {
+  std::map<Rank, int> count;
+  for (Rank orphan : orphans) {
+    auto adopters = v.potential_adopters(orphan, 1);
+    if (!adopters.empty()) ++count[adopters[0]];
+  }
+  return count;
+}
+
+int spread(const std::map<Rank, int>& count) {
+  int most = 0, least = 1 << 30;
+  for (auto [adopter, n] : count) {
+    most = std::max(most, n);
+    least = std::min(least, n);
+  }
+  return most - least;
+}
+
+std::vector<Rank> ranks(Rank first, Rank step, std::size_t n) {
+  std::vector<Rank> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back(first + static_cast<Rank>(i) * step);
+  return out;
+}
+
 TEST(TreeView, HeightsComeFromTheLaunchTopology) {
   auto v = view("b:2x2x2");  // FE, 2 commnodes, 4 commnodes, 8 back-ends
   EXPECT_EQ(v.height(FE), 3u);
@@ -71,6 +118,66 @@ TEST(TreeView, OrphansOfOneFailureSpreadRoundRobinOverTheAdopters) {
     least = std::min(least, n);
   }
   EXPECT_LE(most - least, 1);
+}
+
+// Ranks congruent modulo the number of candidates must not all pick one adopter.
+TEST(TreeView, OrphansWithRanksCongruentModuloTheCandidatesStillSpread) {
+  // C1 has back-ends 0, 2, 4; the candidates are C2 and C3.
+  auto v = view_of({{FE, {C1, C2, C3}}, {C1, {0, 2, 4}}, {C2, {1, 3}}, {C3, {5}}});
+  ASSERT_TRUE(v.apply_failure(C1));
+  auto count = first_choices(v, {0, 2, 4});
+  EXPECT_EQ(count.size(), 2u) << "C2 and C3 both adopt";
+  EXPECT_EQ(count.count(FE), 0u);
+  EXPECT_LE(spread(count), 1);
+}
+
+// MPI jobs often place ranks cyclically: a commnode then holds every k-th rank.
+TEST(TreeView, OrphansOfACyclicPlacementSpreadOverTwoCandidates) {
+  // Evens under C1, odds under C2, 16 to 23 under C3.
+  auto v = view_of({{FE, {C1, C2, C3}}, {C1, ranks(0, 2, 8)}, {C2, ranks(1, 2, 8)}, {C3, ranks(16, 1, 8)}});
+  ASSERT_TRUE(v.apply_failure(C1));
+  auto count = first_choices(v, ranks(0, 2, 8));
+  EXPECT_EQ(count, (std::map<Rank, int>{{C2, 4}, {C3, 4}}));
+}
+
+TEST(TreeView, OrphansOfACyclicPlacementSpreadOverThreeCandidates) {
+  // Every third rank under each of C1, C2, C3; 24 to 31 under C4.
+  auto v = view_of({{FE, {C1, C2, C3, C4}},
+                    {C1, ranks(0, 3, 8)},
+                    {C2, ranks(1, 3, 8)},
+                    {C3, ranks(2, 3, 8)},
+                    {C4, ranks(24, 1, 8)}});
+  ASSERT_TRUE(v.apply_failure(C1));
+  auto count = first_choices(v, ranks(0, 3, 8));
+  EXPECT_EQ(count.size(), 3u) << "C2, C3 and C4 all adopt";
+  EXPECT_LE(spread(count), 1);
+}
+
+// The orphans of an adopter that fails in turn: its launch children and the
+// orphans it adopted, in no rank order.
+TEST(TreeView, OrphansOfAFailedAdopterSpreadToo) {
+  auto v = view("b:4x4");  // back-ends 0..3 under C1, 4..7 under C2, ...
+  ASSERT_TRUE(v.apply_failure(C1));
+  ASSERT_TRUE(v.apply_adoption(0, C2, 1));
+  ASSERT_TRUE(v.apply_adoption(1, C3, 1));
+  ASSERT_TRUE(v.apply_adoption(2, C2, 1));
+  ASSERT_TRUE(v.apply_adoption(3, C4, 1));
+  ASSERT_TRUE(v.apply_failure(C2));  // orphans 4..7, 0, 2; candidates C3 and C4
+  auto count = first_choices(v, {4, 5, 6, 7, 0, 2});
+  EXPECT_EQ(count, (std::map<Rank, int>{{C3, 3}, {C4, 3}}));
+}
+
+// Each orphan computes its choice alone, some after others were adopted already:
+// the adoptions must not shift the later orphans' choices onto one adopter.
+TEST(TreeView, AnOrphansChoiceDoesNotShiftAsItsSiblingsAreAdopted) {
+  auto v = view("b:4x4");
+  ASSERT_TRUE(v.apply_failure(C1));
+  std::map<Rank, Rank> before;
+  for (Rank orphan : {0u, 1u, 2u, 3u}) before[orphan] = v.potential_adopters(orphan, 1).at(0);
+  ASSERT_TRUE(v.apply_adoption(0, before[0], 1));
+  ASSERT_TRUE(v.apply_adoption(1, before[1], 1));
+  EXPECT_EQ(v.potential_adopters(2, 1).at(0), before[2]);
+  EXPECT_EQ(v.potential_adopters(3, 1).at(0), before[3]);
 }
 
 TEST(TreeView, AdoptersAreNeverInsideTheOrphansSubtreeNorTooShallow) {

@@ -1,0 +1,129 @@
+#include "backend-lib/attach_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <unordered_map>
+
+namespace canopy::attach {
+
+namespace {
+
+std::vector<std::string_view> words_of(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  while (i < line.size()) {
+    while (i < line.size() && space(line[i])) ++i;
+    std::size_t start = i;
+    while (i < line.size() && !space(line[i])) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+// The whole word as a number in `base`, at most `max`.
+std::optional<std::uint64_t> number(std::string_view word, int base, std::uint64_t max) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), value, base);
+  if (word.empty() || ec != std::errc() || end != word.data() + word.size() || value > max) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+const BackendEntry* AttachFile::find(Rank rank) const {
+  for (const auto& b : backends) {
+    if (b.rank == rank) return &b;
+  }
+  return nullptr;
+}
+
+Result<AttachFile> parse_attach_file(std::string_view text, std::string_view source) {
+  AttachFile file;
+  int line_number = 0;
+  auto bad = [&](const std::string& why) {
+    return Error{std::string(source) + ":" + std::to_string(line_number) + ": " + why, ErrorKind::invalid_input};
+  };
+  const std::string backend_form = "expected 'backend RANK PARENT-RANK ADDRESS PORT'";
+  // What the next record must be: the header, the network id, then back-ends.
+  enum class Expect { header, network, backends } expect = Expect::header;
+  std::unordered_map<Rank, int> line_of_rank;
+  constexpr std::uint64_t kMaxRank = std::numeric_limits<Rank>::max();
+  while (!text.empty()) {
+    auto newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text = newline == std::string_view::npos ? std::string_view{} : text.substr(newline + 1);
+    ++line_number;
+    auto words = words_of(line);
+    if (words.empty() || words[0][0] == '#') continue;
+    const std::string key(words[0]);
+
+    if (expect == Expect::header) {
+      if (key != "canopy-attach") {
+        return bad("expected the header 'canopy-attach " + std::to_string(kVersion) + "' first, found '" + key +
+                   "' (is this an attach file written by canopy::Network::launch?)");
+      }
+      auto version = words.size() == 2 ? number(words[1], 10, 1000000) : std::nullopt;
+      if (!version) return bad("expected 'canopy-attach VERSION'");
+      if (*version != kVersion) {
+        return bad("unsupported attach file version " + std::to_string(*version) + " (this library reads " +
+                   std::to_string(kVersion) + ")");
+      }
+      expect = Expect::network;
+      continue;
+    }
+    if (key == "canopy-attach") return bad("a second header line");
+    if (expect == Expect::network) {
+      if (key != "network") return bad("expected 'network HEX' after the header, found '" + key + "'");
+      if (words.size() != 2) return bad("expected 'network HEX'");
+      auto id = words[1].size() <= 16 ? number(words[1], 16, std::numeric_limits<std::uint64_t>::max())
+                                      : std::nullopt;
+      if (!id) return bad("network id '" + std::string(words[1]) + "' is not a hexadecimal 64-bit number");
+      file.network_id = *id;
+      expect = Expect::backends;
+      continue;
+    }
+    if (key == "network") return bad("a second 'network' line");
+    if (key != "backend") return bad("unknown key '" + key + "'; " + backend_form);
+    if (words.size() != 5) return bad(backend_form + ", found " + std::to_string(words.size()) + " fields");
+    BackendEntry entry;
+    entry.line = line_number;
+    auto rank = number(words[1], 10, kMaxRank);
+    if (!rank) return bad("back-end rank '" + std::string(words[1]) + "' is not a rank (0 to " +
+                          std::to_string(kMaxRank) + ")");
+    auto parent = number(words[2], 10, kMaxRank);
+    if (!parent) return bad("parent rank '" + std::string(words[2]) + "' is not a rank");
+    auto port = number(words[4], 10, 65535);
+    if (!port || *port == 0) return bad("port '" + std::string(words[4]) + "' is not a port (1 to 65535)");
+    entry.rank = static_cast<Rank>(*rank);
+    entry.parent = static_cast<Rank>(*parent);
+    entry.address = std::string(words[3]);
+    entry.port = static_cast<std::uint16_t>(*port);
+    if (auto [it, fresh] = line_of_rank.emplace(entry.rank, line_number); !fresh) {
+      return bad("duplicate back-end rank " + std::to_string(entry.rank) + " (first at line " +
+                 std::to_string(it->second) + ")");
+    }
+    file.backends.push_back(std::move(entry));
+  }
+  // Errors about the file as a whole name its last line (line 1 of an empty file).
+  line_number = std::max(line_number, 1);
+  if (expect == Expect::header) return bad("no header 'canopy-attach " + std::to_string(kVersion) + "': the file is empty");
+  if (expect == Expect::network) return bad("no 'network HEX' line");
+  if (file.backends.empty()) return bad("no 'backend' lines");
+  return file;
+}
+
+Result<AttachFile> read_attach_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{"cannot read attach file " + path + ": " + std::strerror(errno), ErrorKind::invalid_input};
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) return Error{"cannot read attach file " + path + ": " + std::strerror(errno), ErrorKind::invalid_input};
+  return parse_attach_file(text, path);
+}
+
+}  // namespace canopy::attach

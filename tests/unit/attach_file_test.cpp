@@ -1,0 +1,131 @@
+// The attach file reader (backend-lib/attach_file.h, docs/attach.md): the whole file
+// is checked, and every error names the file and line.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "backend-lib/attach_file.h"
+#include "canopy/backend.h"
+
+using canopy::attach::parse_attach_file;
+
+namespace {
+
+// What canopy::Network::launch writes for b:2x2 (frontend/network.cpp).
+constexpr std::string_view kGood =
+    "canopy-attach 1\n"
+    "network 5f0c1d2e3a4b5c6d\n"
+    "backend 0 1000001 127.0.0.1 40311\n"
+    "backend 1 1000001 127.0.0.1 40311\n"
+    "backend 2 1000002 127.0.0.1 40313\n"
+    "backend 3 1000002 127.0.0.1 40313\n";
+
+// The error of parsing `text` as file "f", or "" if it parses.
+std::string error_of(std::string_view text) {
+  auto file = parse_attach_file(text, "f");
+  return file ? "" : file.error();
+}
+
+// A file in /tmp holding `text`, removed with the object.
+struct TempFile {
+  explicit TempFile(std::string_view text) {
+    char name[] = "/tmp/canopy-attach-test-XXXXXX";
+    int fd = mkstemp(name);
+    if (fd >= 0) close(fd);
+    path = name;
+    std::ofstream(path, std::ios::trunc) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+  std::string path;
+};
+
+TEST(AttachFile, TheFrontEndsFileIsReadWhole) {
+  auto file = parse_attach_file(std::string("# written by canopy\n\n") + std::string(kGood), "f");
+  ASSERT_TRUE(file) << file.error();
+  EXPECT_EQ(file->network_id, 0x5f0c1d2e3a4b5c6dull);
+  ASSERT_EQ(file->backends.size(), 4u);
+  const auto* two = file->find(2);
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(two->parent, 1000002u);
+  EXPECT_EQ(two->address, "127.0.0.1");
+  EXPECT_EQ(two->port, 40313);
+  EXPECT_EQ(two->line, 7);
+  EXPECT_EQ(file->find(4), nullptr);
+}
+
+TEST(AttachFile, AFileWithoutTheHeaderIsRefusedAtItsFirstRecord) {
+  std::string no_header(kGood.substr(kGood.find('\n') + 1));
+  EXPECT_EQ(error_of(no_header).rfind("f:1: expected the header 'canopy-attach 1' first, found 'network'", 0), 0u)
+      << error_of(no_header);
+  EXPECT_EQ(error_of("# comment\nbackend 0 1000001 127.0.0.1 40311\n").rfind("f:2: expected the header", 0), 0u);
+}
+
+TEST(AttachFile, AnotherVersionIsRefused) {
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nbackend 0 1 a 1\n"),
+            "f:1: unsupported attach file version 2 (this library reads 1)");
+  EXPECT_EQ(error_of("canopy-attach\n"), "f:1: expected 'canopy-attach VERSION'");
+}
+
+TEST(AttachFile, TheNetworkIdMustFollowTheHeader) {
+  EXPECT_EQ(error_of("canopy-attach 1\nbackend 0 1000001 127.0.0.1 40311\n").rfind("f:2: expected 'network HEX'", 0),
+            0u);
+  EXPECT_EQ(error_of("canopy-attach 1\nnetwork xyz\n"),
+            "f:2: network id 'xyz' is not a hexadecimal 64-bit number");
+  EXPECT_EQ(error_of("canopy-attach 1\nnetwork 1\n"), "f:2: no 'backend' lines");
+  EXPECT_EQ(error_of("canopy-attach 1\n"), "f:1: no 'network HEX' line");
+  EXPECT_EQ(error_of(""), "f:1: no header 'canopy-attach 1': the file is empty");
+}
+
+// A back-end must not start from a file whose later lines are damaged: the reader
+// reads past its own line.
+TEST(AttachFile, AMalformedLineAfterTheRanksOwnLineIsRefused) {
+  std::string text = std::string(kGood) + "backend 4 1000002 127.0.0.1\n";
+  EXPECT_EQ(error_of(text), "f:7: expected 'backend RANK PARENT-RANK ADDRESS PORT', found 4 fields");
+  EXPECT_EQ(error_of(std::string(kGood) + "backend 4 1000002 127.0.0.1 0\n"),
+            "f:7: port '0' is not a port (1 to 65535)");
+  EXPECT_EQ(error_of(std::string(kGood) + "backend -4 1000002 127.0.0.1 40313\n"),
+            "f:7: back-end rank '-4' is not a rank (0 to 4294967295)");
+  EXPECT_EQ(error_of(std::string(kGood) + "backend 4 100000x 127.0.0.1 40313\n"),
+            "f:7: parent rank '100000x' is not a rank");
+  EXPECT_EQ(error_of(std::string(kGood) + "commnode 4 1000002 127.0.0.1 40313\n").rfind("f:7: unknown key 'commnode'", 0),
+            0u);
+  EXPECT_EQ(error_of(std::string(kGood) + "network 12\n"), "f:7: a second 'network' line");
+  EXPECT_EQ(error_of(std::string(kGood) + "canopy-attach 1\n"), "f:7: a second header line");
+}
+
+TEST(AttachFile, ADuplicateRankIsRefused) {
+  std::string text = std::string(kGood) + "backend 1 1000002 127.0.0.1 40313\n";
+  EXPECT_EQ(error_of(text), "f:7: duplicate back-end rank 1 (first at line 4)");
+}
+
+// Backend::attach reads through the same parser, so the errors reach the caller
+// with the file's path, before anything is started.
+TEST(AttachFile, BackendAttachRefusesADamagedFileWithItsPathAndLine) {
+  TempFile duplicate(std::string(kGood) + "backend 1 1000002 127.0.0.1 40313\n");
+  auto be = canopy::Backend::attach(duplicate.path, 0);
+  ASSERT_FALSE(be);
+  EXPECT_EQ(be.error(), duplicate.path + ":7: duplicate back-end rank 1 (first at line 4)");
+  EXPECT_EQ(be.error_kind(), canopy::ErrorKind::invalid_input);
+
+  TempFile no_header(kGood.substr(kGood.find('\n') + 1));
+  auto headless = canopy::Backend::attach(no_header.path, 0);
+  ASSERT_FALSE(headless);
+  EXPECT_EQ(headless.error().rfind(no_header.path + ":1: expected the header 'canopy-attach 1' first", 0), 0u)
+      << headless.error();
+
+  TempFile good(kGood);
+  auto stranger = canopy::Backend::attach(good.path, 9);
+  ASSERT_FALSE(stranger);
+  EXPECT_EQ(stranger.error(), "rank 9 is not a back-end of the tree in " + good.path + " (it lists 4 back-ends)");
+}
+
+TEST(AttachFile, AMissingFileIsNamed) {
+  auto file = canopy::attach::read_attach_file("/nonexistent/canopy.attach");
+  ASSERT_FALSE(file);
+  EXPECT_EQ(file.error(), "cannot read attach file /nonexistent/canopy.attach: No such file or directory");
+}
+
+}  // namespace
