@@ -20,18 +20,6 @@ namespace {
 
 std::string pid_text(pid_t pid) { return std::to_string(pid); }
 
-// The value of `field` ("Tgid", "TracerPid", "Uid") in /proc/PID/status, or "".
-std::string status_field(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + pid_text(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) {
-      auto begin = line.find_first_not_of(" \t", field.size() + 1);
-      return begin == std::string::npos ? "" : line.substr(begin);
-    }
-  }
-  return "";
-}
-
 // The thread ids in /proc/PID/task; empty if the process is gone.
 std::vector<pid_t> list_threads(pid_t pid) {
   std::vector<pid_t> tids;
@@ -78,6 +66,18 @@ void reap_dying(std::vector<pid_t> tids) {
 }
 
 }  // namespace
+
+// The value of `field` ("Tgid", "TracerPid", "Uid") in /proc/PID/status, or "".
+std::string status_field(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + pid_text(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, field.size() + 1, field + ":") == 0) {
+      auto begin = line.find_first_not_of(" \t", field.size() + 1);
+      return begin == std::string::npos ? "" : line.substr(begin);
+    }
+  }
+  return "";
+}
 
 std::string process_name(pid_t pid) {
   std::ifstream in("/proc/" + pid_text(pid) + "/comm");

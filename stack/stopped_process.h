@@ -74,6 +74,9 @@ class StoppedProcess {
   std::vector<Thread> threads_;
 };
 
+// The value of `field` ("Tgid", "State", "TracerPid", "Uid") in /proc/PID/status, or "".
+std::string status_field(pid_t pid, const std::string& field);
+
 // The process's command name (/proc/PID/comm), or "?" if it cannot be read.
 std::string process_name(pid_t pid);
 

@@ -33,15 +33,6 @@ unsigned long long start_time(pid_t pid) {
   return std::strtoull(line.c_str() + at, nullptr, 10);
 }
 
-// The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), or 0.
-char status_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
-}
-
 std::string hex(Dwarf_Addr addr) {
   char text[24];
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(addr));
@@ -210,7 +201,7 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
         continue;
       }
       bool gone = kill(pids[i], 0) != 0 && errno == ESRCH;
-      errors[i] = Error{gone || status_state(pids[i]) == 'Z'
+      errors[i] = Error{gone || status_field(pids[i], "State").starts_with("Z")
                             ? "process " + std::to_string(pids[i]) + " exited while it was being sampled"
                             : "cannot read the registers of thread " + std::to_string(tid) + " of process " +
                                   std::to_string(pids[i]) + ": " + stack.truncated};

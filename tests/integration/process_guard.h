@@ -92,6 +92,26 @@ class ProcessGuard {
     return -1;
   }
 
+  // The value of `field` ("State", "TracerPid") in /proc/PID/status, or "".
+  static std::string status_field(pid_t pid, const std::string& field) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(field + ":", 0) == 0) {
+        auto begin = line.find_first_not_of(" \t", field.size() + 1);
+        return begin == std::string::npos ? "" : line.substr(begin);
+      }
+    }
+    return "";
+  }
+
+  // The command name of `pid` (/proc/PID/comm), or "".
+  static std::string name_of(pid_t pid) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    return name;
+  }
+
   static void kill_all() {
     for (pid_t pid : descendants()) ::kill(pid, SIGKILL);
     reap();

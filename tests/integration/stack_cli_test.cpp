@@ -51,24 +51,11 @@ std::vector<std::string> hang_job(int ranks) {
   return {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks), kHang, "120"};
 }
 
-std::string status_field(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) {
-      auto value = line.substr(field.size() + 1);
-      return value.substr(value.find_first_not_of(" \t"));
-    }
-  }
-  return "";
-}
-
 // The job's ranks: descendants running mpi_hang.
 std::vector<pid_t> ranks_of_job() {
   std::vector<pid_t> out;
   for (pid_t pid : ProcessGuard::descendants()) {
-    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-    std::string name;
-    if (std::getline(comm, name) && name == "mpi_hang") out.push_back(pid);
+    if (ProcessGuard::name_of(pid) == "mpi_hang") out.push_back(pid);
   }
   return out;
 }
@@ -77,8 +64,8 @@ std::vector<pid_t> ranks_of_job() {
 void expect_running_untraced(const std::vector<pid_t>& ranks) {
   for (pid_t pid : ranks) {
     EXPECT_EQ(kill(pid, 0), 0) << "rank process " << pid << " is gone";
-    EXPECT_EQ(status_field(pid, "TracerPid"), "0") << "rank process " << pid << " is still traced";
-    const auto state = status_field(pid, "State");
+    EXPECT_EQ(ProcessGuard::status_field(pid, "TracerPid"), "0") << "rank process " << pid << " is still traced";
+    const auto state = ProcessGuard::status_field(pid, "State");
     EXPECT_TRUE(state.rfind("R", 0) == 0 || state.rfind("S", 0) == 0) << "rank process " << pid << ": " << state;
   }
 }
@@ -126,9 +113,7 @@ TEST_F(StackCli, AHungJobShowsItsTwoClassesAndRunsOnUnharmed) {
   EXPECT_NE(again.out.find("  7 ranks [0-2,4-7]: MPI_Barrier \u2190 main\n"), std::string::npos) << again.out;
   // Nothing of the tool is left: only mpirun and its ranks.
   for (pid_t pid : ProcessGuard::descendants()) {
-    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-    std::string name;
-    std::getline(comm, name);
+    const std::string name = ProcessGuard::name_of(pid);
     EXPECT_TRUE(name == "mpi_hang" || name == "mpirun" || pid == mpirun) << "left behind: " << pid << " " << name;
   }
 }
@@ -245,7 +230,7 @@ TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
   pid_t tracer = 0;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (tracer == 0 && std::chrono::steady_clock::now() < deadline) {
-    tracer = static_cast<pid_t>(std::atoi(status_field(ranks[0], "TracerPid").c_str()));
+    tracer = static_cast<pid_t>(std::atoi(ProcessGuard::status_field(ranks[0], "TracerPid").c_str()));
   }
   ASSERT_NE(tracer, 0) << "no daemon ever traced rank 0";
   ASSERT_EQ(kill(tracer, SIGKILL), 0);
@@ -274,9 +259,7 @@ TEST_F(StackCli, ADaemonHeldUpForSecondsIsWaitedFor) {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (daemon < 0 && std::chrono::steady_clock::now() < deadline) {
     for (pid_t pid : ProcessGuard::descendants()) {
-      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-      std::string name;
-      if (std::getline(comm, name) && name == "canopy-stackd") daemon = pid;
+      if (ProcessGuard::name_of(pid) == "canopy-stackd") daemon = pid;
     }
   }
   ASSERT_GT(daemon, 0) << "no canopy-stackd started";

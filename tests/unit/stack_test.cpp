@@ -90,21 +90,10 @@ class Child {
   bool own_group_ = false;
 };
 
-std::string status_field(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) {
-      auto begin = line.find_first_not_of(" \t", field.size() + 1);
-      return line.substr(begin);
-    }
-  }
-  return "";
-}
-
 // Not traced, and not stopped by us (State t is a ptrace-stop).
 void expect_untraced(pid_t pid) {
-  EXPECT_EQ(status_field(pid, "TracerPid"), "0") << "process " << pid << " is still traced";
-  EXPECT_NE(status_field(pid, "State").substr(0, 1), "t") << "process " << pid << " is left in ptrace-stop";
+  EXPECT_EQ(ProcessGuard::status_field(pid, "TracerPid"), "0") << "process " << pid << " is still traced";
+  EXPECT_NE(ProcessGuard::status_field(pid, "State").substr(0, 1), "t") << "process " << pid << " is left in ptrace-stop";
 }
 
 // The index of the first frame that contains `name`, or -1.
@@ -236,15 +225,15 @@ TEST_F(StackTarget, AProcessTheUserStoppedStaysStopped) {
   ASSERT_TRUE(sample_settled(walker, target_.pid()));  // in inner_function, before it is stopped
   ASSERT_EQ(::kill(target_.pid(), SIGSTOP), 0);
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (status_field(target_.pid(), "State").rfind("T", 0) != 0 && std::chrono::steady_clock::now() < deadline) {
+  while (ProcessGuard::status_field(target_.pid(), "State").rfind("T", 0) != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
   auto result = walker.sample({target_.pid()});
   ASSERT_TRUE(result[0]) << result[0].error();
   EXPECT_NE(thread_with(*result[0], "inner_function"), nullptr) << describe(*result[0]);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(status_field(target_.pid(), "State").substr(0, 1), "T") << "the sample resumed a stopped process";
-  EXPECT_EQ(status_field(target_.pid(), "TracerPid"), "0");
+  EXPECT_EQ(ProcessGuard::status_field(target_.pid(), "State").substr(0, 1), "T") << "the sample resumed a stopped process";
+  EXPECT_EQ(ProcessGuard::status_field(target_.pid(), "TracerPid"), "0");
   ASSERT_EQ(::kill(target_.pid(), SIGCONT), 0);
   expect_running();
 }
@@ -306,7 +295,7 @@ TEST(StackWalker, AZombieIsReportedAsExited) {
   if (child == 0) _exit(0);
   // Not reaped yet: a zombie until waitpid below.
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (status_field(child, "State").rfind("Z", 0) != 0 && std::chrono::steady_clock::now() < deadline) {
+  while (ProcessGuard::status_field(child, "State").rfind("Z", 0) != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
   Walker walker;
