@@ -23,7 +23,7 @@ for ns in $NETNS_A $NETNS_B; do ip -n "$ns" link set lo up; done
 
 fail() {
   echo "FAIL: $*" >&2
-  echo "--- job output ---" >&2; tail -n 20 "$work/job.out" >&2 || true
+  echo "--- job output ---" >&2; cat "$work/job.out" >&2 || true
   echo "--- canopy stack stdout ---" >&2; cat "$work/out" >&2 || true
   echo "--- canopy stack stderr ---" >&2; cat "$work/err" >&2 || true
   exit 1
@@ -38,10 +38,15 @@ AGENT
 chmod +x "$work/nsexec"
 
 # The shared-memory transport (vader) crashes between ranks that Open MPI places on
-# two hosts of one machine; TCP over the namespaces' NIC it is.
+# two hosts of one machine; TCP over the namespaces' NIC it is. Open MPI 4.1.4's
+# daemons (orted) crash in hwloc_shmem_topology_write about one start in fifteen here
+# (2 of 30 plain `mpiexec ... /bin/true` runs over these namespaces, 0 of 40 with
+# rtc_hwloc_vmhole none): sharing the topology through a hole of the address space is
+# an optimisation that the test does without.
 ip netns exec "$NETNS_A" "$mpiexec" --allow-run-as-root --oversubscribe \
   --host "$NETNS_A:2,$NETNS_B:2" -np 4 --mca plm_rsh_agent "$work/nsexec" \
   --mca btl tcp,self --mca btl_tcp_if_include 10.201.0.0/16 --mca oob_tcp_if_include 10.201.0.0/16 \
+  --mca rtc_hwloc_vmhole none \
   "$hang" 120 >"$work/job.out" 2>&1 &
 job=$!
 netns_on_exit "kill $job 2>/dev/null || true"
