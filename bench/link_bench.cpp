@@ -11,6 +11,13 @@
 // and its ratio to plain TCP's median from the same invocation. The two sides run
 // on two threads, each with its own io_context, as two processes would. Output: CSV
 // on stdout, progress on stderr. Never run by ctest (docs/striping.md).
+//
+// A bandwidth run counts only if it was right: the receiver checks every message (its
+// tag and first 8 bytes are its sequence number, the rest a fixed pattern, compared
+// with memcmp, for every variant alike), and with two paths each path must have
+// carried a share of the stream (> 0 bytes acknowledged on each) and the paths'
+// shares must add up to the stream sent, which the receiver delivered whole.
+// Otherwise the program stops with "canopy-link-bench: FAILED ..." and status 1.
 #include <capnp/message.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <sys/resource.h>
@@ -186,16 +193,97 @@ struct Bandwidth {
   double cpu_s_per_gib;  // user + system time of both ends (the whole process), per GiB
 };
 
+// The payload of message `seq` in the bandwidth test: its first 8 bytes are `seq`
+// (little-endian), byte i >= 8 is i * 13 (mod 256).
+constexpr std::size_t kSeqBytes = 8;
+std::vector<capnp::byte> payload_pattern(std::size_t size) {
+  std::vector<capnp::byte> bytes(size);
+  for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<capnp::byte>(i * 13);
+  return bytes;
+}
+void put_seq(capnp::byte* at, std::uint64_t seq) {
+  for (std::size_t i = 0; i < kSeqBytes; ++i) at[i] = static_cast<capnp::byte>(seq >> (8 * i));
+}
+
+// The receiver's check of one message; empty if it is message `seq`, intact.
+std::string check_message(capnp::MessageReader& message, std::uint64_t seq, const std::vector<capnp::byte>& pattern) {
+  auto m = message.getRoot<wire::DataPacket>();
+  if (static_cast<std::uint64_t>(m.getTag()) != seq) {
+    return "message " + std::to_string(seq) + " has the tag " + std::to_string(m.getTag());
+  }
+  auto values = m.getValues();
+  if (values.size() != 1 || !values[0].isBytes()) return "message " + std::to_string(seq) + " has no bytes value";
+  auto bytes = values[0].getBytes();
+  if (bytes.size() != pattern.size()) {
+    return "message " + std::to_string(seq) + " has " + std::to_string(bytes.size()) + " bytes, not " +
+           std::to_string(pattern.size());
+  }
+  capnp::byte want[kSeqBytes];
+  put_seq(want, seq);
+  if (std::memcmp(bytes.begin(), want, kSeqBytes) != 0) {
+    return "message " + std::to_string(seq) + " carries another sequence number";
+  }
+  if (std::memcmp(bytes.begin() + kSeqBytes, pattern.data() + kSeqBytes, pattern.size() - kSeqBytes) != 0) {
+    return "message " + std::to_string(seq) + "'s bytes differ from the pattern";
+  }
+  return "";
+}
+
+// With several paths: each carried a share of the stream, and the shares add up to it.
+// Waits (at most 5 s) until the sender has every byte acknowledged, so that each
+// byte is counted on the path that last carried it.
+void check_path_shares(Pair& pair, core::LoopThread& server, core::LoopThread& client, const std::string& variant) {
+  auto sender = std::dynamic_pointer_cast<StripedLink>(pair.client);
+  auto receiver = std::dynamic_pointer_cast<StripedLink>(pair.server);
+  if (!sender || !receiver) throw std::runtime_error(variant + ": not a striped link");
+  LinkStats sent;
+  const auto deadline = Clock::now() + 5s;
+  while (true) {
+    sent = client.call([&] { return sender->stats(); });
+    if (sent.unacked_bytes == 0 || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(1ms);
+  }
+  LinkStats got = server.call([&] { return receiver->stats(); });
+  if (sent.unacked_bytes != 0) {
+    throw std::runtime_error(variant + ": " + std::to_string(sent.unacked_bytes) + " bytes never acknowledged");
+  }
+  std::uint64_t acked = 0;
+  std::string shares;
+  for (std::size_t i = 0; i < sent.paths.size(); ++i) {
+    const auto& path = sent.paths[i];
+    if (path.bytes_acked == 0) {
+      throw std::runtime_error(variant + ": path " + std::to_string(i) + " (" + path.local + " -> " + path.remote +
+                               ") carried no bytes");
+    }
+    acked += path.bytes_acked;
+    shares += " path" + std::to_string(i) + "=" + std::to_string(path.bytes_acked);
+  }
+  if (acked != sent.bytes_sent || got.bytes_delivered != sent.bytes_sent) {
+    throw std::runtime_error(variant + ": the paths' shares add up to " + std::to_string(acked) + " bytes, the receiver " +
+                             "delivered " + std::to_string(got.bytes_delivered) + ", the sender sent " +
+                             std::to_string(sent.bytes_sent));
+  }
+  std::fprintf(stderr, "  %s: %llu stream bytes, acknowledged by path:%s\n", variant.c_str(),
+               static_cast<unsigned long long>(sent.bytes_sent), shares.c_str());
+}
+
 // One-way bandwidth in MB/s: `total` bytes in messages of `size`, at most `window`
 // messages ahead of the receiver's reports; timed from the first send to the report
-// of the last message.
+// of the last message. Every message is checked on arrival (check_message); throws
+// if one was wrong.
 Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThread& client, const Config& c) {
   const std::uint64_t messages = c.total_bytes / c.message_bytes;
+  // Packet overhead makes the frame slightly larger than the payload.
+  const auto pattern = payload_pattern(c.message_bytes - 64);
   auto server_link = pair.server;
-  std::uint64_t received = 0;
+  std::uint64_t received = 0, wrong = 0;
+  std::string first_wrong;
   server.call([&] {
     server_link->start(
-        [&, server_link](capnp::MessageReader&) {
+        [&, server_link](capnp::MessageReader& message) {
+          if (auto error = check_message(message, received, pattern); !error.empty()) {
+            if (wrong++ == 0) first_wrong = error;
+          }
           ++received;
           if (received % 4 == 0 || received == messages) {
             capnp::MallocMessageBuilder report;
@@ -206,12 +294,8 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
         [](std::string_view) {});
   });
   auto payload = std::make_shared<capnp::MallocMessageBuilder>();
-  {
-    auto data = payload->initRoot<wire::DataPacket>();
-    // Packet overhead makes the frame slightly larger than the payload.
-    auto bytes = data.initValues(1)[0].initBytes(static_cast<unsigned>(c.message_bytes - 64));
-    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<capnp::byte>(i * 13);
-  }
+  auto bytes = payload->initRoot<wire::DataPacket>().initValues(1)[0].initBytes(static_cast<unsigned>(pattern.size()));
+  std::memcpy(bytes.begin(), pattern.data(), pattern.size());
   std::promise<void> done;
   std::uint64_t sent = 0, confirmed = 0;
   auto client_link = pair.client;
@@ -219,6 +303,7 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   std::function<void()> pump = [&] {
     while (sent < messages && sent - confirmed < c.window_messages) {
       set_tag(*payload, static_cast<std::int32_t>(sent));
+      put_seq(bytes.begin(), sent);
       client_link->send(*payload);
       ++sent;
     }
@@ -243,9 +328,19 @@ Bandwidth measure_bandwidth(Pair& pair, core::LoopThread& server, core::LoopThre
   double cpu_before = cpu_seconds();
   done.get_future().wait();
   double cpu = cpu_seconds() - cpu_before;
+  const std::uint64_t checked = server.call([&] { return received; });
+  const std::uint64_t bad = server.call([&] { return wrong; });
+  if (bad > 0) {
+    throw std::runtime_error("bandwidth: " + std::to_string(bad) + " of " + std::to_string(checked) +
+                             " messages wrong; the first: " + server.call([&] { return first_wrong; }));
+  }
+  if (checked != messages) {
+    throw std::runtime_error("bandwidth: the receiver got " + std::to_string(checked) + " messages, not " +
+                             std::to_string(messages));
+  }
   double seconds = std::chrono::duration<double>(end - start).count();
-  double bytes = static_cast<double>(messages * c.message_bytes);
-  return {bytes / seconds / 1e6, cpu / (bytes / (1u << 30))};
+  double bytes_total = static_cast<double>(messages * c.message_bytes);
+  return {bytes_total / seconds / 1e6, cpu / (bytes_total / (1u << 30))};
 }
 
 double median(std::vector<double> v) {
@@ -317,6 +412,7 @@ int main(int argc, char** argv) {
         detach(pair, server, client);
         pair = connect_pair(variants[v], c, server, client);
         auto bw = measure_bandwidth(pair, server, client, c);
+        if (variants[v].paths > 1) check_path_shares(pair, server, client, variants[v].name);
         detach(pair, server, client);
         latency[v].push_back(lat);
         bandwidth[v].push_back(bw.mb_per_s);
@@ -326,7 +422,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "canopy-link-bench: %s\n", e.what());
+    std::fprintf(stderr, "canopy-link-bench: FAILED %s\n", e.what());
     return 1;
   }
   double tcp_latency = median(latency[0]), tcp_bandwidth = median(bandwidth[0]), tcp_cpu = median(cpu[0]);

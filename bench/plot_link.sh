@@ -12,7 +12,12 @@ mkdir -p "$out"
 command -v gnuplot >/dev/null || ./scripts/setup.sh
 build=${CANOPY_BUILD_DIR:-build}   # the build directory to take the benchmark from
 [ -x "$build/bin/canopy-link-bench" ] || ./scripts/build.sh "$build"
-"$build/bin/canopy-link-bench" "$@" > "$out/link.csv" 2> "$out/link.log"
+# A run that failed its checks (lost data, a skipped kill, a wrong message) is not drawn.
+"$build/bin/canopy-link-bench" "$@" > "$out/link.csv" 2> "$out/link.log" || {
+  echo "canopy-link-bench failed; nothing drawn. The end of $out/link.log:" >&2
+  grep -v '^[0-9-]*T[0-9:.]* ' "$out/link.log" | tail -n 5 >&2
+  exit 1
+}
 
 # variant, bandwidth / TCP, latency / TCP, CPU per GiB / TCP
 awk -F, 'NR > 1 { print $1, $10, $9, $11 }' "$out/link.csv" > "$out/link.dat"

@@ -13,7 +13,12 @@ mkdir -p "$out"
 command -v gnuplot >/dev/null || ./scripts/setup.sh
 build=${CANOPY_BUILD_DIR:-build}   # the build directory to take the benchmark from
 [ -x "$build/bin/canopy-recovery-bench" ] || ./scripts/build.sh "$build"
-"$build/bin/canopy-recovery-bench" "$@" > "$out/recovery.csv" 2> "$out/recovery.log"
+# A run that failed its checks (lost data, a skipped kill, a wrong message) is not drawn.
+"$build/bin/canopy-recovery-bench" "$@" > "$out/recovery.csv" 2> "$out/recovery.log" || {
+  echo "canopy-recovery-bench failed; nothing drawn. The end of $out/recovery.log:" >&2
+  grep -v '^[0-9-]*T[0-9:.]* ' "$out/recovery.log" | tail -n 5 >&2
+  exit 1
+}
 
 awk -F, '$1=="recovery" { split($2, p, "[ =]"); f=p[2]; v[f","$3]=$4; fs[f]=1 }
   END { print "fanout overall orphan_mean choose connect compensate cleanup";

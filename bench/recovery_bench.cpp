@@ -10,6 +10,13 @@
 //   perturbation  Figure 7: union throughput over time in b:8^2 (64 back-ends) while
 //                 a commnode is SIGKILLed every few seconds; one row per 250 ms
 //
+// Every run is checked before its rows count: the union workload runs to its end (the
+// end marker of every back-end), each back-end records what it sent (union_record.h),
+// and the front-end's union must hold all of it and nothing else; no recovery event
+// may name an incomplete stream; every planned kill must find its process and be
+// reported as a failure. A run that fails a check stops the program with a line
+// "canopy-recovery-bench: FAILED ..." and exit status 1, and its rows are not printed.
+//
 //   canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]
 //
 // Processes are real (canopy-commnode and canopy-demo-backend from this executable's
@@ -19,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +45,7 @@
 #include "core/tree_view.h"
 #include "demo_protocol.h"
 #include "process_guard.h"
+#include "union_record.h"
 
 namespace {
 
@@ -53,6 +62,22 @@ void row(const std::string& bench, const std::string& params, const std::string&
   std::printf("%s,%s,%s,%.3f,%s\n", bench.c_str(), params.c_str(), metric.c_str(), value, unit);
   std::fflush(stdout);
 }
+
+// Rows of a run, held back until the run has passed its checks.
+struct Rows {
+  struct Row {
+    std::string bench, params, metric;
+    double value;
+    const char* unit;
+  };
+  std::vector<Row> rows;
+  void add(std::string bench, std::string params, std::string metric, double value, const char* unit) {
+    rows.push_back({std::move(bench), std::move(params), std::move(metric), value, unit});
+  }
+  void print() const {
+    for (const auto& r : rows) row(r.bench, r.params, r.metric, r.value, r.unit);
+  }
+};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -145,12 +170,107 @@ std::unique_ptr<canopy::Network> launch(const canopy::Topology& topology) {
   return std::move(*network);
 }
 
-canopy::StreamId start_union(canopy::Network& net, int rate_hz, int duration_ms) {
+// A directory of its own for each run's records, removed with it.
+struct RecordDir {
+  std::filesystem::path path;
+  RecordDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "canopy-recovery-bench.XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw Failure("cannot create a record directory: " + std::string(std::strerror(errno)));
+    path = pattern;
+  }
+  ~RecordDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  RecordDir(const RecordDir&) = delete;
+  RecordDir& operator=(const RecordDir&) = delete;
+};
+
+// The union workload (docs/demo.md) at `rate_hz` for `duration_ms`, each back-end
+// recording what it sends into `record`.
+canopy::StreamId start_union(canopy::Network& net, int rate_hz, int duration_ms, const RecordDir& record) {
   auto stream = net.create_stream({.upstream_filter = "incremental_union"});
   if (!stream) throw Failure(stream.error());
-  auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {rate_hz, duration_ms, std::string()}});
+  auto r = net.broadcast(*stream,
+                         canopy::Packet{canopy::demo::kUnionStartTag, {rate_hz, duration_ms, record.path.string()}});
   if (!r) throw Failure(r.error());
   return *stream;
+}
+
+// What the front-end received of the union workload: the integers and the back-ends
+// whose end marker arrived.
+struct UnionResult {
+  std::set<std::int32_t> integers;
+  std::set<Rank> finished;
+
+  // Takes one packet; returns how many integers were new.
+  std::size_t take(const canopy::Packet& packet) {
+    std::size_t fresh = 0;
+    for (const auto& v : packet.values()) {
+      if (auto* xs = std::get_if<std::vector<std::int32_t>>(&v)) {
+        for (auto x : *xs) {
+          if (x < 0) {
+            finished.insert(static_cast<Rank>(-1 - x));  // canopy::demo::union_end_marker
+          } else {
+            fresh += integers.insert(x).second;
+          }
+        }
+      }
+    }
+    return fresh;
+  }
+};
+
+// A recovery event must not name a stream that may have lost data: incremental_union
+// is state recoverable (docs/fault-tolerance.md).
+void check_recovered(const canopy::Event& e, const std::string& run) {
+  if (e.kind != canopy::Event::Kind::recovered || e.incomplete_streams.empty()) return;
+  throw Failure(run + ": the recovery of orphan " + std::to_string(e.rank) + " under " + std::to_string(e.adopter) +
+                " reported " + std::to_string(e.incomplete_streams.size()) + " incomplete stream(s)");
+}
+
+// Receives until every back-end's end marker has arrived (at most `limit`), handing
+// each event to `on_event`, then checks the union against the back-ends' records:
+// no back-end is killed in these runs, so every integer each one recorded must be
+// there, and nothing else. Throws Failure, naming `run`, otherwise.
+template <typename OnEvent>
+void finish_and_check_union(canopy::Network& net, UnionResult& got, const RecordDir& record, const std::string& run,
+                            std::chrono::milliseconds limit, OnEvent on_event) {
+  const auto backends = net.topology().backends();
+  const auto deadline = Clock::now() + limit;
+  auto all_finished = [&] {
+    return std::all_of(backends.begin(), backends.end(), [&](Rank r) { return got.finished.count(r) > 0; });
+  };
+  while (!all_finished() && Clock::now() < deadline) {
+    auto in = net.receive(20ms);
+    if (!in) throw Failure(run + ": receive failed: " + in.error());
+    if (*in) got.take((*in)->packet);
+    while (auto e = net.next_event(0ms)) on_event(*e);
+  }
+  while (auto e = net.next_event(0ms)) on_event(*e);
+  if (!all_finished()) {
+    std::string missing;
+    for (Rank r : backends) {
+      if (!got.finished.count(r)) missing += " " + std::to_string(r);
+    }
+    throw Failure(run + ": no end marker from back-end(s)" + missing + " within " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) + " s");
+  }
+  std::map<Rank, std::vector<canopy::demo::RecordedValue>> records;
+  for (Rank r : backends) {
+    auto values = canopy::demo::read_record(record.path / ("be-" + std::to_string(r) + ".txt"));
+    if (!values) throw Failure(run + ": " + values.error());
+    if (values->empty()) throw Failure(run + ": back-end " + std::to_string(r) + " recorded nothing");
+    records.emplace(r, std::move(*values));
+  }
+  auto check = canopy::demo::check_union(got.integers, records, {});
+  if (!check.ok()) {
+    throw Failure(run + ": the union lost data: " + std::to_string(check.missing) + " of " +
+                  std::to_string(check.expected) + " integers the back-ends sent are missing, " +
+                  std::to_string(check.extra) + " extra");
+  }
+  std::fprintf(stderr, "canopy-recovery-bench: %s: union complete (%zu integers from %zu back-ends)\n", run.c_str(),
+               check.expected, backends.size());
 }
 
 // Figure 5's topology: the front-end over the victim (fan-out F, back-ends) and 16
@@ -177,27 +297,43 @@ void bench_recovery(bool quick, int reps) {
   for (std::size_t fanout : fanouts) {
     std::vector<double> overall, choose_max, connect_max, compensate_max, cleanup_max, per_orphan_mean;
     for (int rep = 0; rep < reps; ++rep) {
+      const std::string run = "recovery fanout=" + std::to_string(fanout) + " rep " + std::to_string(rep + 1);
+      RecordDir record;
       auto net = launch(victim_topology(fanout));
-      start_union(*net, 10, 600000);  // the paper's 10 Hz sampling rate
-      std::this_thread::sleep_for(500ms);
+      // The paper's 10 Hz sampling rate, long enough to outlast the kill (at 500 ms)
+      // and the recovery, after which the union is checked.
+      const int duration_ms = 3000 + 20 * static_cast<int>(fanout);
+      start_union(*net, 10, duration_ms, record);
+      UnionResult got;
+      const auto started = Clock::now();
+      while (Clock::now() - started < 500ms) {
+        auto in = net->receive(20ms);
+        if (!in) throw Failure(run + ": receive failed: " + in.error());
+        if (*in) got.take((*in)->packet);
+      }
       const Rank victim = canopy::kFirstInternalRank + 1;
       pid_t pid = canopy::testing::ProcessGuard::process_of_rank(victim);
-      if (pid <= 0) throw Failure("no victim process");
+      if (pid <= 0) throw Failure(run + ": no process of the victim, commnode " + std::to_string(victim));
       auto killed_at = std::chrono::system_clock::now();
-      kill(pid, SIGKILL);
+      if (kill(pid, SIGKILL) != 0) throw Failure(run + ": cannot kill the victim: " + std::strerror(errno));
       std::set<Rank> recovered;
       std::vector<canopy::Event> events;
+      auto on_event = [&](const canopy::Event& e) {
+        check_recovered(e, run);
+        if (e.kind == canopy::Event::Kind::recovered && recovered.insert(e.rank).second) events.push_back(e);
+      };
       auto deadline = Clock::now() + 30s;
       while (recovered.size() < fanout && Clock::now() < deadline) {
-        (void)net->receive(0ms);  // keep the data flowing
-        if (auto e = net->next_event(20ms); e && e->kind == canopy::Event::Kind::recovered) {
-          recovered.insert(e->rank);
-          events.push_back(*e);
-        }
+        auto in = net->receive(0ms);  // keep the data flowing
+        if (!in) throw Failure(run + ": receive failed: " + in.error());
+        if (*in) got.take((*in)->packet);
+        if (auto e = net->next_event(20ms)) on_event(*e);
       }
       if (recovered.size() < fanout) {
-        throw Failure(std::to_string(recovered.size()) + " of " + std::to_string(fanout) + " orphans recovered");
+        throw Failure(run + ": " + std::to_string(recovered.size()) + " of " + std::to_string(fanout) +
+                      " orphans recovered");
       }
+      finish_and_check_union(*net, got, record, run, std::chrono::milliseconds(duration_ms) + 30s, on_event);
       double last = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, sum = 0;
       for (const auto& e : events) {
         last = std::max(last, std::chrono::duration<double, std::milli>(e.time - killed_at).count());
@@ -212,7 +348,7 @@ void bench_recovery(bool quick, int reps) {
       connect_max.push_back(c2);
       compensate_max.push_back(c3);
       cleanup_max.push_back(c4);
-      per_orphan_mean.push_back(sum / events.size());
+      per_orphan_mean.push_back(sum / static_cast<double>(events.size()));
       (void)net->shutdown();
     }
     std::string params = "fanout=" + std::to_string(fanout) + " adopters=16 reps=" + std::to_string(reps);
@@ -230,54 +366,70 @@ void bench_recovery(bool quick, int reps) {
 void bench_perturbation(bool quick) {
   const int seconds = quick ? 8 : 30;
   const int kill_every = quick ? 3 : 6;
+  const std::string run = "perturbation b:8^2";
   auto topology = canopy::generate_topology("b:8^2");
   if (!topology) throw Failure(topology.error());
+  RecordDir record;
   auto net = launch(*topology);
-  start_union(*net, 100, seconds * 1000);
+  start_union(*net, 100, seconds * 1000, record);
   std::vector<Rank> commnodes;
   for (const auto& n : topology->nodes()) {
     if (n.role == canopy::Role::commnode) commnodes.push_back(n.rank);
   }
   std::mt19937 random(42);
   std::shuffle(commnodes.begin(), commnodes.end(), random);
-  std::set<std::int32_t> seen;
+  Rows rows;
+  UnionResult got;
+  std::set<Rank> killed, reported_failed;
   const auto start = Clock::now();
+  auto on_event = [&](const canopy::Event& e) {
+    check_recovered(e, run);
+    if (e.kind == canopy::Event::Kind::failure) {
+      reported_failed.insert(e.rank);
+      rows.add("perturbation", "b:8^2 rate=100Hz", "failure_at",
+               std::chrono::duration<double>(Clock::now() - start).count(), "s");
+    }
+  };
   auto next_kill = start + std::chrono::seconds(kill_every);
   auto window_end = start + 250ms;
   std::size_t window_new = 0;
   while (Clock::now() - start < std::chrono::seconds(seconds)) {
     auto in = net->receive(10ms);
-    if (!in) throw Failure(in.error());
-    if (*in) {
-      for (const auto& v : (*in)->packet.values()) {
-        if (auto* xs = std::get_if<std::vector<std::int32_t>>(&v)) {
-          for (auto x : *xs) window_new += x >= 0 && seen.insert(x).second;
-        }
-      }
-    }
-    while (auto e = net->next_event(0ms)) {
-      if (e->kind == canopy::Event::Kind::failure) {
-        row("perturbation", "b:8^2 rate=100Hz", "failure_at",
-            std::chrono::duration<double>(Clock::now() - start).count(), "s");
-      }
-    }
+    if (!in) throw Failure(run + ": receive failed: " + in.error());
+    if (*in) window_new += got.take((*in)->packet);
+    while (auto e = net->next_event(0ms)) on_event(*e);
     auto now = Clock::now();
     if (now >= next_kill && !commnodes.empty()) {
-      pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnodes.back());
+      // A kill that finds no process would leave a figure without its failure.
+      const Rank victim = commnodes.back();
       commnodes.pop_back();
-      if (pid > 0) kill(pid, SIGKILL);
+      pid_t pid = canopy::testing::ProcessGuard::process_of_rank(victim);
+      if (pid <= 0) throw Failure(run + ": no process of commnode " + std::to_string(victim) + " to kill");
+      if (kill(pid, SIGKILL) != 0) {
+        throw Failure(run + ": cannot kill commnode " + std::to_string(victim) + ": " + std::strerror(errno));
+      }
+      killed.insert(victim);
       next_kill += std::chrono::seconds(kill_every);
     }
     while (now >= window_end) {
       char params[64];
       std::snprintf(params, sizeof params, "b:8^2 rate=100Hz t=%.2f",
                     std::chrono::duration<double>(window_end - start).count());
-      row("perturbation", params, "new_integers_per_s", window_new * 4.0, "1/s");
+      rows.add("perturbation", params, "new_integers_per_s", static_cast<double>(window_new) * 4.0, "1/s");
       window_new = 0;
       window_end += 250ms;
     }
   }
+  finish_and_check_union(*net, got, record, run, 30s, on_event);
+  const std::size_t planned = static_cast<std::size_t>((seconds - 1) / kill_every);
+  if (killed.size() < planned) {
+    throw Failure(run + ": " + std::to_string(killed.size()) + " of " + std::to_string(planned) + " kills made");
+  }
+  for (Rank r : killed) {
+    if (!reported_failed.count(r)) throw Failure(run + ": the kill of commnode " + std::to_string(r) + " was not reported");
+  }
   (void)net->shutdown();
+  rows.print();
 }
 
 }  // namespace
@@ -308,7 +460,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "recovery") bench_recovery(quick, reps);
     if (only.empty() || only == "perturbation") bench_perturbation(quick);
   } catch (const Failure& e) {
-    std::fprintf(stderr, "canopy-recovery-bench: %s\n", e.what());
+    std::fprintf(stderr, "canopy-recovery-bench: FAILED %s\n", e.what());
     canopy::testing::ProcessGuard::kill_all();
     return 1;
   }
