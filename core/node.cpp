@@ -231,13 +231,25 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
     log().warn("refusing connection from {}: {}", link->peer(), why);
     link->close(why);
   };
+  // A process of another version or another tree can never be accepted here: it is
+  // told why and to stop, so that its own error says so (an attached back-end's
+  // receive() fails with the reason), not just that its parent hung up.
+  auto refuse_for_good = [&](const std::string& why) {
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+    link->send(stop.builder());
+    refuse(why);
+  };
   if (msg.getBody().which() != Body::HELLO) return refuse("first message is not a hello");
   auto hello = msg.getBody().getHello();
   if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
-    return refuse("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
-                  std::to_string(wire::PROTOCOL_VERSION));
+    return refuse_for_good("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
+                           std::to_string(wire::PROTOCOL_VERSION));
   }
-  if (hello.getNetworkId() != id_.network_id) return refuse("hello from another network");
+  if (hello.getNetworkId() != id_.network_id) {
+    return refuse_for_good(fmt::format("hello from another network (network id {:x}, this tree's is {:x})",
+                                       hello.getNetworkId(), id_.network_id));
+  }
   for (Service* service : services_) {
     if (auto why = service->refuse_hello(hello)) {
       // Told to stop, not only refused: an orphan would otherwise ask the next adopter.

@@ -565,7 +565,7 @@ LinkStats StripedLink::stats() const {
   s.bytes_sent = stream_.end();
   s.bytes_delivered = reassembler_.lids();
   s.unacked_bytes = window_.unacked_bytes() + (stream_.end() - window_.cut_end());
-  s.round_trip_ms = srtt_ ? *srtt_ * 1000 : 0;
+  s.round_trip_ms = round_trip_.srtt_seconds().value_or(0) * 1000;
   s.retransmit_timeout_ms = static_cast<double>(retransmit_backoff().initial.count());
   return s;
 }
@@ -877,8 +877,7 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
     Path& p = *paths_[f.path];
     p.stats.bytes_acked += f.length;
     p.acked_since_tick += f.length;
-    // Karn: only a fragment sent once says how long a round trip takes.
-    if (f.transmissions == 1 && f.state == SendWindow::State::sent) sample_round_trip(now - f.sent_at);
+    round_trip_.on_acknowledged(f, now);  // Karn's rule inside
   });
   release_acknowledged();
   schedule_pump();
@@ -926,11 +925,7 @@ std::uint64_t StripedLink::budget(const Path& path) const {
       total_rate += p->stats.rate;
     }
   }
-  const double window = static_cast<double>(options_.max_unacked_bytes);
-  if (live <= 1) return options_.max_unacked_bytes;
-  double share = (total_rate > 0 && path.stats.rate > 0) ? path.stats.rate / total_rate : 1.0 / live;
-  share = std::max(share, 1.0 / (4.0 * live));  // room to show it got faster
-  return std::max<std::uint64_t>(2 * options_.max_fragment_bytes, static_cast<std::uint64_t>(share * window));
+  return path_budget(path.stats.rate, total_rate, live, options_.max_unacked_bytes, options_.max_fragment_bytes);
 }
 
 bool StripedLink::write_batch(Path& path) {
@@ -1121,27 +1116,11 @@ void StripedLink::queue_ack(Path* preferred) {
   schedule_pump();
 }
 
-void StripedLink::sample_round_trip(Clock::duration sample) {
-  double r = std::chrono::duration<double>(sample).count();
-  if (!srtt_) {
-    srtt_ = r;
-    rttvar_ = r / 2;
-  } else {
-    rttvar_ = 0.75 * rttvar_ + 0.25 * std::abs(*srtt_ - r);
-    srtt_ = 0.875 * *srtt_ + 0.125 * r;
-  }
-}
-
 Backoff StripedLink::retransmit_backoff() const {
   // The configured initial time-out is a floor: under load, queueing in socket
   // buffers can make round trips longer than it, and a time-out that fires before the
   // acknowledgement can arrive only sends duplicates.
-  Backoff b = options_.retransmit;
-  if (srtt_) {
-    auto rto = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil((*srtt_ + 4 * rttvar_) * 1000)));
-    b.initial = std::min(b.max, std::max(b.initial, rto));
-  }
-  return b;
+  return round_trip_.retransmit(options_.retransmit);
 }
 
 void StripedLink::arm_retransmit_timer() {

@@ -34,6 +34,7 @@
 #include "transport/checksum.h"
 #include "transport/frame.h"
 #include "transport/link.h"
+#include "transport/stripe_pacing.h"
 #include "transport/stripe_receive.h"
 #include "transport/stripe_send.h"
 #include "transport/stripe_wire.h"
@@ -253,7 +254,6 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   void release_acknowledged();
   void queue_ack(Path* preferred);
   void arm_retransmit_timer();
-  void sample_round_trip(std::chrono::steady_clock::duration sample);
   Backoff retransmit_backoff() const;
   void on_retransmit_timer();
 
@@ -299,8 +299,7 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   std::vector<SeqRange> sack_scratch_;
   std::uint64_t peer_lirs_ = 0;
   // Round trip of fragments (write complete to first acknowledgement), RFC 6298 style.
-  std::optional<double> srtt_;  // seconds
-  double rttvar_ = 0;
+  RoundTripEstimator round_trip_;
 
   std::size_t pump_start_ = 0;  // round-robin start among idle paths
   bool pump_posted_ = false;

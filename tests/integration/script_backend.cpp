@@ -4,10 +4,13 @@
 //   tag kUnion,  "%d %d": (count, interval ms): send `count` packets, one integer
 //                each (script_protocol.h), `interval ms` apart.
 //   tag kGossip: reply the gossip settings this back-end runs with.
+//   tag kEcho,   "%ad": reply {rank, the array}: what reached the back-end, after
+//                the stream's downstream filters.
 //   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
 //                point-to-point to back-end `to`, which checks the packet's source
 //                and answers up the stream with kRelayed {from, to}.
-// Started by a Canopy parent, or with `--attach FILE RANK` in attach mode.
+// Started by a Canopy parent, or with `--attach FILE RANK` in attach mode. With
+// SCRIPT_BACKEND_SAY_WHY set it prints why it stopped on stderr.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +33,10 @@ int main(int argc, char** argv) {
   const auto me = static_cast<std::int32_t>(be.rank());
   while (true) {
     auto in = be.receive(std::chrono::hours(1));
-    if (!in) return 0;
+    if (!in) {  // shut down, or refused by the tree: the end, normally
+      if (std::getenv("SCRIPT_BACKEND_SAY_WHY")) std::fprintf(stderr, "script_backend: %s\n", in.error().c_str());
+      return 0;
+    }
     if (!*in) continue;
     const auto& stream = (*in)->stream;
     const auto& packet = (*in)->packet;
@@ -45,6 +51,9 @@ int main(int argc, char** argv) {
                                                         static_cast<std::int32_t>(g.schedule),
                                                         static_cast<std::int32_t>(g.period.count()),
                                                         static_cast<std::int32_t>(g.ping_timeout.count())}}});
+    } else if (packet.tag() == kEcho) {
+      const auto* array = packet.size() == 1 ? std::get_if<std::vector<std::int32_t>>(&packet[0]) : nullptr;
+      if (array) (void)be.send(stream, canopy::Packet{kEcho, {me, *array}});
     } else if (packet.tag() == kRelay) {
       std::uint32_t from = 0, to = 0;
       if (packet.unpack("%ud %ud", from, to) && from == be.rank()) {

@@ -13,6 +13,7 @@ inline constexpr std::int32_t kUnion = 14;    // "%d %d": count, interval ms -> 
                                               // {[union_value(rank, i)]}, i = 0..count-1
 inline constexpr std::int32_t kGossip = 15;   // no arguments -> {[schedule, period ms, ping time-out ms]}
                                               // of Backend::gossip()
+inline constexpr std::int32_t kEcho = 16;     // "%ad": any int32 array -> {rank, the array as received}
 
 inline std::int32_t union_value(std::uint32_t rank, std::int32_t i) {
   return static_cast<std::int32_t>(rank) * 100000 + i;

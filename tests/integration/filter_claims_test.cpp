@@ -1,0 +1,125 @@
+// docs/filters.md's claims about downstream filters and filters that throw, on real
+// trees over loopback (issue 21): a downstream filter transforms what goes down at
+// every node that has children, and an exception thrown by a filter's execute()
+// becomes an error of that stream at the front-end, while every process runs on.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "canopy/frontend.h"
+#include "process_guard.h"
+#include "script_protocol.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+namespace script = canopy::script;
+
+namespace {
+
+const std::string kBin = CANOPY_BIN_DIR;
+const std::string kScriptBackend = std::string(CANOPY_TEST_BIN_DIR) + "/script_backend";
+const std::string kClaimsFilters = CANOPY_CLAIMS_FILTERS;
+
+class FilterClaims : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
+    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
+  }
+  void TearDown() override {
+    network_.reset();
+    auto left = ProcessGuard::wait_for_none(10s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+  }
+
+  // b:2^2: the front-end, commnodes 1000001 and 1000002, back-ends 0..3.
+  canopy::Network* launch() {
+    auto topology = canopy::generate_topology("b:2^2");
+    EXPECT_TRUE(topology) << topology.error();
+    if (!topology) return nullptr;
+    topology_ = *topology;
+    canopy::LaunchOptions options;
+    options.topology = *topology;
+    options.backend_argv = {kScriptBackend};
+    auto network = canopy::Network::launch(std::move(options));
+    if (!network) {
+      ADD_FAILURE() << network.error();
+      return nullptr;
+    }
+    network_ = std::move(*network);
+    if (auto loaded = network_->load_filter(kClaimsFilters, "stamp"); !loaded) ADD_FAILURE() << loaded.error();
+    if (auto loaded = network_->load_filter(kClaimsFilters, "explode"); !loaded) ADD_FAILURE() << loaded.error();
+    return network_.get();
+  }
+
+  std::optional<canopy::Topology> topology_;
+  std::unique_ptr<canopy::Network> network_;
+  ProcessGuard guard_;
+};
+
+TEST_F(FilterClaims, ADownstreamFilterTransformsWhatTheBackendsReceiveAtEveryNodeOnTheWay) {
+  auto* net = launch();
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "concat", .downstream_filter = "stamp"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{7}}}));
+  auto in = net->receive(10s);
+  ASSERT_TRUE(in) << in.error();
+  ASSERT_TRUE(*in) << "no answer within 10 s";
+  const auto& out = (*in)->packet;
+  ASSERT_EQ(out.size(), 2u) << out.format();
+  const auto& ranks = std::get<std::vector<std::int32_t>>(out[0]);
+  const auto& seen = std::get<std::vector<std::int32_t>>(out[1]);
+  ASSERT_EQ(ranks.size(), 4u) << out.format();
+  ASSERT_EQ(seen.size(), 3 * ranks.size()) << "each back-end echoes 7 and two stamps: " << out.format();
+  std::set<std::int32_t> answered;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const auto rank = static_cast<canopy::Rank>(ranks[i]);
+    answered.insert(ranks[i]);
+    // The front-end stamped it, then the back-end's own commnode; the back-end
+    // received the transformed packet, not the one broadcast.
+    const std::vector<std::int32_t> expected{7, static_cast<std::int32_t>(topology_->root().rank),
+                                             static_cast<std::int32_t>(*topology_->at(rank).parent)};
+    EXPECT_EQ(std::vector<std::int32_t>(seen.begin() + 3 * i, seen.begin() + 3 * i + 3), expected)
+        << "back-end " << rank << " received another packet";
+  }
+  EXPECT_EQ(answered, (std::set<std::int32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(FilterClaims, AnExceptionInExecuteBecomesAStreamErrorAndNoProcessDies) {
+  auto* net = launch();
+  ASSERT_TRUE(net);
+  const auto processes = ProcessGuard::descendants().size();
+  ASSERT_EQ(processes, 6u) << "two commnodes and four back-ends";
+  auto stream = net->create_stream({.upstream_filter = "explode"});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kReply, {-1, 0}}));
+  // Both commnodes throw on their wave; each failure reaches the front-end as an
+  // error of this stream, naming the node and the exception's message.
+  std::set<std::string> nodes;
+  for (int i = 0; i < 2; ++i) {
+    auto in = net->receive(10s);
+    ASSERT_FALSE(in) << (*in ? "a packet arrived instead of the error" : "no error within 10 s");
+    const auto& error = in.error();
+    EXPECT_NE(error.find("stream " + std::to_string(*stream) + ":"), std::string::npos) << error;
+    EXPECT_NE(error.find("explode refuses a wave of 2 packets"), std::string::npos) << error;
+    for (const char* node : {"commnode 1000001", "commnode 1000002"}) {
+      if (error.find(node) != std::string::npos) nodes.insert(node);
+    }
+  }
+  EXPECT_EQ(nodes.size(), 2u) << "each commnode reported its own failure";
+  // Nothing crashed: every process is alive and the tree still reduces.
+  EXPECT_EQ(ProcessGuard::descendants().size(), processes);
+  auto sum = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(sum) << sum.error();
+  ASSERT_TRUE(net->broadcast(*sum, canopy::Packet{script::kReply, {-1, 0}}));
+  auto in = net->receive(10s);
+  ASSERT_TRUE(in) << in.error();
+  ASSERT_TRUE(*in) << "no answer within 10 s";
+  EXPECT_EQ(std::get<std::int32_t>((*in)->packet[0]), 0 + 1 + 2 + 3);
+}
+
+}  // namespace
