@@ -247,8 +247,9 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
                            std::to_string(wire::PROTOCOL_VERSION));
   }
   if (hello.getNetworkId() != id_.network_id) {
-    return refuse_for_good(fmt::format("hello from another network (network id {:x}, this tree's is {:x})",
-                                       hello.getNetworkId(), id_.network_id));
+    // The stranger is told its own id only: this tree's id is what lets a process
+    // join it, and must not be handed to whoever connects.
+    return refuse_for_good(fmt::format("hello from another network (network id {:x})", hello.getNetworkId()));
   }
   for (Service* service : services_) {
     if (auto why = service->refuse_hello(hello)) {

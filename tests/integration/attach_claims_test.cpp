@@ -173,6 +173,10 @@ TEST_F(AttachClaims, ABackendOfAnotherNetworkIsRefusedAndToldWhy) {
   ASSERT_NE(exit.status, -1) << "the back-end did not end: the tree accepted it";
   EXPECT_NE(exit.err.find("refused by commnode 1000001"), std::string::npos) << exit.err;
   EXPECT_NE(exit.err.find("hello from another network"), std::string::npos) << exit.err;
+  std::ostringstream tree_id;
+  tree_id << std::hex << parsed->network_id;
+  EXPECT_EQ(exit.err.find(tree_id.str()), std::string::npos)
+      << "the refusal handed this tree's network id to a stranger: " << exit.err;
   auto attached = network_->wait_for_backends(100ms);
   ASSERT_FALSE(attached);
   EXPECT_NE(attached.error().find("missing ranks 0-3"), std::string::npos) << attached.error();
