@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -303,13 +305,44 @@ TEST_F(Cli, PluginFilterIsLoadedFromTheCommandLine) {
 }
 
 // --links striped on one loopback NIC: every link striped and checksummed, a fifth
-// of the fragments corrupted (--corrupt), and every wave's sum still right.
+// of the fragments corrupted (--corrupt), and every wave's sum still right. The
+// processes' logs (CANOPY_LOG_DIR) show that the options took effect: striped links
+// closed having injected corruption and caught it.
 TEST_F(Cli, StripedLinksWithInjectedCorruptionGiveTheRightSums) {
+  char dir[] = "/tmp/canopy-cli-striped-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("CANOPY_LOG_DIR", dir, 1);
   auto o = run_canopy({"run", "--tree", "b:2^2", "--waves", "50", "--interval", "1", "--links", "striped",
                        "--checksum", "additive", "--corrupt", "0.2"});
+  unsetenv("CANOPY_LOG_DIR");
   ASSERT_EQ(exit_code(o), 0) << o.err;
   EXPECT_NE(o.out.find("50 waves of sum over 4 back-ends"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("check: ok"), std::string::npos) << o.out;
+  // Each striped link logs, when it closes, "... N checksum failures caught, M
+  // corruptions injected, ...": plain links log no such line.
+  std::size_t striped_links = 0, caught = 0, injected = 0;
+  auto number_before = [](const std::string& line, const std::string& what) -> std::size_t {
+    auto at = line.find(what);
+    if (at == std::string::npos) return 0;
+    return std::stoul(line.substr(line.rfind(", ", at) + 2));
+  };
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream log(entry.path());
+    std::string text((std::istreambuf_iterator<char>(log)), {});
+    for (const auto& line : lines_with(text, " corruptions injected")) {
+      ++striped_links;
+      caught += number_before(line, " checksum failures caught");
+      injected += number_before(line, " corruptions injected");
+    }
+  }
+  EXPECT_GT(striped_links, 0u) << "no striped link logged its close in " << dir << ": --links striped ignored?";
+  EXPECT_GT(injected, 0u) << "no fragment was corrupted: --corrupt ignored?";
+  EXPECT_GT(caught, 0u) << "no corrupt fragment was caught by a checksum";
+  if (HasFailure()) {
+    std::cerr << "the processes' logs are kept in " << dir << "\n";
+  } else {
+    std::filesystem::remove_all(dir);
+  }
 
   // Refused by the command-line parser, before anything starts.
   auto bad = run_canopy({"run", "--corrupt", "0.9"});

@@ -3,6 +3,7 @@
 // back-end to back-end point-to-point, and attach mode (also from an MPI job).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -89,8 +92,10 @@ class Streams : public ::testing::Test {
     return canopy::Packet{script::kReply, {slow_rank, delay_ms}};
   }
 
-  // Starts argv[0]; `extra_env` entries ("NAME=value") replace or extend ours.
-  pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
+  // Starts argv[0]; `extra_env` entries ("NAME=value") replace or extend ours; its
+  // standard error goes to `stderr_path` if one is given.
+  pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+              const std::string& stderr_path = {}) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -102,10 +107,34 @@ class Streams : public ::testing::Test {
     }
     for (const auto& x : extra_env) env.push_back(const_cast<char*>(x.c_str()));
     env.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!stderr_path.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    }
     pid_t pid = -1;
-    int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), env.data());
+    int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env.data());
+    posix_spawn_file_actions_destroy(&actions);
     EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
     return pid;
+  }
+
+  // Waits up to `limit` for child `pid` to exit; its wait status, or nullopt if it
+  // has not exited by then.
+  static std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (true) {
+      int status = 0;
+      pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid) return status;
+      if (done < 0 || std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  static std::string slurp(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
   }
 
   std::filesystem::path dir_;
@@ -193,18 +222,26 @@ TEST_F(Streams, DontWaitPassesEveryPacketOnAsItArrives) {
   ASSERT_TRUE(net);
   auto stream = net->create_stream({.upstream_filter = "sum", .sync = canopy::SyncMode::dont_wait});
   ASSERT_TRUE(stream) << stream.error();
-  // Rank 2 is slow: the others must not wait for it.
-  ASSERT_TRUE(net->broadcast(*stream, reply_command(2, 1500)));
+  // Rank 2 is slow: the others must not wait for it. Its reply leaves 8 s after the
+  // command; the three others must all be in within 5 s of it. Not a speed check:
+  // 5 s is ample for three replies on a loaded machine, and still short of the 8 s a
+  // stream that held them for rank 2 would take (which would also merge them: the
+  // contributors check). Each arrives on its own.
+  constexpr auto kSlow = 8000ms;
+  constexpr auto kFastBound = 5000ms;
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(2, static_cast<std::int32_t>(kSlow.count()))));
   std::vector<std::int32_t> ranks;
   for (int i = 0; i < 3; ++i) {
-    auto out = next(*net, 1000ms);
-    ASSERT_TRUE(out);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(sent + kFastBound - std::chrono::steady_clock::now());
+    auto out = next(*net, std::max(left, 1ms));
+    ASSERT_TRUE(out) << "fast reply " << i + 1 << " of 3 not in within " << kFastBound.count() << " ms";
     EXPECT_EQ(out->contributors(), 1u);
     ranks.push_back(int_at(*out, 0));
   }
   std::sort(ranks.begin(), ranks.end());
   EXPECT_EQ(ranks, (std::vector<std::int32_t>{0, 1, 3}));
-  auto late = next(*net);
+  auto late = next(*net, 30s);
   ASSERT_TRUE(late);
   EXPECT_EQ(int_at(*late, 0), 2);
 }
@@ -212,15 +249,18 @@ TEST_F(Streams, DontWaitPassesEveryPacketOnAsItArrives) {
 TEST_F(Streams, TimeOutClosesAWaveWithoutTheSlowBackend) {
   auto* net = launch("b:4");  // flat, so that one time-out decides the wave
   ASSERT_TRUE(net);
+  // The wave closes 2 s after its first packet: time enough for the three fast replies
+  // on a loaded machine, and well before the slow one leaves (6 s), so the first
+  // result holds exactly the three fast ones, however long it takes to arrive.
   auto stream = net->create_stream({.upstream_filter = "sum", .sync = canopy::SyncMode::time_out,
-                                    .sync_timeout = 500ms});
+                                    .sync_timeout = 2000ms});
   ASSERT_TRUE(stream) << stream.error();
-  ASSERT_TRUE(net->broadcast(*stream, reply_command(3, 3000)));
-  auto first = next(*net, 2500ms);
+  ASSERT_TRUE(net->broadcast(*stream, reply_command(3, 6000)));
+  auto first = next(*net, 30s);
   ASSERT_TRUE(first);
   EXPECT_EQ(int_at(*first, 0), 0 + 1 + 2);
   EXPECT_EQ(first->contributors(), 3u);
-  auto late = next(*net);
+  auto late = next(*net, 30s);
   ASSERT_TRUE(late);
   EXPECT_EQ(int_at(*late, 0), 3);
   EXPECT_EQ(late->contributors(), 1u);
@@ -294,9 +334,9 @@ TEST_F(Streams, AttachedBackendsJoinAndReduce) {
   EXPECT_EQ(out->contributors(), 4u);
   network_.reset();  // shutdown reaches the attached back-ends, which exit
   for (pid_t pid : pids) {
-    int status = 0;
-    EXPECT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    auto status = wait_exit(pid, 30s);
+    ASSERT_TRUE(status) << "attached back-end " << pid << " did not exit after the shutdown";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "status " << *status;
   }
 }
 
@@ -342,9 +382,9 @@ TEST_F(Streams, AKilledAttachedBackendStartedAgainRejoinsTheViewAndTheStream) {
   EXPECT_EQ(int_at(*out, 0), 6) << "every back-end, the restarted one included, answered";
   EXPECT_EQ(out->contributors(), 4u);
   network_.reset();  // the restarted back-end, too, hears the shutdown and exits
-  int status = 0;
-  EXPECT_EQ(waitpid(pids[2], &status, 0), pids[2]);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the restarted back-end: status " << status;
+  auto status = wait_exit(pids[2], 30s);
+  ASSERT_TRUE(status) << "the restarted back-end did not exit after the shutdown";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "the restarted back-end: status " << *status;
 }
 
 // The gossip settings reach every back-end with the launch plan, and the back-end
@@ -392,11 +432,30 @@ TEST_F(Streams, AttachFileErrorsAreClear) {
   const auto file = (dir_ / "attach").string();
   auto* net = launch("b:2", file);
   ASSERT_TRUE(net);
-  // A rank that is not in the tree, then a file that does not exist.
-  spawn({kScriptBackend, "--attach", file, "9"});
-  spawn({kScriptBackend, "--attach", (dir_ / "none").string(), "0"});
-  // Both exit with an error at once; the two real back-ends have not been started.
-  for (int i = 0; i < 50 && ProcessGuard::descendants().size() > 2; ++i) std::this_thread::sleep_for(100ms);
+  // A rank that is not in the tree, then a file that does not exist: each back-end
+  // refuses to start, exits with status 1 and says why.
+  const auto none = (dir_ / "none").string();
+  struct Case {
+    pid_t pid;
+    std::filesystem::path err;
+    std::string expected;
+  };
+  std::vector<Case> cases{
+      {spawn({kScriptBackend, "--attach", file, "9"}, {}, (dir_ / "rank9.err").string()), dir_ / "rank9.err",
+       "rank 9 is not a back-end of the tree in " + file + " (it lists 2 back-ends)"},
+      {spawn({kScriptBackend, "--attach", none, "0"}, {}, (dir_ / "none.err").string()), dir_ / "none.err",
+       "cannot read attach file " + none + ": No such file or directory"},
+  };
+  for (const auto& c : cases) {
+    ASSERT_GT(c.pid, 0);
+    // They fail before connecting anywhere; the bound only covers a loaded machine.
+    auto status = wait_exit(c.pid, 30s);
+    ASSERT_TRUE(status) << "the back-end expecting '" << c.expected << "' is still running";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << "wait status " << *status;
+    const std::string err = slurp(c.err);
+    EXPECT_NE(err.find("script_backend: " + c.expected), std::string::npos) << err;
+  }
+  // The tree's own two back-ends (attach mode: started by nobody) are still missing.
   auto timed_out = net->wait_for_backends(200ms);
   ASSERT_FALSE(timed_out);
   EXPECT_NE(timed_out.error().find("missing ranks 0-1"), std::string::npos) << timed_out.error();

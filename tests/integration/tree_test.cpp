@@ -221,17 +221,24 @@ TEST_F(Tree, FilterErrorReachesTheFrontEnd) {
   EXPECT_NE(in.error().find("sum"), std::string::npos) << in.error();
 }
 
+// shutdown() returns once the tree has stopped: every process has exited (the bound
+// only lets a loaded machine reap them; it is not a speed check).
 TEST_F(Tree, ShutdownStopsEveryProcess) {
   auto& net = launch("b:4^2");
   EXPECT_EQ(ProcessGuard::descendants().size(), 20u);
   ASSERT_TRUE(net.shutdown());
-  EXPECT_TRUE(ProcessGuard::wait_for_none(1s).empty());
+  auto left = ProcessGuard::wait_for_none(10s);
+  EXPECT_TRUE(left.empty()) << left.size() << " processes outlived the shutdown";
 }
 
+// A back-end that ignores the shutdown is SIGKILLed by its parent after the grace
+// period; without that kill it would sleep on for an hour, so any bound shows it, and
+// a generous one cannot flake.
 TEST_F(Tree, BackendThatIgnoresShutdownIsKilled) {
   launch(*canopy::generate_topology("b:2^2"), {kTestBin + "/flaky_backend", "ignore-shutdown"});
   ASSERT_TRUE(network_->shutdown());
-  EXPECT_TRUE(ProcessGuard::wait_for_none(1s).empty());
+  auto left = ProcessGuard::wait_for_none(30s);
+  EXPECT_TRUE(left.empty()) << left.size() << " back-ends outlived the shutdown";
 }
 
 TEST_F(Tree, BackendExitingBeforeConnectingFailsTheLaunchNamingIt) {
@@ -354,17 +361,12 @@ edges:
 
 namespace {
 
-// A port that was free a moment ago, for a topology that pins a commnode's port.
-std::uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+// The port commnode `rank` listens on: chosen by the commnode itself (port 0 in the
+// topology) and published to the front-end's topology at launch. No port is picked
+// beforehand, so none can be taken by another test in between (ctest -j).
+std::uint16_t listening_port(const canopy::Network& net, canopy::Rank rank) {
+  const canopy::Node* node = net.topology().find(rank);
+  return node ? node->port : 0;
 }
 
 // Connects to 127.0.0.1:port, writes `bytes`, and tells whether the peer then
@@ -393,14 +395,14 @@ std::string frame_header(std::uint64_t length) { return std::string(reinterpret_
 }  // namespace
 
 TEST_F(Tree, BadFramesCloseOnlyTheirOwnConnection) {
-  std::uint16_t port = free_port();
-  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode, port: " +
-                     std::to_string(port) +
-                     "}\n  - {rank: 0, role: backend}\n  - {rank: 1, role: backend}\n"
+  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode}\n"
+                     "  - {rank: 0, role: backend}\n  - {rank: 1, role: backend}\n"
                      "edges:\n  - {parent: 1000000, children: [1000001]}\n  - {parent: 1000001, children: [0, 1]}\n";
-  auto topology = canopy::parse_topology_yaml(yaml, "pinned.yaml");
+  auto topology = canopy::parse_topology_yaml(yaml, "one-commnode.yaml");
   ASSERT_TRUE(topology) << topology.error();
   auto& net = launch(*topology);
+  const std::uint16_t port = listening_port(net, 1000001);
+  ASSERT_NE(port, 0) << "the commnode's listening port was not published";
   auto stream = net.create_stream({.upstream_filter = "sum"});
   ASSERT_TRUE(stream) << stream.error();
 
@@ -416,17 +418,18 @@ TEST_F(Tree, BadFramesCloseOnlyTheirOwnConnection) {
 }
 
 TEST_F(Tree, SilentConnectionIsClosedAfterTheStartupTimeout) {
-  std::uint16_t port = free_port();
-  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode, port: " +
-                     std::to_string(port) + "}\n  - {rank: 0, role: backend}\n"
+  std::string yaml = "nodes:\n  - {rank: 1000000, role: frontend}\n  - {rank: 1000001, role: commnode}\n"
+                     "  - {rank: 0, role: backend}\n"
                      "edges:\n  - {parent: 1000000, children: [1000001]}\n  - {parent: 1000001, children: [0]}\n";
   canopy::LaunchOptions options;
-  options.topology = *canopy::parse_topology_yaml(yaml, "pinned.yaml");
+  options.topology = *canopy::parse_topology_yaml(yaml, "one-commnode.yaml");
   options.backend_argv = {kBin + "/canopy-demo-backend"};
   options.startup_timeout = 3s;  // also the hello deadline; long enough for a loaded machine to launch
   auto network = canopy::Network::launch(std::move(options));
   ASSERT_TRUE(network) << network.error();
   network_ = std::move(*network);
+  const std::uint16_t port = listening_port(*network_, 1000001);
+  ASSERT_NE(port, 0) << "the commnode's listening port was not published";
   EXPECT_TRUE(peer_closes_after(port, "", 15)) << "a connection that never says hello must not linger";
 }
 
@@ -436,9 +439,11 @@ TEST_F(Tree, ReceiveAfterShutdownFailsAtOnce) {
   auto first = net.receive(5s);
   ASSERT_FALSE(first);
   EXPECT_EQ(first.error_kind(), canopy::ErrorKind::stopped) << first.error();
+  // At once, not after the time-out: a minute's time-out that did not fail at once
+  // would hold the test far beyond the 30 s bound below, however loaded the machine.
   auto started = std::chrono::steady_clock::now();
-  auto again = net.receive(5s);
+  auto again = net.receive(60s);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error_kind(), canopy::ErrorKind::stopped) << again.error();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
 }

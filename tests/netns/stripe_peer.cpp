@@ -357,8 +357,11 @@ class Receiver {
       // What the link caught and dropped on the way: proof that injected faults
       // happened, and that the checks above saw none of them.
       auto s = striped_->stats();
+      std::uint64_t injected = 0;  // into this end's own progress reports (--corrupt)
+      for (const auto& p : s.paths) injected += p.corruptions_injected;
       summary += " link_checksum_failures=" + std::to_string(s.checksum_failures) +
-                 " link_duplicates=" + std::to_string(s.duplicates) + " paths=" + std::to_string(s.paths.size());
+                 " link_duplicates=" + std::to_string(s.duplicates) + " paths=" + std::to_string(s.paths.size()) +
+                 " link_corruptions_injected=" + std::to_string(injected);
     }
     std::printf("%s\n", summary.c_str());
     std::fflush(stdout);
@@ -518,6 +521,9 @@ class Sender {
                 static_cast<unsigned long long>(s.retransmissions), static_cast<unsigned long long>(s.timeouts),
                 static_cast<unsigned long long>(s.failovers), static_cast<unsigned long long>(s.nacks_received),
                 s.round_trip_ms);
+    // Corrupt frames from the receiver (its progress reports, with --corrupt there)
+    // caught on this end.
+    std::printf("link_checksum_failures=%llu\n", static_cast<unsigned long long>(s.checksum_failures));
     for (std::size_t i = 0; i < s.paths.size(); ++i) {
       const auto& p = s.paths[i];
       auto key = [&](const char* name) { return "path" + std::to_string(i) + "_" + name; };

@@ -25,13 +25,20 @@ peer_send "$work" --count "$count" --size 65536 --corrupt 0.02
 peer_wait "$work"
 
 peer_expect_intact "$work" "$count"
+# Sender to receiver: the data fragments.
 injected=$(($(peer_value "$work/send.out" path0_corruptions_injected) + $(peer_value "$work/send.out" path1_corruptions_injected)))
 caught="$(peer_value "$work/serve.out" link_checksum_failures)"
 [ "$injected" -gt 0 ] || peer_fail "$work" "the sender injected no corruption"
-[ "$caught" -gt 0 ] || peer_fail "$work" "the receiver's link caught no corrupt fragment"
+[ "${caught:-0}" -gt 0 ] || peer_fail "$work" "the receiver's link caught no corrupt fragment"
 [ "$(peer_value "$work/send.out" link_nacks_received)" -gt 0 ] || peer_fail "$work" "no corrupt fragment was asked for again"
+# Receiver to sender: its progress reports (and acknowledgements), corrupted too.
+back_injected="$(peer_value "$work/serve.out" link_corruptions_injected)"
+back_caught="$(peer_value "$work/send.out" link_checksum_failures)"
+[ "${back_injected:-0}" -gt 0 ] || peer_fail "$work" "the receiver injected no corruption"
+[ "${back_caught:-0}" -gt 0 ] || peer_fail "$work" "the sender's link caught no corrupt frame from the receiver"
 [ "$(peer_value "$work/send.out" path0_bytes_sent)" -gt 0 ] || peer_fail "$work" "NIC 1's path carried nothing"
 [ "$(peer_value "$work/send.out" path1_bytes_sent)" -gt 0 ] || peer_fail "$work" "NIC 2's path carried nothing"
 netns_expect_no_processes || peer_fail "$work" "processes were left in the namespaces"
 echo "PASS: $count messages of 64 KiB intact, once, in order over two NICs;" \
-  "$injected corrupt fragments injected by the sender, $caught caught by the receiver's link"
+  "$injected corrupt fragments injected by the sender, $caught caught by the receiver's link;" \
+  "$back_injected injected by the receiver, $back_caught caught by the sender's link"
