@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -103,6 +104,14 @@ class UnionRunWithAHealedCommnode : public ::testing::Test {
     return out;
   }
 
+  // Whether `object` has every field in `fields`; names the first it lacks.
+  static ::testing::AssertionResult has_fields(const YAML::Node& object, std::initializer_list<const char*> fields) {
+    for (const char* field : fields) {
+      if (!object[field]) return ::testing::AssertionFailure() << "no \"" << field << "\" in " << YAML::Dump(object);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
   static inline ProcessGuard* guard_ = nullptr;
   static inline std::string dir_;
   static inline Output output_;
@@ -135,6 +144,7 @@ TEST_F(UnionRunWithAHealedCommnode, JsonlEventsAreJsonObjectsThatTellTheHealing)
   }
   auto failures = events("failure");
   ASSERT_EQ(failures.size(), 1u) << output_.out;
+  ASSERT_TRUE(has_fields(failures[0], {"rank", "reason", "time_us"}));
   EXPECT_EQ(failures[0]["rank"].as<std::uint32_t>(), C1);
   EXPECT_NE(failures[0]["reason"].as<std::string>().find("commnode 1000001 on localhost"), std::string::npos)
       << failures[0]["reason"].as<std::string>();
@@ -142,6 +152,7 @@ TEST_F(UnionRunWithAHealedCommnode, JsonlEventsAreJsonObjectsThatTellTheHealing)
 
   std::set<std::uint32_t> adopted, recovered;
   for (const auto& e : events("adoption")) {
+    ASSERT_TRUE(has_fields(e, {"rank", "adopter", "incarnation", "time_us"}));
     const auto rank = e["rank"].as<std::uint32_t>();
     adopted.insert(rank);
     EXPECT_NE(e["adopter"].as<std::uint32_t>(), C1) << rank;
@@ -150,6 +161,8 @@ TEST_F(UnionRunWithAHealedCommnode, JsonlEventsAreJsonObjectsThatTellTheHealing)
   }
   EXPECT_EQ(adopted, (std::set<std::uint32_t>{0, 1})) << output_.out;
   for (const auto& e : events("recovered")) {
+    ASSERT_TRUE(has_fields(e, {"rank", "adopter", "failed_parent", "incarnation", "attempts", "choose_us", "connect_us",
+                               "compensate_us", "cleanup_us", "incomplete_streams", "time_us"}));
     const auto rank = e["rank"].as<std::uint32_t>();
     recovered.insert(rank);
     EXPECT_EQ(e["failed_parent"].as<std::uint32_t>(), C1) << rank;
