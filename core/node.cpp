@@ -127,6 +127,10 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
   plan_ = std::move(plan);
   adopt_topology(std::move(topology));
   if (auto r = listen(); !r) return r;
+  // The root's own endpoint goes out with the topology every child is launched with,
+  // not only with the endpoints published once the tree is up: an orphan whose
+  // parent dies before those reach it can still ask the front-end to adopt it.
+  publish_endpoints({{id_.rank, listener_.port()}});  // no child is connected yet
   emit(events::Started{});
   return {};
 }

@@ -89,6 +89,7 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
   if (now - link.last_sent() >= fault.heartbeat) {
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
     link.send(beat.builder());
+    ++heartbeats_sent_;
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_received());
   const PeerState next = peer_state_after(silent, fault);

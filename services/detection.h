@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,15 @@ class DetectionService final : public core::Service {
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 
+  // What the service sees now, for tests and tools: the state of the parent and of
+  // child `child` (alive until watched), and how many heartbeats this process has
+  // sent (only idle links carry them).
+  PeerState parent_state() const { return parent_; }
+  PeerState child_state(std::size_t child) const {
+    return child < children_.size() ? children_[child] : PeerState::alive;
+  }
+  std::uint64_t heartbeats_sent() const { return heartbeats_sent_; }
+
  private:
   void tick();
   void arm();
@@ -59,6 +69,7 @@ class DetectionService final : public core::Service {
   bool started_ = false;
   PeerState parent_ = PeerState::alive;
   std::vector<PeerState> children_;  // by child index
+  std::uint64_t heartbeats_sent_ = 0;
 };
 
 }  // namespace canopy::services

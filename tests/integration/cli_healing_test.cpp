@@ -1,0 +1,232 @@
+// The canopy command line when a commnode dies (docs/fault-tolerance.md): under the
+// union workload on loopback, without root, the tree heals, `--format jsonl` prints
+// the events as JSON objects, `--status FILE` and `canopy status FILE` show the healed
+// tree, and the union check passes; with `--no-healing` the run ends with a clear
+// error instead.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process_guard.h"
+#include "run_canopy.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::exit_code;
+using canopy::testing::Output;
+using canopy::testing::ProcessGuard;
+using canopy::testing::run_canopy;
+
+namespace {
+
+constexpr std::uint32_t FE = 1000000, C1 = 1000001;  // b:2^2: back-ends 0 and 1 under C1
+
+const std::vector<std::string> kQuickDetection{"--heartbeat", "100", "--suspect", "300", "--lost", "800"};
+
+std::size_t line_count(const std::string& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// Waits (bounded) until `done` holds; true if it does.
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  return done();
+}
+
+// Runs canopy with `args` on a thread of its own and, once `ready()` holds, SIGKILLs
+// commnode C1. Returns the run's output; `killed` says whether the kill happened.
+Output run_and_kill_c1(const std::vector<std::string>& args, const std::function<bool()>& ready, bool& killed) {
+  Output output;
+  std::thread front_end([&] { output = run_canopy(args); });
+  // No ASSERT before the join.
+  killed = false;
+  if (wait_for(ready, 20s)) {
+    const pid_t c1 = ProcessGuard::process_of_rank(C1);
+    killed = c1 > 0 && kill(c1, SIGKILL) == 0;
+  }
+  front_end.join();
+  return output;
+}
+
+// One union run on b:2^2 (50 integers a second from each back-end for 3 s) in which
+// C1 is killed once back-end 0 has sent 15 integers; its output and files are shared
+// by the tests below.
+class UnionRunWithAHealedCommnode : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    guard_ = new ProcessGuard;
+    char dir[] = "/tmp/canopy-cli-heal-XXXXXX";
+    dir_ = mkdtemp(dir);
+    std::vector<std::string> args{"run",      "--tree",   "b:2^2", "--workload", "union",  "--rate",
+                                  "50",       "--duration", "3",   "--record",   dir_,     "--format",
+                                  "jsonl",    "--status", dir_ + "/status.json"};
+    args.insert(args.end(), kQuickDetection.begin(), kQuickDetection.end());
+    output_ = run_and_kill_c1(args, [] { return line_count(dir_ + "/be-0.txt") >= 15; }, killed_);
+    std::istringstream in(output_.out);
+    for (std::string line; std::getline(in, line);) lines_.push_back(line);
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(dir_);
+    delete guard_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(killed_) << "commnode " << C1 << " was not found running";
+    ASSERT_EQ(exit_code(output_), 0) << output_.err << output_.out;
+  }
+  void TearDown() override {
+    auto left = ProcessGuard::wait_for_none(5s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the run";
+  }
+
+  // The output's JSON objects with "event": `kind`.
+  static std::vector<YAML::Node> events(const std::string& kind) {
+    std::vector<YAML::Node> out;
+    for (const auto& line : lines_) {
+      auto object = YAML::Load(line);
+      if (object["event"] && object["event"].as<std::string>() == kind) out.push_back(object);
+    }
+    return out;
+  }
+
+  // Whether `object` has every field in `fields`; names the first it lacks.
+  static ::testing::AssertionResult has_fields(const YAML::Node& object, std::initializer_list<const char*> fields) {
+    for (const char* field : fields) {
+      if (!object[field]) return ::testing::AssertionFailure() << "no \"" << field << "\" in " << YAML::Dump(object);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  static inline ProcessGuard* guard_ = nullptr;
+  static inline std::string dir_;
+  static inline Output output_;
+  static inline bool killed_ = false;
+  static inline std::vector<std::string> lines_;
+};
+
+// The union check on loopback, no root needed: every integer every back-end sent
+// reached the front-end through the healed tree.
+TEST_F(UnionRunWithAHealedCommnode, TheUnionCheckPasses) {
+  ASSERT_FALSE(lines_.empty());
+  auto summary = YAML::Load(lines_.back())["summary"];
+  ASSERT_TRUE(summary) << lines_.back();
+  EXPECT_EQ(summary["check"].as<std::string>(), "ok") << lines_.back();
+  EXPECT_EQ(summary["missing"].as<int>(), 0) << lines_.back();
+  EXPECT_EQ(summary["extra"].as<int>(), 0) << lines_.back();
+  EXPECT_EQ(summary["failed_backends"].as<int>(), 0) << "a commnode's loss is healed, no back-end fails";
+  EXPECT_GT(summary["union_size"].as<int>(), 0);
+  EXPECT_EQ(summary["union_size"].as<int>(), summary["expected"].as<int>());
+}
+
+// Every line is one JSON object; the events say what failed, who adopted whom under
+// which incarnation, and how each recovery went, with the fields of the doc.
+TEST_F(UnionRunWithAHealedCommnode, JsonlEventsAreJsonObjectsThatTellTheHealing) {
+  for (const auto& line : lines_) {
+    YAML::Node object;
+    ASSERT_NO_THROW(object = YAML::Load(line)) << line;
+    EXPECT_TRUE(object.IsMap()) << line;
+    EXPECT_EQ(line.front(), '{') << line;
+  }
+  auto failures = events("failure");
+  ASSERT_EQ(failures.size(), 1u) << output_.out;
+  ASSERT_TRUE(has_fields(failures[0], {"rank", "reason", "time_us"}));
+  EXPECT_EQ(failures[0]["rank"].as<std::uint32_t>(), C1);
+  EXPECT_NE(failures[0]["reason"].as<std::string>().find("commnode 1000001 on localhost"), std::string::npos)
+      << failures[0]["reason"].as<std::string>();
+  EXPECT_GT(failures[0]["time_us"].as<std::int64_t>(), 0);
+
+  std::set<std::uint32_t> adopted, recovered;
+  for (const auto& e : events("adoption")) {
+    ASSERT_TRUE(has_fields(e, {"rank", "adopter", "incarnation", "time_us"}));
+    const auto rank = e["rank"].as<std::uint32_t>();
+    adopted.insert(rank);
+    EXPECT_NE(e["adopter"].as<std::uint32_t>(), C1) << rank;
+    EXPECT_GE(e["incarnation"].as<std::uint32_t>(), 1u) << rank;
+    EXPECT_GT(e["time_us"].as<std::int64_t>(), 0);
+  }
+  EXPECT_EQ(adopted, (std::set<std::uint32_t>{0, 1})) << output_.out;
+  for (const auto& e : events("recovered")) {
+    ASSERT_TRUE(has_fields(e, {"rank", "adopter", "failed_parent", "incarnation", "attempts", "choose_us", "connect_us",
+                               "compensate_us", "cleanup_us", "incomplete_streams", "time_us"}));
+    const auto rank = e["rank"].as<std::uint32_t>();
+    recovered.insert(rank);
+    EXPECT_EQ(e["failed_parent"].as<std::uint32_t>(), C1) << rank;
+    EXPECT_TRUE(e["adopter"].as<std::uint32_t>() == FE || e["adopter"].as<std::uint32_t>() == FE + 2) << rank;
+    EXPECT_GE(e["incarnation"].as<std::uint32_t>(), 1u) << rank;
+    EXPECT_GE(e["attempts"].as<std::uint32_t>(), 1u) << rank;
+    for (const char* phase : {"choose_us", "connect_us", "compensate_us", "cleanup_us", "time_us"}) {
+      EXPECT_GE(e[phase].as<std::int64_t>(), 0) << rank << " " << phase;
+    }
+    ASSERT_TRUE(e["incomplete_streams"].IsSequence()) << rank;
+    EXPECT_EQ(e["incomplete_streams"].size(), 0u) << "incremental_union is state recoverable";
+  }
+  EXPECT_EQ(recovered, (std::set<std::uint32_t>{0, 1})) << output_.out;
+}
+
+// --status FILE is kept current; canopy status FILE draws the healed tree: the
+// orphans alive under their adopter with their incarnation, the commnode lost.
+TEST_F(UnionRunWithAHealedCommnode, CanopyStatusDrawsTheHealedTree) {
+  auto status = run_canopy({"status", dir_ + "/status.json"});
+  ASSERT_EQ(exit_code(status), 0) << status.err;
+  const auto& out = status.out;
+  EXPECT_EQ(out.rfind("frontend 1000000 on localhost: alive\n", 0), 0u) << out;
+  EXPECT_NE(out.find("commnode 1000001 on localhost: lost\n"), std::string::npos) << out;
+  for (const char* orphan : {"backend 0 on localhost: alive (adopted, incarnation ",
+                             "backend 1 on localhost: alive (adopted, incarnation "}) {
+    EXPECT_NE(out.find(orphan), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("backend 2 on localhost: alive\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("6 alive, 1 lost"), std::string::npos) << out;
+  // The lost commnode is drawn on its own, after the live tree.
+  EXPECT_GT(out.find("commnode 1000001 on localhost: lost"), out.find("backend 3 on localhost"));
+}
+
+class NoHealing : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    auto left = ProcessGuard::wait_for_none(5s);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
+    ProcessGuard::kill_all();
+  }
+  ProcessGuard guard_;
+};
+
+// canopy run --no-healing: the commnode's loss ends the run with an error that
+// says what was lost and that results would be incomplete; nothing is adopted.
+TEST_F(NoHealing, ACommnodeLossEndsTheRunWithAClearError) {
+  char dir[] = "/tmp/canopy-cli-noheal-XXXXXX";
+  const std::string status_file = std::string(mkdtemp(dir)) + "/status.json";
+  std::vector<std::string> args{"run",     "--tree",   "b:2^2",     "--waves",      "3000", "--interval", "10",
+                                "--format", "jsonl",   "--status",  status_file,    "--no-healing"};
+  args.insert(args.end(), kQuickDetection.begin(), kQuickDetection.end());
+  bool killed = false;
+  // The status file is first written once the tree is up.
+  Output o = run_and_kill_c1(args, [&] { return std::filesystem::exists(status_file); }, killed);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(killed) << "commnode " << C1 << " was not found running";
+  EXPECT_EQ(exit_code(o), 1) << o.err << o.out;
+  EXPECT_NE(o.err.find("canopy run: lost commnode 1000001 on localhost was killed by signal 9"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("; results from now on are incomplete"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("{\"error\":\"lost commnode 1000001 on localhost"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("\"event\":\"adoption\""), std::string::npos) << "healed although --no-healing:\n" << o.out;
+  EXPECT_EQ(o.out.find("\"event\":\"recovered\""), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("\"summary\""), std::string::npos) << "the run went on to the end:\n" << o.out;
+}
+
+}  // namespace

@@ -1,0 +1,217 @@
+// Orphans as docs/fault-tolerance.md states it, in process on manual time
+// (tree_harness.h): healing switched off, the adoption time-out, moving on from an
+// adopter that refuses or does not answer, what an orphan holds back, and
+// point-to-point packets to a re-adopted back-end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "tree_harness.h"
+
+namespace canopy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using core::events::TreeChanged;
+
+constexpr Rank FE = kFirstInternalRank;
+// b:2^2: back-ends 0, 1 under FE+1 and 2, 3 under FE+2. b:2x2x2: FE+1 and FE+2 on
+// level 1; FE+3 (back-ends 0, 1) and FE+4 (2, 3) under FE+1; FE+5 (4, 5) and FE+6
+// (6, 7) under FE+2.
+
+// The recovery report of `orphan` the root has, or null.
+const Event* recovery_of(TreeHarness& tree, Rank orphan) {
+  for (const auto& report : tree.heard(FE).recovered) {
+    if (report.rank == orphan) return &report;
+  }
+  return nullptr;
+}
+
+// The report `orphan` made of its own recovery (it reaches the root only through
+// live ancestors), or null.
+const Event* own_recovery(TreeHarness& tree, Rank orphan) {
+  const auto& own = tree.heard(orphan).recovered;
+  return own.empty() ? nullptr : &own.back();
+}
+
+bool heard_event(TreeHarness& tree, Rank rank, auto is) {
+  const auto& events = tree.heard(rank).events;
+  return std::any_of(events.begin(), events.end(), [&](const core::NodeEvent& e) { return std::visit(is, e); });
+}
+
+bool orphaned(const core::NodeEvent& e) { return std::holds_alternative<core::events::Orphaned>(e); }
+
+// LaunchOptions::fault_tolerance.enabled = false: losing its parent stops a process
+// and its whole subtree, nobody looks for an adopter, and the front-end hears of
+// the loss.
+TEST(Orphans, WithoutHealingLosingItsParentStopsAProcessAndItsSubtree) {
+  FaultToleranceOptions fault;
+  fault.enabled = false;
+  TreeHarness tree("b:2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.kill(FE + 1);
+  const std::vector<Rank> subtree{FE + 3, FE + 4, 0, 1, 2, 3};
+  ASSERT_TRUE(tree.run_until(
+      [&] { return std::all_of(subtree.begin(), subtree.end(), [&](Rank r) { return tree.heard(r).stopped.has_value(); }); },
+      10s));
+  for (Rank commnode : {FE + 3, FE + 4}) {
+    EXPECT_NE(tree.heard(commnode).stopped->find("lost parent"), std::string::npos) << *tree.heard(commnode).stopped;
+  }
+  for (Rank r : subtree) EXPECT_FALSE(heard_event(tree, r, [](const auto& e) { return orphaned(e); })) << r;
+  EXPECT_TRUE(tree.heard(FE).lost.count(FE + 1));
+  EXPECT_TRUE(tree.heard(FE).recovered.empty());
+  for (Rank r : {FE + 5, FE + 6, Rank{4}, Rank{7}}) EXPECT_EQ(tree.node(r).phase(), core::Phase::running) << r;
+}
+
+// An orphan that no adopter has accepted after `adoption_timeout` stops, and its
+// subtree with it: here every potential adopter of FE+1's orphans (FE+2 and the
+// front-end, the only ones taller than they) hangs.
+TEST(Orphans, AnOrphanNobodyAdoptsStopsItsSubtreeAtTheAdoptionTimeout) {
+  const FaultToleranceOptions fault;  // adoption time-out 30 s
+  TreeHarness tree("b:2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(FE);
+  tree.freeze(FE + 2);
+  tree.kill(FE + 1);
+  const auto killed_at = tree.elapsed();
+  const std::vector<Rank> subtree{FE + 3, FE + 4, 0, 1, 2, 3};
+  auto all_stopped = [&] {
+    return std::all_of(subtree.begin(), subtree.end(), [&](Rank r) { return tree.heard(r).stopped.has_value(); });
+  };
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE + 3).stopped || tree.heard(FE + 4).stopped; },
+                             fault.adoption_timeout * 2));
+  const auto stopped_after = tree.elapsed() - killed_at;
+  EXPECT_GE(stopped_after, fault.adoption_timeout);
+  EXPECT_LT(stopped_after, fault.adoption_timeout + fault.heartbeat);
+  ASSERT_TRUE(tree.run_until(all_stopped, 10s));
+  for (Rank orphan : {FE + 3, FE + 4}) {
+    EXPECT_NE(tree.heard(orphan).stopped->find("no adopter accepted this node within 30000 ms"), std::string::npos)
+        << *tree.heard(orphan).stopped;
+    EXPECT_TRUE(tree.heard(orphan).recovered.empty());
+  }
+  EXPECT_NE(tree.heard(0).stopped->find("no adopter accepted"), std::string::npos) << *tree.heard(0).stopped;
+}
+
+// An orphan that is refused moves on to its next candidate at once; one whose
+// candidate does not answer moves on after max(500 ms, lost). FE+1 and FE+3 die
+// together and FE+2 hangs: FE+4 is orphaned and asks FE+2, which does not answer,
+// then the front-end; FE+3's back-ends 0 and 1 ask FE+4 first (their parent's
+// sibling), which refuses (it is itself an orphan), then FE+1 (dead: the
+// connection fails), then FE+5, which adopts them. (Their reports cannot reach the
+// root through the hung FE+2: each orphan's own is read.)
+TEST(Orphans, AnOrphanMovesOnAtOnceWhenRefusedAndAfterTheAttemptTimeOutWhenNotAnswered) {
+  const FaultToleranceOptions fault;
+  TreeHarness tree("b:2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  core::TreeView seen_by_0 = *tree.node(0).view();  // as back-end 0 will see it: its parent failed
+  seen_by_0.apply_failure(FE + 3);
+  ASSERT_EQ(seen_by_0.potential_adopters(0, 3), (std::vector<Rank>{FE + 4, FE + 1, FE + 5}));
+  tree.freeze(FE + 2);
+  tree.kill(FE + 1);
+  tree.kill(FE + 3);
+  const auto killed_at = tree.elapsed();
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, fault.lost));
+  EXPECT_LT(tree.elapsed() - killed_at, fault.lost / 2) << "the refusal was waited out, not acted on";
+  for (Rank orphan : {0u, 1u}) {
+    EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 5) << orphan;
+    EXPECT_EQ(own_recovery(tree, orphan)->attempts, 3u) << orphan << ": FE+4 refused, FE+1 failed, FE+5 adopted";
+  }
+  EXPECT_FALSE(own_recovery(tree, FE + 4)) << "FE+4 was adopted although its first candidate hangs";
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, FE + 4) != nullptr; }, fault.lost * 2));
+  EXPECT_GE(tree.elapsed() - killed_at, fault.lost) << "FE+4 gave up on FE+2 before the attempt time-out";
+  EXPECT_EQ(own_recovery(tree, FE + 4)->adopter, FE);
+  EXPECT_EQ(own_recovery(tree, FE + 4)->attempts, 2u) << "FE+2, which did not answer, then the front-end";
+  tree.kill(FE + 2);
+}
+
+// Point-to-point packets follow the new shape: once FE+1's back-ends are adopted
+// (by FE+2), the front-end's send_to reaches them, and so do packets from another
+// back-end, and theirs reach it.
+TEST(Orphans, PointToPointPacketsReachAReAdoptedBackend) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  tree.kill(FE + 1);
+  auto adopted_everywhere = [&] {
+    for (Rank r : {FE, FE + 2, Rank{0}, Rank{1}, Rank{2}, Rank{3}}) {
+      int adoptions = 0;
+      for (const auto& change : tree.heard(r).tree_changes()) adoptions += change.kind == TreeChanged::Kind::adoption;
+      if (adoptions < 2) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(tree.run_until([&] { return adopted_everywhere() && tree.heard(FE).recovered.size() == 2; }, 10s));
+  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
+  tree.runtime(3).streams.send_to_backend(1, 0, Packet(7, {std::int32_t(31)}));
+  tree.runtime(1).streams.send_to_backend(3, 0, Packet(8, {std::int32_t(13)}));
+  ASSERT_TRUE(tree.run_until(
+      [&] { return !tree.heard(0).downstream.empty() && !tree.heard(1).downstream.empty() && !tree.heard(3).downstream.empty(); },
+      1s))
+      << "to 0: " << tree.heard(0).downstream.size() << ", to 1: " << tree.heard(1).downstream.size()
+      << ", to 3: " << tree.heard(3).downstream.size() << "; errors: " << tree.heard(FE).errors.size();
+  EXPECT_EQ(tree.heard(0).downstream[0].tag(), 5);
+  EXPECT_EQ(tree.heard(1).downstream[0].source(), 3u);
+  EXPECT_EQ(tree.heard(3).downstream[0].source(), 1u);
+  EXPECT_TRUE(tree.heard(FE).errors.empty()) << tree.heard(FE).errors[0];
+  EXPECT_TRUE(tree.heard(2).downstream.empty()) << "a packet for 0 went to its old sibling";
+}
+
+// An orphan holds back the output of a stream whose filter is not state
+// recoverable (sum) and sends it once adopted: every value sent while orphaned is
+// in the front-end's sums. The recovery report names the stream as possibly
+// incomplete all the same (what was in flight when the parent died is lost).
+TEST(Orphans, AnOrphanHoldsBackOutputOfANonRecoverableStreamAndSendsItOnceAdopted) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until(
+      [&] { return tree.node(0).phase() == core::Phase::orphaned && tree.node(1).phase() == core::Phase::orphaned; },
+      1s));
+  std::int64_t sent = 0;
+  for (std::int64_t v = 1; v <= 5; ++v) {
+    for (Rank orphan : {0u, 1u}) {
+      tree.runtime(orphan).streams.send_up(stream, Packet(0, {v * (orphan + 1)}));
+      sent += v * (orphan + 1);
+    }
+  }
+  ASSERT_EQ(tree.node(0).phase(), core::Phase::orphaned) << "sent after the adoption: nothing was held";
+  ASSERT_EQ(tree.node(1).phase(), core::Phase::orphaned) << "sent after the adoption: nothing was held";
+  auto& root = tree.heard(FE);
+  std::int64_t total = 0;
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        total = 0;
+        for (const auto& p : root.upstream) total += std::get<std::int64_t>(p[0]);
+        return total == sent && root.recovered.size() == 2;
+      },
+      10s))
+      << "sums received " << total << " of " << sent << "; recoveries " << root.recovered.size();
+  for (const auto& report : root.recovered) {
+    EXPECT_EQ(report.incomplete_streams, std::vector<StreamId>{stream}) << report.rank;
+  }
+}
+
+// The front-end adopts when it is the only candidate (b:1x2: one commnode). Its
+// filter of a non-recoverable stream gets no state, and each orphan's report names
+// the stream: the front-end library turns that into receive() errors
+// (tests/integration/recovery_claims_test.cpp).
+TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
+  TreeHarness tree("b:1x2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId sum = tree.open_stream("sum");
+  const StreamId union_stream = tree.open_stream("incremental_union");
+  tree.kill(FE + 1);
+  auto& root = tree.heard(FE);
+  ASSERT_TRUE(tree.run_until([&] { return root.recovered.size() == 2; }, 10s));
+  for (const auto& report : root.recovered) {
+    EXPECT_EQ(report.adopter, FE) << report.rank;
+    EXPECT_EQ(report.failed_parent, FE + 1) << report.rank;
+    EXPECT_EQ(report.incomplete_streams, std::vector<StreamId>{sum}) << report.rank << ": not " << union_stream;
+  }
+  EXPECT_EQ(tree.node(FE).children().size(), 3u) << "FE+1, gone, then 0 and 1";
+}
+
+}  // namespace
+}  // namespace canopy::testing
