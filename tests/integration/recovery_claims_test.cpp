@@ -95,7 +95,9 @@ TEST_F(RecoveryClaims, TheFrontEndAsAdopterReportsTheNonRecoverableStreamAndRece
   while (lost_data_of.size() < 2 && std::chrono::steady_clock::now() < deadline) {
     auto in = network_->receive(100ms);
     if (in) {
-      if (*in) EXPECT_EQ((*in)->stream, *union_stream) << "a packet of the sum stream, to which nothing was sent";
+      if (*in) {
+        EXPECT_EQ((*in)->stream, *union_stream) << "a packet of the sum stream, to which nothing was sent";
+      }
       continue;
     }
     EXPECT_EQ(in.error_kind(), canopy::ErrorKind::disconnected) << in.error();

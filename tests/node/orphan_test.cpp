@@ -20,14 +20,6 @@ constexpr Rank FE = kFirstInternalRank;
 // level 1; FE+3 (back-ends 0, 1) and FE+4 (2, 3) under FE+1; FE+5 (4, 5) and FE+6
 // (6, 7) under FE+2.
 
-// The recovery report of `orphan` the root has, or null.
-const Event* recovery_of(TreeHarness& tree, Rank orphan) {
-  for (const auto& report : tree.heard(FE).recovered) {
-    if (report.rank == orphan) return &report;
-  }
-  return nullptr;
-}
-
 // The report `orphan` made of its own recovery (it reaches the root only through
 // live ancestors), or null.
 const Event* own_recovery(TreeHarness& tree, Rank orphan) {
