@@ -77,7 +77,7 @@ if [ "$plot_only" != 1 ]; then
   for k in $(seq 1 "$runs"); do
     loadavg=$(cut -d' ' -f1 /proc/loadavg)
     start=$(date +%s%N)
-    ctest --test-dir "$build" -L "$label" -j "$jobs" --timeout 300 > "$out/run-$k.log" 2>&1 || true
+    ctest --test-dir "$build" -L "$label" -j "$jobs" --timeout 300 --output-on-failure > "$out/run-$k.log" 2>&1 || true
     seconds=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
     total=$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$out/run-$k.log")
     failed=$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$out/run-$k.log")
