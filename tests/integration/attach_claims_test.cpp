@@ -19,13 +19,14 @@
 #include "canopy/frontend.h"
 #include "core/loop_thread.h"
 #include "core/service.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 #include "transport/tcp_link.h"
 
 extern char** environ;
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 
 namespace {
 
@@ -45,15 +46,12 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-class AttachClaims : public ::testing::Test {
+class AttachClaims : public TreeTest {
  protected:
   void SetUp() override {
-    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("canopy-attach-claims-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    TreeTest::SetUp();
+    if (HasFatalFailure()) return;
+    dir_ = test_dir("canopy-attach-claims");
     file_ = (dir_ / "attach").string();
     // Commnodes 1000001 and 1000002, back-ends 0 and 1 under the first, 2 and 3
     // under the second: the back-ends attach to commnodes, as in an MPI job.
@@ -65,14 +63,6 @@ class AttachClaims : public ::testing::Test {
     auto network = canopy::Network::launch(std::move(options));
     ASSERT_TRUE(network) << network.error();
     network_ = std::move(*network);
-  }
-  void TearDown() override {
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(10s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   // A copy of the front-end's attach file with line `index` (0-based) replaced, or
@@ -135,8 +125,6 @@ class AttachClaims : public ::testing::Test {
   std::filesystem::path dir_;
   std::string file_;
   int runs_ = 0;
-  std::unique_ptr<canopy::Network> network_;
-  ProcessGuard guard_;
 };
 
 // The damage is after rank 0's own line: the back-end still refuses the file, and

@@ -9,11 +9,12 @@
 #include <string>
 
 #include "canopy/frontend.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 #include "script_protocol.h"
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 namespace script = canopy::script;
 
 namespace {
@@ -22,19 +23,8 @@ const std::string kBin = CANOPY_BIN_DIR;
 const std::string kScriptBackend = std::string(CANOPY_TEST_BIN_DIR) + "/script_backend";
 const std::string kClaimsFilters = CANOPY_CLAIMS_FILTERS;
 
-class FilterClaims : public ::testing::Test {
+class FilterClaims : public TreeTest {
  protected:
-  void SetUp() override {
-    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-  }
-  void TearDown() override {
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(10s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-  }
-
   // b:2^2: the front-end, commnodes 1000001 and 1000002, back-ends 0..3.
   canopy::Network* launch() {
     auto topology = canopy::generate_topology("b:2^2");
@@ -56,8 +46,6 @@ class FilterClaims : public ::testing::Test {
   }
 
   std::optional<canopy::Topology> topology_;
-  std::unique_ptr<canopy::Network> network_;
-  ProcessGuard guard_;
 };
 
 TEST_F(FilterClaims, ADownstreamFilterTransformsWhatTheBackendsReceiveAtEveryNodeOnTheWay) {

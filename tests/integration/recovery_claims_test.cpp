@@ -12,12 +12,13 @@
 #include <set>
 
 #include "canopy/frontend.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 #include "script_protocol.h"
 
 using namespace std::chrono_literals;
 using canopy::Rank;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 namespace script = canopy::script;
 
 namespace {
@@ -25,19 +26,8 @@ namespace {
 constexpr Rank FE = canopy::kFirstInternalRank;
 constexpr Rank C1 = FE + 1;  // b:1x2: the front-end, commnode C1, back-ends 0 and 1 under it
 
-class RecoveryClaims : public ::testing::Test {
+class RecoveryClaims : public TreeTest {
  protected:
-  void SetUp() override {
-    setenv("CANOPY_COMMNODE", (std::string(CANOPY_BIN_DIR) + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-  }
-  void TearDown() override {
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(10s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-  }
-
   // b:1x2 with quick failure detection: the front-end is the only potential adopter
   // of C1's back-ends.
   void launch() {
@@ -68,9 +58,7 @@ class RecoveryClaims : public ::testing::Test {
     ASSERT_EQ(recoveries_.size(), 2u) << "recoveries heard before the time-out";
   }
 
-  std::unique_ptr<canopy::Network> network_;
   std::map<Rank, canopy::Event> recoveries_;
-  ProcessGuard guard_;
 };
 
 // The front-end adopts both orphans; `sum` is not state recoverable, so each
@@ -164,5 +152,6 @@ TEST_F(RecoveryClaims, StatusIsTheHealedTree) {
   EXPECT_FALSE(status[3].alive);
   EXPECT_EQ(status[3].host, "localhost");
 }
+
 
 }  // namespace

@@ -19,12 +19,13 @@
 
 #include "canopy/backend.h"
 #include "canopy/frontend.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 #include "script_protocol.h"
 
 using namespace std::chrono_literals;
 using canopy::Rank;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 namespace script = canopy::script;
 
 namespace {
@@ -48,18 +49,11 @@ canopy::FaultToleranceOptions quick_detection() {
 // The process of a Canopy rank among our descendants, from its environment.
 pid_t pid_of(Rank rank) { return ProcessGuard::process_of_rank(rank); }
 
-class Recovery : public ::testing::Test {
+class Recovery : public TreeTest {
  protected:
-  void SetUp() override {
-    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-  }
   void TearDown() override {
     for (pid_t pid : stopped_) kill(pid, SIGKILL);
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(10s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
+    TreeTest::TearDown();
   }
 
   // Launches `spec` with quick failure detection and starts the union workload:
@@ -192,13 +186,11 @@ class Recovery : public ::testing::Test {
     if (signal == SIGSTOP) stopped_.push_back(pid);
   }
 
-  std::unique_ptr<canopy::Network> network_;
   std::vector<Rank> backends_;
   int count_ = 0;
   std::set<std::int32_t> got_;
   std::vector<canopy::Event> events_;
   std::vector<pid_t> stopped_;
-  ProcessGuard guard_;
 };
 
 // The environment of rank's process, one "NAME=value" a line.

@@ -19,13 +19,14 @@
 #include <thread>
 
 #include "canopy/frontend.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 #include "script_protocol.h"
 
 extern char** environ;
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 namespace script = canopy::script;
 
 namespace {
@@ -35,23 +36,11 @@ const std::string kTestBin = CANOPY_TEST_BIN_DIR;
 const std::string kScaleFilter = CANOPY_SCALE_FILTER;
 const std::string kScriptBackend = kTestBin + "/script_backend";
 
-class Streams : public ::testing::Test {
+class Streams : public TreeTest {
  protected:
   void SetUp() override {
-    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("canopy-stream-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(10s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    TreeTest::SetUp();
+    dir_ = test_dir("canopy-stream-test");
   }
 
   canopy::Network* launch(const std::string& spec, const std::string& attach_file = {},
@@ -138,8 +127,6 @@ class Streams : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-  std::unique_ptr<canopy::Network> network_;
-  ProcessGuard guard_;
 };
 
 TEST_F(Streams, PluginFilterLoadsEverywhereAndTakesParameters) {

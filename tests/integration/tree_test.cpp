@@ -17,29 +17,19 @@
 
 #include "canopy/frontend.h"
 #include "demo_protocol.h"
-#include "process_guard.h"
+#include "tree_fixture.h"
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
 
 namespace {
 
 const std::string kBin = CANOPY_BIN_DIR;
 const std::string kTestBin = CANOPY_TEST_BIN_DIR;
 
-class Tree : public ::testing::Test {
+class Tree : public TreeTest {
  protected:
-  void SetUp() override {
-    setenv("CANOPY_COMMNODE", (kBin + "/canopy-commnode").c_str(), 1);
-    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
-  }
-  void TearDown() override {
-    network_.reset();
-    auto left = ProcessGuard::wait_for_none(5s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-  }
-
   canopy::Network& launch(const canopy::Topology& topology, std::vector<std::string> backend = {}) {
     canopy::LaunchOptions options;
     options.topology = topology;
@@ -98,8 +88,6 @@ class Tree : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<canopy::Network> network_;
-  ProcessGuard guard_;
 };
 
 }  // namespace
