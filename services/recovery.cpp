@@ -113,6 +113,14 @@ void RecoveryService::try_next() {
       auto socket = std::move(socket_);
       if (ec) {
         log().warn("cannot reach potential adopter {}: {}", candidate, ec.message());
+        if (ec == asio::error::connection_refused && candidate == node_.view()->root()) {
+          // Nothing listens on the front-end's port: its process is gone, and with it
+          // the tree (no other process takes the root's place). Waiting out
+          // adoption_timeout would keep this orphan and its subtree running for
+          // nothing after the run has ended.
+          return node_.shutdown("the front-end " + node_.describe(candidate) +
+                                " refused the connection: it has exited, and the tree with it");
+        }
         attempt_.cancel();
         asio::post(node_.io(), [this] { try_next(); });
         return;

@@ -153,5 +153,24 @@ TEST_F(RecoveryClaims, StatusIsTheHealedTree) {
   EXPECT_EQ(status[3].host, "localhost");
 }
 
+// The run ends while C1's back-ends are orphans: they are held stopped across the
+// loss of C1 and the front-end's exit, so that no adoption can come first. The
+// front-end's port then refuses them, and they stop at once instead of searching for
+// an adopter for adoption_timeout (30 s) after the run has ended.
+TEST_F(RecoveryClaims, OrphansOfARunThatEndedStopWhenTheFrontEndsPortRefusesThem) {
+  launch();
+  const std::vector<pid_t> backends{ProcessGuard::process_of_rank(0), ProcessGuard::process_of_rank(1)};
+  for (pid_t pid : backends) {
+    ASSERT_GT(pid, 0) << "a back-end is not running";
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  }
+  const pid_t c1 = ProcessGuard::process_of_rank(C1);
+  ASSERT_GT(c1, 0) << "commnode " << C1 << " is not running";
+  ASSERT_EQ(kill(c1, SIGKILL), 0);
+  network_.reset();
+  for (pid_t pid : backends) kill(pid, SIGCONT);
+  auto left = ProcessGuard::wait_for_none(10s);
+  EXPECT_TRUE(left.empty()) << left.size() << " orphans still looking for an adopter 10 s after the front-end exited";
+}
 
 }  // namespace
