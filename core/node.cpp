@@ -542,16 +542,6 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   const std::uint32_t incarnation = hello.getIncarnation();
   if (auto why = tree_->refuse_adoption(orphan, from_wire(hello.getRole()), incarnation)) return refuse(*why);
 
-  // The orphan's parent may be a child of ours whose connection has closed, its loss
-  // waiting briefly for the exit status: the orphan's request confirms the loss,
-  // which is reported now, so that reports, events and status() have the loss
-  // before the adoption and never show the failed parent alive beside its adopted
-  // children.
-  if (auto parent = children_.index_of(tree_->view().parent(orphan))) {
-    const Child& failed = children_[*parent];
-    if (!failed.link && failed.state == ChildState::gone && !failed.loss_reported) finish_child_loss(*parent);
-  }
-
   std::size_t index;
   if (auto known = children_.index_of(orphan)) {
     if (children_[*known].link) return refuse("already connected");
