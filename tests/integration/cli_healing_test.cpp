@@ -210,13 +210,15 @@ class NoHealing : public ::testing::Test {
 // says what was lost and that results would be incomplete; nothing is adopted.
 TEST_F(NoHealing, ACommnodeLossEndsTheRunWithAClearError) {
   char dir[] = "/tmp/canopy-cli-noheal-XXXXXX";
-  const std::string status_file = std::string(mkdtemp(dir)) + "/status.json";
-  std::vector<std::string> args{"run",     "--tree",   "b:2^2",     "--waves",      "3000", "--interval", "10",
-                                "--format", "jsonl",   "--status",  status_file,    "--no-healing"};
+  const std::string record = mkdtemp(dir);
+  std::vector<std::string> args{"run",      "--tree",  "b:2^2",   "--workload", "union", "--rate", "50",
+                                "--duration", "30",    "--record", record,       "--format", "jsonl", "--no-healing"};
   args.insert(args.end(), kQuickDetection.begin(), kQuickDetection.end());
   bool killed = false;
-  // The status file is first written once the tree is up.
-  Output o = run_and_kill_c1(args, [&] { return std::filesystem::exists(status_file); }, killed);
+  // Killed once the stream carries data (back-end 0 has sent 5 integers), not as soon
+  // as the tree is up: before the stream exists, the loss is reported as the stream's
+  // creation failing instead.
+  Output o = run_and_kill_c1(args, [&] { return line_count(record + "/be-0.txt") >= 5; }, killed);
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(killed) << "commnode " << C1 << " was not found running";
   EXPECT_EQ(exit_code(o), 1) << o.err << o.out;

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "canopy/frontend.h"
 #include "tree_fixture.h"
@@ -133,7 +134,15 @@ TEST_F(RecoveryClaims, StatusIsTheHealedTree) {
   EXPECT_EQ(before[1].rank, C1);
   EXPECT_EQ(before[1].children, (std::vector<Rank>{0, 1}));
   kill_c1_and_wait_for_recoveries();
+  // The orphans may be adopted before the front-end has itself seen C1's connection
+  // close (or while it waits up to 300 ms for C1's exit status): until then C1 is
+  // alive in its view, beside its adopted back-ends.
   auto status = network_->status();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (status.size() == 4 && status[3].alive && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    status = network_->status();
+  }
   ASSERT_EQ(status.size(), 4u);
   EXPECT_EQ(status[0].rank, FE);
   EXPECT_TRUE(status[0].alive);
