@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "process_guard.h"
+#include "process_test.h"
 #include "run_canopy.h"
 
 using namespace std::chrono_literals;
@@ -196,15 +197,7 @@ TEST_F(UnionRunWithAHealedCommnode, CanopyStatusDrawsTheHealedTree) {
   EXPECT_GT(out.find("commnode 1000001 on localhost: lost"), out.find("backend 3 on localhost"));
 }
 
-class NoHealing : public ::testing::Test {
- protected:
-  void TearDown() override {
-    auto left = ProcessGuard::wait_for_none(5s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-  }
-  ProcessGuard guard_;
-};
+class NoHealing : public canopy::testing::ProcessTest {};
 
 // canopy run --no-healing: the commnode's loss ends the run with an error that
 // says what was lost and that results would be incomplete; nothing is adopted.

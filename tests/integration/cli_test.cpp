@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "process_guard.h"
+#include "process_test.h"
 #include "run_canopy.h"
 
 using namespace std::chrono_literals;
@@ -158,15 +159,7 @@ std::vector<std::string> slow_demo_run(const std::string& format) {
   return {"run", "--tree", "b:2^2", "--waves", "2", "--interval", "60000", "--format", format};
 }
 
-class Cli : public ::testing::Test {
- protected:
-  void TearDown() override {
-    auto left = ProcessGuard::wait_for_none(5s);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
-  }
-  ProcessGuard guard_;
-};
+class Cli : public canopy::testing::ProcessTest {};
 
 }  // namespace
 

@@ -1,10 +1,8 @@
-// TreeTest: the fixture of the tests that launch trees of real processes.
-//
-// Before each test, CANOPY_COMMNODE names this build's commnode and no process may be
-// left over from an earlier test. After it, the network is destroyed and every
-// process the test started, directly or not, must be gone within 10 s; whatever is
-// left is then killed and the test fails. A test that needs files gets a directory of
-// its own (test_dir), removed afterwards.
+// TreeTest: the fixture of the tests that launch trees through the library, a
+// ProcessTest (process_test.h). Before each test, CANOPY_COMMNODE names this build's
+// commnode and no process may be left over from an earlier test; after it, the
+// network is destroyed before the processes are checked. A test that needs files
+// gets a directory of its own (test_dir), removed afterwards.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,11 +15,11 @@
 #include <string>
 
 #include "canopy/frontend.h"
-#include "process_guard.h"
+#include "process_test.h"
 
 namespace canopy::testing {
 
-class TreeTest : public ::testing::Test {
+class TreeTest : public ProcessTest {
  protected:
   void SetUp() override {
     setenv("CANOPY_COMMNODE", (std::string(CANOPY_BIN_DIR) + "/canopy-commnode").c_str(), 1);
@@ -30,9 +28,7 @@ class TreeTest : public ::testing::Test {
 
   void TearDown() override {
     network_.reset();
-    auto left = ProcessGuard::wait_for_none(std::chrono::seconds(10));
-    EXPECT_TRUE(left.empty()) << left.size() << " processes left after the test";
-    ProcessGuard::kill_all();
+    ProcessTest::TearDown();
     if (!dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
@@ -52,7 +48,6 @@ class TreeTest : public ::testing::Test {
   }
 
   std::unique_ptr<canopy::Network> network_;
-  ProcessGuard guard_;
 
  private:
   std::filesystem::path dir_;

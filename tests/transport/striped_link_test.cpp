@@ -18,6 +18,7 @@
 
 #include "canopy.capnp.h"
 #include "core/loop_thread.h"
+#include "eventually.h"
 #include "transport/striped_link.h"
 #include "transport/tcp_link.h"
 
@@ -77,15 +78,7 @@ void send_progress(Link& link, std::uint64_t received) {
   link.send(b);
 }
 
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
+using canopy::testing::eventually;
 
 // Options for tests: the defaults, with a short link time-out so that failures show
 // up quickly, and the links' warnings on stderr, next to the test's own output.

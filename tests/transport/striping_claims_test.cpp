@@ -22,6 +22,7 @@
 
 #include "canopy.capnp.h"
 #include "core/loop_thread.h"
+#include "eventually.h"
 #include "transport/frame.h"
 #include "transport/striped_link.h"
 
@@ -33,15 +34,7 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using canopy::testing::eventually;
 
 // One path of a striped link, spoken by hand over a blocking socket whose reads give
 // up after `read_limit`.
