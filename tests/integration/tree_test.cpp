@@ -274,8 +274,12 @@ TEST_F(Tree, BackendExitingMidRunLeavesTheViewAndTheStreamGoesOn) {
       ++without_one;
     }
   }
-  EXPECT_GE(complete, 4) << "back-end 1 sent 5 values before it exited";
-  EXPECT_GE(without_one, 1);
+  // Back-end 1 sent 5 values before it exited. A wave completes with it only if the
+  // other back-ends' values for it arrived before its loss did: waves still open then
+  // close without it, in view 1. How many is a matter of scheduling (on a loaded
+  // machine, none), so only the bound is checked; the other 15 never include it.
+  EXPECT_LE(complete, 5) << "back-end 1 sent only 5 values";
+  EXPECT_GE(without_one, 15);
   std::optional<canopy::Event> failure, view;
   while (!view) {
     auto event = net.next_event(10s);
