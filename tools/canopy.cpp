@@ -490,6 +490,12 @@ int run(const RunOptions& opt) {
     if (demo && members) {
       auto want = expected_value(opt.filter, wave, *members);
       bool ok = want && packet.size() == 1 && matches(packet[0], *want);
+      // A wave that the members of the previous view completed may still be closing
+      // at the front-end when the new view comes in: it is stamped with the new one.
+      const auto* before = (*in)->view > 0 ? members_of((*in)->view - 1) : nullptr;
+      if (!ok && before && packet.size() == 1) {
+        if (auto earlier = expected_value(opt.filter, wave, *before)) ok = matches(packet[0], *earlier);
+      }
       if (!ok && mismatches++ == 0) {
         first_mismatch = "wave " + std::to_string(wave) + ": got " +
                          (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) +
