@@ -79,7 +79,10 @@ Attempt find_symbols(pid_t pid, MpirSymbols* out) {
   if (!dwfl) {
     if (!process_exists(pid)) return fail("no process " + std::to_string(pid), ErrorKind::invalid_input);
     if (!can_read_maps(pid)) return fail(permission_message(pid), ErrorKind::invalid_input);
-    return fail(dwfl.error());
+    // A launcher caught in the middle of its exec has no map to read yet (ENOEXEC,
+    // "Exec format error"; Mpir.ReadsTheRanksOfARunningJob failed on it once under
+    // ASan): a caller that waits for the table tries again.
+    return fail(dwfl.error(), ErrorKind::failed, NotReady::no_symbol);
   }
   struct Search {
     MpirSymbols found;
