@@ -50,8 +50,9 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
     return Error{std::string(source) + ":" + std::to_string(line_number) + ": " + why, ErrorKind::invalid_input};
   };
   const std::string backend_form = "expected 'backend RANK PARENT-RANK ADDRESS PORT'";
-  // What the next record must be: the header, the network id, then back-ends.
-  enum class Expect { header, network, backends } expect = Expect::header;
+  // What the next record must be: the header, the network id, the secret, then
+  // back-ends.
+  enum class Expect { header, network, secret, backends } expect = Expect::header;
   std::unordered_map<Rank, int> line_of_rank;
   constexpr std::uint64_t kMaxRank = std::numeric_limits<Rank>::max();
   while (!text.empty()) {
@@ -72,7 +73,10 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
       if (!version) return bad("expected 'canopy-attach VERSION'");
       if (*version != kVersion) {
         return bad("unsupported attach file version " + std::to_string(*version) + " (this library reads " +
-                   std::to_string(kVersion) + ")");
+                   std::to_string(kVersion) + (*version < kVersion ? ", which holds the network's secret: the "
+                                                                     "front-end is of an older Canopy"
+                                                                   : "") +
+                   ")");
       }
       expect = Expect::network;
       continue;
@@ -85,10 +89,20 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
                                       : std::nullopt;
       if (!id) return bad("network id '" + std::string(words[1]) + "' is not a hexadecimal 64-bit number");
       file.network_id = *id;
-      expect = Expect::backends;
+      expect = Expect::secret;
       continue;
     }
     if (key == "network") return bad("a second 'network' line");
+    if (expect == Expect::secret) {
+      if (key != "secret") return bad("expected 'secret HEX' after the network id, found '" + key + "'");
+      if (words.size() != 2) return bad("expected 'secret HEX'");
+      auto secret = core::parse_secret(words[1]);
+      if (!secret) return bad(secret.error());
+      file.secret = *secret;
+      expect = Expect::backends;
+      continue;
+    }
+    if (key == "secret") return bad("a second 'secret' line");
     if (key != "backend") return bad("unknown key '" + key + "'; " + backend_form);
     if (words.size() != 5) return bad(backend_form + ", found " + std::to_string(words.size()) + " fields");
     BackendEntry entry;
@@ -114,6 +128,7 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
   line_number = std::max(line_number, 1);
   if (expect == Expect::header) return bad("no header 'canopy-attach " + std::to_string(kVersion) + "': the file is empty");
   if (expect == Expect::network) return bad("no 'network HEX' line");
+  if (expect == Expect::secret) return bad("no 'secret HEX' line");
   if (file.backends.empty()) return bad("no 'backend' lines");
   return file;
 }

@@ -14,11 +14,12 @@
 
 #include "canopy/result.h"
 #include "canopy/topology.h"
+#include "core/auth.h"
 
 namespace canopy::attach {
 
 // The only version this library reads and the front-end writes.
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;  // 2: with the network's secret
 
 // A `backend RANK PARENT-RANK ADDRESS PORT` line.
 struct BackendEntry {
@@ -31,6 +32,7 @@ struct BackendEntry {
 
 struct AttachFile {
   std::uint64_t network_id = 0;
+  core::Secret secret{};
   std::vector<BackendEntry> backends;  // in file order
 
   // The line of back-end `rank`, if the file has one.
@@ -38,7 +40,8 @@ struct AttachFile {
 };
 
 // Parses a whole attach file. The first line that is neither blank nor a `#`
-// comment must be the header `canopy-attach 1`, the next `network HEX`, and every
+// comment must be the header `canopy-attach 2`, the next `network HEX`, then
+// `secret HEX` (64 digits), and every
 // other line `backend RANK PARENT-RANK ADDRESS PORT` with a rank no earlier line
 // has; anything else is an error naming `source:line` and what was wrong.
 Result<AttachFile> parse_attach_file(std::string_view text, std::string_view source);

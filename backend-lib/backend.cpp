@@ -87,19 +87,25 @@ Result<std::unique_ptr<Backend>> Backend::connect(Handler handler) {
   if (!rank) return Error{rank.error(), rank.error_kind()};
   auto network = parse_number(core::kEnvNetworkId, 16);
   if (!network) return Error{network.error(), network.error_kind()};
+  auto secret = core::secret_from_environment();
+  if (!secret) return Error{secret.error(), secret.error_kind()};
   const char* parent = std::getenv(core::kEnvParent);
-  return start(static_cast<Rank>(*rank), *network, parent ? parent : "", std::getenv(core::kEnvParentLink),
+  return start(static_cast<Rank>(*rank), *network, std::string(secret->begin(), secret->end()),
+               parent ? parent : "", std::getenv(core::kEnvParentLink),
                std::move(handler));
 }
 
-Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& parent,
-                                                const char* parent_link, Handler handler) {
+Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network_id, const std::string& secret,
+                                                const std::string& parent, const char* parent_link,
+                                                Handler handler) {
   auto link = core::parent_link_from(parent.c_str(), parent_link);
   if (!link) return Error{link.error(), ErrorKind::invalid_input};
   core::NodeIdentity identity;
   identity.rank = rank;
   identity.role = Role::backend;
   identity.network_id = network_id;
+  if (secret.size() != identity.secret.size()) return Error{"a network secret is 32 bytes", ErrorKind::invalid_input};
+  std::copy(secret.begin(), secret.end(), identity.secret.begin());
   core::init_logging(Role::backend, identity.rank);
   auto impl = std::make_unique<Impl>(identity);
   Impl& i = *impl;
@@ -122,7 +128,9 @@ Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file,
                      std::to_string(file->backends.size()) + " back-ends)",
                  ErrorKind::invalid_input};
   }
-  return start(rank, file->network_id, me->address + ":" + std::to_string(me->port), nullptr, std::move(handler));
+  const std::string secret(file->secret.begin(), file->secret.end());
+  return start(rank, file->network_id, secret, me->address + ":" + std::to_string(me->port), nullptr,
+               std::move(handler));
 }
 
 Rank Backend::rank() const { return impl_->runtime->node.identity().rank; }

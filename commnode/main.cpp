@@ -1,13 +1,15 @@
 // canopy-commnode: one internal node of a Canopy tree. Started by its parent, which
 // passes its identity in the environment (CANOPY_PARENT, CANOPY_RANK,
-// CANOPY_NETWORK_ID). All the logic lives in the node core and its services
-// (services::Runtime).
+// CANOPY_NETWORK_ID) with the network's secret (CANOPY_SECRET, or on standard input
+// through a launcher: core/auth.h). All the logic lives in the node core and its
+// services (services::Runtime).
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "core/auth.h"
 #include "core/log.h"
 #include "services/runtime.h"
 
@@ -43,6 +45,15 @@ int main() {
   identity.role = canopy::Role::commnode;
   identity.rank = static_cast<canopy::Rank>(std::strtoul(require_env(canopy::core::kEnvRank), nullptr, 10));
   identity.network_id = std::strtoull(require_env(canopy::core::kEnvNetworkId), nullptr, 16);
+  auto secret = canopy::core::secret_from_environment();
+  if (!secret) {
+    std::fprintf(stderr, "canopy-commnode: %s\n", secret.error().c_str());
+    return 2;
+  }
+  identity.secret = *secret;
+  // Its children get it from this process explicitly (services/launch.cpp): a filter
+  // plugin's own child processes need not inherit it.
+  unsetenv(canopy::core::kEnvSecret);
   canopy::core::init_logging(identity.role, identity.rank);
 
   if (!parent) {

@@ -60,6 +60,9 @@ Node::~Node() {
   if (parent_) parent_->detach();
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   for (auto& link : pending_) link->detach();
+  for (auto& held : held_adoptions_) {
+    if (held.probe_link) held.probe_link->detach();
+  }
   for (auto& child : children_) {
     if (child.link) child.link->detach();
   }
@@ -149,14 +152,16 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
     parent_ = std::move(*link);
   }
   attach_parent(parent_);
-  send_hello(*parent_, id_.incarnation, false);
-  log().info("connected to parent {}, hello sent", where);
+  begin_hello(*parent_, id_.incarnation, false, std::nullopt);
+  log().info("connected to parent {}, waiting for its challenge", where);
   return {};
 }
 
-void Node::send_hello(Link& link, std::uint32_t incarnation, bool adopt) {
-  Message hello(id_);
-  auto h = hello.body().initHello();
+// The hello goes at once; its proof waits for the acceptor's challenge
+// (on_up_handshake), over whose nonce it is computed.
+void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor) {
+  auto message = std::make_unique<capnp::MallocMessageBuilder>();
+  auto h = message->initRoot<wire::Hello>();
   h.setProtocolVersion(wire::PROTOCOL_VERSION);
   h.setNetworkId(id_.network_id);
   h.setRole(core::to_wire(id_.role));
@@ -165,120 +170,11 @@ void Node::send_hello(Link& link, std::uint32_t incarnation, bool adopt) {
   h.setPid(getpid());
   h.setAdopt(adopt);
   for (Service* service : services_) service->fill_hello(h);
+  h.setNonce(as_data(new_nonce()));
+  Message hello(id_);
+  hello.body().setHello(h.asReader());
   link.send(hello.builder());
-}
-
-// Listens on every NIC address of this node's host, all on one port.
-Result<void> Node::listen() {
-  const auto& me = topology_->at(id_.rank);
-  auto options = striped_options(topology_->links());
-  options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
-  auto opened = listener_.open(topology_->nics_of(me.host), me.port, options,
-                               [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
-  if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
-  return {};
-}
-
-// A new connection, plain or striped: it has until the startup time-out to say hello.
-void Node::accept_link(std::shared_ptr<Link> link) {
-  if (phase() == Phase::stopped) return link->abort("stopped");
-  pending_.push_back(link);
-  const Link* raw = link.get();
-  auto& deadline = hello_deadlines_[raw];
-  deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
-  deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
-    auto l = weak.lock();
-    if (ec || !l || child_of_link_.count(l.get())) return;
-    log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
-    l->close("no hello in time");
-  });
-  link->start([this, raw](capnp::MessageReader& message) { on_accepted_message(raw, message); },
-              [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
-}
-
-void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {
-  auto msg = message.getRoot<wire::Message>();
-  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
-    const std::size_t index = it->second;
-    Child& child = children_[index];
-    if (msg.getSenderRank() != child.rank) {
-      log().warn("dropping a message from child {} that claims to be from rank {}", child.rank, msg.getSenderRank());
-      return;
-    }
-    auto body = msg.getBody();
-    const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
-    if (child.role == Role::backend && gate_ && !gate_(from)) return;
-    if (!dispatch(from, body)) {
-      log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
-    }
-    return;
-  }
-  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
-  if (it == pending_.end()) return;
-  std::shared_ptr<Link> held = *it;  // on_hello erases it from pending_
-  on_hello(held, msg);
-}
-
-void Node::on_accepted_closed(const Link* link, std::string_view reason) {
-  hello_deadlines_.erase(link);
-  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
-    std::size_t index = it->second;
-    child_of_link_.erase(it);
-    on_child_closed(index, reason);
-    return;
-  }
-  std::erase_if(pending_, [&](auto& l) { return l.get() == link; });
-}
-
-void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing connection from {}: {}", link->peer(), why);
-    link->close(why);
-  };
-  // A process of another version or another tree can never be accepted here: it is
-  // told why and to stop, so that its own error says so (an attached back-end's
-  // receive() fails with the reason), not just that its parent hung up.
-  auto refuse_for_good = [&](const std::string& why) {
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-    link->send(stop.builder());
-    refuse(why);
-  };
-  if (msg.getBody().which() != Body::HELLO) return refuse("first message is not a hello");
-  auto hello = msg.getBody().getHello();
-  if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
-    return refuse_for_good("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
-                           std::to_string(wire::PROTOCOL_VERSION));
-  }
-  if (hello.getNetworkId() != id_.network_id) {
-    // The stranger is told its own id only: this tree's id is what lets a process
-    // join it, and must not be handed to whoever connects.
-    return refuse_for_good(fmt::format("hello from another network (network id {:x})", hello.getNetworkId()));
-  }
-  for (Service* service : services_) {
-    if (auto why = service->refuse_hello(hello)) {
-      // Told to stop, not only refused: an orphan would otherwise ask the next adopter.
-      Message stop(id_);
-      stop.body().initShutdown().setReason(*why);
-      link->send(stop.builder());
-      return refuse(*why);
-    }
-  }
-  if (hello.getAdopt()) return accept_orphan(link, hello);
-  auto index = children_.index_of(hello.getRank());
-  if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
-  Child& child = children_[*index];
-  if (from_wire(hello.getRole()) != child.role) return refuse("role does not match the topology");
-  if (child.state == ChildState::gone && child.loss_reported && !stopping()) return accept_rejoin(*index, link, hello);
-  if (child.state != ChildState::starting || stopping()) {
-    return refuse("rank " + std::to_string(child.rank) + " is already connected or gone");
-  }
-
-  take_link(*index, link);
-  set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
-  send_topology(*link, false);
-  send_live_tree(*link);  // a back-end attaching late must not start from the launch shape
-  emit(events::ChildConnected{*index, child.rank});
+  up_handshakes_[&link] = UpHandshake{.acceptor = acceptor, .hello = std::move(message)};
 }
 
 void Node::send_topology(Link& link, bool update) {
@@ -377,21 +273,59 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
 // adoption handshake while it is the potential adopter being asked.
 void Node::attach_parent(std::shared_ptr<Link> link) {
   const Link* raw = link.get();
-  link->start(
-      [this, raw](capnp::MessageReader& message) {
-        if (parent_.get() == raw) {
-          on_parent_message(message);
-        } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
-          on_trying_message(message);
-        }
-      },
+  link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
       [this, raw](std::string_view reason) {
+        up_handshakes_.erase(raw);
         if (parent_.get() == raw) {
           on_parent_closed(reason);
         } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
           on_trying_closed(reason);
         }
       });
+}
+
+void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
+  if (up_handshakes_.count(link) && !on_up_handshake(link, message)) return;
+  if (parent_.get() == link) {
+    on_parent_message(message);
+  } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == link) {
+    on_trying_message(message);
+  }
+}
+
+// False: the message was the handshake's (or ended the link). True: pass it on, a
+// Shutdown telling why the hello was refused.
+bool Node::on_up_handshake(const Link* raw, capnp::MessageReader& message) {
+  auto handshake = up_handshakes_.find(raw);
+  std::shared_ptr<Link> link = parent_.get() == raw ? parent_ : nullptr;
+  if (auto* o = std::get_if<Orphaned>(&phase_); !link && o && o->trying.get() == raw) link = o->trying;
+  if (!link) return false;
+  auto msg = message.getRoot<wire::Message>();
+  auto body = msg.getBody();
+  auto fail = [&](const std::string& why) {
+    log().warn("closing the link to {}: {}", link->peer(), why);
+    up_handshakes_.erase(raw);
+    link->close(why);
+    return false;
+  };
+  if (body.isShutdown()) return true;
+  if (!body.isChallenge()) return fail("it sent a message before proving it knows the network's secret");
+  const Rank acceptor = msg.getSenderRank();
+  if (handshake->second.acceptor && acceptor != *handshake->second.acceptor) {
+    return fail("rank " + std::to_string(acceptor) + " answered for " + std::to_string(*handshake->second.acceptor));
+  }
+  auto hello = handshake->second.hello->getRoot<wire::Hello>().asReader();
+  auto challenge = body.getChallenge();
+  if (challenge.getNonce().size() != kNonceBytes ||
+      !proof_matches(challenge_proof(id_.secret, hello.getNonce(), challenge.getNonce(), acceptor),
+                     challenge.getProof())) {
+    return fail("it could not prove it knows the network's secret (authentication failed)");
+  }
+  Message proof(id_);
+  proof.body().initHelloProof().setProof(as_data(hello_proof(id_.secret, challenge.getNonce(), hello)));
+  link->send(proof.builder());
+  up_handshakes_.erase(handshake);
+  return false;
 }
 
 void Node::on_parent_message(capnp::MessageReader& message) {
@@ -440,6 +374,7 @@ void Node::become_orphan(const std::string& reason) {
                " ms");
   });
   set_phase(std::move(orphaned), "lost parent " + std::to_string(failed));
+  review_held_adoptions();  // refused: an orphan adopts no one
   on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
   emit(events::Orphaned{failed, reason});
 }
@@ -455,7 +390,7 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   // late and report the number it was asked for, which would make it stale.
   const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
   attach_parent(link);
-  send_hello(*link, incarnation, true);
+  begin_hello(*link, incarnation, true, candidate);
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
 }
 
@@ -506,91 +441,6 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   adoption.compensated = Clock::now();
   on_adoption_report(id_.rank, adoption.adopter, adoption.incarnation, nullptr);
   if (done) done(adoption);
-}
-
-// An accepted connection becomes child `index`'s link, and what the child's last one
-// left behind (a loss, its reason, its exit status) is forgotten.
-void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
-  Child& child = children_[index];
-  child.link = link;
-  child.loss_reported = false;
-  child.close_reason.clear();
-  child.exit_status.reset();
-  child_of_link_[link.get()] = index;
-  hello_deadlines_.erase(link.get());
-  std::erase(pending_, link);
-}
-
-// ---- adopting an orphan ----
-
-void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
-  const Rank orphan = hello.getRank();
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing to adopt {}: {}", orphan, why);
-    link->close("adoption refused: " + why);
-  };
-  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
-  if (stopping()) {
-    // Tell the orphan why, so that it stops too instead of trying others.
-    Message stop(id_);
-    const auto* s = std::get_if<Stopping>(&phase_);
-    stop.body().initShutdown().setReason(s ? s->reason : "stopped");
-    link->send(stop.builder());
-    return refuse("this node is stopping");
-  }
-  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
-  const std::uint32_t incarnation = hello.getIncarnation();
-  if (auto why = tree_->refuse_adoption(orphan, from_wire(hello.getRole()), incarnation)) return refuse(*why);
-
-  std::size_t index;
-  if (auto known = children_.index_of(orphan)) {
-    if (children_[*known].link) return refuse("already connected");
-    index = *known;  // a former child of ours coming back
-  } else {
-    index = children_.add(orphan, tree_->view().role(orphan));
-    tree_->note_child(orphan, index);
-  }
-  children_[index].adopted = true;
-  take_link(index, link);
-  set_child_state(index, ChildState::ready,  // its subtree is already up
-                  "adopted from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
-                      std::to_string(incarnation));
-
-  Message reply(id_);
-  auto a = reply.body().initAdopted();
-  a.setAdopter(id_.rank);
-  a.setIncarnation(incarnation);
-  link->send(reply.builder());
-  send_live_tree(*link);
-  on_adoption_report(orphan, id_.rank, incarnation, link.get());
-  emit(events::ChildAdopted{index, orphan});
-}
-
-// A child whose loss was reported connects again under its rank: a restarted
-// back-end (paper 000's NODE_ALIVE). The live tree takes it back under an
-// incarnation above the lost process's, flooded like an adoption; the new process
-// gets the topology and the live tree as at launch, and the services treat it as a
-// new connection (the membership service makes it a member again).
-void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
-  Child& child = children_[index];
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing {} again: {}", describe(child.rank), why);
-    link->close(why);
-  };
-  if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
-  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
-  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
-  const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
-  if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
-
-  take_link(index, link);
-  set_child_state(index, ChildState::connected,
-                  "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
-                      std::to_string(incarnation));
-  on_adoption_report(child.rank, id_.rank, incarnation, link.get());
-  send_topology(*link, false);
-  send_live_tree(*link);  // with the report above: the new process learns its incarnation
-  emit(events::ChildConnected{index, child.rank, true});
 }
 
 // ---- losing a child ----
@@ -662,6 +512,7 @@ void Node::flood(Message& message, const Link* except) {
 void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from) {
   if (!tree_ || !tree_->apply_failure(rank)) return;  // not news
   log().info("failure report: {} ({})", describe(rank), reason);
+  review_held_adoptions();  // an orphan of `rank` may be waiting for this news
   Message message(id_);
   auto f = message.body().initFailureReport();
   f.setRank(rank);
@@ -735,6 +586,7 @@ void Node::begin_stop(const std::string& reason) {
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
   emit(events::Stopping{reason});
+  review_held_adoptions();  // told to stop, as any orphan asking now would be
   for (auto& link : pending_) link->close("stopping");
   Message message(id_);
   message.body().initShutdown().setReason(reason);

@@ -187,10 +187,46 @@ class Node {
   void on_accepted_message(const transport::Link* link, capnp::MessageReader& message);
   void on_accepted_closed(const transport::Link* link, std::string_view reason);
   void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
+  void on_hello_proof(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
+  void admit(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_orphan(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  // An orphan's adoption request, as its hello asked (held until its parent's
+  // failure is known here: node_accept.cpp).
+  struct OrphanRequest {
+    std::shared_ptr<transport::Link> link;
+    Rank orphan = 0;
+    Role role = Role::backend;
+    std::uint32_t incarnation = 0;
+    int pid = 0;
+  };
+  // While a request is held, the adopter asks the orphan's parent itself: a hello
+  // to its port answered by a right challenge shows it alive; a refused connection
+  // or an end before the challenge shows it gone (node_accept.cpp).
+  enum class ParentProbe : std::uint8_t { none, asking, alive, gone };
+  struct HeldAdoption {
+    OrphanRequest request;
+    std::unique_ptr<Timer> deadline;
+    ParentProbe probe = ParentProbe::none;
+    std::unique_ptr<asio::ip::tcp::socket> socket;  // connecting
+    std::shared_ptr<transport::Link> probe_link;     // connected: hello sent
+    Nonce probe_nonce{};
+  };
+  bool orphan_may_be_adopted(Rank orphan) const;
+  HeldAdoption* held_adoption(const transport::Link* orphan_link);
+  void probe_parent(HeldAdoption& held);
+  void probe_answered(const transport::Link* orphan_link, ParentProbe result, const std::string& why);
+  void release_held_adoption(const transport::Link* orphan_link);
+  void adopt_orphan(const OrphanRequest& request);
+  void review_held_adoptions();
+  void log_refusal(const std::string& peer, const std::string& why);
+  // The connecting side's handshake on a link up (parent or potential adopter): the
+  // hello goes out at once, its proof once the acceptor's challenge has proved that
+  // the acceptor knows the secret (core/auth.h).
+  void on_up_message(const transport::Link* link, capnp::MessageReader& message);
+  bool on_up_handshake(const transport::Link* link, capnp::MessageReader& message);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
-  void send_hello(transport::Link& link, std::uint32_t incarnation, bool adopt);
+  void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor);
   void send_topology(transport::Link& link, bool update);
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
@@ -231,6 +267,27 @@ class Node {
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
   // Closes an accepted connection that has not said hello in time.
   std::unordered_map<const transport::Link*, std::unique_ptr<Timer>> hello_deadlines_;
+  // Accepted connections whose hello was challenged, waiting for its proof: the
+  // challenge's nonce and the hello, kept until then.
+  struct PendingHello {
+    Nonce challenge{};
+    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // root: wire::Hello
+  };
+  std::unordered_map<const transport::Link*, PendingHello> pending_hellos_;
+  std::vector<HeldAdoption> held_adoptions_;
+  // Expires with the node: a probe's connect handler may run after it is gone.
+  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  struct RefusalLog {
+    std::chrono::steady_clock::time_point logged;
+    std::size_t unlogged = 0;
+  };
+  std::unordered_map<std::string, RefusalLog> refusal_log_;  // by peer address
+  // Links up whose handshake is under way.
+  struct UpHandshake {
+    std::optional<Rank> acceptor;  // the rank that must answer, when known (an adopter)
+    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // as sent; root: wire::Hello
+  };
+  std::unordered_map<const transport::Link*, UpHandshake> up_handshakes_;
 
   ChildTable children_;
   Gate gate_;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,8 +52,10 @@ std::vector<std::string> launcher_argv(const std::string& launcher_template, con
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
                                                           const std::vector<std::string>& argv,
-                                                          const Environment& env) {
+                                                          const Environment& env,
+                                                          const std::string& stdin_data) {
   if (argv.empty()) return Error{"cannot start a process: empty command"};
+  if (stdin_data.size() > 4096) return Error{"cannot start '" + argv[0] + "': more than 4 KiB for its standard input"};
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
@@ -73,6 +76,15 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  int input[2] = {-1, -1};
+  if (!stdin_data.empty()) {
+    // A socket rather than a pipe: send() with MSG_NOSIGNAL cannot raise SIGPIPE in a
+    // host program that left it at its default, should the child be gone already.
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, input) != 0) {
+      return Error{std::string("cannot start a process (socketpair): ") + strerror(errno)};
+    }
+    posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);  // dup2 clears close-on-exec
+  }
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -89,6 +101,17 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
   int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  if (input[0] >= 0) {
+    ::close(input[0]);
+    // Fits the socket's buffer (4 KiB at most, checked above): never blocks.
+    if (rc == 0 &&
+        ::send(input[1], stdin_data.data(), stdin_data.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(stdin_data.size())) {
+      rc = errno ? errno : EIO;
+      ::kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    ::close(input[1]);
+  }
   if (rc != 0) return Error{"cannot start '" + argv[0] + "': " + strerror(rc)};
 
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));

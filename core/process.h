@@ -40,10 +40,13 @@ std::vector<std::string> launcher_argv(const std::string& launcher_template, con
 class ChildProcess {
  public:
   // Starts argv[0] (searched in PATH if it has no '/') with the current
-  // environment plus `env`. The error names the program and the reason.
+  // environment plus `env`. `stdin_data`, if not empty, is all the child reads on its
+  // standard input (a socket, closed after it; at most 4 KiB), for what must not appear
+  // on a command line (the secret through a launcher: core/auth.h); otherwise the
+  // child inherits this process's. The error names the program and the reason.
   static Result<std::unique_ptr<ChildProcess>> spawn(asio::io_context& io,
                                                      const std::vector<std::string>& argv,
-                                                     const Environment& env);
+                                                     const Environment& env, const std::string& stdin_data = {});
   ~ChildProcess();  // kills with SIGKILL and reaps if still running
 
   // Calls `on_exit(status)` once, on the io_context, after the process exits and has

@@ -31,6 +31,7 @@
 
 #include "canopy.capnp.h"
 #include "canopy/topology.h"
+#include "core/auth.h"
 
 namespace canopy::transport {
 class Link;
@@ -48,6 +49,7 @@ struct NodeIdentity {
   std::uint64_t network_id = 0;
   std::uint32_t incarnation = 0;
   std::uint32_t epoch = 0;  // a back-end's member epoch (membership service)
+  Secret secret{};          // the network's secret: every handshake proves it (core/auth.h)
 };
 
 // Where an incoming message came from.

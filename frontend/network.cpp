@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "canopy/frontend.h"
+#include "backend-lib/attach_file.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
@@ -49,24 +51,37 @@ std::string absolute_program(const std::string& program) {
 }
 
 // Writes the attach file atomically (docs/attach.md), so that a back-end that finds
-// the file never reads half of it.
-Result<void> write_attach_file(const std::string& path, const Topology& topology, std::uint64_t network_id) {
-  std::string text = "canopy-attach 1\n";
+// the file never reads half of it, and readable by its owner only: it holds the
+// network's secret (docs/security.md).
+Result<void> write_attach_file(const std::string& path, const Topology& topology, std::uint64_t network_id,
+                               const core::Secret& secret) {
+  std::string text = "canopy-attach " + std::to_string(attach::kVersion) + "\n";
   char id[17];
   std::snprintf(id, sizeof id, "%016" PRIx64, network_id);
   text += std::string("network ") + id + "\n";
+  text += "secret " + core::to_hex(secret) + "\n";
   for (Rank b : topology.backends()) {
     const auto& parent = topology.at(*topology.at(b).parent);
     text += "backend " + std::to_string(b) + " " + std::to_string(parent.rank) + " " +
             topology.address_of(parent.host) + " " + std::to_string(parent.port) + "\n";
   }
   std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return Error{"cannot write attach file " + temporary + ": " + std::strerror(errno)};
+  // O_EXCL: never write the secret into a file someone else made (and may read).
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{"cannot write attach file " + temporary + ": " + std::strerror(errno)};
+  std::string_view left = text;
+  while (!left.empty()) {
+    const ssize_t n = ::write(fd, left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      std::remove(temporary.c_str());
+      return Error{"cannot write attach file " + temporary + ": " + why};
+    }
+    left.remove_prefix(static_cast<std::size_t>(n));
   }
+  ::close(fd);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     std::remove(temporary.c_str());
@@ -89,6 +104,7 @@ struct Network::Impl final : core::Node::Observer,
   explicit Impl(LaunchOptions opts) : options(std::move(opts)) {
     std::random_device random;
     identity.network_id = (std::uint64_t(random()) << 32) | random();
+    identity.secret = core::new_secret();
     identity.rank = options.topology.root().rank;
     identity.role = Role::frontend;
     runtime = std::make_unique<services::Runtime>(
@@ -359,7 +375,8 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   // The topology with the listening ports chosen at start-up.
   impl.options.topology = impl.loop.call([&] { return *impl.runtime->node.topology(); });
   if (attach) {
-    if (auto written = write_attach_file(impl.options.attach_file, impl.options.topology, impl.identity.network_id);
+    if (auto written = write_attach_file(impl.options.attach_file, impl.options.topology, impl.identity.network_id,
+                                         impl.identity.secret);
         !written) {
       (void)network->shutdown();
       return Error{written.error()};

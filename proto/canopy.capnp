@@ -16,9 +16,11 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 3;
+const protocolVersion :UInt32 = 4;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
+# 4: every connection is authenticated: Hello, Challenge, HelloProof
+#    (docs/security.md).
 
 enum Role {
   frontend @0;
@@ -52,6 +54,8 @@ struct Message {
     shutdown @5 :Shutdown;
     failureReport @6 :FailureReport;
     adoptionReport @7 :AdoptionReport;
+    challenge @12 :Challenge;
+    helloProof @13 :HelloProof;
     service :group {
       # A message of one service to the same service in another process. The rule
       # for a new protocol (docs/protocol.md): choose a free id, write a schema file
@@ -76,7 +80,9 @@ struct Message {
 
 struct Hello {
   # First message on every connection, from the connecting (child) side. The parent
-  # closes the connection at once if the version, network id or rank is unexpected.
+  # closes the connection at once if the version or network id is unexpected, and
+  # otherwise answers with a Challenge; the rest of the hello (rank, role, adoption)
+  # is looked at only once the HelloProof is right (docs/security.md).
 
   protocolVersion @0 :UInt32;   # must equal `protocolVersion` above
   networkId @1 :UInt64;         # random id chosen by the front-end for this tree
@@ -88,6 +94,25 @@ struct Hello {
                                 # `incarnation` is then its new incarnation number
   epoch @7 :UInt32;             # a back-end's member epoch (membership.capnp): one
                                 # below the epoch the tree knows for its rank is refused
+  nonce @8 :Data;               # 32 random bytes of the connecting side, new for every hello
+}
+
+struct Challenge {
+  # Parent -> child, in answer to a Hello of the right version and network: the
+  # parent's nonce, and its proof that it knows the network's secret.
+
+  nonce @0 :Data;               # 32 random bytes, new for every connection
+  proof @1 :Data;               # HMAC-SHA256 under the secret of the Hello's nonce, this
+                                # nonce and the parent's rank (core/auth.h has the bytes)
+}
+
+struct HelloProof {
+  # Child -> parent, in answer to a Challenge whose proof is right: the child's proof.
+  # A child sends it only to a parent that proved the secret first; a parent looks at
+  # nothing of the hello but its version and network id until it is right.
+
+  proof @0 :Data;               # HMAC-SHA256 under the secret of the Challenge's nonce, the
+                                # Hello's nonce and every field of the Hello but `pid`
 }
 
 struct Topology {

@@ -41,14 +41,23 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
   }
   env.emplace_back(core::kEnvParentLink, link);
   std::vector<std::string> argv = command;
+  // The secret never goes on a command line (ps shows those to every user): in the
+  // environment of a local child, on the standard input of a launcher, which the
+  // launcher (ssh, ip netns exec, ...) hands to the remote command (core/auth.h).
+  const std::string secret = core::to_hex(parent.identity().secret);
+  std::string input;
   if (child.host != me.host) {
     // Another host: its environment does not come with it, so pass ours on.
     for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL"}) {
       if (const char* v = std::getenv(name)) env.emplace_back(name, v);
     }
+    env.emplace_back(core::kEnvSecretOnStdin, "1");
     argv = core::launcher_argv(plan.launcher, child.host, command, env);
+    input = secret + "\n";
+  } else {
+    env.emplace_back(core::kEnvSecret, secret);
   }
-  auto process = core::ChildProcess::spawn(parent.io(), argv, env);
+  auto process = core::ChildProcess::spawn(parent.io(), argv, env, input);
   if (!process) return Error{"cannot start " + parent.describe(rank) + ": " + process.error()};
   return std::move(*process);
 }

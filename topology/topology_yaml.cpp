@@ -3,6 +3,7 @@
 //
 // The parser checks what only the text knows (types, unknown keys, which edge gave
 // a node its parent) and leaves the shape of the tree to Topology::make().
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -313,6 +314,12 @@ Result<Topology> parse_topology_yaml(std::string_view text, std::string_view sou
     return Parser(source).parse(text);
   } catch (const Invalid& invalid) {
     return Error{invalid.message};
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for it is only "bad file".
+    std::string where(source);
+    if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1);
+    return Error{where + ": the YAML is nested " + std::to_string(e.depth()) +
+                 " levels deep, past the parser's limit (a topology needs 4)"};
   } catch (const YAML::Exception& e) {
     std::string where(source);
     if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1);

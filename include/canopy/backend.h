@@ -99,10 +99,12 @@ class Backend {
  private:
   struct Impl;
   explicit Backend(std::unique_ptr<Impl> impl);
-  // `parent` is "address:port"; `parent_link` the striped link's description
-  // (CANOPY_PARENT_LINK), null for a plain link.
-  static Result<std::unique_ptr<Backend>> start(Rank rank, std::uint64_t network_id, const std::string& parent,
-                                                const char* parent_link, Handler handler);
+  // `secret` is the network's (its 32 bytes); `parent` is "address:port";
+  // `parent_link` the striped link's description (CANOPY_PARENT_LINK), null for a
+  // plain link.
+  static Result<std::unique_ptr<Backend>> start(Rank rank, std::uint64_t network_id, const std::string& secret,
+                                                const std::string& parent, const char* parent_link,
+                                                Handler handler);
   std::unique_ptr<Impl> impl_;
 };
 

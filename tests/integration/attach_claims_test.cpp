@@ -140,11 +140,11 @@ TEST_F(AttachClaims, ABackendRefusesADamagedFileNamingTheFileAndLine) {
 }
 
 TEST_F(AttachClaims, ABackendRefusesAnAttachFileOfAnotherVersion) {
-  const auto other = variant("v2", 0, "canopy-attach 2");
+  const auto other = variant("v3", 0, "canopy-attach 3");
   auto exit = run_backend(other, 0);
-  ASSERT_NE(exit.status, -1) << "the back-end did not end: it attached with a version 2 file";
+  ASSERT_NE(exit.status, -1) << "the back-end did not end: it attached with a version 3 file";
   EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 1) << "status " << exit.status;
-  EXPECT_NE(exit.err.find(other + ":1: unsupported attach file version 2"), std::string::npos) << exit.err;
+  EXPECT_NE(exit.err.find(other + ":1: unsupported attach file version 3"), std::string::npos) << exit.err;
 }
 
 // The file of another tree (same commnode address, another network id): the

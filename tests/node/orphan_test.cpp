@@ -117,6 +117,40 @@ TEST(Orphans, AnOrphanMovesOnAtOnceWhenRefusedAndAfterTheAttemptTimeOutWhenNotAn
   tree.kill(FE + 2);
 }
 
+// An adopter adopts only an orphan whose parent it knows is gone (docs/security.md).
+// Here no one can report FE+3's failure (its parent FE+1 hangs with it), so the
+// adopter asked by FE+3's back-ends (FE+4, or FE+5 if FE+4 finds itself orphaned
+// first) holds their requests and asks FE+3 itself: a hello to its port gets no
+// challenge (it hangs), so it adopts them when the hold ends, before any report of
+// FE+3's failure.
+TEST(Orphans, AnAdopterThatHearsNoReportProbesTheParentAndAdoptsWhenItIsSilent) {
+  FaultToleranceOptions fault;
+  fault.heartbeat = 100ms;
+  fault.suspect = 300ms;
+  fault.lost = 1000ms;
+  TreeHarness tree("b:2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(FE + 1);
+  tree.freeze(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 10 * fault.lost))
+      << "FE+3's back-ends were not adopted: an adopter waited for a report that cannot come";
+  for (Rank orphan : {0u, 1u}) {
+    const Event& recovered = *own_recovery(tree, orphan);
+    EXPECT_EQ(recovered.failed_parent, FE + 3) << orphan;
+    ASSERT_TRUE(recovered.adopter == FE + 4 || recovered.adopter == FE + 5) << orphan << ": " << recovered.adopter;
+    // The adopter took it before it heard of FE+3's failure, if it ever did.
+    const auto changes = tree.heard(recovered.adopter).tree_changes();
+    auto first = [&](auto is) { return std::find_if(changes.begin(), changes.end(), is) - changes.begin(); };
+    const auto adopted =
+        first([&](const auto& c) { return c.kind == TreeChanged::Kind::adoption && c.rank == orphan; });
+    const auto failed = first([](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == FE + 3; });
+    ASSERT_LT(adopted, static_cast<std::ptrdiff_t>(changes.size())) << orphan;
+    EXPECT_LT(adopted, failed) << orphan << ": FE+3's failure reached the adopter first: the test shows nothing";
+  }
+  tree.kill(FE + 1);
+  tree.kill(FE + 3);
+}
+
 // Point-to-point packets follow the new shape: once FE+1's back-ends are adopted
 // (by FE+2), the front-end's send_to reaches them, and so do packets from another
 // back-end, and theirs reach it.

@@ -9,6 +9,7 @@
 
 #include "backend-lib/attach_file.h"
 #include "canopy/backend.h"
+#include "core/auth.h"
 
 using canopy::attach::parse_attach_file;
 
@@ -16,8 +17,9 @@ namespace {
 
 // What canopy::Network::launch writes for b:2x2 (frontend/network.cpp).
 constexpr std::string_view kGood =
-    "canopy-attach 1\n"
+    "canopy-attach 2\n"
     "network 5f0c1d2e3a4b5c6d\n"
+    "secret 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
     "backend 0 1000001 127.0.0.1 40311\n"
     "backend 1 1000001 127.0.0.1 40311\n"
     "backend 2 1000002 127.0.0.1 40313\n"
@@ -52,53 +54,73 @@ TEST(AttachFile, TheFrontEndsFileIsReadWhole) {
   EXPECT_EQ(two->parent, 1000002u);
   EXPECT_EQ(two->address, "127.0.0.1");
   EXPECT_EQ(two->port, 40313);
-  EXPECT_EQ(two->line, 7);
+  EXPECT_EQ(two->line, 8);
+  EXPECT_EQ(canopy::core::to_hex(file->secret), "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
   EXPECT_EQ(file->find(4), nullptr);
 }
 
 TEST(AttachFile, AFileWithoutTheHeaderIsRefusedAtItsFirstRecord) {
   std::string no_header(kGood.substr(kGood.find('\n') + 1));
-  EXPECT_EQ(error_of(no_header).rfind("f:1: expected the header 'canopy-attach 1' first, found 'network'", 0), 0u)
+  EXPECT_EQ(error_of(no_header).rfind("f:1: expected the header 'canopy-attach 2' first, found 'network'", 0), 0u)
       << error_of(no_header);
   EXPECT_EQ(error_of("# comment\nbackend 0 1000001 127.0.0.1 40311\n").rfind("f:2: expected the header", 0), 0u);
 }
 
 TEST(AttachFile, AnotherVersionIsRefused) {
-  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nbackend 0 1 a 1\n"),
-            "f:1: unsupported attach file version 2 (this library reads 1)");
+  EXPECT_EQ(error_of("canopy-attach 3\nnetwork 1\nbackend 0 1 a 1\n"),
+            "f:1: unsupported attach file version 3 (this library reads 2)");
+  // Version 1 had no secret: written by an older front-end, which this library
+  // cannot authenticate to.
+  EXPECT_EQ(error_of("canopy-attach 1\nnetwork 1\nbackend 0 1 a 1\n"),
+            "f:1: unsupported attach file version 1 (this library reads 2, which holds the network's secret: the "
+            "front-end is of an older Canopy)");
   EXPECT_EQ(error_of("canopy-attach\n"), "f:1: expected 'canopy-attach VERSION'");
 }
 
 TEST(AttachFile, TheNetworkIdMustFollowTheHeader) {
-  EXPECT_EQ(error_of("canopy-attach 1\nbackend 0 1000001 127.0.0.1 40311\n").rfind("f:2: expected 'network HEX'", 0),
+  EXPECT_EQ(error_of("canopy-attach 2\nbackend 0 1000001 127.0.0.1 40311\n").rfind("f:2: expected 'network HEX'", 0),
             0u);
-  EXPECT_EQ(error_of("canopy-attach 1\nnetwork xyz\n"),
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork xyz\n"),
             "f:2: network id 'xyz' is not a hexadecimal 64-bit number");
-  EXPECT_EQ(error_of("canopy-attach 1\nnetwork 1\n"), "f:2: no 'backend' lines");
-  EXPECT_EQ(error_of("canopy-attach 1\n"), "f:1: no 'network HEX' line");
-  EXPECT_EQ(error_of(""), "f:1: no header 'canopy-attach 1': the file is empty");
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nsecret 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"), "f:3: no 'backend' lines");
+  EXPECT_EQ(error_of("canopy-attach 2\n"), "f:1: no 'network HEX' line");
+  EXPECT_EQ(error_of(""), "f:1: no header 'canopy-attach 2': the file is empty");
+}
+
+// The secret follows the network id; it is 64 hex digits, and an error never
+// repeats it (it may be most of a real secret).
+TEST(AttachFile, TheSecretMustFollowTheNetworkId) {
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nbackend 0 1 a 1\n"),
+            "f:3: expected 'secret HEX' after the network id, found 'backend'");
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\n"), "f:2: no 'secret HEX' line");
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nsecret 0011\nbackend 0 1 a 1\n"),
+            "f:3: a network secret is 64 hex digits, not 4 characters");
+  const std::string bad(63, 'a');
+  EXPECT_EQ(error_of("canopy-attach 2\nnetwork 1\nsecret " + bad + "g\nbackend 0 1 a 1\n"),
+            "f:3: a network secret holds hex digits only");
+  EXPECT_EQ(error_of(std::string(kGood) + "secret 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"), "f:8: a second 'secret' line");
 }
 
 // A back-end must not start from a file whose later lines are damaged: the reader
 // reads past its own line.
 TEST(AttachFile, AMalformedLineAfterTheRanksOwnLineIsRefused) {
   std::string text = std::string(kGood) + "backend 4 1000002 127.0.0.1\n";
-  EXPECT_EQ(error_of(text), "f:7: expected 'backend RANK PARENT-RANK ADDRESS PORT', found 4 fields");
+  EXPECT_EQ(error_of(text), "f:8: expected 'backend RANK PARENT-RANK ADDRESS PORT', found 4 fields");
   EXPECT_EQ(error_of(std::string(kGood) + "backend 4 1000002 127.0.0.1 0\n"),
-            "f:7: port '0' is not a port (1 to 65535)");
+            "f:8: port '0' is not a port (1 to 65535)");
   EXPECT_EQ(error_of(std::string(kGood) + "backend -4 1000002 127.0.0.1 40313\n"),
-            "f:7: back-end rank '-4' is not a rank (0 to 4294967295)");
+            "f:8: back-end rank '-4' is not a rank (0 to 4294967295)");
   EXPECT_EQ(error_of(std::string(kGood) + "backend 4 100000x 127.0.0.1 40313\n"),
-            "f:7: parent rank '100000x' is not a rank");
-  EXPECT_EQ(error_of(std::string(kGood) + "commnode 4 1000002 127.0.0.1 40313\n").rfind("f:7: unknown key 'commnode'", 0),
+            "f:8: parent rank '100000x' is not a rank");
+  EXPECT_EQ(error_of(std::string(kGood) + "commnode 4 1000002 127.0.0.1 40313\n").rfind("f:8: unknown key 'commnode'", 0),
             0u);
-  EXPECT_EQ(error_of(std::string(kGood) + "network 12\n"), "f:7: a second 'network' line");
-  EXPECT_EQ(error_of(std::string(kGood) + "canopy-attach 1\n"), "f:7: a second header line");
+  EXPECT_EQ(error_of(std::string(kGood) + "network 12\n"), "f:8: a second 'network' line");
+  EXPECT_EQ(error_of(std::string(kGood) + "canopy-attach 2\n"), "f:8: a second header line");
 }
 
 TEST(AttachFile, ADuplicateRankIsRefused) {
   std::string text = std::string(kGood) + "backend 1 1000002 127.0.0.1 40313\n";
-  EXPECT_EQ(error_of(text), "f:7: duplicate back-end rank 1 (first at line 4)");
+  EXPECT_EQ(error_of(text), "f:8: duplicate back-end rank 1 (first at line 5)");
 }
 
 // Backend::attach reads through the same parser, so the errors reach the caller
@@ -107,13 +129,13 @@ TEST(AttachFile, BackendAttachRefusesADamagedFileWithItsPathAndLine) {
   TempFile duplicate(std::string(kGood) + "backend 1 1000002 127.0.0.1 40313\n");
   auto be = canopy::Backend::attach(duplicate.path, 0);
   ASSERT_FALSE(be);
-  EXPECT_EQ(be.error(), duplicate.path + ":7: duplicate back-end rank 1 (first at line 4)");
+  EXPECT_EQ(be.error(), duplicate.path + ":8: duplicate back-end rank 1 (first at line 5)");
   EXPECT_EQ(be.error_kind(), canopy::ErrorKind::invalid_input);
 
   TempFile no_header(kGood.substr(kGood.find('\n') + 1));
   auto headless = canopy::Backend::attach(no_header.path, 0);
   ASSERT_FALSE(headless);
-  EXPECT_EQ(headless.error().rfind(no_header.path + ":1: expected the header 'canopy-attach 1' first", 0), 0u)
+  EXPECT_EQ(headless.error().rfind(no_header.path + ":1: expected the header 'canopy-attach 2' first", 0), 0u)
       << headless.error();
 
   TempFile good(kGood);

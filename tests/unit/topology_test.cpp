@@ -422,6 +422,15 @@ TEST(TopologyErrors, YamlSyntaxErrorGivesItsLine) {
   EXPECT_FALSE(Contains(e, "t.yaml:0"));
 }
 
+// yaml-cpp's own message for a document nested past its limit is "bad file" (issue
+// 16); the error says what is wrong, where.
+TEST(TopologyErrors, YamlNestedTooDeepSaysSo) {
+  auto e = error_of("hosts: " + std::string(3000, '[') + std::string(3000, ']') + "\n");
+  EXPECT_TRUE(Contains(e, "t.yaml:1: the YAML is nested ")) << e;
+  EXPECT_TRUE(Contains(e, " levels deep, past the parser's limit")) << e;
+  EXPECT_FALSE(Contains(e, "bad file")) << e;
+}
+
 TEST(TopologyErrors, EmptyFileOrNoNodesIsAClearError) {
   EXPECT_TRUE(Contains(error_of(""), "t.yaml: the topology is empty"));
   EXPECT_TRUE(Contains(error_of("# just a comment\n"), "t.yaml: the topology is empty"));

@@ -1,0 +1,164 @@
+#include "core/auth.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+namespace canopy::core {
+
+namespace {
+
+template <std::size_t N>
+std::array<std::uint8_t, N> random_bytes() {
+  std::array<std::uint8_t, N> out;
+  if (RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
+    // Without randomness every secret and nonce would be guessable: refuse to go on.
+    std::fputs("canopy: no random source (OpenSSL RAND_bytes failed)\n", stderr);
+    std::abort();
+  }
+  return out;
+}
+
+// The bytes a proof is computed over: a label naming its purpose (so that a hello's
+// proof can never serve as an acceptor's, or the reverse), then each part, every
+// variable-length one preceded by its length, integers little-endian.
+class Transcript {
+ public:
+  explicit Transcript(std::string_view label) { bytes(label.data(), label.size()); }
+  void bytes(const void* data, std::size_t size) {
+    u64(size);
+    raw(data, size);
+  }
+  void data(capnp::Data::Reader d) { bytes(d.begin(), d.size()); }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  Proof sign(const Secret& secret) const {
+    Proof proof{};
+    unsigned int length = 0;
+    HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), out_.data(), out_.size(), proof.data(),
+         &length);
+    return proof;
+  }
+
+ private:
+  void raw(const void* data, std::size_t size) {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    out_.insert(out_.end(), p, p + size);
+  }
+  std::vector<std::uint8_t> out_;
+};
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+Secret new_secret() { return random_bytes<kSecretBytes>(); }
+Nonce new_nonce() { return random_bytes<kNonceBytes>(); }
+
+std::string to_hex(std::span<const std::uint8_t> bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (std::uint8_t b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+Result<Secret> parse_secret(std::string_view hex) {
+  if (hex.size() != 2 * kSecretBytes) {
+    return Error{"a network secret is " + std::to_string(2 * kSecretBytes) + " hex digits, not " +
+                     std::to_string(hex.size()) + " characters",
+                 ErrorKind::invalid_input};
+  }
+  Secret secret{};
+  for (std::size_t i = 0; i < kSecretBytes; ++i) {
+    const int hi = hex_digit(hex[2 * i]);
+    const int lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return Error{"a network secret holds hex digits only", ErrorKind::invalid_input};
+    secret[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return secret;
+}
+
+Result<Secret> secret_from_environment(std::chrono::milliseconds wait) {
+  if (const char* hex = std::getenv(kEnvSecret); hex && *hex) {
+    auto secret = parse_secret(hex);
+    if (!secret) return Error{std::string(kEnvSecret) + ": " + secret.error(), ErrorKind::invalid_input};
+    return secret;
+  }
+  const char* on_stdin = std::getenv(kEnvSecretOnStdin);
+  if (!on_stdin || std::string_view(on_stdin) != "1") {
+    return Error{std::string("neither ") + kEnvSecret + " nor " + kEnvSecretOnStdin +
+                     "=1 is set: this program is part of a Canopy tree and must be started by a Canopy parent, "
+                     "which passes the network's secret (docs/security.md)",
+                 ErrorKind::invalid_input};
+  }
+  // One line, read a byte at a time so that nothing after it is taken from the
+  // program's standard input.
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (line.size() <= 2 * kSecretBytes) {
+    using std::chrono::duration_cast, std::chrono::milliseconds;
+    const auto left = duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      return Error{std::string(kEnvSecretOnStdin) + "=1, but no secret arrived on standard input within " +
+                       std::to_string(wait.count()) + " ms",
+                   ErrorKind::invalid_input};
+    }
+    char c;
+    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (c == '\n') break;
+    line.push_back(c);
+  }
+  auto secret = parse_secret(line);
+  if (!secret) return Error{"the secret on standard input: " + secret.error(), ErrorKind::invalid_input};
+  return secret;
+}
+
+Proof hello_proof(const Secret& secret, capnp::Data::Reader challenge, wire::Hello::Reader hello) {
+  Transcript t("canopy-hello");
+  t.data(challenge);
+  t.data(hello.getNonce());
+  t.u64(hello.getProtocolVersion());
+  t.u64(hello.getNetworkId());
+  t.u64(static_cast<std::uint64_t>(hello.getRole()));
+  t.u64(hello.getRank());
+  t.u64(hello.getIncarnation());
+  t.u64(hello.getAdopt() ? 1 : 0);
+  t.u64(hello.getEpoch());
+  return t.sign(secret);
+}
+
+Proof challenge_proof(const Secret& secret, capnp::Data::Reader hello_nonce, capnp::Data::Reader challenge,
+                      Rank acceptor) {
+  Transcript t("canopy-challenge");
+  t.data(hello_nonce);
+  t.data(challenge);
+  t.u64(acceptor);
+  return t.sign(secret);
+}
+
+bool proof_matches(const Proof& expected, capnp::Data::Reader got) {
+  return got.size() == expected.size() && CRYPTO_memcmp(expected.data(), got.begin(), expected.size()) == 0;
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,470 @@
+// The accepting side of the node core: the handshake of every connection a node
+// accepts (Challenge, Hello with its proof, Accepted: core/auth.h), then what the
+// hello asks for: a launched or attached child, an orphan to adopt, or a lost
+// back-end's rank coming back (docs/protocol.md, docs/security.md).
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/auth.h"
+#include "core/codec.h"
+#include "core/log.h"
+#include "core/node.h"
+#include "transport/tcp_link.h"
+
+namespace canopy::core {
+
+using transport::Link;
+using transport::TcpLink;
+using Body = wire::Message::Body;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A refused handshake is logged once per peer address in this long, with the count
+// of those left unlogged meanwhile: a peer that retries without end (or a scan)
+// does not fill the log.
+constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
+constexpr std::size_t kRefusalLogAddresses = 1024;
+
+std::string address_of(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+}  // namespace
+
+// Listens on every NIC address of this node's host, all on one port.
+Result<void> Node::listen() {
+  const auto& me = topology_->at(id_.rank);
+  auto options = striped_options(topology_->links());
+  options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
+  auto opened = listener_.open(topology_->nics_of(me.host), me.port, options,
+                               [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
+  if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
+  return {};
+}
+
+// A new connection, plain or striped: it has until the startup time-out to say hello.
+void Node::accept_link(std::shared_ptr<Link> link) {
+  if (phase() == Phase::stopped) return link->abort("stopped");
+  pending_.push_back(link);
+  const Link* raw = link.get();
+  auto& deadline = hello_deadlines_[raw];
+  deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
+  deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
+    auto l = weak.lock();
+    if (ec || !l || child_of_link_.count(l.get())) return;
+    log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
+    l->close("no hello in time");
+  });
+  link->start([this, raw](capnp::MessageReader& message) { on_accepted_message(raw, message); },
+              [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
+}
+
+void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {
+  auto msg = message.getRoot<wire::Message>();
+  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
+    const std::size_t index = it->second;
+    Child& child = children_[index];
+    if (msg.getSenderRank() != child.rank) {
+      log().warn("dropping a message from child {} that claims to be from rank {}", child.rank, msg.getSenderRank());
+      return;
+    }
+    auto body = msg.getBody();
+    const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
+    if (child.role == Role::backend && gate_ && !gate_(from)) return;
+    if (!dispatch(from, body)) {
+      log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
+    }
+    return;
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
+  if (it == pending_.end()) return;
+  if (std::any_of(held_adoptions_.begin(), held_adoptions_.end(),
+                  [&](const HeldAdoption& h) { return h.request.link.get() == link; })) {
+    log().debug("ignoring a message from {}, whose adoption request is held", (*it)->peer());
+    return;
+  }
+  std::shared_ptr<Link> held = *it;  // admitting it erases it from pending_
+  if (pending_hellos_.count(link)) return on_hello_proof(held, msg);
+  on_hello(held, msg);
+}
+
+void Node::on_accepted_closed(const Link* link, std::string_view reason) {
+  hello_deadlines_.erase(link);
+  pending_hellos_.erase(link);
+  release_held_adoption(link);
+  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
+    std::size_t index = it->second;
+    child_of_link_.erase(it);
+    on_child_closed(index, reason);
+    return;
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
+  if (it == pending_.end()) return;
+  // Garbage or an oversized frame before any hello: docs/protocol.md promises the
+  // warning, once per address in a while like any refused handshake.
+  if (reason.starts_with("bad frame")) log_refusal((*it)->peer(), std::string(reason) + " (before a hello)");
+  pending_.erase(it);
+}
+
+void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing connection from {}: {}", link->peer(), why);
+    link->close(why);
+  };
+  // A process of another version or another tree can never be accepted here: it is
+  // told why and to stop, so that its own error says so (an attached back-end's
+  // receive() fails with the reason), not just that its parent hung up.
+  auto refuse_for_good = [&](const std::string& why) {
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+    link->send(stop.builder());
+    refuse(why);
+  };
+  if (msg.getBody().which() != Body::HELLO) return refuse("first message is not a hello");
+  auto hello = msg.getBody().getHello();
+  if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
+    return refuse_for_good("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
+                           std::to_string(wire::PROTOCOL_VERSION));
+  }
+  if (hello.getNetworkId() != id_.network_id) {
+    // The stranger is told its own id only: this tree's id is what lets a process
+    // join it, and must not be handed to whoever connects.
+    return refuse_for_good(fmt::format("hello from another network (network id {:x})", hello.getNetworkId()));
+  }
+  if (hello.getNonce().size() != kNonceBytes) {
+    return refuse("the hello's nonce is not " + std::to_string(kNonceBytes) + " bytes");
+  }
+  // Nothing else of the hello is looked at before its proof: the challenge proves
+  // this node knows the secret, over the hello's nonce and a fresh one of its own,
+  // and the hello's proof must cover that fresh nonce (core/auth.h).
+  PendingHello pending{new_nonce(), std::make_unique<capnp::MallocMessageBuilder>()};
+  pending.hello->setRoot(hello);
+  Message challenge(id_);
+  auto c = challenge.body().initChallenge();
+  c.setNonce(as_data(pending.challenge));
+  c.setProof(as_data(challenge_proof(id_.secret, hello.getNonce(), as_data(pending.challenge), id_.rank)));
+  pending_hellos_[link.get()] = std::move(pending);
+  link->send(challenge.builder());
+}
+
+void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
+  auto node = pending_hellos_.extract(link.get());  // one proof per challenge
+  const PendingHello& pending = node.mapped();
+  auto hello = pending.hello->getRoot<wire::Hello>().asReader();
+  const bool proved = msg.getBody().isHelloProof() &&
+                      proof_matches(hello_proof(id_.secret, as_data(pending.challenge), hello),
+                                    msg.getBody().getHelloProof().getProof());
+  if (!proved) {
+    // Logged once per address in a while: a stranger retrying must not fill the log.
+    log_refusal(link->peer(), fmt::format("authentication failed (a {}, pid {}, claiming rank {}): wrong or "
+                                          "missing network secret",
+                                          to_string(from_wire(hello.getRole())), hello.getPid(), hello.getRank()));
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) +
+                                         ": authentication failed (wrong or missing network secret)");
+    link->send(stop.builder());
+    return link->close("authentication failed");
+  }
+  admit(link, hello);
+}
+
+// What a proved hello asks for: a launched or attached child, an orphan to adopt, or
+// a lost back-end's rank coming back.
+void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing connection from {}: {}", link->peer(), why);
+    link->close(why);
+  };
+  for (Service* service : services_) {
+    if (auto why = service->refuse_hello(hello)) {
+      // Told to stop, not only refused: an orphan would otherwise ask the next adopter.
+      Message stop(id_);
+      stop.body().initShutdown().setReason(*why);
+      link->send(stop.builder());
+      return refuse(*why);
+    }
+  }
+  if (hello.getAdopt()) return accept_orphan(link, hello);
+  auto index = children_.index_of(hello.getRank());
+  if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
+  Child& child = children_[*index];
+  if (from_wire(hello.getRole()) != child.role) return refuse("role does not match the topology");
+  if (child.state == ChildState::gone && child.loss_reported && !stopping()) return accept_rejoin(*index, link, hello);
+  if (child.state != ChildState::starting || stopping()) {
+    return refuse("rank " + std::to_string(child.rank) + " is already connected or gone");
+  }
+
+  take_link(*index, link);
+  set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
+  send_topology(*link, false);
+  send_live_tree(*link);  // a back-end attaching late must not start from the launch shape
+  emit(events::ChildConnected{*index, child.rank});
+}
+
+// An accepted connection becomes child `index`'s link, and what the child's last one
+// left behind (a loss, its reason, its exit status) is forgotten.
+void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
+  Child& child = children_[index];
+  child.link = link;
+  child.loss_reported = false;
+  child.close_reason.clear();
+  child.exit_status.reset();
+  child_of_link_[link.get()] = index;
+  hello_deadlines_.erase(link.get());
+  pending_hellos_.erase(link.get());
+  std::erase(pending_, link);
+}
+
+// ---- adopting an orphan ----
+
+// An adopter takes an orphan only once it knows the orphan's parent is gone: its
+// live tree says the parent failed, or that the orphan itself was lost to its parent
+// (a broken path), or the adopter's own probe of the parent finds nothing there. So
+// a process that knows the secret can never take over the rank of a process whose
+// parent and link are alive. The request of an orphan that has seen the failure
+// before this node has is held, not refused: until the report arrives (it floods
+// the tree within about a heartbeat of the orphan's own detection), the probe finds
+// the parent gone, or `kept` runs out; then it is adopted if the parent never
+// answered the probe (hung), and refused if it did (docs/security.md).
+void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  OrphanRequest request{link, hello.getRank(), from_wire(hello.getRole()), hello.getIncarnation(), hello.getPid()};
+  if (!tree_ || !plan_.fault.enabled || stopping() || orphan_may_be_adopted(request.orphan)) {
+    return adopt_orphan(request);  // adopted, or refused with the reason
+  }
+  const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
+                             std::max(std::chrono::milliseconds(500), plan_.fault.lost) * 3 / 4);
+  log().info("holding the adoption request of {} (from {}): its parent {} has not been reported failed here yet",
+             describe(request.orphan), request.link->peer(), tree_->view().parent(request.orphan));
+  auto& held = held_adoptions_.emplace_back(HeldAdoption{std::move(request), std::make_unique<Timer>(io_, kept)});
+  held.deadline->async_wait([this, raw = held.request.link.get(), kept](const boost::system::error_code& ec) {
+    if (ec) return;
+    HeldAdoption* h = held_adoption(raw);
+    if (!h) return;
+    const Rank orphan = h->request.orphan;
+    const Rank parent = tree_->view().parent(orphan);
+    if (h->probe == ParentProbe::alive) {
+      log().warn("refusing to adopt {}: its parent {} answered this node, and neither its failure nor the loss of its "
+                 "link to {} was reported within {} ms",
+                 describe(orphan), describe(parent), orphan, kept.count());
+      auto link = h->request.link;
+      release_held_adoption(raw);
+      return link->close("adoption refused: its parent " + std::to_string(parent) + " is alive");
+    }
+    // Silent: hung, or its host unreachable, as the orphan found.
+    log().info("adopting {}: its parent {} did not answer within {} ms", describe(orphan), describe(parent),
+               kept.count());
+    OrphanRequest request = h->request;
+    release_held_adoption(raw);
+    adopt_orphan(request);
+  });
+  probe_parent(held);
+}
+
+Node::HeldAdoption* Node::held_adoption(const Link* orphan_link) {
+  for (auto& h : held_adoptions_) {
+    if (h.request.link.get() == orphan_link) return &h;
+  }
+  return nullptr;
+}
+
+void Node::release_held_adoption(const Link* orphan_link) {
+  auto it = std::find_if(held_adoptions_.begin(), held_adoptions_.end(),
+                         [&](const HeldAdoption& h) { return h.request.link.get() == orphan_link; });
+  if (it == held_adoptions_.end()) return;
+  HeldAdoption released = std::move(*it);
+  held_adoptions_.erase(it);
+  // Closed without their handlers (which would look for the request just released).
+  if (released.probe_link) released.probe_link->detach();
+  if (released.socket) {
+    boost::system::error_code ignored;
+    released.socket->close(ignored);  // its handler finds no request and returns
+  }
+}
+
+// A hello to the parent's port, as any connection begins: a challenge whose proof
+// is right, from the parent's rank, shows it alive; anything else ending the
+// connection first shows nothing of it is there.
+void Node::probe_parent(HeldAdoption& held) {
+  const Rank parent = tree_->view().parent(held.request.orphan);
+  const canopy::Node* n = topology_ ? topology_->find(parent) : nullptr;
+  boost::system::error_code ec;
+  const auto address = n ? asio::ip::make_address(topology_->address_of(n->host), ec) : asio::ip::address();
+  if (!n || n->port == 0 || ec || parent == id_.rank) return;  // no way to ask: the deadline decides
+  held.probe = ParentProbe::asking;
+  held.socket = std::make_unique<asio::ip::tcp::socket>(io_);
+  held.socket->async_connect({address, n->port}, [this, raw = held.request.link.get(), parent,
+                                                   alive = std::weak_ptr<int>(lifetime_)](
+                                                     const boost::system::error_code& ec) {
+    if (alive.expired()) return;
+    HeldAdoption* h = held_adoption(raw);
+    if (!h || !h->socket) return;
+    if (ec) return probe_answered(raw, ParentProbe::gone, "connecting to it: " + ec.message());
+    auto link = TcpLink::create(std::move(*h->socket));
+    h->socket.reset();
+    h->probe_link = link;
+    h->probe_nonce = new_nonce();
+    link->start(
+        [this, raw, parent](capnp::MessageReader& message) {
+          HeldAdoption* h = held_adoption(raw);
+          if (!h) return;
+          auto msg = message.getRoot<wire::Message>();
+          auto body = msg.getBody();
+          const bool proved =
+              body.isChallenge() && msg.getSenderRank() == parent &&
+              proof_matches(
+                  challenge_proof(id_.secret, as_data(h->probe_nonce), body.getChallenge().getNonce(), parent),
+                  body.getChallenge().getProof());
+          probe_answered(raw, proved ? ParentProbe::alive : ParentProbe::gone,
+                         proved ? "it answered" : "another process answers on its port");
+        },
+        [this, raw](std::string_view reason) {
+          probe_answered(raw, ParentProbe::gone, "it closed the connection: " + std::string(reason));
+        });
+    Message hello(id_);
+    auto h2 = hello.body().initHello();
+    h2.setProtocolVersion(wire::PROTOCOL_VERSION);
+    h2.setNetworkId(id_.network_id);
+    h2.setRole(core::to_wire(id_.role));
+    h2.setRank(id_.rank);
+    h2.setIncarnation(id_.incarnation);
+    h2.setPid(getpid());
+    h2.setNonce(as_data(h->probe_nonce));
+    link->send(hello.builder());
+  });
+}
+
+void Node::probe_answered(const Link* orphan_link, ParentProbe result, const std::string& why) {
+  HeldAdoption* h = held_adoption(orphan_link);
+  if (!h || h->probe != ParentProbe::asking) return;
+  h->probe = result;
+  if (h->probe_link) std::exchange(h->probe_link, nullptr)->detach();  // may be in its own handler
+  const Rank parent = tree_->view().parent(h->request.orphan);
+  if (result == ParentProbe::alive) {
+    log().info("{}'s parent {} answered: {}; the request stays held", describe(h->request.orphan), describe(parent),
+               why);
+    return;
+  }
+  log().info("{}'s parent {} is gone ({}): adopting it", describe(h->request.orphan), describe(parent), why);
+  OrphanRequest request = h->request;
+  release_held_adoption(orphan_link);
+  adopt_orphan(request);
+}
+
+bool Node::orphan_may_be_adopted(Rank orphan) const {
+  const TreeView& view = tree_->view();
+  if (!view.contains(orphan)) return true;  // adopt_orphan refuses it with the reason
+  const Rank parent = view.parent(orphan);
+  return !view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent);
+}
+
+// After a failure report, when orphaned or when stopping: every held request that
+// may now be answered is (adopted, or refused with the reason).
+void Node::review_held_adoptions() {
+  std::vector<OrphanRequest> ready;
+  for (const auto& h : held_adoptions_) {
+    if (stopping() || phase() == Phase::orphaned || orphan_may_be_adopted(h.request.orphan)) {
+      ready.push_back(h.request);
+    }
+  }
+  for (const auto& request : ready) {
+    release_held_adoption(request.link.get());
+    adopt_orphan(request);
+  }
+}
+
+void Node::adopt_orphan(const OrphanRequest& request) {
+  const std::shared_ptr<Link>& link = request.link;
+  const Rank orphan = request.orphan;
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing to adopt {}: {}", orphan, why);
+    link->close("adoption refused: " + why);
+  };
+  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
+  if (stopping()) {
+    // Tell the orphan why, so that it stops too instead of trying others.
+    Message stop(id_);
+    const auto* s = std::get_if<Stopping>(&phase_);
+    stop.body().initShutdown().setReason(s ? s->reason : "stopped");
+    link->send(stop.builder());
+    return refuse("this node is stopping");
+  }
+  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
+  const std::uint32_t incarnation = request.incarnation;
+  if (auto why = tree_->refuse_adoption(orphan, request.role, incarnation)) return refuse(*why);
+
+  std::size_t index;
+  if (auto known = children_.index_of(orphan)) {
+    if (children_[*known].link) return refuse("already connected");
+    index = *known;  // a former child of ours coming back
+  } else {
+    index = children_.add(orphan, tree_->view().role(orphan));
+    tree_->note_child(orphan, index);
+  }
+  children_[index].adopted = true;
+  take_link(index, link);
+  set_child_state(index, ChildState::ready,  // its subtree is already up
+                  "adopted from " + link->peer() + ", pid " + std::to_string(request.pid) + ", incarnation " +
+                      std::to_string(incarnation));
+
+  Message reply(id_);
+  auto a = reply.body().initAdopted();
+  a.setAdopter(id_.rank);
+  a.setIncarnation(incarnation);
+  link->send(reply.builder());
+  send_live_tree(*link);
+  on_adoption_report(orphan, id_.rank, incarnation, link.get());
+  emit(events::ChildAdopted{index, orphan});
+}
+
+// A child whose loss was reported connects again under its rank: a restarted
+// back-end (paper 000's NODE_ALIVE). The live tree takes it back under an
+// incarnation above the lost process's, flooded like an adoption; the new process
+// gets the topology and the live tree as at launch, and the services treat it as a
+// new connection (the membership service makes it a member again).
+void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  Child& child = children_[index];
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing {} again: {}", describe(child.rank), why);
+    link->close(why);
+  };
+  if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
+  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
+  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
+  const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
+  if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
+
+  take_link(index, link);
+  set_child_state(index, ChildState::connected,
+                  "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
+                      std::to_string(incarnation));
+  on_adoption_report(child.rank, id_.rank, incarnation, link.get());
+  send_topology(*link, false);
+  send_live_tree(*link);  // with the report above: the new process learns its incarnation
+  emit(events::ChildConnected{index, child.rank, true});
+}
+
+// Once per address in kRefusalLogInterval, with how many were not logged since.
+void Node::log_refusal(const std::string& peer, const std::string& why) {
+  const auto now = Clock::now();
+  if (refusal_log_.size() >= kRefusalLogAddresses) refusal_log_.clear();  // bounded whoever connects
+  auto& entry = refusal_log_[address_of(peer)];
+  if (entry.logged != Clock::time_point{} && now - entry.logged < kRefusalLogInterval) {
+    ++entry.unlogged;
+    return;
+  }
+  if (entry.unlogged > 0) {
+    log().warn("refusing connection from {}: {} ({} more refused from this address, not logged)", peer, why,
+               entry.unlogged);
+  } else {
+    log().warn("refusing connection from {}: {}", peer, why);
+  }
+  entry.logged = now;
+  entry.unlogged = 0;
+}
+
+}  // namespace canopy::core
