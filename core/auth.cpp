@@ -7,23 +7,31 @@
 #include <cstring>
 #include <vector>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sodium.h>
 
 namespace canopy::core {
 
 namespace {
 
+// libsodium's own set-up, once per process (thread-safe, idempotent).
+void initialise() {
+  static const bool ready = [] {
+    if (sodium_init() < 0) {
+      // Without it there is no random source: every secret and nonce would be
+      // guessable. Refuse to go on.
+      std::fputs("canopy: libsodium cannot start (no random source?)\n", stderr);
+      std::abort();
+    }
+    return true;
+  }();
+  (void)ready;
+}
+
 template <std::size_t N>
 std::array<std::uint8_t, N> random_bytes() {
+  initialise();
   std::array<std::uint8_t, N> out;
-  if (RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
-    // Without randomness every secret and nonce would be guessable: refuse to go on.
-    std::fputs("canopy: no random source (OpenSSL RAND_bytes failed)\n", stderr);
-    std::abort();
-  }
+  randombytes_buf(out.data(), out.size());  // the kernel's getrandom()
   return out;
 }
 
@@ -42,10 +50,10 @@ class Transcript {
     for (int i = 0; i < 8; ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
   }
   Proof sign(const Secret& secret) const {
+    static_assert(kProofBytes == crypto_auth_hmacsha256_BYTES && kSecretBytes == crypto_auth_hmacsha256_KEYBYTES);
+    initialise();
     Proof proof{};
-    unsigned int length = 0;
-    HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), out_.data(), out_.size(), proof.data(),
-         &length);
+    crypto_auth_hmacsha256(proof.data(), out_.data(), out_.size(), secret.data());
     return proof;
   }
 
@@ -158,7 +166,7 @@ Proof challenge_proof(const Secret& secret, capnp::Data::Reader hello_nonce, cap
 }
 
 bool proof_matches(const Proof& expected, capnp::Data::Reader got) {
-  return got.size() == expected.size() && CRYPTO_memcmp(expected.data(), got.begin(), expected.size()) == 0;
+  return got.size() == expected.size() && crypto_verify_32(expected.data(), got.begin()) == 0;
 }
 
 }  // namespace canopy::core

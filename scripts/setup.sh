@@ -18,7 +18,7 @@ packages=(
   libdw-dev                   # stack walking (canopy_stack: libdwfl unwinding and symbols)
   elfutils                    # eu-stack, the baseline of the stack benchmark
   graphviz                    # dot, to draw merged call trees as SVG
-  libssl-dev                  # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
+  libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
 )
 
 missing=()
