@@ -146,6 +146,10 @@ struct Network::Impl final : core::Node::Observer,
     event.rank = rank;
     event.reason = reason;
     push_event(std::move(event));
+    failure_reasons[rank] = reason;  // for the errors of the streams it may have cost
+    if (auto waiting = incomplete.extract(rank)) {
+      for (auto& report : waiting.mapped()) report_incomplete(report);
+    }
     const auto* node = options.topology.find(rank);
     // A lost commnode is healed; a lost back-end leaves the membership view
     // (on_view), and the streams go on with the others.
@@ -163,15 +167,37 @@ struct Network::Impl final : core::Node::Observer,
       events.push(std::move(*event));
     }
   }
+  // The error names the stream's filter and what became of the failed parent (the
+  // node, and the signal or status it died of), not only the re-adoption: the
+  // cause is most often the filter itself (issue 16). An orphan may be adopted
+  // before the front-end hears why its parent failed (its parent waits a moment for
+  // the exit status): its errors then wait for that report, or for the network's
+  // stop, whichever comes first.
   void on_recovered(const Event& report) override {
-    for (StreamId s : report.incomplete_streams) {
-      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.rank) +
-                           " was re-adopted after its parent " + std::to_string(report.failed_parent) +
-                           " failed, and its filter is not state recoverable (or its output outgrew what an"
-                           " orphan holds back)",
-                       ErrorKind::disconnected});
+    if (!report.incomplete_streams.empty()) {
+      if (failure_reasons.count(report.failed_parent)) {
+        report_incomplete(report);
+      } else {
+        incomplete[report.failed_parent].push_back(report);
+      }
     }
     push_event(report);
+  }
+  void report_incomplete(const Event& report) {
+    for (StreamId s : report.incomplete_streams) {
+      std::string filter;
+      {
+        std::lock_guard lock(mutex);
+        if (auto it = stream_filters.find(s); it != stream_filters.end()) filter = " '" + it->second + "'";
+      }
+      auto why = failure_reasons.find(report.failed_parent);
+      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.rank) +
+                           " was re-adopted after its parent failed (" +
+                           (why != failure_reasons.end() ? why->second : std::to_string(report.failed_parent)) +
+                           "), and the stream's filter" + filter +
+                           " is not state recoverable (or its output outgrew what an orphan holds back)",
+                       ErrorKind::disconnected});
+    }
   }
   void push_event(Event event) {
     event.time = std::chrono::system_clock::now();
@@ -194,6 +220,9 @@ struct Network::Impl final : core::Node::Observer,
     inbox.push(Received{stream, std::move(packet), runtime->membership.view().id});
   }
   void on_stopped(const std::string& reason) override {
+    for (auto& [parent, reports] : std::exchange(incomplete, {})) {
+      for (auto& report : reports) report_incomplete(report);
+    }
     {
       std::lock_guard lock(mutex);
       stopped = true;
@@ -293,6 +322,9 @@ struct Network::Impl final : core::Node::Observer,
   bool stop_reported = false;  // receive() has returned the "network stopped" error
   bool shut_down = false;
   std::map<StreamId, std::string> acks;
+  std::map<StreamId, std::string> stream_filters;  // upstream filter of each stream made
+  std::map<Rank, std::string> failure_reasons;     // loop thread only
+  std::map<Rank, std::vector<Event>> incomplete;   // by failed parent, until its reason (loop thread)
   std::map<std::uint64_t, std::string> request_acks;
   StreamId next_stream = 1;
   std::uint64_t next_request = 1;
@@ -444,6 +476,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
     spec.id = impl.next_stream++;
+    impl.stream_filters[spec.id] = options.upstream_filter;
   }
   static_cast<StreamOptions&>(spec) = options;
   if (spec.backends.empty()) spec.backends = impl.options.topology.backends();

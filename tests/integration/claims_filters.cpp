@@ -2,7 +2,10 @@
 //   `stamp`   (a downstream filter): appends the rank of the node running it to the
 //             int32 array at position 0, so a back-end can tell which nodes
 //             transformed the packet on its way down;
-//   `explode` throws from execute(), as a buggy filter would.
+//   `explode` throws from execute(), as a buggy filter would;
+//   `crash`   sums, but kills its process with SIGSEGV on the node whose rank its
+//             parameter ("%ud") names, as a filter with a bad pointer would.
+#include <csignal>
 #include <stdexcept>
 #include <string>
 
@@ -36,7 +39,26 @@ class Explode {
   }
 };
 
+class Crash {
+ public:
+  Crash(const canopy::FilterContext& context, const canopy::Packet& params)
+      : crash_(params.size() > 0 && std::holds_alternative<std::uint32_t>(params[0]) &&
+               std::get<std::uint32_t>(params[0]) == context.rank) {}
+
+  canopy::Result<void> execute(std::span<const canopy::Packet> wave, std::vector<canopy::Packet>& out) {
+    if (crash_) std::raise(SIGSEGV);
+    std::int32_t sum = 0;
+    for (const auto& p : wave) sum += p.size() == 0 ? 0 : std::get<std::int32_t>(p[0]);
+    out.push_back(canopy::Packet(wave.empty() ? 0 : wave.front().tag(), {sum}));
+    return {};
+  }
+
+ private:
+  bool crash_;
+};
+
 }  // namespace
 
 CANOPY_FILTER(stamp, Stamp)
 CANOPY_FILTER(explode, Explode)
+CANOPY_FILTER(crash, Crash)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -42,6 +43,7 @@ class FilterClaims : public TreeTest {
     network_ = std::move(*network);
     if (auto loaded = network_->load_filter(kClaimsFilters, "stamp"); !loaded) ADD_FAILURE() << loaded.error();
     if (auto loaded = network_->load_filter(kClaimsFilters, "explode"); !loaded) ADD_FAILURE() << loaded.error();
+    if (auto loaded = network_->load_filter(kClaimsFilters, "crash"); !loaded) ADD_FAILURE() << loaded.error();
     return network_.get();
   }
 
@@ -108,6 +110,28 @@ TEST_F(FilterClaims, AnExceptionInExecuteBecomesAStreamErrorAndNoProcessDies) {
   ASSERT_TRUE(in) << in.error();
   ASSERT_TRUE(*in) << "no answer within 10 s";
   EXPECT_EQ(std::get<std::int32_t>((*in)->packet[0]), 0 + 1 + 2 + 3);
+}
+
+// A filter that kills its commnode (issue 16): the error the front-end gives for
+// the stream names the node, the signal and the filter, not only the re-adoption
+// that followed.
+TEST_F(FilterClaims, AFilterThatKillsItsCommnodeIsNamedWithTheNodeAndTheSignal) {
+  auto* net = launch();
+  ASSERT_TRUE(net);
+  constexpr canopy::Rank kVictim = canopy::kFirstInternalRank + 1;
+  auto stream = net->create_stream({.upstream_filter = "crash", .upstream_params = canopy::Packet{0, {kVictim}}});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kReply, {-1, 0}}));
+  std::optional<std::string> error;
+  for (auto until = std::chrono::steady_clock::now() + 30s; !error && std::chrono::steady_clock::now() < until;) {
+    auto in = net->receive(1s);
+    if (!in) error = in.error();
+  }
+  ASSERT_TRUE(error) << "no error for the stream whose commnode was killed";
+  EXPECT_EQ(error->rfind("stream " + std::to_string(*stream) + " may have lost data: ", 0), 0u) << *error;
+  EXPECT_NE(error->find("commnode " + std::to_string(kVictim)), std::string::npos) << *error;
+  EXPECT_NE(error->find("killed by signal 11"), std::string::npos) << *error;
+  EXPECT_NE(error->find("filter 'crash'"), std::string::npos) << *error;
 }
 
 }  // namespace
