@@ -19,7 +19,11 @@ std::optional<std::size_t> LiveTree::route_to(Rank backend) const {
   return it->second;
 }
 
-bool LiveTree::apply_failure(Rank rank) { return view_.contains(rank) && view_.apply_failure(rank); }
+bool LiveTree::apply_failure(Rank rank, std::optional<std::uint32_t> incarnation) {
+  if (!view_.contains(rank)) return false;
+  if (incarnation && *incarnation < view_.incarnation(rank)) return false;  // adopted since: stale
+  return view_.apply_failure(rank);
+}
 
 bool LiveTree::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
   if (!view_.apply_adoption(orphan, adopter, incarnation)) return false;

@@ -32,8 +32,10 @@ class LiveTree {
   // `rank` has become this process's child `index` (an adopted orphan).
   void note_child(Rank rank, std::size_t index) { child_index_[rank] = index; }
 
-  // A failure report; true if it was news.
-  bool apply_failure(Rank rank);
+  // A failure report about `rank` at `incarnation` (if the reporter said); true if it
+  // was news. A report about an incarnation older than the one known here (the
+  // process was adopted since) is stale: false.
+  bool apply_failure(Rank rank, std::optional<std::uint32_t> incarnation = std::nullopt);
   // An adoption report; true if it was news (reports are applied in one total
   // order, TreeView::apply_adoption). The back-ends below the orphan are then routed
   // through whichever child of this process is now their ancestor, if any.

@@ -101,7 +101,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       return true;
     case Body::FAILURE_REPORT: {
       auto f = body.getFailureReport();
-      on_failure_report(f.getRank(), f.getReason(), from.link);
+      on_failure_report(f.getRank(), f.getReason(), from.link, f.getIncarnation());
       return true;
     }
     case Body::ADOPTION_REPORT: {
@@ -509,14 +509,25 @@ void Node::flood(Message& message, const Link* except) {
   }
 }
 
-void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from) {
-  if (!tree_ || !tree_->apply_failure(rank)) return;  // not news
+void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from,
+                             std::optional<std::uint32_t> incarnation) {
+  if (rank == id_.rank && from && tree_ && !is_root()) {
+    // A child declared this process lost: it was stalled (stopped, swapped out)
+    // longer than `lost`, and its children have left it. A process declared failed
+    // must never act on the tree again (it would report its children, adopted
+    // elsewhere meanwhile, as lost): it leaves.
+    return abandon("declared lost (" + reason + ")");
+  }
+  if (!tree_) return;
+  const std::uint32_t known = incarnation.value_or(tree_->view().contains(rank) ? tree_->view().incarnation(rank) : 0);
+  if (!tree_->apply_failure(rank, known)) return;  // not news, or stale
   log().info("failure report: {} ({})", describe(rank), reason);
   review_held_adoptions();  // an orphan of `rank` may be waiting for this news
   Message message(id_);
   auto f = message.body().initFailureReport();
   f.setRank(rank);
   f.setReason(reason);
+  f.setIncarnation(known);
   flood(message, from);
   emit(events::TreeChanged{events::TreeChanged::Kind::failure, rank, TreeView::kNone, 0, reason});
 }
@@ -544,6 +555,7 @@ void Node::send_live_tree(Link& link) {
       auto f = message.body().initFailureReport();
       f.setRank(report.rank);
       f.setReason("failed before this process joined");
+      f.setIncarnation(tree_->view().incarnation(report.rank));
     } else {
       auto a = message.body().initAdoptionReport();
       a.setOrphan(report.rank);
@@ -641,6 +653,35 @@ void Node::check_stopped() {
     });
     return;
   }
+  notify_stopped();
+}
+
+// Leaves the tree at once, without stopping the subtree: the children, which have
+// left this process or will find it gone, are adopted elsewhere (their processes are
+// not killed). The parent hears why first, as a failure report about this process,
+// so that the tree heals without waiting for a time-out.
+void Node::abandon(const std::string& reason) {
+  if (phase() == Phase::stopped) return;
+  log().error("{}: leaving the tree; the children are left to be adopted elsewhere", reason);
+  if (parent_ && parent_->is_open()) {
+    Message message(id_);
+    auto f = message.body().initFailureReport();
+    f.setRank(id_.rank);
+    f.setReason(describe(id_.rank) + " left the tree: " + reason);
+    f.setIncarnation(id_.incarnation);
+    parent_->send(message.builder());
+    parent_->close("left the tree");
+  }
+  for (auto& child : children_) {
+    if (child.link) std::exchange(child.link, nullptr)->detach();
+    if (child.process) child.process->release();
+  }
+  child_of_link_.clear();
+  for (auto& link : pending_) link->detach();
+  pending_.clear();
+  listener_.close();
+  set_phase(Stopped{reason}, "left the tree");
+  emit(events::Stopping{reason});
   notify_stopped();
 }
 

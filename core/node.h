@@ -242,7 +242,9 @@ class Node {
   void on_child_closed(std::size_t child, std::string_view reason);
   void on_child_exit(std::size_t child, int status);
   void finish_child_loss(std::size_t child);
-  void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from);
+  void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from,
+                         std::optional<std::uint32_t> incarnation = std::nullopt);
+  void abandon(const std::string& reason);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
   void send_live_tree(transport::Link& link);
 

@@ -127,6 +127,13 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
 ChildProcess::ChildProcess(asio::io_context& io, pid_t pid, int pidfd)
     : pid_(pid), pidfd_(io, pidfd) {}
 
+void ChildProcess::release() {
+  *alive_ = false;  // the watch's handler, if any, does nothing
+  running_ = false;
+  boost::system::error_code ignored;
+  pidfd_.close(ignored);
+}
+
 ChildProcess::~ChildProcess() {
   *alive_ = false;
   if (running_) {

@@ -53,6 +53,9 @@ class ChildProcess {
   // been reaped.
   void watch(std::function<void(int status)> on_exit);
   void kill(int signal);
+  // Lets the process live on when this object goes (no SIGKILL), and stops
+  // watching it: for a parent that leaves the tree to its children (Node::abandon).
+  void release();
   pid_t pid() const { return pid_; }
   bool running() const { return running_; }
 

@@ -230,6 +230,12 @@ struct FailureReport {
   # was news): process `rank` is gone.
   rank @0 :UInt32;
   reason @1 :Text;
+  incarnation @2 :UInt32;
+  # The incarnation of `rank` the reporter knew: a report about an incarnation the
+  # receiver knows was adopted since (a higher one) is stale and ignored. A child
+  # that declares its parent lost sends this report about the parent to the parent
+  # itself before it leaves: a parent that was only stalled (a zombie) reads it when
+  # it wakes, and leaves the tree instead of acting on it (docs/fault-tolerance.md).
 }
 
 struct AdoptionReport {

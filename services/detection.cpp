@@ -67,7 +67,8 @@ void DetectionService::tick() {
   if (node_.stopping()) return;
   const auto now = NodeClock::now();
   if (const auto& parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
-    watch(*parent, parent_, "parent " + node_.describe(node_.view()->parent(node_.identity().rank)), now);
+    const Rank rank = node_.view()->parent(node_.identity().rank);
+    watch(*parent, parent_, "parent " + node_.describe(rank), now, rank);
   }
   auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
@@ -84,7 +85,7 @@ void DetectionService::tick() {
 }
 
 void DetectionService::watch(transport::Link& link, PeerState& state, const std::string& who,
-                             NodeClock::time_point now) {
+                             NodeClock::time_point now, std::optional<Rank> parent) {
   const auto& fault = node_.plan().fault;
   if (now - link.last_sent() >= fault.heartbeat) {
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
@@ -96,7 +97,22 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
   if (next == state) return;
   log().warn("{}: {} -> {} (silent for {} ms)", who, to_string(state), to_string(next), silent.count());
   state = next;
-  if (next == PeerState::lost) link.abort("no message or heartbeat for " + std::to_string(silent.count()) + " ms");
+  if (next != PeerState::lost) return;
+  const std::string why = "no message or heartbeat for " + std::to_string(silent.count()) + " ms";
+  if (parent) {
+    // The parent hears it was declared lost, should it be only stalled and read it
+    // when it wakes: it then leaves the tree instead of reporting its children, who
+    // are being adopted elsewhere, as lost (Node::on_failure_report). Handed to the
+    // socket if it takes it at once: waiting for a parent that may never read again
+    // would hold up this process's recovery.
+    core::Message report(node_.identity());
+    auto f = report.body().initFailureReport();
+    f.setRank(*parent);
+    f.setReason(node_.describe(node_.identity().rank) + " heard " + why);
+    f.setIncarnation(node_.view()->incarnation(*parent));
+    return link.abort_with(report.builder(), why);
+  }
+  link.abort(why);
 }
 
 void DetectionService::report_node_lost(Rank rank, const std::string& reason) {

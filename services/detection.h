@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,9 @@ class DetectionService final : public core::Service {
  private:
   void tick();
   void arm();
+  // `parent`: the rank at the other end, when `link` is the link to the parent.
   void watch(transport::Link& link, PeerState& state, const std::string& who,
-             NodeClock::time_point now);
+             NodeClock::time_point now, std::optional<Rank> parent = std::nullopt);
   void report_node_lost(Rank rank, const std::string& reason);
 
   core::Node& node_;

@@ -51,6 +51,15 @@ class Link {
   // to flush could wait forever).
   virtual void abort(std::string_view reason) { close(reason); }
 
+  // abort(), after handing `last` to the operating system if that can be done at once
+  // (nothing is queued or in flight, and the socket takes the whole frame without
+  // waiting); otherwise `last` is dropped with the rest. For a last word to a peer
+  // that may never read again. The default drops it.
+  virtual void abort_with(capnp::MessageBuilder& last, std::string_view reason) {
+    (void)last;
+    abort(reason);
+  }
+
   virtual bool is_open() const = 0;
 
   // "127.0.0.1:4242" — for log lines and error messages.

@@ -111,6 +111,20 @@ void TcpLink::abort(std::string_view reason) {
   fail(std::string(reason));
 }
 
+void TcpLink::abort_with(capnp::MessageBuilder& last, std::string_view reason) {
+  if (!open_) return;
+  if (!writing_ && queued_.empty()) {
+    std::vector<capnp::word> frame;
+    append_frame(last, frame);
+    boost::system::error_code ec;
+    socket_.non_blocking(true, ec);
+    // A part written alone reaches the peer as a truncated frame, which it refuses
+    // like the end of file that follows anyway.
+    if (!ec) socket_.write_some(asio::buffer(frame.data(), frame.size() * sizeof(capnp::word)), ec);
+  }
+  abort(reason);
+}
+
 void TcpLink::detach() {
   on_close_ = nullptr;
   open_ = false;

@@ -26,6 +26,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   void close(std::string_view reason) override;
   void detach() override;
   void abort(std::string_view reason) override;
+  void abort_with(capnp::MessageBuilder& last, std::string_view reason) override;
   bool is_open() const override { return open_; }
   const std::string& peer() const override { return peer_; }
 

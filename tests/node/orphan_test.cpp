@@ -151,6 +151,57 @@ TEST(Orphans, AnAdopterThatHearsNoReportProbesTheParentAndAdoptsWhenItIsSilent) 
   tree.kill(FE + 3);
 }
 
+// A zombie parent (issue 16, finding 2): FE+1 stalls (SIGSTOP, swapped out) long
+// enough for its back-ends to declare it lost, but wakes before its own parent
+// declares it (the front-end heard from it last: data went up until it stalled,
+// while its back-ends last heard a heartbeat). It must not report its former
+// children, being adopted elsewhere, as lost (that aborted a healthy run): it reads
+// that they declared it lost, and leaves the tree. The front-end then hears of
+// FE+1's failure, of no back-end's, and the back-ends end up under FE+2.
+TEST(Orphans, AZombieParentThatWakesAfterItsChildrenLeftLeavesTheTreeAndReportsNoOne) {
+  FaultToleranceOptions fault;
+  fault.heartbeat = 400ms;
+  fault.suspect = 600ms;
+  fault.lost = 1000ms;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  // Data up until the stall: the front-end's last word from FE+1 is fresh, and the
+  // stall begins when its back-ends' (a heartbeat) is at least 300 ms old.
+  auto silent_for = [&](Rank r) { return NodeClock::now() - tree.node(r).parent_link()->last_received(); };
+  for (int wave = 0; wave < 100 && (silent_for(0) < 300ms || silent_for(1) < 300ms); ++wave) {
+    for (Rank b : {0u, 1u, 2u, 3u}) tree.runtime(b).streams.send_up(stream, Packet(wave, {std::int32_t(1)}));
+    tree.run_for(10ms);
+  }
+  ASSERT_GE(silent_for(0), 300ms);
+  ASSERT_GE(silent_for(1), 300ms);
+  tree.freeze(FE + 1);
+  auto orphaned = [&](Rank r) {
+    return heard_event(tree, r, [](const auto& e) {
+      return std::is_same_v<std::decay_t<decltype(e)>, core::events::Orphaned>;
+    });
+  };
+  ASSERT_TRUE(tree.run_until([&] { return orphaned(0) && orphaned(1); }, 10 * fault.lost))
+      << "FE+1's back-ends never declared it lost";
+  ASSERT_TRUE(tree.node(FE).view()->alive(FE + 1)) << "the front-end declared FE+1 lost first: no zombie";
+  tree.thaw(FE + 1);  // the zombie wakes
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE + 1).stopped.has_value(); }, 5 * fault.lost))
+      << "the zombie went on as if nothing had happened";
+  EXPECT_NE(tree.heard(FE + 1).stopped->find("declared lost"), std::string::npos) << *tree.heard(FE + 1).stopped;
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5 * fault.lost))
+      << "FE+1's back-ends were not adopted after it left";
+  tree.run_for(2 * fault.lost);
+  EXPECT_FALSE(tree.node(FE).view()->alive(FE + 1)) << "the front-end never heard that FE+1 left";
+  for (Rank b : {0u, 1u, 2u, 3u}) {
+    EXPECT_FALSE(tree.heard(FE).lost.count(b)) << "back-end " << b << " reported lost: " << tree.heard(FE).lost[b];
+    EXPECT_TRUE(tree.node(FE).view()->alive(b)) << b;
+  }
+  EXPECT_EQ(tree.node(FE).view()->parent(0), FE + 2);
+  EXPECT_EQ(tree.node(FE).view()->parent(1), FE + 2);
+  EXPECT_EQ(tree.runtime(FE).membership.view().members, (std::vector<Rank>{0, 1, 2, 3}))
+      << "a back-end left the membership view";
+}
+
 // Point-to-point packets follow the new shape: once FE+1's back-ends are adopted
 // (by FE+2), the front-end's send_to reaches them, and so do packets from another
 // back-end, and theirs reach it.
