@@ -4,7 +4,8 @@
 //             transformed the packet on its way down;
 //   `explode` throws from execute(), as a buggy filter would;
 //   `crash`   sums, but kills its process with SIGSEGV on the node whose rank its
-//             parameter ("%ud") names, as a filter with a bad pointer would.
+//             parameter ("%ud") names, as a filter with a bad pointer would;
+//   `flood`   emits as many packets per wave as its parameter ("%ud") says.
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -57,8 +58,25 @@ class Crash {
   bool crash_;
 };
 
+class Flood {
+ public:
+  Flood(const canopy::FilterContext&, const canopy::Packet& params)
+      : count_(params.size() > 0 && std::holds_alternative<std::uint32_t>(params[0]) ? std::get<std::uint32_t>(params[0])
+                                                                                     : 1) {}
+
+  canopy::Result<void> execute(std::span<const canopy::Packet> wave, std::vector<canopy::Packet>& out) {
+    const std::int32_t tag = wave.empty() ? 0 : wave.front().tag();
+    for (std::uint32_t i = 0; i < count_; ++i) out.push_back(canopy::Packet(tag, {static_cast<std::int32_t>(i)}));
+    return {};
+  }
+
+ private:
+  std::uint32_t count_;
+};
+
 }  // namespace
 
 CANOPY_FILTER(stamp, Stamp)
 CANOPY_FILTER(explode, Explode)
 CANOPY_FILTER(crash, Crash)
+CANOPY_FILTER(flood, Flood)
