@@ -394,7 +394,18 @@ TEST_F(Mpir, TheRanksFoundCanBeSampled) {
   std::vector<pid_t> pids;
   for (const auto& process : *table) pids.push_back(process.pid);
   Walker walker;
+  // mpirun lists a rank as soon as it has started it: the rank may still be in the
+  // dynamic loader, with no main() on its stack yet (seen once under load). Sample
+  // again until every rank is in main, for a bound only a broken walker reaches.
+  auto in_main = [&](const auto& stacks) {
+    return std::all_of(stacks.begin(), stacks.end(),
+                       [&](const auto& s) { return s && thread_with(*s, "main") != nullptr; });
+  };
   auto stacks = walker.sample(pids);
+  for (auto until = std::chrono::steady_clock::now() + 10s; !in_main(stacks) && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(50ms);
+    stacks = walker.sample(pids);
+  }
   for (std::size_t i = 0; i < stacks.size(); ++i) {
     ASSERT_TRUE(stacks[i]) << stacks[i].error();
     EXPECT_NE(thread_with(*stacks[i], "main"), nullptr) << describe(*stacks[i]);
