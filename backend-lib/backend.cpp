@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backend-lib/attach_file.h"
+#include "core/codec.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
@@ -152,6 +153,7 @@ Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeo
 
 Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
+  if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
   // dispatch: inline when called from a handler on the loop thread, else queued.
   asio::dispatch(i.loop.io(), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); });
@@ -160,6 +162,7 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
 
 Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
+  if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
   asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); });
   return {};

@@ -1,5 +1,7 @@
 #include "core/codec.h"
 
+#include "transport/frame.h"
+
 #include <kj/debug.h>
 
 #include <algorithm>
@@ -242,6 +244,38 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   gossip.max_hangup = milliseconds(ft.getGossipMaxHangupMs());
   gossip.ping_timeout = milliseconds(ft.getGossipPingTimeoutMs());
   return plan;
+}
+
+std::size_t packet_payload_bytes(const Packet& packet) {
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < packet.size(); ++i) {
+    bytes += std::visit(
+        [](const auto& v) -> std::size_t {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            return v.size();
+          } else if constexpr (std::is_same_v<T, Bytes>) {
+            return v.data.size();
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            std::size_t n = 0;
+            for (const auto& s : v) n += s.size();
+            return n;
+          } else if constexpr (requires { v.size(); }) {
+            return v.size() * sizeof(typename T::value_type);
+          } else {
+            return sizeof(T);
+          }
+        },
+        packet[i]);
+  }
+  return bytes;
+}
+
+std::optional<std::string> oversized(const Packet& packet) {
+  const std::size_t bytes = packet_payload_bytes(packet);
+  if (bytes <= transport::kDefaultMaxFrameBytes) return std::nullopt;
+  return "a packet of " + std::to_string(bytes) + " bytes is over the frame limit of " +
+         std::to_string(transport::kDefaultMaxFrameBytes) + " bytes (docs/protocol.md, \"Resource bounds\")";
 }
 
 }  // namespace canopy::core

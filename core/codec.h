@@ -4,6 +4,9 @@
 // message, which the link turns into "bad frame" and closes that link only.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "canopy.capnp.h"
 #include "canopy/packet.h"
 #include "canopy/topology.h"
@@ -13,6 +16,13 @@ namespace canopy::core {
 
 void encode_packet(const Packet& packet, wire::DataPacket::Builder out);
 Packet decode_packet(wire::DataPacket::Reader in);
+
+// The bytes of the packet's values (at least what it takes on the wire), and the
+// error for a packet whose values alone pass the frame limit: refused at the sender,
+// with the size and the limit, rather than sent and refused by the receiver, which
+// would close the link (docs/protocol.md, "Resource bounds").
+std::size_t packet_payload_bytes(const Packet& packet);
+std::optional<std::string> oversized(const Packet& packet);
 
 // Filter parameters travel as a bare list of values (tag 0).
 void encode_values(const std::vector<Value>& values, capnp::List<wire::Value>::Builder out);

@@ -13,6 +13,7 @@
 
 #include "canopy/frontend.h"
 #include "backend-lib/attach_file.h"
+#include "core/codec.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
@@ -496,6 +497,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
 
 Result<void> Network::broadcast(StreamId stream, const Packet& packet) {
   Impl& impl = *impl_;
+  if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
@@ -506,6 +508,7 @@ Result<void> Network::broadcast(StreamId stream, const Packet& packet) {
 
 Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packet) {
   Impl& impl = *impl_;
+  if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   const auto* node = impl.options.topology.find(backend);
   if (!node || node->role != Role::backend) {
     return Error{"rank " + std::to_string(backend) + " is not a back-end of this network", ErrorKind::invalid_input};

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include <capnp/serialize.h>
+
 #include "core/codec.h"
 #include "core/log.h"
+#include "transport/frame.h"
 
 namespace canopy::services {
 
@@ -656,6 +659,18 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet) {
   auto d = message.init<wire::DataPacket>();
   d.setStreamId(stream);
   core::encode_packet(packet, d);
+  // Refused here, with the filter and the size, not sent for the parent to refuse:
+  // that closed the link, and the user saw only a missing result (issue 16).
+  if (const auto bytes = capnp::computeSerializedSizeInWords(message.builder()) * sizeof(capnp::word);
+      bytes > transport::kDefaultMaxFrameBytes) {
+    auto it = streams_.find(stream);
+    const std::string filter = it != streams_.end() ? it->second.spec.upstream_filter : "?";
+    return report_stream_error(stream, node_.describe(node_.identity().rank) + ": filter '" + filter +
+                                           "' produced a packet of " + std::to_string(bytes) +
+                                           " bytes, over the frame limit of " +
+                                           std::to_string(transport::kDefaultMaxFrameBytes) +
+                                           " bytes; it was not sent");
+  }
   if (!node_.send_up(message) && node_.phase() == core::Phase::orphaned) overflowed_.push_back(stream);
 }
 

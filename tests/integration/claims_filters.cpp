@@ -5,7 +5,8 @@
 //   `explode` throws from execute(), as a buggy filter would;
 //   `crash`   sums, but kills its process with SIGSEGV on the node whose rank its
 //             parameter ("%ud") names, as a filter with a bad pointer would;
-//   `flood`   emits as many packets per wave as its parameter ("%ud") says.
+//   `flood`   emits as many packets per wave as its parameter ("%ud") says;
+//   `bloat`   emits one packet of as many int32 as its parameter ("%ud") says.
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -74,9 +75,25 @@ class Flood {
   std::uint32_t count_;
 };
 
+class Bloat {
+ public:
+  Bloat(const canopy::FilterContext&, const canopy::Packet& params)
+      : count_(params.size() > 0 && std::holds_alternative<std::uint32_t>(params[0]) ? std::get<std::uint32_t>(params[0])
+                                                                                     : 1) {}
+
+  canopy::Result<void> execute(std::span<const canopy::Packet> wave, std::vector<canopy::Packet>& out) {
+    out.push_back(canopy::Packet(wave.empty() ? 0 : wave.front().tag(), {std::vector<std::int32_t>(count_, 7)}));
+    return {};
+  }
+
+ private:
+  std::uint32_t count_;
+};
+
 }  // namespace
 
 CANOPY_FILTER(stamp, Stamp)
 CANOPY_FILTER(explode, Explode)
 CANOPY_FILTER(crash, Crash)
 CANOPY_FILTER(flood, Flood)
+CANOPY_FILTER(bloat, Bloat)

@@ -45,6 +45,7 @@ class FilterClaims : public TreeTest {
     if (auto loaded = network_->load_filter(kClaimsFilters, "explode"); !loaded) ADD_FAILURE() << loaded.error();
     if (auto loaded = network_->load_filter(kClaimsFilters, "crash"); !loaded) ADD_FAILURE() << loaded.error();
     if (auto loaded = network_->load_filter(kClaimsFilters, "flood"); !loaded) ADD_FAILURE() << loaded.error();
+    if (auto loaded = network_->load_filter(kClaimsFilters, "bloat"); !loaded) ADD_FAILURE() << loaded.error();
     return network_.get();
   }
 
@@ -150,6 +151,53 @@ TEST_F(FilterClaims, AFilterEmittingManyPacketsAWaveDoesNotHoldUpTheShutdown) {
   ASSERT_TRUE(*in) << "no result within 10 s";
   auto stopped = net->shutdown();
   EXPECT_TRUE(stopped) << stopped.error();
+}
+
+// A filter output over the frame limit (issue 16, finding 4): the commnode refuses
+// to send it, and the front-end gets an error of the stream naming the node, the
+// filter and the size (before, the frame was sent, the front-end refused it and
+// closed the link, and the user saw only a missing result). The tree goes on.
+TEST_F(FilterClaims, AFilterOutputOverTheFrameLimitIsAStreamErrorNamingTheFilterAndTheSize) {
+  auto* net = launch();
+  ASSERT_TRUE(net);
+  const std::uint32_t ints = 17'000'000;  // 68 MB, over 64 MiB
+  auto stream = net->create_stream({.upstream_filter = "bloat", .upstream_params = canopy::Packet{0, {ints}}});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kReply, {-1, 0}}));
+  auto in = net->receive(30s);
+  ASSERT_FALSE(in) << (*in ? "a packet arrived instead of the error" : "no error within 30 s");
+  EXPECT_NE(in.error().find("stream " + std::to_string(*stream) + ": commnode 100000"), std::string::npos)
+      << in.error();
+  EXPECT_NE(in.error().find("filter 'bloat' produced a packet of 680001"), std::string::npos) << in.error();
+  EXPECT_NE(in.error().find("over the frame limit of 67108864 bytes"), std::string::npos) << in.error();
+  // No link was closed: every process is still there, and the tree still reduces.
+  EXPECT_EQ(ProcessGuard::descendants().size(), 6u);
+  auto sum = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(sum) << sum.error();
+  ASSERT_TRUE(net->broadcast(*sum, canopy::Packet{script::kReply, {-1, 0}}));
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    auto next = net->receive(1s);
+    if (next && *next && (*next)->stream == *sum) {
+      EXPECT_EQ(std::get<std::int32_t>((*next)->packet[0]), 0 + 1 + 2 + 3);
+      return;
+    }
+  }
+  ADD_FAILURE() << "no sum after the refused packet";
+}
+
+// The API refuses a packet whose values alone pass the frame limit, at once.
+TEST_F(FilterClaims, APacketOverTheFrameLimitIsRefusedByTheApi) {
+  auto* net = launch();
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  const canopy::Packet huge(1, {std::vector<std::int32_t>(17'000'000, 1)});
+  auto sent = net->broadcast(*stream, huge);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error(), "a packet of 68000000 bytes is over the frame limit of 67108864 bytes "
+                          "(docs/protocol.md, \"Resource bounds\")");
+  EXPECT_EQ(sent.error_kind(), canopy::ErrorKind::invalid_input);
+  EXPECT_FALSE(net->send_to(*stream, 0, huge));
 }
 
 }  // namespace
