@@ -286,7 +286,7 @@ Workload prefix_tree_workload(std::size_t fanout, const Options& o, std::mt19937
 class Wire {
  public:
   // Encodes `packet` as a node sends it up and frames it into `out`.
-  static void send(const Packet& packet, std::vector<capnp::word>& out) {
+  static void send(const Packet& packet, canopy::transport::FrameBuffer& out) {
     canopy::core::Outgoing message({.rank = packet.source(), .incarnation = 1}, canopy::wire::streams::SERVICE_ID,
                                    canopy::wire::streams::Kind::DATA);
     auto data = message.init<canopy::wire::DataPacket>();
@@ -296,7 +296,7 @@ class Wire {
   }
 
   // Receives the one frame in `bytes` as a link does and decodes its packet.
-  Packet receive(const std::vector<capnp::word>& frame) {
+  Packet receive(const canopy::transport::FrameBuffer& frame) {
     const std::size_t n = frame.size() * sizeof(capnp::word);
     auto space = reader_.prepare(n);
     std::memcpy(space.data(), frame.data(), n);
@@ -399,7 +399,7 @@ class Runner {
   FilterRegistry registry_ = FilterRegistry::with_builtins();
   std::vector<Packet> out_;
   std::vector<Packet> received_;
-  std::vector<capnp::word> frame_;
+  canopy::transport::FrameBuffer frame_;
   Wire wire_;
 };
 

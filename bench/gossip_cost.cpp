@@ -198,17 +198,17 @@ void fill_table(core::Outgoing& message, const std::vector<membership::TableEntr
 }
 
 // That table, framed as the links send it.
-std::vector<capnp::word> table_frame(std::uint32_t n) {
+canopy::transport::FrameBuffer table_frame(std::uint32_t n) {
   core::Outgoing message(member_identity(), wire::gossip::SERVICE_ID, wire::gossip::Kind::TABLE);
   fill_table(message, sample_entries(n), n / 2);
-  std::vector<capnp::word> out;
+  canopy::transport::FrameBuffer out;
   transport::append_frame(message.builder(), out);
   return out;
 }
 
 template <typename Message>
 std::size_t frame_bytes(Message& message) {
-  std::vector<capnp::word> out;
+  canopy::transport::FrameBuffer out;
   transport::append_frame(message.builder(), out);
   return out.size() * sizeof(capnp::word);
 }
@@ -244,8 +244,8 @@ Timing time_table(std::uint32_t n) {
   std::map<Rank, Peer> peers;
   for (Rank r = 1; r < n; ++r) peers[r] = {};
   const auto frame = table_frame(n);
-  const auto body = kj::arrayPtr(frame.data() + 1, frame.size() - 1);
-  std::vector<capnp::word> sink;
+  const auto body = kj::arrayPtr(canopy::transport::as_capnp(frame.data() + 1), frame.size() - 1);
+  canopy::transport::FrameBuffer sink;
   Timing t{};
   std::vector<membership::TableEntry> entries = sample_entries(n);
   t.send_us = time_us([&] {

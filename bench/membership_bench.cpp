@@ -230,9 +230,9 @@ OcpResult measure_ocp(int n, int fanout, bool quick) {
   const std::map<Rank, std::uint32_t> epochs{{static_cast<Rank>(n / 2), 1}};
   canopy::core::Outgoing received(parent, wire::membership::SERVICE_ID, wire::membership::Kind::VIEW_CHANGE);
   build_view_change(received, next, epochs);
-  std::vector<capnp::word> frame;
+  canopy::transport::FrameBuffer frame;
   canopy::transport::append_frame(received.builder(), frame);
-  std::vector<capnp::word> ack_frame;
+  canopy::transport::FrameBuffer ack_frame;
   canopy::transport::append_frame(view_ack(0)->builder(), ack_frame);
 
   const int per_batch = quick ? 200 : 1000, batches = quick ? 5 : 21;
@@ -248,7 +248,7 @@ OcpResult measure_ocp(int n, int fanout, bool quick) {
     for (int i = 0; i < per_batch; ++i) {
       Held held = start;
       // Decode in place: skip the 8-byte frame header.
-      capnp::FlatArrayMessageReader reader(kj::arrayPtr(frame.data() + 1, frame.size() - 1));
+      capnp::FlatArrayMessageReader reader(kj::arrayPtr(canopy::transport::as_capnp(frame.data() + 1), frame.size() - 1));
       auto change = reader.getRoot<wire::Message>().getBody().getService().getBody().getAs<wire::membership::ViewChange>();
       canopy::View got;
       got.id = change.getId();
@@ -258,10 +258,10 @@ OcpResult measure_ocp(int n, int fanout, bool quick) {
       sink += recalc(held, std::move(got), got_epochs);
       canopy::core::Outgoing down(parent, wire::membership::SERVICE_ID, wire::membership::Kind::VIEW_CHANGE);
       build_view_change(down, held.view, held.epochs);
-      std::vector<capnp::word> queued;
+      canopy::transport::FrameBuffer queued;
       for (int c = 0; c < fanout; ++c) canopy::transport::append_frame(down.builder(), queued);
       for (int c = 0; c < fanout; ++c) {
-        capnp::FlatArrayMessageReader ack(kj::arrayPtr(ack_frame.data() + 1, ack_frame.size() - 1));
+        capnp::FlatArrayMessageReader ack(kj::arrayPtr(canopy::transport::as_capnp(ack_frame.data() + 1), ack_frame.size() - 1));
         sink += ack.getRoot<wire::Message>().getBody().getService().getBody().getAs<wire::membership::ViewAck>().getId();
       }
       auto up = view_ack(parent.rank);

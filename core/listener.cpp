@@ -32,7 +32,11 @@ Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t
   std::string where;
   for (const auto& a : addresses) where += (where.empty() ? "" : ", ") + a.to_string();
   log().info("listening on {} port {}", where, port_);
-  for (auto& acceptor : acceptors_) accept_next(acceptor);
+  retries_.clear();
+  for (std::size_t i = 0; i < acceptors_.size(); ++i) {
+    retries_.push_back(std::make_unique<asio::steady_timer>(io_));
+    accept_next(i);
+  }
   return {};
 }
 
@@ -56,20 +60,32 @@ Result<void> Listener::bind_all(const std::vector<asio::ip::address>& addresses,
   return {};
 }
 
-void Listener::accept_next(asio::ip::tcp::acceptor& acceptor) {
-  acceptor.async_accept([this, &acceptor](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+void Listener::accept_next(std::size_t index) {
+  acceptors_[index].async_accept([this, index](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted || closed_) return;
-    if (ec) {
-      log().warn("accept failed: {}", ec.message());
-    } else {
+    if (!ec) {
       striped_->take(std::move(socket));
+      return accept_next(index);
     }
-    accept_next(acceptor);
+    // Out of descriptors (EMFILE, ENFILE) or memory, the connection stays in the
+    // backlog and accepting again at once fails again: a busy loop filling the log.
+    // Wait a little instead, and say so once in a while.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - accept_failure_logged_ >= std::chrono::seconds(10)) {
+      log().warn("accept failed: {}; trying again every {} ms meanwhile", ec.message(), kAcceptRetry.count());
+      accept_failure_logged_ = now;
+    }
+    auto& retry = *retries_[index];
+    retry.expires_after(kAcceptRetry);
+    retry.async_wait([this, index](const boost::system::error_code& e) {
+      if (!e && !closed_) accept_next(index);
+    });
   });
 }
 
 void Listener::close() {
   closed_ = true;
+  for (auto& retry : retries_) retry->cancel();
   for (auto& acceptor : acceptors_) {
     boost::system::error_code ignored;
     acceptor.close(ignored);

@@ -5,6 +5,7 @@
 
 #include <boost/asio.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,13 +39,18 @@ class Listener {
 
  private:
   Result<void> bind_all(const std::vector<asio::ip::address>& addresses, std::uint16_t port);
-  void accept_next(asio::ip::tcp::acceptor& acceptor);
+  void accept_next(std::size_t index);
 
   asio::io_context& io_;
   std::vector<asio::ip::tcp::acceptor> acceptors_;
   std::unique_ptr<transport::StripedAcceptor> striped_;
   std::uint16_t port_ = 0;
   bool closed_ = false;
+  // After a failed accept (out of descriptors): the next try waits this long, on
+  // the acceptor's own timer.
+  static constexpr std::chrono::milliseconds kAcceptRetry{50};
+  std::vector<std::unique_ptr<asio::steady_timer>> retries_;
+  std::chrono::steady_clock::time_point accept_failure_logged_{};
 };
 
 }  // namespace canopy::core

@@ -184,6 +184,7 @@ class Node {
 
   Result<void> listen();
   void accept_link(std::shared_ptr<transport::Link> link);
+  std::size_t max_pending() const;
   void on_accepted_message(const transport::Link* link, capnp::MessageReader& message);
   void on_accepted_closed(const transport::Link* link, std::string_view reason);
   void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);

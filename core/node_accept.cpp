@@ -41,15 +41,27 @@ Result<void> Node::listen() {
   const auto& me = topology_->at(id_.rank);
   auto options = striped_options(topology_->links());
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
+  options.max_pending = max_pending();
   auto opened = listener_.open(topology_->nics_of(me.host), me.port, options,
                                [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
   if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
   return {};
 }
 
+// Connections that have not said hello yet, held at each stage of the handshake
+// (the listener's, telling plain from striped, and this node's): never fewer than
+// 1,024, and twice the tree, so that every process of it can be connecting here at
+// once (an adopter of many orphans, a front-end of a flat tree) with room to spare.
+std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * topology_->size()); }
+
 // A new connection, plain or striped: it has until the startup time-out to say hello.
 void Node::accept_link(std::shared_ptr<Link> link) {
   if (phase() == Phase::stopped) return link->abort("stopped");
+  if (pending_.size() >= max_pending()) {
+    log_refusal(link->peer(), fmt::format("{} connections are already waiting for their hello, the most this "
+                                          "node holds", pending_.size()));
+    return link->abort("too many connections without a hello");
+  }
   pending_.push_back(link);
   const Link* raw = link.get();
   auto& deadline = hello_deadlines_[raw];

@@ -476,6 +476,11 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
+    if (impl.next_stream > kMaxStreams) {
+      return Error{"cannot create stream: the network has " + std::to_string(kMaxStreams) +
+                       " streams, the most it can have (streams are never closed)",
+                   ErrorKind::invalid_input};
+    }
     spec.id = impl.next_stream++;
     impl.stream_filters[spec.id] = options.upstream_filter;
   }

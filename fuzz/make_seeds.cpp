@@ -35,7 +35,7 @@ void write(const std::filesystem::path& path, const void* data, std::size_t size
 }
 
 void write_frames(const std::filesystem::path& path, std::vector<capnp::MallocMessageBuilder*> messages, int chunk) {
-  std::vector<capnp::word> bytes;
+  canopy::transport::FrameBuffer bytes;
   for (auto* m : messages) transport::append_frame(*m, bytes);
   write(path, bytes.data(), bytes.size() * sizeof(capnp::word), chunk);
 }
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   std::byte header[transport::kStripeHeaderBytes];
   transport::encode_header(transport::FrameHeader{.length = 8, .seq = 16}, transport::ChecksumKind::crc32c, header);
   write(dir / "stripe" / "header", header, sizeof header);
-  std::vector<capnp::word> frame;
+  canopy::transport::FrameBuffer frame;
   transport::append_frame(data, frame);
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(frame.data());
   const std::size_t size = frame.size() * sizeof(capnp::word);

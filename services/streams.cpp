@@ -133,6 +133,14 @@ void StreamService::on_event(const core::NodeEvent& event) {
 
 // ---- creating streams ----
 
+namespace {
+
+std::string too_many_streams() {
+  return "this node has " + std::to_string(kMaxStreams) + " streams, the most a network can have";
+}
+
+}  // namespace
+
 void StreamService::create_stream(const StreamSpec& spec) {
   for (Rank b : spec.backends) {
     const canopy::Node* n = node_.topology()->find(b);
@@ -148,6 +156,10 @@ void StreamService::open_stream(const StreamSpec& spec) {
   const Rank me = node_.identity().rank;
   if (streams_.count(spec.id)) {
     report_stream_ack(spec.id, node_.describe(me) + ": stream " + std::to_string(spec.id) + " already exists");
+    return;
+  }
+  if (streams_.size() >= kMaxStreams) {
+    report_stream_ack(spec.id, node_.describe(me) + ": " + too_many_streams());
     return;
   }
   Stream stream;
@@ -544,6 +556,11 @@ std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
 void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
   auto it = streams_.find(spec.id);
   if (it == streams_.end()) {
+    if (streams_.size() >= kMaxStreams) {
+      report_stream_error(spec.id, node_.describe(node_.identity().rank) +
+                                       ": cannot join stream for an adopted orphan: " + too_many_streams());
+      return;
+    }
     Stream stream;
     stream.spec = spec;
     if (auto made = make_filters(stream); !made) {

@@ -7,7 +7,7 @@
 
 namespace canopy::transport {
 
-void append_frame(capnp::MessageBuilder& message, std::vector<capnp::word>& out) {
+void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
   auto segments = message.getSegmentsForOutput();
   // Segment table: count-1, then each size, padded to a whole word.
   std::size_t table_words = (segments.size() + 2) / 2;
@@ -27,7 +27,7 @@ void append_frame(capnp::MessageBuilder& message, std::vector<capnp::word>& out)
   }
   if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
 
-  capnp::word* dst = out.data() + at + 1 + table_words;
+  Word* dst = out.data() + at + 1 + table_words;
   for (auto& s : segments) {
     std::memcpy(dst, s.begin(), s.size() * sizeof(capnp::word));
     dst += s.size();
@@ -78,7 +78,7 @@ std::optional<FrameReader::Frame> FrameReader::next() {
     }
     return std::nullopt;
   }
-  Frame frame{{buffer_.data() + (begin_ + kFrameHeaderBytes) / 8, body_bytes / 8}};
+  Frame frame{{as_capnp(buffer_.data() + (begin_ + kFrameHeaderBytes) / 8), body_bytes / 8}};
   begin_ += kFrameHeaderBytes + body_bytes;
   return frame;
 }

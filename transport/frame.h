@@ -21,6 +21,17 @@ namespace canopy::transport {
 inline constexpr std::size_t kFrameHeaderBytes = 8;
 inline constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
 
+// One 8-byte word of a frame buffer. capnp::word is not copyable when compiled by
+// clang (capnp/common.h), so a std::vector of it cannot grow there; frame buffers
+// hold these instead, and are seen as capnp::word only through as_capnp().
+struct alignas(8) Word {
+  std::uint64_t bits;
+};
+static_assert(sizeof(Word) == sizeof(capnp::word));
+using FrameBuffer = std::vector<Word>;
+
+inline const capnp::word* as_capnp(const Word* w) { return reinterpret_cast<const capnp::word*>(w); }
+
 // Limits applied to every frame read from a peer.
 struct FrameLimits {
   std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
@@ -29,7 +40,7 @@ struct FrameLimits {
 };
 
 // Appends one frame holding `message` to `out`.
-void append_frame(capnp::MessageBuilder& message, std::vector<capnp::word>& out);
+void append_frame(capnp::MessageBuilder& message, FrameBuffer& out);
 
 // Splits a word-aligned receive buffer into frames. Call feed() after bytes arrive,
 // then next() until it returns nothing.
@@ -53,7 +64,7 @@ class FrameReader {
 
  private:
   FrameLimits limits_;
-  std::vector<capnp::word> buffer_;
+  FrameBuffer buffer_;
   std::size_t begin_ = 0;  // bytes already consumed
   std::size_t end_ = 0;    // bytes received
   std::string error_;

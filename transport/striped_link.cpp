@@ -1226,6 +1226,10 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
   std::unordered_map<std::uint64_t, std::weak_ptr<StripedLink>> links;
   std::vector<std::shared_ptr<Pending>> pending;
   bool closed = false;
+  // Connections closed for being over max_pending, not yet logged: one line a
+  // second at most, however fast they come.
+  std::size_t refused_unlogged = 0;
+  std::chrono::steady_clock::time_point refusal_logged{};
 
   void drop(const std::shared_ptr<Pending>& h) {
     error_code ignored;
@@ -1356,6 +1360,21 @@ StripedAcceptor::~StripedAcceptor() {
 }
 
 void StripedAcceptor::take(tcp::socket socket) {
+  if (state_->pending.size() >= state_->options.max_pending) {
+    error_code ignored;
+    const std::string from = endpoint_text(socket.remote_endpoint(ignored));
+    socket.close(ignored);
+    ++state_->refused_unlogged;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - state_->refusal_logged >= std::chrono::seconds(1)) {
+      state_->options.log->warn("closing {} connection(s), the last from {}: {} connections are already waiting "
+                                "for their first bytes, the most this port holds",
+                                state_->refused_unlogged, from, state_->options.max_pending);
+      state_->refused_unlogged = 0;
+      state_->refusal_logged = now;
+    }
+    return;
+  }
   auto h = std::make_shared<State::Pending>(std::move(socket));
   state_->pending.push_back(h);
   h->timer.expires_after(state_->options.hello_timeout);

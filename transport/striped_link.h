@@ -84,6 +84,10 @@ struct StripedOptions {
   std::chrono::milliseconds peer_closed_grace{500};
   // Path hello and reply (both sides); flushing on close().
   std::chrono::milliseconds hello_timeout{5000};
+  // A StripedAcceptor holds at most this many connections that have not yet shown
+  // whether they are a striped path or a plain connection; one more is closed at
+  // once (docs/protocol.md, "Resource bounds").
+  std::size_t max_pending = 1024;
   FrameLimits limits;
   // Where the link logs path state changes, what it went through when it closes, and
   // fault injection; and where a StripedAcceptor logs the connections it refuses (its

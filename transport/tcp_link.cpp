@@ -114,7 +114,7 @@ void TcpLink::abort(std::string_view reason) {
 void TcpLink::abort_with(capnp::MessageBuilder& last, std::string_view reason) {
   if (!open_) return;
   if (!writing_ && queued_.empty()) {
-    std::vector<capnp::word> frame;
+    FrameBuffer frame;
     append_frame(last, frame);
     boost::system::error_code ec;
     socket_.non_blocking(true, ec);

@@ -42,8 +42,8 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   std::string peer_;
   MessageHandler on_message_;
   CloseHandler on_close_;
-  std::vector<capnp::word> queued_;    // frames waiting for the next write
-  std::vector<capnp::word> in_flight_; // frames being written
+  FrameBuffer queued_;    // frames waiting for the next write
+  FrameBuffer in_flight_; // frames being written
   bool writing_ = false;
   bool open_ = true;
   bool closing_ = false;  // close() requested; finish writing, then shut down

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,11 @@
 #include "canopy/topology.h"
 
 namespace canopy {
+
+// Streams are never closed, and each holds filter state at every node on its way:
+// a network has at most this many (docs/protocol.md, "Resource bounds").
+// Network::create_stream refuses the next one; a node refuses a stream past it.
+inline constexpr std::size_t kMaxStreams = 16384;
 
 struct StreamOptions {
   std::vector<Rank> backends;  // the communicator; empty = every back-end

@@ -4,6 +4,8 @@
 // and where the secret travels.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -392,6 +394,72 @@ TEST_F(Security, GarbageBeforeAHelloIsLoggedAsABadFrame) {
   EXPECT_NE(log.find("bad frame"), std::string::npos) << "no 'bad frame' warning in " << log_file;
   EXPECT_NE(log.find("(before a hello)"), std::string::npos);
   expect_backend_0_untouched();
+}
+
+// Connections that never say hello are bounded at each stage of the handshake
+// (docs/protocol.md, "Resource bounds"): past the bound, a new one is closed at
+// once and logged, those within it wait for their hello deadline, and the tree goes
+// on. First silent connections (the listener's stage, telling striped from plain),
+// then connections that start a plain frame and stop (the node's stage).
+TEST_F(Security, ConnectionsThatNeverSayHelloAreBoundedAtEveryStage) {
+  rlimit files{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  constexpr std::size_t kBound = 1024;  // b:2x2 is 7 processes: the least bound
+  constexpr std::size_t kOver = 8;
+  ASSERT_GE(files.rlim_max, 2 * (kBound + kOver) + 200) << "this test needs more descriptors than the hard limit";
+  files.rlim_cur = files.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &files), 0);
+
+  const auto log_file = dir_ / ("commnode-" + std::to_string(FE + 2) + ".log");
+  auto flood = [&](bool start_a_frame) {
+    boost::asio::io_context io;
+    std::vector<boost::asio::ip::tcp::socket> sockets;
+    const boost::asio::ip::tcp::endpoint to{boost::asio::ip::make_address(second_commnode().address),
+                                            second_commnode().port};
+    for (std::size_t i = 0; i < kBound + kOver; ++i) {
+      auto& socket = sockets.emplace_back(io);
+      socket.connect(to);
+      if (start_a_frame) {
+        // A frame header announcing 16 bytes that never come: a plain connection
+        // for the listener, one waiting for its hello for the node.
+        std::array<std::uint8_t, 8> header{16};
+        boost::asio::write(socket, boost::asio::buffer(header));
+        if (i % 64 == 63) std::this_thread::sleep_for(20ms);  // let the listener pass them on
+      }
+    }
+    // The ones over the bound are closed at once; the others wait (the hello
+    // deadline is the start-up time-out, 10 s). Count the closed ones for 3 s.
+    std::vector<pollfd> fds;
+    for (auto& socket : sockets) fds.push_back({socket.native_handle(), POLLIN, 0});
+    std::size_t closed = 0;
+    for (auto until = std::chrono::steady_clock::now() + 3s; std::chrono::steady_clock::now() < until;) {
+      if (poll(fds.data(), fds.size(), 100) < 0) break;
+      for (auto& fd : fds) {
+        if (fd.fd >= 0 && fd.revents != 0) {
+          ++closed;
+          fd.fd = -1;  // poll skips it from now on
+        }
+      }
+    }
+    return closed;
+  };
+  auto logged = [&](const std::string& what) {
+    for (auto until = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < until;) {
+      if (slurp(log_file).find(what) != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  };
+
+  EXPECT_EQ(flood(false), kOver) << "silent connections: the listener's bound";
+  EXPECT_TRUE(logged("connections are already waiting for their first bytes")) << log_file;
+  std::this_thread::sleep_for(1s);  // the commnode sees the first ones closed
+  EXPECT_EQ(flood(true), kOver) << "connections that started a frame: the node's bound";
+  EXPECT_TRUE(logged("connections are already waiting for their hello")) << log_file;
+  expect_backend_0_untouched();
+  // The tree still reduces.
+  auto stream = network_->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
 }
 
 // The child side checks its parent too: a process listening where the attach file

@@ -552,3 +552,27 @@ TEST_F(Streams, AnMpiJobLosingARankGoesOnInTheViewWithoutIt) {
 #endif
 
 }  // namespace
+
+// Streams are never closed and each costs filter state at every node: the network
+// refuses the stream past kMaxStreams with a clear error, and the streams it has
+// keep working (docs/protocol.md, "Resource bounds").
+TEST_F(Streams, ANetworkRefusesAStreamPastItsBoundAndKeepsTheOthers) {
+  auto* net = launch("b:1");
+  ASSERT_TRUE(net);
+  canopy::StreamId last = 0;
+  for (std::size_t i = 0; i < canopy::kMaxStreams; ++i) {
+    auto stream = net->create_stream({.upstream_filter = "sum"});
+    ASSERT_TRUE(stream) << "stream " << i + 1 << ": " << stream.error();
+    last = *stream;
+  }
+  auto refused = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error_kind(), canopy::ErrorKind::invalid_input);
+  EXPECT_NE(refused.error().find("has 16384 streams, the most it can have"), std::string::npos)
+      << refused.error();
+  ASSERT_TRUE(net->broadcast(last, reply_command()));
+  auto in = net->receive(10s);
+  ASSERT_TRUE(in) << in.error();
+  ASSERT_TRUE(*in) << "no reply on the last stream within 10 s";
+  EXPECT_EQ((*in)->stream, last);
+}

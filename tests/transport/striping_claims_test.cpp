@@ -126,7 +126,7 @@ class RawPath {
 std::vector<std::byte> framed_message(std::int32_t tag) {
   capnp::MallocMessageBuilder b;
   b.initRoot<wire::DataPacket>().setTag(tag);
-  std::vector<capnp::word> words;
+  canopy::transport::FrameBuffer words;
   append_frame(b, words);
   const auto* begin = reinterpret_cast<const std::byte*>(words.data());
   return std::vector<std::byte>(begin, begin + words.size() * sizeof(capnp::word));

@@ -17,8 +17,8 @@ using canopy::transport::ReadOutcome;
 
 namespace {
 
-std::vector<capnp::word> frames_with_ranks(std::initializer_list<std::uint32_t> ranks) {
-  std::vector<capnp::word> out;
+canopy::transport::FrameBuffer frames_with_ranks(std::initializer_list<std::uint32_t> ranks) {
+  canopy::transport::FrameBuffer out;
   for (auto r : ranks) {
     capnp::MallocMessageBuilder b;
     auto m = b.initRoot<canopy::wire::Message>();

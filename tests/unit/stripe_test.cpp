@@ -223,7 +223,7 @@ TEST(SendStream, EncodesFramesExactlyAsAppendFrameDoes) {
     auto list = data.initValues(static_cast<unsigned>(values));
     for (int i = 0; i < values; ++i) list[i].setString(std::string(static_cast<std::size_t>(i * 3), 'x'));
     ASSERT_GT(b.getSegmentsForOutput().size(), 1u);
-    std::vector<capnp::word> expected;
+    canopy::transport::FrameBuffer expected;
     append_frame(b, expected);
     SendStream stream;
     stream.append(b);

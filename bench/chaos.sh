@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Chaos soak (docs/benchmarks.md, "Chaos soak"; issue 16): the union workload on
+# b:8^2 while a random commnode is SIGKILLed, or SIGSTOPped for 0.5 to 7 s, every 1 to
+# 3 s, for the whole run; once per seed. The stops straddle --lost (default 5000 ms):
+# a stop just below it must not cost anything, one just above it makes a zombie
+# parent whose children were re-adopted meanwhile (docs/fault-tolerance.md). Each run
+# must end with exit status 0, a complete union (canopy run checks it against every
+# back-end's record: docs/demo.md) and no process left.
+#
+#   bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--quick]
+#       default /tmp/canopy-chaos-YYYYmmdd-HHMMSS, N = 10, S = 60, SPEC = b:8^2,
+#       MS = 5000; --quick: 2 seeds of 20 s
+#
+#   OUTPUT_DIR/runs.csv     seed, kills, stops, stops at or over --lost, exit status,
+#                           union check (ok/failed/none), missing, extra, processes
+#                           left after the run, seconds
+#   OUTPUT_DIR/faults.csv   seed, time (s), commnode pid, kill or stop, stop length (ms)
+#   OUTPUT_DIR/seed-K.*     canopy run's jsonl output (.jsonl), its stderr (.log),
+#                           the records (.record/)
+#   OUTPUT_DIR/chaos.png    faults per seed and how each run ended
+#   OUTPUT_DIR/summary.txt  runs that passed, and what failed
+#
+# Settings (environment): CANOPY_BUILD_DIR (default build/, built already). Every run
+# is in a process group of its own, continued and killed on the way out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=/tmp/canopy-chaos-$(date +%Y%m%d-%H%M%S)
+seeds=10
+seconds=60
+tree='b:8^2'
+lost=5000
+usage="usage: bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--quick]"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) seeds=2; seconds=20 ;;
+    --seeds) seeds=${2:?--seeds needs a value}; shift ;;
+    --seconds) seconds=${2:?--seconds needs a value}; shift ;;
+    --tree) tree=${2:?--tree needs a value}; shift ;;
+    --lost) lost=${2:?--lost needs a value}; shift ;;
+    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
+    -*) echo "$usage" >&2; exit 2 ;;
+    *) out=$1 ;;
+  esac
+  shift
+done
+for n in "$seeds" "$seconds" "$lost"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench/chaos.sh: --seeds, --seconds and --lost take positive integers" >&2; exit 2; }
+done
+build=${CANOPY_BUILD_DIR:-build}
+canopy="$build/bin/canopy"
+[ -x "$canopy" ] || { echo "bench/chaos.sh: no $canopy: build first (scripts/build.sh)" >&2; exit 1; }
+command -v gnuplot >/dev/null || { echo "bench/chaos.sh: gnuplot is not installed (scripts/setup.sh)" >&2; exit 1; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+group=""
+stopped=()  # pids stopped and not continued yet
+end_group() {
+  [ -n "$group" ] || return 0
+  kill -CONT -- "-$group" 2>/dev/null || true
+  kill -KILL -- "-$group" 2>/dev/null || true
+  wait "$group" 2>/dev/null || true
+  group=""
+}
+trap end_group EXIT
+trap 'exit 130' INT TERM
+
+# now_ms: milliseconds since the epoch.
+now_ms() { date +%s%3N; }
+
+echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds" > "$out/runs.csv"
+echo "seed,time_s,pid,fault,stop_ms" > "$out/faults.csv"
+for seed in $(seq 1 "$seeds"); do
+  RANDOM=$seed
+  record="$out/seed-$seed.record"
+  rm -rf "$record"
+  start=$(now_ms)
+  setsid "$canopy" run --tree "$tree" --workload union --duration "$seconds" --record "$record" \
+    --lost "$lost" --format jsonl > "$out/seed-$seed.jsonl" 2> "$out/seed-$seed.log" &
+  group=$!
+  kills=0 stops=0 over=0
+  sleep 2  # the tree is up
+  declare -A resume=()  # pid -> when to continue it (ms since the epoch)
+  next_fault=$((start + 2000 + 1000 + RANDOM % 2001))
+  while kill -0 "$group" 2>/dev/null && [ $(($(now_ms) - start)) -lt $((seconds * 1000)) ]; do
+    now=$(now_ms)
+    for pid in "${!resume[@]}"; do
+      if [ "$now" -ge "${resume[$pid]}" ]; then
+        kill -CONT "$pid" 2>/dev/null || true
+        unset "resume[$pid]"
+      fi
+    done
+    if [ "$now" -ge "$next_fault" ]; then
+      # A commnode of this run that is running (not one stopped already).
+      victims=()
+      for pid in $(pgrep -g "$group" -x canopy-commnode || true); do
+        [ -z "${resume[$pid]:-}" ] && victims+=("$pid")
+      done
+      if [ ${#victims[@]} -gt 0 ]; then
+        pid=${victims[$((RANDOM % ${#victims[@]}))]}
+        at=$(awk -v a="$start" -v b="$now" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+        if [ $((RANDOM % 2)) = 0 ]; then
+          kill -KILL "$pid" 2>/dev/null || true
+          kills=$((kills + 1))
+          echo "$seed,$at,$pid,kill," >> "$out/faults.csv"
+        else
+          # Half the stops within 10% of --lost (below or above it), the others
+          # anywhere in 0.5 to 7 s.
+          if [ $((RANDOM % 2)) = 0 ]; then
+            length=$((lost * 9 / 10 + RANDOM % (lost / 5 + 1)))
+          else
+            length=$((500 + RANDOM % 6501))
+          fi
+          kill -STOP "$pid" 2>/dev/null || true
+          resume[$pid]=$((now + length))
+          stops=$((stops + 1))
+          [ "$length" -ge "$lost" ] && over=$((over + 1))
+          echo "$seed,$at,$pid,stop,$length" >> "$out/faults.csv"
+        fi
+      fi
+      next_fault=$((now + 1000 + RANDOM % 2001))
+    fi
+    sleep 0.05
+  done
+  for pid in "${!resume[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
+  unset resume
+  # The run ends by itself once every back-end has sent for --duration; bounded.
+  status=0
+  waited=0
+  while kill -0 "$group" 2>/dev/null && [ "$waited" -lt 1200 ]; do sleep 0.1; waited=$((waited + 1)); done
+  if kill -0 "$group" 2>/dev/null; then
+    echo "seed $seed: canopy run still running 120 s after the faults ended; killed" >&2
+    status=124
+    kill -KILL "$group" 2>/dev/null || true
+  fi
+  wait "$group" || status=$?
+  sleep 1  # what the tree does after its front-end exited
+  left=$(pgrep -g "$group" | wc -l || true)
+  [ "$left" -gt 0 ] && echo "seed $seed: processes left: $(pgrep -a -g "$group" | tr '\n' ';')" >&2
+  kill -KILL -- "-$group" 2>/dev/null || true
+  group=""
+  secs=$(awk -v a="$start" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+  summary=$(grep '"summary"' "$out/seed-$seed.jsonl" | tail -n 1 || true)
+  check=$(sed -n 's/.*"check":"\([a-z]*\)".*/\1/p' <<<"$summary")
+  missing=$(sed -n 's/.*"missing":\([0-9]*\).*/\1/p' <<<"$summary")
+  extra=$(sed -n 's/.*"extra":\([0-9]*\).*/\1/p' <<<"$summary")
+  echo "$seed,$kills,$stops,$over,$status,${check:-none},${missing:-},${extra:-},$left,$secs" >> "$out/runs.csv"
+  echo "seed $seed/$seeds: $kills kills, $stops stops ($over at or over --lost): exit $status, check ${check:-none}, $left left, $secs s" >&2
+done
+
+awk -F, -v tree="$tree" -v secs="$seconds" -v lost="$lost" '
+  NR > 1 { runs++; ok = ($5 == 0 && $6 == "ok" && $9 == 0); if (ok) passed++; else bad = bad " " $1
+           kills += $2; stops += $3; over += $4 }
+  END {
+    printf "%s, union workload for %d s, --lost %d ms: %d of %d runs passed (exit 0, union complete, nothing left)\n", tree, secs, lost, passed, runs
+    printf "faults: %d SIGKILLs, %d SIGSTOPs (%d at or over --lost)\n", kills, stops, over
+    if (bad != "") printf "failed seeds:%s\n", bad
+  }' "$out/runs.csv" > "$out/summary.txt"
+cat "$out/summary.txt"
+
+gnuplot <<PLOT
+set terminal pngcairo size 1100,520 font "sans,11"
+set output "$out/chaos.png"
+set datafile separator ","
+set title "Chaos soak: $tree, union workload for $seconds s, a commnode killed or stopped every 1-3 s (--lost $lost ms)" noenhanced
+set xlabel "seed"
+set ylabel "faults injected"
+set xrange [0.5:$seeds.5]
+set xtics 1
+set yrange [0:*]
+set key outside right top
+set grid ytics
+set style fill solid 0.7 border -1
+set boxwidth 0.6
+# Stacked by hand: the total first, then the layers below it.
+plot "$out/runs.csv" using 1:(\$2 + \$3) skip 1 with boxes lc rgb "#8e44ad" title "SIGSTOP >= --lost", \
+     "" using 1:(\$2 + \$3 - \$4) skip 1 with boxes lc rgb "#2980b9" title "SIGSTOP < --lost", \
+     "" using 1:2 skip 1 with boxes lc rgb "#c0392b" title "SIGKILL", \
+     "" using 1:(\$2 + \$3 + 1):((\$5 == 0 && stringcolumn(6) eq "ok" && \$9 == 0) ? "passed" : "FAILED") skip 1 with labels notitle
+PLOT
+echo "figure: $out/chaos.png" >&2
+awk -F, 'NR > 1 && !($5 == 0 && $6 == "ok" && $9 == 0) { bad = 1 } END { exit bad }' "$out/runs.csv"
