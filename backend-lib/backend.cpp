@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 
 #include "backend-lib/attach_file.h"
@@ -46,8 +48,44 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     events.push(services::gossip_event(rank, runtime->node.identity().rank, silent));
   }
   void on_stopped(const std::string& reason) override {
-    stopped.store(true);
+    {
+      std::lock_guard lock(flow_mutex);
+      stopped.store(true);
+    }
+    flow.notify_all();
     inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
+  }
+  void on_upstream_full(bool full) override {
+    {
+      std::lock_guard lock(flow_mutex);
+      upstream_full = full;
+    }
+    flow.notify_all();
+  }
+
+  // Back-pressure (docs/protocol.md, "Resource bounds"): a caller's packet waits
+  // while the link to the parent is full or while the packets handed to the loop and
+  // not yet sent pass the same bound; never on the loop thread (a handler's send).
+  // False if the network stopped meanwhile (nothing was sent).
+  bool send_up(std::size_t bytes, std::function<void()> send) {
+    if (!loop.io().get_executor().running_in_this_thread()) {
+      std::unique_lock lock(flow_mutex);
+      flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
+      if (stopped.load()) return false;
+      posted_bytes += bytes;
+    } else {
+      std::lock_guard lock(flow_mutex);
+      posted_bytes += bytes;
+    }
+    asio::dispatch(loop.io(), [this, bytes, send = std::move(send)] {
+      send();
+      {
+        std::lock_guard lock(flow_mutex);
+        posted_bytes -= bytes;
+      }
+      flow.notify_all();
+    });
+    return true;
   }
 
   Backend::Handler handler;  // set before the node starts; called on the loop thread
@@ -59,6 +97,10 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   core::Inbox<Event> events;
   std::atomic<bool> stopped{false};
   std::mutex stop_mutex;
+  std::mutex flow_mutex;
+  std::condition_variable flow;
+  bool upstream_full = false;    // under flow_mutex
+  std::size_t posted_bytes = 0;  // under flow_mutex
   std::optional<Error> stop_error;  // sticky: returned by every receive() after the stop
 };
 
@@ -155,8 +197,11 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  // dispatch: inline when called from a handler on the loop thread, else queued.
-  asio::dispatch(i.loop.io(), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); });
+  // Inline when called from a handler on the loop thread, else queued (after waiting
+  // while the way up is full).
+  if (!i.send_up(core::packet_payload_bytes(packet), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); })) {
+    return Error{"the network has stopped", ErrorKind::stopped};
+  }
   return {};
 }
 
@@ -164,7 +209,10 @@ Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packe
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  asio::dispatch(i.loop.io(), [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); });
+  if (!i.send_up(core::packet_payload_bytes(packet),
+                 [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); })) {
+    return Error{"the network has stopped", ErrorKind::stopped};
+  }
   return {};
 }
 

@@ -273,6 +273,9 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
 // adoption handshake while it is the potential adopter being asked.
 void Node::attach_parent(std::shared_ptr<Link> link) {
   const Link* raw = link.get();
+  link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
+    if (parent_.get() == raw) set_upstream_full(above);
+  });
   link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
       [this, raw](std::string_view reason) {
         up_handshakes_.erase(raw);
@@ -346,7 +349,23 @@ void Node::on_parent_message(capnp::MessageReader& message) {
   }
 }
 
+// Back-pressure (docs/protocol.md, "Resource bounds"): while the link to the parent
+// holds more than kUpstreamHighWater bytes, nothing more is read from the children
+// (their bytes wait in the kernel, then in their own queues, which hold their own
+// children or the back-end's send() back), until it is down to kUpstreamLowWater.
+void Node::set_upstream_full(bool full) {
+  if (full == upstream_full_) return;
+  upstream_full_ = full;
+  log().debug("upstream queue {}: {} reading from the children", full ? "full" : "drained",
+              full ? "pausing" : "resuming");
+  for (auto& child : children_) {
+    if (child.link) child.link->pause_reading(full);
+  }
+  if (observer_) observer_->on_upstream_full(full);
+}
+
 void Node::on_parent_closed(std::string_view reason) {
+  set_upstream_full(false);  // what an orphan sends is held back, bounded
   if (stopping()) {
     if (phase() == Phase::stopped) notify_stopped();  // the parent link's flush is done
     return;
@@ -431,6 +450,7 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   auto done = std::move(o.done);
   auto held = std::move(o.held);
   parent_ = std::move(o.trying);
+  set_upstream_full(parent_->above_high());
   id_.incarnation = adoption.incarnation;
   set_phase(Running{}, "adopted by " + std::to_string(adoption.adopter));  // destroys the orphan's timer
 

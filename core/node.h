@@ -65,7 +65,15 @@ class Node {
     virtual void on_stopped(const std::string& reason) {}
     // Every event of the node, after its services have had it.
     virtual void on_event(const NodeEvent& event) {}
+    // The link to the parent holds more than kUpstreamHighWater bytes (true), or is
+    // back at kUpstreamLowWater (false): a back-end's send() waits meanwhile.
+    virtual void on_upstream_full(bool full) {}
   };
+
+  // Back-pressure on the way up (docs/protocol.md, "Resource bounds").
+  static constexpr std::size_t kUpstreamHighWater = 16u << 20;
+  static constexpr std::size_t kUpstreamLowWater = 4u << 20;
+  bool upstream_full() const { return upstream_full_; }
 
   // `observer` is borrowed, may be null, and must outlive the node.
   Node(asio::io_context& io, NodeIdentity identity, Observer* observer = nullptr);
@@ -235,6 +243,7 @@ class Node {
   void attach_parent(std::shared_ptr<transport::Link> link);
   void on_parent_message(capnp::MessageReader& message);
   void on_parent_closed(std::string_view reason);
+  void set_upstream_full(bool full);
   void on_trying_message(capnp::MessageReader& message);
   void on_trying_closed(std::string_view reason);
   void become_orphan(const std::string& reason);
@@ -265,6 +274,7 @@ class Node {
   std::optional<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
 
   std::shared_ptr<transport::Link> parent_;
+  bool upstream_full_ = false;  // reading from the children is paused
   Listener listener_;
   std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;

@@ -7,6 +7,7 @@
 
 #include <capnp/message.h>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -65,17 +66,55 @@ class Link {
   // "127.0.0.1:4242" — for log lines and error messages.
   virtual const std::string& peer() const = 0;
 
+  // ---- back-pressure (docs/protocol.md, "Resource bounds") ----
+  // Bytes queued to send, or being written. A link that does not count them (the
+  // striped link, whose paths have windows of their own) says 0.
+  virtual std::size_t queued_bytes() const { return 0; }
+  // `on_change(true)` once the queued bytes pass `high`, `on_change(false)` once they
+  // are back at `low` or below; on the owner's thread, from inside send() or when a
+  // write completes. Replaces any earlier watermarks.
+  void set_watermarks(std::size_t high, std::size_t low, std::function<void(bool above)> on_change) {
+    high_ = high;
+    low_ = low;
+    on_change_ = std::move(on_change);
+    above_ = false;
+    check_watermarks();
+  }
+  bool above_high() const { return above_; }
+  // Stops reading from the peer (its bytes wait in the kernel, then in its own queue,
+  // which holds its sender back), or reads again. While reading is paused the peer
+  // counts as heard from: its silence is ours. A link that cannot pause ignores it.
+  virtual void pause_reading(bool paused) { (void)paused; }
+  bool reading_paused() const { return reading_paused_; }
+
   // When a message was last queued, and last received, on this link: the event
   // detection service sends heartbeats only on idle links and declares a silent
   // peer suspect, then lost.
   NodeClock::time_point last_sent() const { return last_sent_; }
-  NodeClock::time_point last_received() const { return last_received_; }
+  NodeClock::time_point last_received() const { return reading_paused_ ? NodeClock::now() : last_received_; }
 
  protected:
   void note_sent() { last_sent_ = NodeClock::now(); }
   void note_received() { last_received_ = NodeClock::now(); }
+  // Implementations call this whenever their queue has changed.
+  void check_watermarks() {
+    if (!on_change_) return;
+    const std::size_t queued = queued_bytes();
+    if (!above_ && queued > high_) {
+      above_ = true;
+      on_change_(true);
+    } else if (above_ && queued <= low_) {
+      above_ = false;
+      on_change_(false);
+    }
+  }
+  bool reading_paused_ = false;
 
  private:
+  std::size_t high_ = 0;
+  std::size_t low_ = 0;
+  std::function<void(bool)> on_change_;
+  bool above_ = false;
   NodeClock::time_point last_sent_ = NodeClock::now();
   NodeClock::time_point last_received_ = NodeClock::now();
 };

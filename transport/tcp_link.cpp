@@ -21,6 +21,7 @@ void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
 }
 
 void TcpLink::read_more() {
+  reading_ = true;
   auto space = reader_.prepare();
   socket_.async_read_some(asio::buffer(space.data(), space.size()),
                           [self = shared_from_this()](const boost::system::error_code& ec,
@@ -28,6 +29,7 @@ void TcpLink::read_more() {
 }
 
 void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
+  reading_ = false;
   if (!open_) return;
   if (ec) {
     if (closing_ && ec == asio::error::eof) fail(close_reason_);  // both sides done
@@ -41,7 +43,9 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
     return open_;  // false: the handler closed us
   });
   switch (outcome.status) {
-    case ReadOutcome::Status::drained: read_more(); break;
+    case ReadOutcome::Status::drained:
+      if (!reading_paused_) read_more();
+      break;
     case ReadOutcome::Status::stopped: break;
     case ReadOutcome::Status::failed: fail(std::move(outcome.error)); break;
   }
@@ -52,6 +56,15 @@ void TcpLink::send(capnp::MessageBuilder& message) {
   append_frame(message, queued_);
   note_sent();
   if (!writing_) write_queued();
+  check_watermarks();
+}
+
+void TcpLink::pause_reading(bool paused) {
+  if (paused == reading_paused_) return;
+  reading_paused_ = paused;
+  if (paused) return;
+  note_received();  // the peer's silence counts from now
+  if (open_ && !reading_) read_more();
 }
 
 void TcpLink::write_queued() {
@@ -83,6 +96,7 @@ void TcpLink::write_queued() {
                       }
                       self->in_flight_.clear();
                       self->write_queued();
+                      self->check_watermarks();
                     });
 }
 
@@ -90,6 +104,7 @@ void TcpLink::close(std::string_view reason) {
   if (!open_ || closing_) return;
   closing_ = true;
   close_reason_ = reason;
+  pause_reading(false);  // a close reads on until the peer's end of file
   if (!writing_) write_queued();
 }
 

@@ -29,6 +29,8 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   void abort_with(capnp::MessageBuilder& last, std::string_view reason) override;
   bool is_open() const override { return open_; }
   const std::string& peer() const override { return peer_; }
+  std::size_t queued_bytes() const override { return (queued_.size() + in_flight_.size()) * sizeof(Word); }
+  void pause_reading(bool paused) override;
 
  private:
   TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
@@ -45,6 +47,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   FrameBuffer queued_;    // frames waiting for the next write
   FrameBuffer in_flight_; // frames being written
   bool writing_ = false;
+  bool reading_ = false;  // a read is outstanding
   bool open_ = true;
   bool closing_ = false;  // close() requested; finish writing, then shut down
   std::string close_reason_;

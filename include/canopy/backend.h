@@ -61,13 +61,17 @@ class Backend {
   // gone (then the program should exit).
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
 
-  // Sends a packet up a stream.
+  // Sends a packet up a stream. Waits while the way up is full: more than 16 MiB
+  // queued towards the parent, or handed over and not yet queued (the tree is slower
+  // than this sender; docs/protocol.md, "Resource bounds"). From a handler on the
+  // network's thread it never waits. An error if the network stopped meanwhile.
   Result<void> send(StreamId stream, const Packet& packet);
 
   // Sends a packet to another back-end, through the tree: up to the nearest common
   // ancestor, then down. It arrives at `backend`'s receive() with stream `stream`
   // (any number; 0 if it belongs to no stream) and source() = this back-end's rank.
-  // Delivery is asynchronous; an unknown rank is reported to the front-end.
+  // Delivery is asynchronous; an unknown rank is reported to the front-end. Waits
+  // as send() does while the way up is full.
   Result<void> send_to(Rank backend, StreamId stream, const Packet& packet);
 
   // Readable while receive() would return at once.

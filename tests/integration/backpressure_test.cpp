@@ -1,0 +1,116 @@
+// Back-pressure on the way up (docs/protocol.md, "Resource bounds"; issue 16): with
+// its front-end stopped, a commnode whose back-ends send as fast as they can must not
+// queue what they send without bound. It stops reading them once 16 MiB are queued
+// towards the front-end, their send() waits, and the run goes on, losing nothing it
+// was given, once the front-end reads again.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "process_guard.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+
+namespace {
+
+const std::string kFlood = std::string(CANOPY_BIN_DIR) + "/canopy-flood";
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Resident memory of `pid` in MiB (0 if it is gone).
+double rss_mib(pid_t pid) {
+  std::istringstream field(ProcessGuard::status_field(pid, "VmRSS"));
+  double kib = 0;
+  field >> kib;
+  return kib / 1024;
+}
+
+TEST(Backpressure, AStoppedFrontEndHoldsTheBackendsBackInsteadOfGrowingItsCommnode) {
+  ProcessGuard guard;
+  const auto dir = std::filesystem::temp_directory_path() / ("canopy-backpressure-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto out = dir / "received.csv", err = dir / "flood.log";
+
+  // The front-end, in a process of its own so that it can be stopped: b:1x4, the
+  // back-ends sending 64 KiB packets as fast as they can, for 20 s.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> args = {kFlood, "--packet-bytes", "65536", "--seconds", "20"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t frontend = -1;
+  ASSERT_EQ(posix_spawn(&frontend, kFlood.c_str(), &actions, nullptr, argv.data(), environ), 0) << kFlood;
+  posix_spawn_file_actions_destroy(&actions);
+
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       slurp(err).find("flooding") == std::string::npos && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(slurp(err).find("flooding"), std::string::npos) << "the tree did not come up: " << slurp(err);
+  pid_t commnode = -1;
+  for (pid_t pid : ProcessGuard::descendants()) {
+    if (ProcessGuard::name_of(pid) == "canopy-commnode") commnode = pid;
+  }
+  ASSERT_GT(commnode, 0) << "no commnode among the front-end's children";
+
+  // Flooding for 2 s with the front-end reading, then 5 s with it stopped.
+  std::this_thread::sleep_for(2s);
+  ASSERT_EQ(kill(frontend, SIGSTOP), 0);
+  std::this_thread::sleep_for(300ms);  // what was on its way settles
+  const double at_stop = rss_mib(commnode);
+  double peak = at_stop;
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(100ms);
+    peak = std::max(peak, rss_mib(commnode));
+  }
+  ASSERT_EQ(kill(frontend, SIGCONT), 0);
+  // The bound: 16 MiB queued towards the front-end, then what the kernel holds in
+  // the sockets and what the loop has read but not yet sent; 96 MiB leaves room for
+  // a sanitizer build. Without back-pressure the back-ends add hundreds of MiB a
+  // second here.
+  EXPECT_LT(peak - at_stop, 96.0) << "the commnode grew from " << at_stop << " MiB to " << peak
+                                  << " MiB while its front-end was stopped";
+
+  int status = -1;
+  for (auto until = std::chrono::steady_clock::now() + 90s; std::chrono::steady_clock::now() < until;) {
+    if (waitpid(frontend, &status, WNOHANG) == frontend) break;
+    status = -1;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(status, -1) << "canopy-flood did not finish";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "canopy-flood: " << slurp(err);
+  // It flooded: the front-end received packets before the stop, and again after it.
+  const std::string received = slurp(out);
+  std::istringstream lines(received);
+  std::string line;
+  std::getline(lines, line);  // header
+  int seconds_with_packets = 0;
+  while (std::getline(lines, line)) {
+    const auto comma = line.find(',');
+    if (comma != std::string::npos && std::stoull(line.substr(comma + 1)) > 0) ++seconds_with_packets;
+  }
+  EXPECT_GE(seconds_with_packets, 10) << received;
+  EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty()) << "processes left after canopy-flood";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
