@@ -135,8 +135,11 @@ for seed in $(seq 1 "$seeds"); do
   fi
   wait "$group" || status=$?
   sleep 1  # what the tree does after its front-end exited
-  left=$(pgrep -g "$group" | wc -l || true)
-  [ "$left" -gt 0 ] && echo "seed $seed: processes left: $(pgrep -a -g "$group" | tr '\n' ';')" >&2
+  # Live processes of the run (a zombie has exited; whether it is reaped is up to
+  # whoever inherited it, here or init).
+  left_list=$(ps -e -o pid=,pgid=,stat=,comm= | awk -v g="$group" '$2 == g && $3 !~ /^Z/ { print $1 " " $4 }')
+  left=$(grep -c . <<<"$left_list" || true)
+  [ "$left" -gt 0 ] && echo "seed $seed: processes left: $(tr '\n' ';' <<<"$left_list")" >&2
   kill -KILL -- "-$group" 2>/dev/null || true
   group=""
   secs=$(awk -v a="$start" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
@@ -168,6 +171,7 @@ set ylabel "faults injected"
 set xrange [0.5:$seeds.5]
 set xtics 1
 set yrange [0:*]
+set offsets 0, 0, graph 0.12, 0
 set key outside right top
 set grid ytics
 set style fill solid 0.7 border -1

@@ -23,7 +23,7 @@ struct Input {
   T take() {
     T v{};
     const std::size_t n = std::min(sizeof(T), size);
-    std::memcpy(&v, data, n);
+    if (n > 0) std::memcpy(&v, data, n);  // data may be null once the input is used up
     data += n;
     size -= n;
     return v;

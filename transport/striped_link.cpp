@@ -514,6 +514,7 @@ void StripedLink::send(capnp::MessageBuilder& message) {
   // call) per message. Messages sent while every path is writing wait for the next
   // write and go out together.
   pump();
+  check_watermarks();
 }
 
 void StripedLink::close(std::string_view reason) {
@@ -1092,6 +1093,7 @@ void StripedLink::release_acknowledged() {
   std::uint64_t bound = window_.acked();
   if (!writes_in_flight_.empty()) bound = std::min(bound, *writes_in_flight_.begin());
   stream_.release(bound);
+  check_watermarks();
 }
 
 void StripedLink::queue_ack(Path* preferred) {

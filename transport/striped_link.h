@@ -194,6 +194,10 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   void detach() override;
   void abort(std::string_view reason) override;
   bool is_open() const override { return open_; }
+  // What is held to be sent or acknowledged (back-pressure on the sending side; a
+  // striped link does not pause reading: its reads carry the acknowledgements of
+  // its own sends).
+  std::size_t queued_bytes() const override { return stream_.held_bytes(); }
   const std::string& peer() const override { return peer_; }
 
   // Fault injection: closes path `index` abruptly (a reset, as if its NIC failed).

@@ -17,7 +17,7 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
 void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
   on_message_ = std::move(on_message);
   on_close_ = std::move(on_close);
-  read_more();
+  if (!reading_paused_) read_more();
 }
 
 void TcpLink::read_more() {
@@ -64,7 +64,7 @@ void TcpLink::pause_reading(bool paused) {
   reading_paused_ = paused;
   if (paused) return;
   note_received();  // the peer's silence counts from now
-  if (open_ && !reading_) read_more();
+  if (open_ && !reading_ && on_message_) read_more();  // started, and not reading
 }
 
 void TcpLink::write_queued() {

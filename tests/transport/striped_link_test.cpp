@@ -604,3 +604,85 @@ TEST(TcpLinkClose, DeliversEverythingQueuedEvenWithThePeersRepliesUnread) {
     listener.reset();
   });
 }
+
+namespace {
+
+// Back-pressure (docs/protocol.md, "Resource bounds"): a TcpLink whose peer stopped
+// reading says so once its queue passes the high mark; the peer, paused, takes
+// nothing and counts as heard from; once it reads again, every message arrives in
+// order and intact and the sender hears that its queue is back to the low mark.
+TEST(TcpLinkBackpressure, APausedReaderHoldsTheSenderBackAndLosesNothing) {
+  core::LoopThread server, client;
+  constexpr std::size_t kHigh = 4u << 20, kLow = 1u << 20;
+  std::uint64_t received = 0;
+  std::string error;
+  std::shared_ptr<TcpLink> server_link, client_link;
+  std::promise<void> accepted;
+  auto listener = server.call([&] {
+    auto l = std::make_unique<tcp::acceptor>(server.io(), tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    l->async_accept([&](const boost::system::error_code& ec, tcp::socket socket) {
+      if (ec) return;
+      server_link = TcpLink::create(std::move(socket));
+      server_link->pause_reading(true);  // before the first byte is read
+      server_link->start(
+          [&](capnp::MessageReader& message) {
+            auto problem = check_message(message.getRoot<wire::DataPacket>(), received);
+            if (!problem.empty() && error.empty()) error = problem;
+            ++received;
+          },
+          [](std::string_view) {});
+      accepted.set_value();
+    });
+    return l;
+  });
+  auto port = server.call([&] { return listener->local_endpoint().port(); });
+  std::vector<bool> changes;  // what the watermark callback said, in order
+  std::uint64_t sent = 0;
+  client.call([&] {
+    boost::system::error_code ec;
+    client_link = TcpLink::create(connect_tcp(client.io(), "127.0.0.1", port, ec));
+    ASSERT_FALSE(ec) << ec.message();
+    client_link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+    client_link->set_watermarks(kHigh, kLow, [&](bool above) { changes.push_back(above); });
+  });
+  ASSERT_EQ(accepted.get_future().wait_for(10s), std::future_status::ready);
+  // Send until the queue passes the high mark: what the kernel's buffers take first
+  // is a few MiB on loopback; 400 messages average far more than that.
+  for (int batch = 0; batch < 400 && !client.call([&] { return client_link->above_high(); }); ++batch) {
+    client.call([&] {
+      capnp::MallocMessageBuilder b;
+      build_message(b, sent++);
+      client_link->send(b);
+    });
+    std::this_thread::sleep_for(1ms);  // the loop writes what the kernel takes
+  }
+  ASSERT_TRUE(client.call([&] { return client_link->above_high(); })) << "the queue never passed the high mark";
+  EXPECT_GT(client.call([&] { return client_link->queued_bytes(); }), kHigh);
+  EXPECT_EQ(client.call([&] { return changes; }), std::vector<bool>{true});
+  const auto before = canopy::NodeClock::now();
+  std::this_thread::sleep_for(300ms);
+  server.call([&] {
+    EXPECT_EQ(received, 0u) << "a paused link handed out messages";
+    EXPECT_GE(server_link->last_received(), before) << "a paused link's peer must count as heard from";
+    server_link->pause_reading(false);
+  });
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       server.call([&] { return received; }) < sent && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(10ms);
+  }
+  server.call([&] {
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(received, sent);
+  });
+  client.call([&] {
+    EXPECT_EQ(changes, (std::vector<bool>{true, false}));
+    EXPECT_EQ(client_link->queued_bytes(), 0u);
+    client_link->detach();
+  });
+  server.call([&] {
+    server_link->detach();
+    listener.reset();
+  });
+}
+
+}  // namespace
