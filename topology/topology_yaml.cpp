@@ -4,6 +4,7 @@
 // The parser checks what only the text knows (types, unknown keys, which edge gave
 // a node its parent) and leaves the shape of the tree to Topology::make().
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <sstream>
 
 #include "canopy/topology.h"
 #include "tree_shape.h"
@@ -55,6 +57,30 @@ bool contains(Keys keys, std::string_view key) {
   return false;
 }
 
+// Records whether a document has content, and the line where it begins.
+struct DocumentStart final : YAML::EventHandler {
+  bool started = false;
+  int line = 0;
+  void at(const YAML::Mark& mark) {
+    if (started) return;
+    started = true;
+    line = mark.is_null() ? 0 : mark.line + 1;
+  }
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { at(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { at(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    at(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    at(mark);
+  }
+  void OnMapEnd() override {}
+};
+
 class Parser {
  public:
   explicit Parser(std::string_view source) : source_(source) {}
@@ -82,11 +108,22 @@ class Parser {
   }
   [[noreturn]] void fail(const YAML::Node& at, const std::string& problem) const { fail(line_of(at), problem); }
 
+  // One document, and whether another follows. Not YAML::LoadAll: the yaml-cpp of
+  // Debian 12 (0.7) loops without end, allocating at every turn, on some malformed
+  // input such as a stray ',' (jbeder/yaml-cpp#1040; fuzz_topology found it, 20 GB
+  // in a minute). YAML::Load reads the first document only; the parser is then asked
+  // for the next document twice at most, which is bounded.
   YAML::Node read_document(std::string_view text) const {
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1) fail(documents[1], "a topology file holds one YAML document, this one has several");
-    if (documents.empty() || documents[0].IsNull()) fail(0, "the topology is empty; it needs at least 'nodes'");
-    return documents[0];
+    const std::string owned(text);
+    YAML::Node document = YAML::Load(owned);
+    if (document.IsNull()) fail(0, "the topology is empty; it needs at least 'nodes'");
+    std::istringstream stream(owned);
+    YAML::Parser parser(stream);
+    DocumentStart first, second;
+    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.started) {
+      fail(second.line, "a topology file holds one YAML document, this one has several");
+    }
+    return document;
   }
 
   // The entries of a map that must have the `required` keys and may have the
