@@ -165,6 +165,16 @@ Proof challenge_proof(const Secret& secret, capnp::Data::Reader hello_nonce, cap
   return t.sign(secret);
 }
 
+transport::PathMac path_mac(const Secret& secret) {
+  return [secret](std::span<const std::byte> input) {
+    transport::PathTag tag;
+    static_assert(sizeof(tag) == crypto_auth_hmacsha256_BYTES);
+    crypto_auth_hmacsha256(reinterpret_cast<unsigned char*>(tag.data()),
+                           reinterpret_cast<const unsigned char*>(input.data()), input.size(), secret.data());
+    return tag;
+  };
+}
+
 bool proof_matches(const Proof& expected, capnp::Data::Reader got) {
   return got.size() == expected.size() && crypto_verify_32(expected.data(), got.begin()) == 0;
 }

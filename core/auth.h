@@ -30,6 +30,7 @@
 #include "canopy/result.h"
 #include "canopy/topology.h"
 #include "canopy.capnp.h"
+#include "transport/stripe_wire.h"
 
 namespace canopy::core {
 
@@ -64,6 +65,10 @@ Proof hello_proof(const Secret& secret, capnp::Data::Reader challenge, wire::Hel
 // The acceptor's proof over the hello's nonce, its own nonce and its rank.
 Proof challenge_proof(const Secret& secret, capnp::Data::Reader hello_nonce, capnp::Data::Reader challenge,
                       Rank acceptor);
+// The MAC that authenticates every path of a striped link (transport/stripe_wire.h):
+// HMAC-SHA256 under the secret. The transport layer has no key of its own.
+transport::PathMac path_mac(const Secret& secret);
+
 // Constant-time comparison; false for a proof of the wrong size.
 bool proof_matches(const Proof& expected, capnp::Data::Reader got);
 

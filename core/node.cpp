@@ -8,6 +8,7 @@
 
 #include <capnp/serialize.h>
 
+#include "core/auth.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "transport/tcp_link.h"
@@ -146,7 +147,9 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
     if (ec) return Error{"cannot connect to parent at " + where + ": " + ec.message()};
     parent_ = TcpLink::create(std::move(socket));
   } else {
-    auto link = transport::StripedLink::connect(io_, parent.paths, parent.striped);
+    auto options = parent.striped;
+    options.path_mac = path_mac(id_.secret);
+    auto link = transport::StripedLink::connect(io_, parent.paths, std::move(options));
     if (!link) return Error{"cannot connect to parent at " + where + " (striped): " + link.error()};
     where += " over " + std::to_string(parent.paths.size()) + " striped paths";
     parent_ = std::move(*link);

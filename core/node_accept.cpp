@@ -42,6 +42,7 @@ Result<void> Node::listen() {
   auto options = striped_options(topology_->links());
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
   options.max_pending = max_pending();
+  options.path_mac = path_mac(id_.secret);
   auto opened = listener_.open(topology_->nics_of(me.host), me.port, options,
                                [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
   if (!opened) return Error{"host '" + me.host + "': " + opened.error()};

@@ -4,10 +4,8 @@
 # build-fuzz/, and runs each for a while (docs/testing.md, "Fuzzing").
 #
 #   scripts/fuzz.sh [--seconds N] [HARNESS...]
-#       N: seconds per harness (default 30); HARNESS: topology packet_format
-#       (default: both). frames and stripe are written for libFuzzer too, but the
-#       transport library does not compile with clang yet (std::vector<capnp::word>:
-#       docs/testing.md); until it does they run as replay tests only.
+#       N: seconds per harness (default 30); HARNESS: frames stripe topology
+#       packet_format (default: all four).
 #
 # A crash stops that harness; its input is kept in build-fuzz/crashes/HARNESS/ and
 # the script exits 1 after the others ran. Keep a crash as a regression test by
@@ -20,14 +18,20 @@ harnesses=()
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=${2:?--seconds needs a value}; shift ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     -*) echo "scripts/fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) harnesses+=("$1") ;;
   esac
   shift
 done
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/fuzz.sh: --seconds must be a positive integer" >&2; exit 2; }
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(topology packet_format)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(frames stripe topology packet_format)
+for h in "${harnesses[@]}"; do
+  case $h in
+    frames|stripe|topology|packet_format) ;;
+    *) echo "scripts/fuzz.sh: no harness '$h' (frames, stripe, topology, packet_format)" >&2; exit 2 ;;
+  esac
+done
 
 "$here/scripts/setup.sh"
 if ! command -v clang++ >/dev/null; then

@@ -1,5 +1,6 @@
 #include "services/recovery.h"
 
+#include "core/auth.h"
 #include "core/log.h"
 #include "transport/tcp_link.h"
 
@@ -89,8 +90,10 @@ void RecoveryService::try_next() {
     if (topology.link_between(me, *n) == LinkKind::striped) {
       auto paths = transport::paths_between(topology.nics_of(me.host), topology.nics_of(n->host), n->port);
       striped_attempt_ = ++striped_attempts_;
+      auto options = core::striped_options(topology.links());
+      options.path_mac = core::path_mac(node_.identity().secret);
       transport::StripedLink::async_connect(
-          node_.io(), std::move(paths), core::striped_options(topology.links()),
+          node_.io(), std::move(paths), std::move(options),
           [this, candidate, attempt = striped_attempt_](Result<std::shared_ptr<transport::StripedLink>> link) {
             if (attempt != striped_attempt_ || node_.phase() != core::Phase::orphaned) {
               if (link) (*link)->abort("adoption attempt abandoned");

@@ -1,5 +1,8 @@
 #include "transport/stripe_wire.h"
 
+#include <algorithm>
+#include <random>
+
 #include <cstring>
 
 namespace canopy::transport {
@@ -31,11 +34,11 @@ std::string_view to_string(HelloStatus status) {
   return "unknown status";
 }
 
-// Path hello, 40 bytes:
+// Path hello, 56 bytes:
 //   0  u64 magic "CNPYSTRP"     8  u16 version      10 u16 flags (1 reliable, 2 rejoin)
 //  12  u8  checksum kind       13  u8  reserved     14 u16 path index   16 u16 path count
 //  18  u16 reserved            20  u32 max fragment bytes               24 u64 link id
-//  32  u32 reserved            36  u32 CRC-32C of bytes 0..35
+//  32  u32 reserved            36  u32 CRC-32C of bytes 0..35           40 16 bytes nonce
 void encode_hello(const PathHello& hello, std::byte* out) {
   std::memset(out, 0, kPathHelloBytes);
   put<std::uint64_t>(out, 0, kPathHelloMagic);
@@ -47,6 +50,7 @@ void encode_hello(const PathHello& hello, std::byte* out) {
   put<std::uint32_t>(out, 20, hello.max_fragment_bytes);
   put<std::uint64_t>(out, 24, hello.link_id);
   put<std::uint32_t>(out, 36, crc32c(0, out, 36));
+  std::memcpy(out + 40, hello.nonce.data(), kPathNonceBytes);
 }
 
 bool is_path_hello_magic(const std::byte* first8) { return get<std::uint64_t>(first8, 0) == kPathHelloMagic; }
@@ -80,27 +84,77 @@ Result<PathHello> decode_hello(const std::byte* in) {
                  std::to_string(kMinFragmentBytes) + ".." + std::to_string(kMaxFragmentBytes)};
   }
   hello.link_id = get<std::uint64_t>(in, 24);
+  std::memcpy(hello.nonce.data(), in + 40, kPathNonceBytes);
   return hello;
 }
 
-// Hello reply, 16 bytes:
+// Hello reply, 64 bytes:
 //   0 u64 magic "CNPYSTRA"   8 u16 version   10 u8 status   11 u8 reserved   12 u32 CRC-32C of 0..11
-void encode_hello_reply(HelloStatus status, std::byte* out) {
+//  16 16 bytes nonce        32 32 bytes tag
+void encode_hello_reply(const HelloReply& reply, std::byte* out) {
   std::memset(out, 0, kHelloReplyBytes);
   put<std::uint64_t>(out, 0, kHelloReplyMagic);
   put<std::uint16_t>(out, 8, kStripeVersion);
-  put<std::uint8_t>(out, 10, static_cast<std::uint8_t>(status));
+  put<std::uint8_t>(out, 10, static_cast<std::uint8_t>(reply.status));
   put<std::uint32_t>(out, 12, crc32c(0, out, 12));
+  std::memcpy(out + 16, reply.nonce.data(), kPathNonceBytes);
+  std::memcpy(out + 32, reply.tag.data(), reply.tag.size());
 }
 
-Result<HelloStatus> decode_hello_reply(const std::byte* in) {
+Result<HelloReply> decode_hello_reply(const std::byte* in) {
   if (get<std::uint64_t>(in, 0) != kHelloReplyMagic) return Error{"not a striped-link hello reply (bad magic)"};
   if (get<std::uint32_t>(in, 12) != crc32c(0, in, 12)) return Error{"hello reply fails its checksum"};
   auto status = get<std::uint8_t>(in, 10);
   if (status > static_cast<std::uint8_t>(HelloStatus::mismatch)) {
     return Error{"unknown status " + std::to_string(status) + " in hello reply"};
   }
-  return static_cast<HelloStatus>(status);
+  HelloReply reply;
+  reply.status = static_cast<HelloStatus>(status);
+  std::memcpy(reply.nonce.data(), in + 16, kPathNonceBytes);
+  std::memcpy(reply.tag.data(), in + 32, reply.tag.size());
+  return reply;
+}
+
+namespace {
+
+// MAC over a label, the hello and the reply's status and nonce.
+PathTag path_tag(const PathMac& mac, std::string_view label, const std::byte* hello, const HelloReply& reply) {
+  if (!mac) return {};
+  std::array<std::byte, 32 + kPathHelloBytes + 1 + kPathNonceBytes> input{};
+  std::size_t at = 0;
+  std::memcpy(input.data(), label.data(), std::min<std::size_t>(label.size(), 32));
+  at += 32;
+  std::memcpy(input.data() + at, hello, kPathHelloBytes);
+  at += kPathHelloBytes;
+  input[at++] = static_cast<std::byte>(reply.status);
+  std::memcpy(input.data() + at, reply.nonce.data(), kPathNonceBytes);
+  return mac(input);
+}
+
+}  // namespace
+
+PathTag accept_tag(const PathMac& mac, const std::byte* hello, const HelloReply& reply) {
+  return path_tag(mac, "canopy-path-accept", hello, reply);
+}
+
+PathTag proof_tag(const PathMac& mac, const std::byte* hello, const HelloReply& reply) {
+  return path_tag(mac, "canopy-path-proof", hello, reply);
+}
+
+bool tags_equal(const PathTag& a, const PathTag& b) {
+  unsigned diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::array<std::byte, kPathNonceBytes> new_path_nonce() {
+  std::random_device random;  // getrandom() on Linux
+  std::array<std::byte, kPathNonceBytes> nonce;
+  for (std::size_t i = 0; i < nonce.size(); i += 4) {
+    const std::uint32_t r = random();
+    std::memcpy(nonce.data() + i, &r, 4);
+  }
+  return nonce;
 }
 
 // Frame header, 40 bytes:

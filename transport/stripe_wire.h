@@ -6,8 +6,11 @@
 // All integers are little-endian. Pure encoding and decoding, no I/O.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "canopy/result.h"
@@ -15,9 +18,14 @@
 
 namespace canopy::transport {
 
-inline constexpr std::uint16_t kStripeVersion = 1;
-inline constexpr std::size_t kPathHelloBytes = 40;
-inline constexpr std::size_t kHelloReplyBytes = 16;
+// Version 2 authenticates every path (docs/security.md): the hello carries a nonce
+// of the connecting side, the reply a nonce and a tag of the accepting side, and the
+// connecting side then sends a proof before anything else.
+inline constexpr std::uint16_t kStripeVersion = 2;
+inline constexpr std::size_t kPathHelloBytes = 56;
+inline constexpr std::size_t kHelloReplyBytes = 64;
+inline constexpr std::size_t kPathProofBytes = 32;
+inline constexpr std::size_t kPathNonceBytes = 16;
 inline constexpr std::size_t kStripeHeaderBytes = 40;
 // A path hello starts with these 8 bytes, "CNPYSTRP". Read as the 8-byte length
 // header of a plain TcpLink frame it is far over any frame limit, so an acceptor can
@@ -40,6 +48,7 @@ struct PathHello {
   std::uint16_t path_count = 1;
   std::uint32_t max_fragment_bytes = 64 * 1024;
   std::uint64_t link_id = 0;     // random, chosen by the connecting side
+  std::array<std::byte, kPathNonceBytes> nonce{};  // random, new for every path hello
 };
 
 enum class HelloStatus : std::uint8_t {
@@ -56,8 +65,30 @@ void encode_hello(const PathHello& hello, std::byte* out);  // kPathHelloBytes
 Result<PathHello> decode_hello(const std::byte* in);
 bool is_path_hello_magic(const std::byte* first8);
 
-void encode_hello_reply(HelloStatus status, std::byte* out);  // kHelloReplyBytes
-Result<HelloStatus> decode_hello_reply(const std::byte* in);
+using PathTag = std::array<std::byte, 32>;
+
+// The accepting side's answer: a status, its nonce, and its tag over the hello and
+// the nonce (zeros if it has no key or refuses the path).
+struct HelloReply {
+  HelloStatus status = HelloStatus::accepted;
+  std::array<std::byte, kPathNonceBytes> nonce{};
+  PathTag tag{};
+};
+void encode_hello_reply(const HelloReply& reply, std::byte* out);  // kHelloReplyBytes
+Result<HelloReply> decode_hello_reply(const std::byte* in);
+
+// Path authentication. A PathMac is a keyed MAC (HMAC-SHA256 under the network's
+// secret, given by the node: core/auth.h); without one, every tag is zeros, and a
+// side without one accepts only zeros: a striped link authenticates its paths
+// exactly when both sides hold the key. The accepting side tags the hello (with the
+// connecting side's nonce) and its own nonce; the connecting side proves itself over
+// the hello and the accepting side's nonce. Fresh nonces on both sides: a captured
+// hello, reply or proof is useless on another connection.
+using PathMac = std::function<PathTag(std::span<const std::byte>)>;
+PathTag accept_tag(const PathMac& mac, const std::byte* hello, const HelloReply& reply);  // hello: kPathHelloBytes
+PathTag proof_tag(const PathMac& mac, const std::byte* hello, const HelloReply& reply);
+bool tags_equal(const PathTag& a, const PathTag& b);  // in constant time
+std::array<std::byte, kPathNonceBytes> new_path_nonce();
 
 enum class FrameType : std::uint8_t {
   data = 1,  // payload: bytes [seq, seq + length) of the stream

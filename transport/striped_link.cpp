@@ -97,9 +97,14 @@ error_code wait_fd(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// Why a connecting side leaves a path whose acceptor accepted it without the tag.
+constexpr const char* kNoProofFromAcceptor =
+    "the peer accepted the path without proving the network's secret (another key, or none)";
+
 // The connecting side's handshake on one path, blocking, bounded by `timeout`.
 error_code blocking_handshake(tcp::socket& socket, const PathEndpoints& path, const PathHello& hello,
-                              std::chrono::milliseconds timeout, HelloStatus& status, std::string& detail) {
+                              const PathMac& mac, std::chrono::milliseconds timeout, HelloStatus& status,
+                              std::string& detail) {
   const auto deadline = Clock::now() + timeout;
   error_code ec;
   auto remote = asio::ip::make_address(path.remote_address, ec);
@@ -122,18 +127,22 @@ error_code blocking_handshake(tcp::socket& socket, const PathEndpoints& path, co
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return {err, boost::system::system_category()};
   }
+  auto send_all = [&](const std::byte* out, std::size_t size) -> error_code {
+    for (std::size_t done = 0; done < size;) {
+      ssize_t n = ::send(fd, out + done, size - done, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<std::size_t>(n);
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        if (auto e = wait_fd(fd, POLLOUT, deadline)) return e;
+      } else {
+        return {errno, boost::system::system_category()};
+      }
+    }
+    return {};
+  };
   std::byte out[kPathHelloBytes];
   encode_hello(hello, out);
-  for (std::size_t done = 0; done < sizeof out;) {
-    ssize_t n = ::send(fd, out + done, sizeof out - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      if ((ec = wait_fd(fd, POLLOUT, deadline))) return ec;
-    } else {
-      return {errno, boost::system::system_category()};
-    }
-  }
+  if ((ec = send_all(out, sizeof out))) return ec;
   std::byte in[kHelloReplyBytes];
   for (std::size_t done = 0; done < sizeof in;) {
     ssize_t n = ::recv(fd, in + done, sizeof in - done, 0);
@@ -147,13 +156,21 @@ error_code blocking_handshake(tcp::socket& socket, const PathEndpoints& path, co
       return {errno, boost::system::system_category()};
     }
   }
-  socket.native_non_blocking(false, ec);
   auto reply = decode_hello_reply(in);
   if (!reply) {
     detail = reply.error();
     return asio::error::invalid_argument;
   }
-  status = *reply;
+  status = reply->status;
+  if (status == HelloStatus::accepted) {
+    if (!tags_equal(reply->tag, accept_tag(mac, out, *reply))) {
+      detail = kNoProofFromAcceptor;
+      return asio::error::access_denied;
+    }
+    const PathTag proof = proof_tag(mac, out, *reply);
+    if ((ec = send_all(proof.data(), proof.size()))) return ec;
+  }
+  socket.native_non_blocking(false, ec);
   return {};
 }
 
@@ -235,6 +252,7 @@ struct StripedLink::Handshake {
   asio::steady_timer timer;
   std::byte hello[kPathHelloBytes];
   std::byte reply[kHelloReplyBytes];
+  PathTag proof{};
   bool timed_out = false;
 };
 
@@ -282,6 +300,7 @@ PathHello StripedLink::hello_for(std::size_t index) const {
   hello.path_count = static_cast<std::uint16_t>(paths_.size());
   hello.max_fragment_bytes = static_cast<std::uint32_t>(options_.max_fragment_bytes);
   hello.link_id = link_id_;
+  hello.nonce = new_path_nonce();
   return hello;
 }
 
@@ -340,7 +359,8 @@ Result<std::shared_ptr<StripedLink>> StripedLink::connect(asio::io_context& io, 
     tcp::socket socket(io);
     HelloStatus status = HelloStatus::malformed;
     std::string detail;
-    auto ec = blocking_handshake(socket, paths[i], link->hello_for(i), link->options_.hello_timeout, status, detail);
+    auto ec = blocking_handshake(socket, paths[i], link->hello_for(i), link->options_.path_mac,
+                                 link->options_.hello_timeout, status, detail);
     std::string error;
     if (ec) {
       error = detail.empty() ? ec.message() : detail;
@@ -416,16 +436,25 @@ void StripedLink::connect_path(std::size_t index,
     error_code ignored;
     hs->socket.close(ignored);
   });
-  hs->socket.async_connect({remote, path.endpoints.remote_port}, [hs, finish_attempt](const error_code& ec) {
+  hs->socket.async_connect({remote, path.endpoints.remote_port}, [hs, finish_attempt, mac = options_.path_mac](
+                                                                      const error_code& ec) {
     if (ec) return finish_attempt(ec, {});
-    asio::async_write(hs->socket, asio::buffer(hs->hello), [hs, finish_attempt](const error_code& ec, std::size_t) {
+    asio::async_write(hs->socket, asio::buffer(hs->hello), [hs, finish_attempt, mac](const error_code& ec, std::size_t) {
       if (ec) return finish_attempt(ec, {});
-      asio::async_read(hs->socket, asio::buffer(hs->reply), [hs, finish_attempt](const error_code& ec, std::size_t) {
+      asio::async_read(hs->socket, asio::buffer(hs->reply), [hs, finish_attempt, mac](const error_code& ec, std::size_t) {
         if (ec) return finish_attempt(ec, ec == asio::error::eof ? "closed by the peer during the hello" : "");
-        auto status = decode_hello_reply(hs->reply);
-        if (!status) return finish_attempt(asio::error::invalid_argument, status.error());
-        if (*status == HelloStatus::accepted) return finish_attempt({}, {});
-        finish_attempt(asio::error::connection_refused, "refused: " + std::string(to_string(*status)));
+        auto reply = decode_hello_reply(hs->reply);
+        if (!reply) return finish_attempt(asio::error::invalid_argument, reply.error());
+        if (reply->status != HelloStatus::accepted) {
+          return finish_attempt(asio::error::connection_refused, "refused: " + std::string(to_string(reply->status)));
+        }
+        if (!tags_equal(reply->tag, accept_tag(mac, hs->hello, *reply))) {
+          return finish_attempt(asio::error::access_denied, kNoProofFromAcceptor);
+        }
+        hs->proof = proof_tag(mac, hs->hello, *reply);
+        asio::async_write(hs->socket, asio::buffer(hs->proof), [finish_attempt](const error_code& ec, std::size_t) {
+          finish_attempt(ec, {});
+        });
       });
     });
   });
@@ -1219,6 +1248,8 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
     asio::steady_timer timer;
     std::byte hello[kPathHelloBytes];
     std::byte reply[kHelloReplyBytes];
+    HelloReply answer;  // as sent in `reply`
+    PathTag proof{};
   };
 
   asio::io_context& io;
@@ -1325,25 +1356,50 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
                           from, to_string(status));
       }
     }
-    encode_hello_reply(status, h->reply);
+    h->answer.status = status;
+    h->answer.nonce = new_path_nonce();
+    if (status == HelloStatus::accepted) h->answer.tag = accept_tag(options.path_mac, h->hello, h->answer);
+    encode_hello_reply(h->answer, h->reply);
+    const std::size_t index = hello ? hello->path_index : 0;
     asio::async_write(
         h->socket, asio::buffer(h->reply),
-        [self = shared_from_this(), h, link, created, status,
-         index = hello ? hello->path_index : 0](const error_code& ec, std::size_t) {
-          h->timer.cancel();
-          std::erase(self->pending, h);
+        [self = shared_from_this(), h, link, created, status, index, from](const error_code& ec, std::size_t) {
           if (self->closed || ec || status != HelloStatus::accepted) {
-            error_code ignored;
-            h->socket.close(ignored);
-            if (created && link) link->finish("its first path failed during the hello", false);
-            return;
+            return self->give_up(h, created ? link : nullptr, "its first path failed during the hello");
           }
-          link->attach(index, std::move(h->socket));
-          if (!link->announced_) {
-            link->announced_ = true;
-            self->on_link(link);
-          }
+          // The path is the connecting side's once it proves the secret over our
+          // nonce (the hello timer still runs).
+          asio::async_read(h->socket, asio::buffer(h->proof), [self, h, link, created, index, from](
+                                                                   const error_code& ec, std::size_t) {
+            if (self->closed || ec) {
+              return self->give_up(h, created ? link : nullptr, "its first path failed during the hello");
+            }
+            if (!tags_equal(h->proof, proof_tag(self->options.path_mac, h->hello, h->answer))) {
+              self->options.log->warn("striped path {} of link {:016x} from {} refused: its proof of the network's "
+                                      "secret is wrong",
+                                      index, link->link_id_, from);
+              return self->give_up(h, created ? link : nullptr, "its first path did not prove the network's secret");
+            }
+            h->timer.cancel();
+            std::erase(self->pending, h);
+            link->attach(index, std::move(h->socket));
+            if (!link->announced_) {
+              link->announced_ = true;
+              self->on_link(link);
+            }
+          });
         });
+  }
+
+  // Ends a path that did not make it through the hello; `created`, if not null, is
+  // the link it made, which goes with it.
+  void give_up(const std::shared_ptr<Pending>& h, const std::shared_ptr<StripedLink>& created,
+               const std::string& why) {
+    h->timer.cancel();
+    std::erase(pending, h);
+    error_code ignored;
+    h->socket.close(ignored);
+    if (created) created->finish(why, false);
   }
 };
 

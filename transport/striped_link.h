@@ -84,6 +84,9 @@ struct StripedOptions {
   std::chrono::milliseconds peer_closed_grace{500};
   // Path hello and reply (both sides); flushing on close().
   std::chrono::milliseconds hello_timeout{5000};
+  // Authenticates every path (stripe_wire.h): both sides must have the same MAC
+  // (a Canopy node passes HMAC-SHA256 under the network's secret), or both none.
+  PathMac path_mac;
   // A StripedAcceptor holds at most this many connections that have not yet shown
   // whether they are a striped path or a plain connection; one more is closed at
   // once (docs/protocol.md, "Resource bounds").

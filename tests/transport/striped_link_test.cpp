@@ -505,6 +505,97 @@ TEST_F(StripedLinkTest, ConnectingToNothingFailsWithEveryPathsReason) {
   EXPECT_NE(result.error().find("path 1"), std::string::npos) << result.error();
 }
 
+// A keyed MAC for path authentication (the node's is HMAC-SHA256 under the
+// network's secret, core/auth.h; the transport only needs some function of key and
+// input): FNV-1a over key and input, spread over the tag.
+PathMac keyed_mac(std::uint64_t key) {
+  return [key](std::span<const std::byte> input) {
+    PathTag tag{};
+    std::uint64_t h = 1469598103934665603ull ^ key;
+    for (std::size_t round = 0; round < tag.size() / 8; ++round) {
+      for (std::byte b : input) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
+      std::memcpy(tag.data() + 8 * round, &h, 8);
+    }
+    return tag;
+  };
+}
+
+// docs/security.md: with a key on both sides, the paths of a link are authenticated
+// and the link works as without.
+TEST_F(StripedLinkTest, PathsAuthenticatedWithTheSameKeyCarryTheLink) {
+  auto options = test_options();
+  options.path_mac = keyed_mac(42);
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(200);
+  EXPECT_EQ(client_stats().live_paths, 2u);
+}
+
+// An acceptor whose key differs (or that has none) cannot prove the secret: the
+// connecting side leaves every path, and says why.
+TEST_F(StripedLinkTest, APeerThatCannotProveTheKeyIsLeft) {
+  auto server_options = test_options(), client_options = test_options();
+  server_options.path_mac = keyed_mac(1);
+  client_options.path_mac = keyed_mac(2);
+  listen(two_, server_options);
+  std::promise<Result<std::shared_ptr<StripedLink>>> done;
+  client_.post([&] {
+    StripedLink::async_connect(client_.io(), paths(two_), client_options,
+                               [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
+  });
+  auto result = done.get_future().get();
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.error().find("without proving the network's secret"), std::string::npos) << result.error();
+}
+
+// The striped half of issue 16's hijack: a stranger who learned a live link's id
+// (it travels in clear) asks to add a path to it, but cannot prove the key: the path
+// is refused, and the link goes on over its own paths.
+TEST_F(StripedLinkTest, AStrangerWithALinksIdCannotAddAPathToIt) {
+  auto options = test_options();
+  options.path_mac = keyed_mac(7);
+  listen(two_, options);
+  connect(paths(two_), options);
+  stream(50);
+  const std::uint64_t id = client_.call([&] { return client_link_->link_id(); });
+  const auto before = server_stats();
+  for (const PathMac& stranger : {PathMac{}, keyed_mac(8)}) {
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect({asio::ip::make_address("127.0.0.1"), remote_[0].remote_port});
+    PathHello hello;
+    hello.link_id = id;
+    hello.path_index = 1;
+    hello.path_count = 2;
+    hello.rejoin = true;
+    hello.nonce = new_path_nonce();
+    std::byte out[kPathHelloBytes], in[kHelloReplyBytes];
+    encode_hello(hello, out);
+    asio::write(s, asio::buffer(out));
+    asio::read(s, asio::buffer(in));
+    auto reply = decode_hello_reply(in);
+    ASSERT_TRUE(reply) << reply.error();
+    ASSERT_EQ(reply->status, HelloStatus::accepted);  // the hello matches the link: only the proof can fail
+    const PathTag proof = proof_tag(stranger, out, *reply);
+    asio::write(s, asio::buffer(proof));
+    // The acceptor closes the connection instead of making it a path.
+    boost::system::error_code ec;
+    std::array<std::byte, 64> sink;
+    s.read_some(asio::buffer(sink), ec);
+    EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+  }
+  EXPECT_EQ(server_.call([&] { return acceptor_->open_links(); }), 1u);
+  client_.call([&] { outflow_.total = 100; });
+  stream(100);
+  const auto after = server_stats();
+  EXPECT_EQ(after.live_paths, 2u) << "the link lost a path to the stranger";
+  for (std::size_t i = 0; i < 2; ++i) {
+    // Never replaced: the same connection as before, never rejoined.
+    EXPECT_EQ(after.paths[i].remote, before.paths[i].remote) << "path " << i << " was taken by the stranger";
+    EXPECT_EQ(after.paths[i].rejoins, 0u) << "path " << i;
+  }
+}
+
 TEST_F(StripedLinkTest, ARejoinForALinkTheAcceptorDoesNotKnowIsRefused) {
   listen({"127.0.0.1"}, test_options());
   asio::io_context io;
@@ -517,9 +608,9 @@ TEST_F(StripedLinkTest, ARejoinForALinkTheAcceptorDoesNotKnowIsRefused) {
   encode_hello(hello, out);
   asio::write(s, asio::buffer(out));
   asio::read(s, asio::buffer(in));
-  auto status = decode_hello_reply(in);
-  ASSERT_TRUE(status) << status.error();
-  EXPECT_EQ(*status, HelloStatus::unknown_link);
+  auto reply = decode_hello_reply(in);
+  ASSERT_TRUE(reply) << reply.error();
+  EXPECT_EQ(reply->status, HelloStatus::unknown_link);
   EXPECT_EQ(server_.call([&] { return acceptor_->open_links(); }), 0u);
 }
 

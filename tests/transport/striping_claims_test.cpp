@@ -77,14 +77,20 @@ class RawPath {
     return true;
   }
 
-  // The path hello, and the acceptor's answer.
-  std::optional<HelloStatus> hello(const PathHello& h) {
+  // The path hello, the acceptor's answer, and (accepted) the proof, by `mac` (none:
+  // zeros, as for an acceptor without a key).
+  std::optional<HelloStatus> hello(const PathHello& h, const PathMac& mac = nullptr) {
     std::array<std::byte, kPathHelloBytes> out;
     encode_hello(h, out.data());
     std::array<std::byte, kHelloReplyBytes> reply;
     if (!write(out.data(), out.size()) || !read(reply.data(), reply.size())) return std::nullopt;
-    auto status = decode_hello_reply(reply.data());
-    return status ? std::optional(*status) : std::nullopt;
+    auto answer = decode_hello_reply(reply.data());
+    if (!answer) return std::nullopt;
+    if (answer->status == HelloStatus::accepted) {
+      const PathTag proof = proof_tag(mac, out.data(), *answer);
+      if (!write(proof.data(), proof.size())) return std::nullopt;
+    }
+    return answer->status;
   }
 
   // A data fragment: the whole of `stream` from `seq`, with a correct checksum.

@@ -205,12 +205,52 @@ TEST(StripeWire, HelloMagicReadAsAPlainFrameLengthIsOverAnyFrameLimit) {
 
 TEST(StripeWire, HelloReplyRoundTrips) {
   std::byte out[kHelloReplyBytes];
-  encode_hello_reply(HelloStatus::unknown_link, out);
+  HelloReply reply{.status = HelloStatus::unknown_link, .nonce = new_path_nonce()};
+  reply.tag[0] = std::byte{7};
+  reply.tag[31] = std::byte{9};
+  encode_hello_reply(reply, out);
   auto back = decode_hello_reply(out);
   ASSERT_TRUE(back);
-  EXPECT_EQ(*back, HelloStatus::unknown_link);
+  EXPECT_EQ(back->status, HelloStatus::unknown_link);
+  EXPECT_EQ(back->nonce, reply.nonce);
+  EXPECT_EQ(back->tag, reply.tag);
   out[10] = std::byte{0};
   EXPECT_FALSE(decode_hello_reply(out));  // checksum no longer matches
+}
+
+// The tags of path authentication: each side's depends on the key, on both nonces
+// (so none can be replayed on another connection) and on its label (so the
+// acceptor's can never serve as the connecting side's proof); without a key they are
+// zeros.
+TEST(StripeWire, PathTagsBindTheKeyBothNoncesAndTheirRole) {
+  auto keyed = [](std::uint8_t key) -> PathMac {
+    return [key](std::span<const std::byte> input) {
+      PathTag tag{};  // a stand-in MAC: any function of key and input will do here
+      for (std::size_t i = 0; i < input.size(); ++i) {
+        tag[i % tag.size()] = static_cast<std::byte>(static_cast<std::uint8_t>(tag[i % tag.size()]) * 31u +
+                                                     static_cast<std::uint8_t>(input[i]) + key);
+      }
+      return tag;
+    };
+  };
+  PathHello h;
+  h.nonce = new_path_nonce();
+  std::byte hello[kPathHelloBytes];
+  encode_hello(h, hello);
+  HelloReply reply{.status = HelloStatus::accepted, .nonce = new_path_nonce()};
+  const auto tag = accept_tag(keyed(1), hello, reply);
+  EXPECT_TRUE(tags_equal(tag, accept_tag(keyed(1), hello, reply)));
+  EXPECT_FALSE(tags_equal(tag, accept_tag(keyed(2), hello, reply)));
+  EXPECT_FALSE(tags_equal(tag, proof_tag(keyed(1), hello, reply)));
+  HelloReply other = reply;
+  other.nonce = new_path_nonce();
+  EXPECT_FALSE(tags_equal(tag, accept_tag(keyed(1), hello, other)));
+  PathHello again = h;
+  again.nonce = new_path_nonce();
+  std::byte hello2[kPathHelloBytes];
+  encode_hello(again, hello2);
+  EXPECT_FALSE(tags_equal(tag, accept_tag(keyed(1), hello2, reply)));
+  EXPECT_TRUE(tags_equal(accept_tag(nullptr, hello, reply), PathTag{}));
 }
 
 // ---------------------------------------------------------------------------
