@@ -95,7 +95,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
   sigaddset(&defaults, SIGCHLD);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own (its pid): what it starts that is not a Canopy
+  // process (a wrapper script's commands) is ended with it, and the terminal's
+  // signals go to the front-end alone, which shuts the tree down in order.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
@@ -130,16 +134,16 @@ ChildProcess::ChildProcess(asio::io_context& io, pid_t pid, int pidfd)
 void ChildProcess::release() {
   *alive_ = false;  // the watch's handler, if any, does nothing
   running_ = false;
+  released_ = true;
   boost::system::error_code ignored;
   pidfd_.close(ignored);
 }
 
 ChildProcess::~ChildProcess() {
   *alive_ = false;
-  if (running_) {
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+  if (released_) return;
+  ::kill(-pid_, SIGKILL);  // the child and whatever of its group is left
+  if (running_) waitpid(pid_, nullptr, 0);
 }
 
 bool ChildProcess::try_reap() {
@@ -149,6 +153,10 @@ bool ChildProcess::try_reap() {
   if (r == pid_ || (r < 0 && errno == ECHILD)) {
     running_ = false;
     status_ = status;
+    // What it started in its group and left behind (a wrapper script's command
+    // holding our output open) goes with it. The group's id cannot name another
+    // process while any member is alive.
+    ::kill(-pid_, SIGKILL);
     return true;
   }
   return false;
@@ -168,7 +176,7 @@ void ChildProcess::watch(std::function<void(int)> on_exit) {
 }
 
 void ChildProcess::kill(int signal) {
-  if (running_) ::kill(pid_, signal);
+  if (running_) ::kill(-pid_, signal);  // its whole process group
 }
 
 }  // namespace canopy::core

@@ -47,12 +47,15 @@ class ChildProcess {
   static Result<std::unique_ptr<ChildProcess>> spawn(asio::io_context& io,
                                                      const std::vector<std::string>& argv,
                                                      const Environment& env, const std::string& stdin_data = {});
-  ~ChildProcess();  // kills with SIGKILL and reaps if still running
+  // Each child runs in a process group of its own. The destructor kills the group
+  // with SIGKILL and reaps the child if it is still running; a child that exits
+  // takes the rest of its group with it (strays of a wrapper script).
+  ~ChildProcess();
 
   // Calls `on_exit(status)` once, on the io_context, after the process exits and has
   // been reaped.
   void watch(std::function<void(int status)> on_exit);
-  void kill(int signal);
+  void kill(int signal);  // to the child's process group
   // Lets the process live on when this object goes (no SIGKILL), and stops
   // watching it: for a parent that leaves the tree to its children (Node::abandon).
   void release();
@@ -66,6 +69,7 @@ class ChildProcess {
   pid_t pid_;
   asio::posix::stream_descriptor pidfd_;
   bool running_ = true;
+  bool released_ = false;
   int status_ = 0;
   std::function<void(int)> on_exit_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
