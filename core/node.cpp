@@ -357,7 +357,7 @@ void Node::on_parent_message(capnp::MessageReader& message) {
 // (their bytes wait in the kernel, then in their own queues, which hold their own
 // children or the back-end's send() back), until it is down to kUpstreamLowWater.
 void Node::set_upstream_full(bool full) {
-  if (full == upstream_full_) return;
+  if (full == upstream_full_ || (full && stopping())) return;
   upstream_full_ = full;
   log().debug("upstream queue {}: {} reading from the children", full ? "full" : "drained",
               full ? "pausing" : "resuming");
@@ -622,6 +622,9 @@ void Node::begin_stop(const std::string& reason) {
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
   emit(events::Stopping{reason});
   review_held_adoptions();  // told to stop, as any orphan asking now would be
+  // The children are read again, to see them close: what data they still send is
+  // dropped while stopping (services/streams.cpp), so nothing piles up.
+  set_upstream_full(false);
   for (auto& link : pending_) link->close("stopping");
   Message message(id_);
   message.body().initShutdown().setReason(reason);
