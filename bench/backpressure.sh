@@ -54,19 +54,9 @@ command -v gnuplot >/dev/null || { echo "bench/backpressure.sh: gnuplot is not i
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-group=""
-end_group() {
-  [ -n "$group" ] || return 0
-  kill -CONT -- "-$group" 2>/dev/null || true
-  kill -KILL -- "-$group" 2>/dev/null || true
-  wait "$group" 2>/dev/null || true
-  group=""
-}
-trap end_group EXIT
-trap 'exit 130' INT TERM
+own_group_trap
 
 rss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024; found = 1 } END { if (!found) printf "" }' "/proc/$1/status" 2>/dev/null || true; }
-now_ms() { date +%s%3N; }
 
 echo "bytes,rss_before_mib,rss_peak_stopped_mib,received_mib_per_s_before" > "$out/summary.csv"
 for bytes in $sizes; do

@@ -24,6 +24,7 @@
 # is in a process group of its own, continued and killed on the way out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 out=/tmp/canopy-chaos-$(date +%Y%m%d-%H%M%S)
 seeds=10
 seconds=60
@@ -53,20 +54,8 @@ command -v gnuplot >/dev/null || { echo "bench/chaos.sh: gnuplot is not installe
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-group=""
-stopped=()  # pids stopped and not continued yet
-end_group() {
-  [ -n "$group" ] || return 0
-  kill -CONT -- "-$group" 2>/dev/null || true
-  kill -KILL -- "-$group" 2>/dev/null || true
-  wait "$group" 2>/dev/null || true
-  group=""
-}
-trap end_group EXIT
-trap 'exit 130' INT TERM
+own_group_trap
 
-# now_ms: milliseconds since the epoch.
-now_ms() { date +%s%3N; }
 
 echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds" > "$out/runs.csv"
 echo "seed,time_s,pid,fault,stop_ms" > "$out/faults.csv"

@@ -48,3 +48,23 @@ run_bounded() {
   [ "$status" -eq 0 ] || echo "exit status $status: $* (see $log.log)" >&2
   return 0
 }
+
+# now_ms: milliseconds since the epoch.
+now_ms() { date +%s%3N; }
+
+# One run at a time in a process group of its own: the script sets $group to the
+# group (the leader's pid, started with setsid); own_group_trap makes the exit,
+# whatever causes it, continue and kill that group (a run may have stopped
+# processes), and INT and TERM exit 130. end_group does the same at once.
+group=""
+end_group() {
+  [ -n "$group" ] || return 0
+  kill -CONT -- "-$group" 2>/dev/null || true
+  kill -KILL -- "-$group" 2>/dev/null || true
+  wait "$group" 2>/dev/null || true
+  group=""
+}
+own_group_trap() {
+  trap end_group EXIT
+  trap 'exit 130' INT TERM
+}
