@@ -182,14 +182,19 @@ class StripedLinkTest : public ::testing::Test {
     return p;
   }
 
-  // Connects and starts the client link (progress reports drive the sending).
-  void connect(std::vector<PathEndpoints> to, StripedOptions options) {
+  // What StripedLink::async_connect hands back, on the client's loop.
+  Result<std::shared_ptr<StripedLink>> try_connect(std::vector<PathEndpoints> to, StripedOptions options) {
     std::promise<Result<std::shared_ptr<StripedLink>>> done;
     client_.post([&] {
       StripedLink::async_connect(client_.io(), to, options,
                                  [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
     });
-    auto result = done.get_future().get();
+    return done.get_future().get();
+  }
+
+  // Connects and starts the client link (progress reports drive the sending).
+  void connect(std::vector<PathEndpoints> to, StripedOptions options) {
+    auto result = try_connect(std::move(to), std::move(options));
     ASSERT_TRUE(result) << result.error();
     client_.call([&] {
       client_link_ = *result;
@@ -494,12 +499,7 @@ TEST_F(StripedLinkTest, BlockingConnectGivesALinkThatWorksOnceTheLoopRuns) {
 }
 
 TEST_F(StripedLinkTest, ConnectingToNothingFailsWithEveryPathsReason) {
-  std::promise<Result<std::shared_ptr<StripedLink>>> done;
-  client_.post([&] {
-    StripedLink::async_connect(client_.io(), {{"", "127.0.0.1", 1}, {"", "127.0.0.2", 1}}, test_options(),
-                               [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
-  });
-  auto result = done.get_future().get();
+  auto result = try_connect({{"", "127.0.0.1", 1}, {"", "127.0.0.2", 1}}, test_options());
   ASSERT_FALSE(result);
   EXPECT_NE(result.error().find("path 0"), std::string::npos) << result.error();
   EXPECT_NE(result.error().find("path 1"), std::string::npos) << result.error();
@@ -538,12 +538,7 @@ TEST_F(StripedLinkTest, APeerThatCannotProveTheKeyIsLeft) {
   server_options.path_mac = keyed_mac(1);
   client_options.path_mac = keyed_mac(2);
   listen(two_, server_options);
-  std::promise<Result<std::shared_ptr<StripedLink>>> done;
-  client_.post([&] {
-    StripedLink::async_connect(client_.io(), paths(two_), client_options,
-                               [&](Result<std::shared_ptr<StripedLink>> r) { done.set_value(std::move(r)); });
-  });
-  auto result = done.get_future().get();
+  auto result = try_connect(paths(two_), client_options);
   ASSERT_FALSE(result);
   EXPECT_NE(result.error().find("without proving the network's secret"), std::string::npos) << result.error();
 }
