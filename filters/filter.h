@@ -61,6 +61,10 @@ class FilterRegistry {
   Result<std::unique_ptr<Filter>> create(const std::string& name, const FilterContext& context,
                                          const Packet& params = {}) const;
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+  // The shared object filter `name` was loaded from: "" for a built-in or an unknown name.
+  std::string plugin_path(const std::string& name) const;
+  // Whether filter `name` has extract_state (see canopy::Filter::state_recoverable).
+  bool state_recoverable(const std::string& name) const;
   std::vector<std::string> names() const;
 
  private:

@@ -122,6 +122,16 @@ Result<std::unique_ptr<Filter>> FilterRegistry::create(const std::string& name,
   return std::make_unique<Filter>(d, state, it->second.library);
 }
 
+std::string FilterRegistry::plugin_path(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? "" : it->second.path;
+}
+
+bool FilterRegistry::state_recoverable(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it != entries_.end() && it->second.descriptor->extract_state != nullptr;
+}
+
 std::vector<std::string> FilterRegistry::names() const {
   std::vector<std::string> names;
   for (const auto& [n, e] : entries_) names.push_back(n);

@@ -35,6 +35,9 @@ struct StreamCreate {
   syncTimeoutMs @5 :UInt32;      # for syncMode timeOut
   upstreamParams @6 :List(Core.Value);    # parameters given to the upstream filter's create
   downstreamParams @7 :List(Core.Value);  # and to the downstream filter's
+  upstreamPlugin @8 :Text;       # set by the root when the upstream filter is a plugin
+                                 # and state recoverable: the file back-ends load it
+                                 # from (they load no plugin otherwise)
 }
 
 struct StreamAck {

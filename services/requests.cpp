@@ -58,11 +58,12 @@ void RequestService::load_filter(std::uint64_t request, const std::string& path,
   } else {
     log().info("loaded filter {} from {}", name, path);
   }
-  // Back-ends too: they keep state-recoverable filters over their own packets.
+  // Commnodes only: back-ends run no filter but a state-recoverable upstream one,
+  // whose plugin a stream that needs it names (StreamService::create_stream).
   std::vector<std::size_t> targets;
   const auto& children = node_.children();
   for (std::size_t i = 0; i < children.size(); ++i) {
-    if (children[i].link) targets.push_back(i);
+    if (children[i].link && children[i].role == Role::commnode) targets.push_back(i);
   }
   core::Outgoing message(node_.identity(), id(), Kind::LOAD_FILTER);
   auto l = message.init<wire::requests::LoadFilter>();

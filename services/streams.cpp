@@ -43,6 +43,7 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec) 
   c.setDownstreamFilter(spec.downstream_filter);
   core::encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
   core::encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
+  c.setUpstreamPlugin(spec.upstream_plugin);
 }
 
 StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
@@ -55,6 +56,7 @@ StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
   spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
   spec.downstream_filter = c.getDownstreamFilter();
   spec.downstream_params = core::decode_values(c.getDownstreamParams());
+  spec.upstream_plugin = c.getUpstreamPlugin();
   return spec;
 }
 
@@ -149,7 +151,12 @@ void StreamService::create_stream(const StreamSpec& spec) {
       return;
     }
   }
-  open_stream(spec);
+  // Back-ends load no plugin unless a stream needs one there: a state-recoverable
+  // upstream filter, whose instance over a back-end's own packets is the state it
+  // gives a new parent (docs/filters.md, "Where filters run").
+  StreamSpec opened = spec;
+  if (filters_.state_recoverable(spec.upstream_filter)) opened.upstream_plugin = filters_.plugin_path(spec.upstream_filter);
+  open_stream(opened);
 }
 
 void StreamService::open_stream(const StreamSpec& spec) {
@@ -211,13 +218,21 @@ Result<void> StreamService::make_filters(Stream& stream) {
   const Rank me = node_.identity().rank;
   const auto live = static_cast<std::uint32_t>(node_.children().connected());
   const FilterContext context{.rank = me, .stream = spec.id, .upstream = true, .children = live};
-  auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
   if (node_.children().empty()) {
     // A back-end keeps an instance of a state-recoverable upstream filter over its
-    // own packets: its state is what it sends a new parent if its parent dies.
+    // own packets: its state is what it sends a new parent if its parent dies. Such
+    // a filter from a plugin is the only plugin a back-end loads.
+    if (!spec.upstream_plugin.empty()) {
+      if (auto loaded = filters_.load(spec.upstream_plugin, spec.upstream_filter); !loaded) {
+        return Error{loaded.error() + " (back-ends keep the state of the state-recoverable filter '" +
+                     spec.upstream_filter + "')"};
+      }
+    }
+    auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
     if (filter && (*filter)->state_recoverable()) stream.filter = std::move(*filter);
     return {};
   }
+  auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);
   if (!spec.downstream_filter.empty()) {

@@ -39,6 +39,9 @@ namespace asio = boost::asio;
 // ascending and without duplicates.
 struct StreamSpec : StreamOptions {
   StreamId id = 0;
+  // The plugin back-ends load the upstream filter from: set by the root for a
+  // state-recoverable filter from a plugin, "" otherwise.
+  std::string upstream_plugin;
 };
 
 // Reads the sync "filter" parameter: one positive integer, the time-out in ms.

@@ -88,9 +88,10 @@ class Network {
   const Topology& topology() const;
 
   // Loads filter `name` (symbol canopy_filter_<name>) from the shared object `path`
-  // in every process of the tree that runs filters (the front-end and every
-  // commnode; back-ends run none), so that streams can name it. `path` must be valid
-  // on every host. Fails, naming each node and its reason, if any node could not
+  // in the front-end and every commnode, so that streams can name it. Back-ends load
+  // it only when a stream uses it as a state-recoverable upstream filter (they keep
+  // its state over their own packets; docs/filters.md, "Where filters run"). `path`
+  // must be valid on every host that loads it. Fails, naming each node and its reason, if any node could not
   // load it; the tree keeps running either way. Loading the same file and name
   // again is harmless.
   Result<void> load_filter(const std::string& path, const std::string& name);

@@ -34,6 +34,7 @@ namespace {
 const std::string kBin = CANOPY_BIN_DIR;
 const std::string kTestBin = CANOPY_TEST_BIN_DIR;
 const std::string kScaleFilter = CANOPY_SCALE_FILTER;
+const std::string kWhereFilters = CANOPY_WHERE_FILTERS;
 const std::string kScriptBackend = kTestBin + "/script_backend";
 
 class Streams : public TreeTest {
@@ -160,6 +161,67 @@ TEST_F(Streams, PluginFilterLoadsEverywhereAndTakesParameters) {
   out = next(*net);
   ASSERT_TRUE(out);
   EXPECT_EQ(int_at(*out, 0), 24);
+}
+
+// How many processes of each program loaded where_filters.so (its load log).
+std::map<std::string, int> loads(const std::filesystem::path& log) {
+  std::map<std::string, int> count;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) ++count[line];
+  return count;
+}
+
+TEST_F(Streams, BackendsLoadOnlyThePluginsOfStateRecoverableFiltersTheirStreamsUse) {
+  const auto log = dir_ / "loads";
+  // Inherited by the tree's processes; this test's own process logs too.
+  ASSERT_EQ(setenv("CANOPY_TEST_LOAD_LOG", log.c_str(), 1), 0);
+  auto* net = launch("b:2^2");
+  ASSERT_TRUE(net);
+  ASSERT_TRUE(net->load_filter(kWhereFilters, "where_sum"));
+  EXPECT_EQ(loads(log), (std::map<std::string, int>{{"canopy-commnode", 2}, {"stream_test", 1}}))
+      << "the front-end and the commnodes load a plugin, the back-ends do not";
+  auto sum = net->create_stream({.upstream_filter = "where_sum"});
+  ASSERT_TRUE(sum) << sum.error();
+  ASSERT_TRUE(net->broadcast(*sum, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 0 + 1 + 2 + 3);
+  EXPECT_EQ(loads(log).count("script_backend"), 0u) << "a stream of a filter without state needs none";
+
+  // A state-recoverable filter: each back-end keeps its instance over its own
+  // packets, so each loads the plugin when the stream is created there.
+  ASSERT_TRUE(net->load_filter(kWhereFilters, "where_max"));
+  auto max = net->create_stream({.upstream_filter = "where_max"});
+  ASSERT_TRUE(max) << max.error();
+  EXPECT_EQ(loads(log), (std::map<std::string, int>{{"canopy-commnode", 2}, {"script_backend", 4}, {"stream_test", 1}}));
+  ASSERT_TRUE(net->broadcast(*max, reply_command()));
+  out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 3);
+}
+
+TEST_F(Streams, ABackendThatCannotLoadAStateRecoverablePluginFailsTheStreamAndSaysWhy) {
+  auto* net = launch("b:2");
+  ASSERT_TRUE(net);
+  // Loaded by the front-end and the commnodes, then gone before the back-ends need it.
+  const auto copy = dir_ / "where_copy.so";
+  std::filesystem::copy_file(kWhereFilters, copy);
+  ASSERT_TRUE(net->load_filter(copy.string(), "where_max"));
+  std::filesystem::remove(copy);
+  auto stream = net->create_stream({.upstream_filter = "where_max"});
+  ASSERT_FALSE(stream);
+  EXPECT_NE(stream.error().find("back-end"), std::string::npos) << stream.error();
+  EXPECT_NE(stream.error().find("where_copy.so"), std::string::npos) << stream.error();
+  EXPECT_NE(stream.error().find("back-ends keep the state of the state-recoverable filter 'where_max'"),
+            std::string::npos)
+      << stream.error();
+  // The tree goes on: a stream of a built-in filter works.
+  auto sum = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(sum) << sum.error();
+  ASSERT_TRUE(net->broadcast(*sum, reply_command()));
+  auto out = next(*net);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 0 + 1);
 }
 
 TEST_F(Streams, PluginFailuresAreReportedAndTheTreeKeepsRunning) {
