@@ -19,6 +19,7 @@ packages=(
   elfutils                    # eu-stack, the baseline of the stack benchmark
   graphviz                    # dot, to draw merged call trees as SVG
   libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
+  tmux                        # a real terminal for the test of canopy status --watch
 )
 
 missing=()

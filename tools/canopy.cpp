@@ -29,6 +29,7 @@
 #include "demo_protocol.h"
 #include "programs.h"
 #include "stack_command.h"
+#include "status_file.h"
 #include "union_record.h"
 
 namespace {
@@ -43,6 +44,7 @@ double seconds_since(Clock::time_point t) {
 std::string json_string(const std::string& s) { return canopy::to_json(canopy::Value{s}); }
 
 using canopy::tools::sibling_program;
+using canopy::tools::StatusWriter;
 
 struct RunOptions {
   std::string topology_file;
@@ -73,39 +75,6 @@ struct RunOptions {
   std::optional<double> corrupt;
 };
 
-// Writes the live tree as JSON, atomically (a reader never sees half a file).
-void write_status(canopy::Network& net, const std::string& path) {
-  if (path.empty()) return;
-  std::string json = "{\"nodes\":[";
-  bool first = true;
-  for (const auto& n : net.status()) {
-    json += first ? "\n" : ",\n";
-    first = false;
-    json += "{\"rank\":" + std::to_string(n.rank) + ",\"role\":\"" + std::string(canopy::to_string(n.role)) +
-            "\",\"host\":" + json_string(n.host) + ",\"parent\":" +
-            (n.parent ? std::to_string(*n.parent) : std::string("null")) + ",\"state\":\"" +
-            (n.alive ? "alive" : "lost") + "\",\"incarnation\":" + std::to_string(n.incarnation) + ",\"children\":[";
-    for (std::size_t i = 0; i < n.children.size(); ++i) json += (i ? "," : "") + std::to_string(n.children[i]);
-    json += "]";
-    if (n.role == canopy::Role::backend) {
-      json += std::string(",\"member\":") + (n.member ? "true" : "false") + ",\"epoch\":" + std::to_string(n.epoch) +
-              ",\"stale_dropped\":" + std::to_string(n.stale_dropped);
-    }
-    json += "}";
-  }
-  const auto view = net.view();
-  json += "\n],\"view\":{\"id\":" + std::to_string(view.id) + ",\"members\":" + std::to_string(view.members.size()) + "}";
-  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::system_clock::now().time_since_epoch()).count();
-  json += ",\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now) + "}\n";
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << json;
-  }
-  std::rename(temporary.c_str(), path.c_str());
-}
-
 // "[1, 2]"
 std::string rank_list(const std::vector<canopy::Rank>& ranks) {
   std::string out = "[";
@@ -115,7 +84,7 @@ std::string rank_list(const std::vector<canopy::Rank>& ranks) {
 
 // Prints every event that has arrived (failures, adoptions, recoveries, views), keeps
 // the status file current, and returns the events for the workload to act on.
-std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, const std::string& status_file) {
+std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, StatusWriter& status) {
   std::vector<canopy::Event> events;
   while (auto e = net.next_event(std::chrono::milliseconds(0))) {
     if (jsonl) {
@@ -142,7 +111,11 @@ std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, const 
     std::fflush(stdout);
     events.push_back(std::move(*e));
   }
-  if (!events.empty()) write_status(net, status_file);
+  if (events.empty()) {
+    status.refresh(net);
+  } else {
+    status.update(net);
+  }
   return events;
 }
 
@@ -160,7 +133,7 @@ void wait_for_packet_or_event(const canopy::Network& net, std::chrono::milliseco
 // event) and is not waited for. The final union is checked against what the back-ends recorded
 // (union_record.h): all of the survivors', and what each failed back-end recorded
 // more than a second before the front-end learned of its failure.
-int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<canopy::Rank>& backends,
+int run_union(canopy::Network& net, const RunOptions& opt, StatusWriter& status, const std::vector<canopy::Rank>& backends,
               const std::function<int(const std::string&, int)>& fail) {
   using canopy::demo::WallClock;
   const bool jsonl = opt.format == "jsonl";
@@ -188,7 +161,7 @@ int run_union(canopy::Network& net, const RunOptions& opt, const std::vector<can
   const std::set<canopy::Rank> is_backend(backends.begin(), backends.end());
   std::size_t waiting = backends.size();
   auto handle_events = [&] {
-    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
+    for (const auto& e : print_events(net, jsonl, status)) {
       if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
         failure_time.emplace(e.rank, e.time);
       } else if (e.kind == canopy::Event::Kind::gossip && is_backend.count(e.rank)) {
@@ -347,7 +320,7 @@ bool matches(const canopy::Value& got, const canopy::Value& want) {
   return got == want;
 }
 
-int run(const RunOptions& opt) {
+int run_tree(const RunOptions& opt, StatusWriter& status) {
   bool jsonl = opt.format == "jsonl";
   auto fail = [&](const std::string& message, int code = 1) {
     if (jsonl) std::cout << "{\"error\":" << json_string(message) << "}" << std::endl;
@@ -427,13 +400,13 @@ int run(const RunOptions& opt) {
                 launch_seconds, backends.size());
     std::fflush(stdout);
   }
-  write_status(net, opt.status_file);
+  status.update(net);
   if (!opt.plugin.empty()) {
     if (auto loaded = net.load_filter(opt.plugin, opt.filter); !loaded) return fail(loaded.error());
   }
   if (opt.workload == "union") {
     if (!opt.backend.empty()) return fail("--workload union runs the demo back-end; drop --backend", 2);
-    return run_union(net, opt, backends, fail);
+    return run_union(net, opt, status, backends, fail);
   }
 
   auto stream = net.create_stream({.upstream_filter = opt.filter});
@@ -461,7 +434,7 @@ int run(const RunOptions& opt) {
   // A wave is late when no result came for this long: the workload is stuck.
   const auto quiet_limit = std::chrono::milliseconds(std::max(10000, opt.interval_ms * 4 + 5000));
   auto handle_events = [&] {
-    for (const auto& e : print_events(net, jsonl, opt.status_file)) {
+    for (const auto& e : print_events(net, jsonl, status)) {
       if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
     }
   };
@@ -533,92 +506,17 @@ int run(const RunOptions& opt) {
   return 0;
 }
 
-// `canopy status FILE`: the live tree a running `canopy run --status FILE` keeps.
-int status(const std::string& path, const std::string& format) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "canopy status: cannot read " << path << ": " << std::strerror(errno)
-              << " (start the run with canopy run --status " << path << ")\n";
+// canopy run: the tree's run, and --status FILE marked finished when it is over.
+int run(const RunOptions& opt) {
+  StatusWriter status(opt.status_file);
+  if (auto ok = status.start(); !ok) {
+    if (opt.format == "jsonl") std::cout << "{\"error\":" << json_string(ok.error()) << "}" << std::endl;
+    std::cerr << "canopy run: " << ok.error() << "\n";
     return 2;
   }
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  if (format == "json") {
-    std::cout << text;
-    return 0;
-  }
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(text);  // JSON is YAML
-  } catch (const YAML::Exception& e) {
-    std::cerr << "canopy status: " << path << " is not a status file: " << e.what() << "\n";
-    return 2;
-  }
-  struct Entry {
-    std::string role, host, state;
-    std::uint32_t incarnation = 0;
-    std::vector<canopy::Rank> children;
-    bool has_parent = false;
-    bool member = true;  // back-ends; status files of older versions say nothing
-    std::uint32_t epoch = 0;
-    std::uint64_t stale_dropped = 0;
-  };
-  std::map<canopy::Rank, Entry> nodes;
-  std::vector<canopy::Rank> order;
-  try {
-    for (const auto& n : doc["nodes"]) {
-      Entry e;
-      e.role = n["role"].as<std::string>();
-      e.host = n["host"].as<std::string>();
-      e.state = n["state"].as<std::string>();
-      e.incarnation = n["incarnation"].as<std::uint32_t>();
-      e.has_parent = !n["parent"].IsNull();
-      for (const auto& c : n["children"]) e.children.push_back(c.as<canopy::Rank>());
-      if (n["member"]) e.member = n["member"].as<bool>();
-      if (n["epoch"]) e.epoch = n["epoch"].as<std::uint32_t>();
-      if (n["stale_dropped"]) e.stale_dropped = n["stale_dropped"].as<std::uint64_t>();
-      auto rank = n["rank"].as<canopy::Rank>();
-      order.push_back(rank);
-      nodes.emplace(rank, std::move(e));
-    }
-  } catch (const YAML::Exception& e) {
-    std::cerr << "canopy status: " << path << " is not a status file: " << e.what() << "\n";
-    return 2;
-  }
-  if (order.empty()) {
-    std::cerr << "canopy status: " << path << " lists no processes\n";
-    return 2;
-  }
-  std::size_t alive = 0, lost = 0;
-  for (const auto& [rank, e] : nodes) (e.state == "alive" ? alive : lost)++;
-  std::set<canopy::Rank> shown;
-  std::function<void(canopy::Rank, const std::string&, bool, bool)> print =
-      [&](canopy::Rank rank, const std::string& prefix, bool last, bool root) {
-        if (!shown.insert(rank).second) return;
-        auto it = nodes.find(rank);
-        if (it == nodes.end()) return;
-        const auto& e = it->second;
-        std::cout << prefix << (root ? "" : last ? "`- " : "|- ") << e.role << " " << rank << " on " << e.host << ": "
-                  << e.state;
-        if (e.incarnation) std::cout << " (adopted, incarnation " << e.incarnation << ")";
-        if (e.role == "backend" && !e.member) std::cout << ", not a member of the view (epoch " << e.epoch << ")";
-        if (e.stale_dropped) std::cout << ", " << e.stale_dropped << " stale message(s) kept out";
-        std::cout << "\n";
-        std::string below = prefix + (root ? "" : last ? "   " : "|  ");
-        for (std::size_t i = 0; i < e.children.size(); ++i) {
-          print(e.children[i], below, i + 1 == e.children.size(), false);
-        }
-      };
-  print(order.front(), "", true, true);
-  for (auto rank : order) {
-    if (!shown.count(rank) && nodes[rank].state == "lost") print(rank, "", true, true);
-  }
-  std::cout << alive << " alive, " << lost << " lost";
-  if (doc["view"]) {
-    std::cout << "; membership view " << doc["view"]["id"].as<std::uint64_t>() << ": "
-              << doc["view"]["members"].as<std::size_t>() << " members";
-  }
-  std::cout << "\n";
-  return 0;
+  const int code = run_tree(opt, status);
+  status.finish(code);
+  return code;
 }
 
 struct TopgenOptions {
@@ -803,11 +701,22 @@ int main(int argc, char** argv) {
                       "Keep FILE up to date with the live tree (JSON), for canopy status FILE");
 
   std::string status_path, status_format = "text";
-  auto* status_cmd = app.add_subcommand("status", "Show the live tree of a run started with canopy run --status FILE");
+  bool status_watch = false;
+  double status_interval = 1;
+  auto* status_cmd = app.add_subcommand(
+      "status",
+      "Show the tree of a run started with canopy run --status FILE: running, finished, or stale (its front-end "
+      "gone without finishing; exit status 1)");
   status_cmd->add_option("file", status_path, "The status file")->required();
-  status_cmd->add_option("--format", status_format, "text (a tree) or json (the file as is)")
+  auto* status_format_opt = status_cmd->add_option("--format", status_format, "text (a tree) or json (the file as is)")
+                                ->capture_default_str()
+                                ->check(CLI::IsMember({"text", "json"}));
+  status_cmd->add_flag("--watch", status_watch,
+                       "Redraw the tree until the run is over (waits for FILE if the run has not started)")
+      ->excludes(status_format_opt);
+  status_cmd->add_option("--interval", status_interval, "Seconds between redraws with --watch")
       ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(CLI::Range(0.05, 3600.0));
 
   canopy::tools::StackOptions stack_opt;
   auto* stack_cmd = canopy::tools::add_stack_command(app, stack_opt);
@@ -844,7 +753,7 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;  // bad usage: 2, as the README says (CLI11 has its own codes)
   }
-  if (*status_cmd) return status(status_path, status_format);
+  if (*status_cmd) return canopy::tools::status_command(status_path, status_format, status_watch, status_interval);
   if (*stack_cmd) return canopy::tools::run_stack(stack_opt);
   if (*topgen_cmd) return topgen(topgen_opt);
   opt.backend = backend_command;

@@ -185,7 +185,8 @@ TEST_F(UnionRunWithAHealedCommnode, CanopyStatusDrawsTheHealedTree) {
   auto status = run_canopy({"status", dir_ + "/status.json"});
   ASSERT_EQ(exit_code(status), 0) << status.err;
   const auto& out = status.out;
-  EXPECT_EQ(out.rfind("frontend 1000000 on localhost: alive\n", 0), 0u) << out;
+  EXPECT_EQ(out.rfind("run: finished ", 0), 0u) << out;
+  EXPECT_NE(out.find("\nfrontend 1000000 on localhost: alive\n"), std::string::npos) << out;
   EXPECT_NE(out.find("commnode 1000001 on localhost: lost\n"), std::string::npos) << out;
   for (const char* orphan : {"backend 0 on localhost: alive (adopted, incarnation ",
                              "backend 1 on localhost: alive (adopted, incarnation "}) {

@@ -1,0 +1,299 @@
+#include "status_file.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace canopy::tools {
+
+namespace {
+
+std::string json_string(const std::string& s) { return to_json(Value{s}); }
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22),
+// which tells a process from a later one given the same pid; nullopt if none runs
+// (a zombie, dead but not yet reaped, runs no more).
+std::optional<std::uint64_t> process_start(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return std::nullopt;
+    if (i == 22) return std::stoull(field);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusWriter::StatusWriter(std::string path) : path_(std::move(path)) {}
+
+Result<void> StatusWriter::start() {
+  if (path_.empty() || write("\"run\":\"starting\"")) return {};
+  return Error{"cannot write --status " + path_ + ": " + std::strerror(errno)};
+}
+
+void StatusWriter::update(Network& net) {
+  if (path_.empty()) return;
+  std::string json = "\"nodes\":[";
+  bool first = true;
+  for (const auto& n : net.status()) {
+    json += first ? "\n" : ",\n";
+    first = false;
+    json += "{\"rank\":" + std::to_string(n.rank) + ",\"role\":\"" + std::string(to_string(n.role)) +
+            "\",\"host\":" + json_string(n.host) + ",\"parent\":" +
+            (n.parent ? std::to_string(*n.parent) : std::string("null")) + ",\"state\":\"" +
+            (n.alive ? "alive" : "lost") + "\",\"incarnation\":" + std::to_string(n.incarnation) + ",\"children\":[";
+    for (std::size_t i = 0; i < n.children.size(); ++i) json += (i ? "," : "") + std::to_string(n.children[i]);
+    json += "]";
+    if (n.role == Role::backend) {
+      json += std::string(",\"member\":") + (n.member ? "true" : "false") + ",\"epoch\":" + std::to_string(n.epoch) +
+              ",\"stale_dropped\":" + std::to_string(n.stale_dropped);
+    }
+    json += "}";
+  }
+  const auto view = net.view();
+  json += "\n],\"view\":{\"id\":" + std::to_string(view.id) + ",\"members\":" + std::to_string(view.members.size()) + "}";
+  tree_ = std::move(json);
+  write("\"run\":\"running\"");
+}
+
+void StatusWriter::refresh(Network& net) {
+  if (!path_.empty() && std::chrono::steady_clock::now() - last_ >= std::chrono::seconds(1)) update(net);
+}
+
+void StatusWriter::finish(int exit_status) {
+  if (path_.empty()) return;
+  write("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
+}
+
+bool StatusWriter::write(const std::string& run_fields) {
+  last_ = std::chrono::steady_clock::now();
+  const auto start = process_start(getpid());
+  std::string json = "{" + tree_ + ",\n" + run_fields + ",\"host\":" + json_string(this_host()) +
+                     ",\"pid\":" + std::to_string(getpid()) +
+                     ",\"pid_start\":" + std::to_string(start.value_or(0)) + ",\"time_ms\":" + std::to_string(now_ms()) +
+                     "}\n";
+  const std::string temporary = path_ + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << json;
+    if (!out.flush()) return false;  // a full disk leaves the last good file in place
+  }
+  return std::rename(temporary.c_str(), path_.c_str()) == 0;
+}
+
+namespace {
+
+enum class RunState { running, finished, stale };
+
+struct Frame {
+  std::string text;
+  RunState state = RunState::running;
+};
+
+double seconds(std::int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+// The run's state line, and its state: a file that says "running" is stale when its
+// process is gone (checked on its own host) or, seen from another host, when it has
+// not been updated for 10 s.
+std::pair<std::string, RunState> run_line(const YAML::Node& doc) {
+  char buffer[512];
+  const auto pid = doc["pid"] ? doc["pid"].as<long long>() : 0;
+  const auto host = doc["host"] ? doc["host"].as<std::string>() : std::string();
+  const double age = doc["time_ms"] ? seconds(now_ms() - doc["time_ms"].as<std::int64_t>()) : 0.0;
+  const std::string who = "pid " + std::to_string(pid) + (host.empty() ? "" : " on " + host);
+  const std::string state = doc["run"] ? doc["run"].as<std::string>() : "running";
+  const bool tree = doc["nodes"] && doc["nodes"].size() > 0;
+  if (state == "finished") {
+    std::snprintf(buffer, sizeof buffer, "run: finished %.0f s ago with exit status %d (%s); %s", age,
+                  doc["exit_status"] ? doc["exit_status"].as<int>() : -1, who.c_str(),
+                  tree ? "the tree as it ended:" : "it ended before its tree was up");
+    return {buffer, RunState::finished};
+  }
+  if (pid > 0 && (host.empty() || host == this_host())) {
+    const auto start = process_start(static_cast<pid_t>(pid));
+    const auto recorded = doc["pid_start"] ? doc["pid_start"].as<std::uint64_t>() : 0;
+    if (!start || (recorded && *start != recorded)) {
+      std::snprintf(buffer, sizeof buffer,
+                    "run: STALE: %s is gone without finishing (killed?); last updated %.0f s ago; the tree as it was "
+                    "then:",
+                    who.c_str(), age);
+      return {buffer, RunState::stale};
+    }
+  } else if (age > 10) {
+    std::snprintf(buffer, sizeof buffer,
+                  "run: STALE: not updated for %.0f s (%s, which cannot be checked from here); the tree as it was "
+                  "then:",
+                  age, who.c_str());
+    return {buffer, RunState::stale};
+  }
+  std::snprintf(buffer, sizeof buffer, "run: %s (%s, updated %.1f s ago)",
+                state == "starting" ? "starting, the tree is not up yet" : "running", who.c_str(), age);
+  return {buffer, RunState::running};
+}
+
+Result<Frame> render(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Error{"cannot read " + path + ": " + std::strerror(errno) + " (start the run with canopy run --status " +
+                 path + ")"};
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  struct Entry {
+    std::string role, host, state;
+    std::uint32_t incarnation = 0;
+    std::vector<Rank> children;
+    bool member = true;  // back-ends; status files of older versions say nothing
+    std::uint32_t epoch = 0;
+    std::uint64_t stale_dropped = 0;
+  };
+  std::map<Rank, Entry> nodes;
+  std::vector<Rank> order;
+  YAML::Node doc;
+  Frame frame;
+  std::string run;
+  try {
+    doc = YAML::Load(text);  // JSON is YAML
+    for (const auto& n : doc["nodes"]) {
+      Entry e;
+      e.role = n["role"].as<std::string>();
+      e.host = n["host"].as<std::string>();
+      e.state = n["state"].as<std::string>();
+      e.incarnation = n["incarnation"].as<std::uint32_t>();
+      for (const auto& c : n["children"]) e.children.push_back(c.as<Rank>());
+      if (n["member"]) e.member = n["member"].as<bool>();
+      if (n["epoch"]) e.epoch = n["epoch"].as<std::uint32_t>();
+      if (n["stale_dropped"]) e.stale_dropped = n["stale_dropped"].as<std::uint64_t>();
+      auto rank = n["rank"].as<Rank>();
+      order.push_back(rank);
+      nodes.emplace(rank, std::move(e));
+    }
+    std::tie(run, frame.state) = run_line(doc);
+  } catch (const YAML::Exception& e) {
+    return Error{path + " is not a status file: " + e.what()};
+  }
+  std::ostringstream out;
+  out << run << "\n";
+  if (order.empty()) {
+    if (!doc["run"]) return Error{path + " lists no processes"};
+    frame.text = out.str();
+    return frame;
+  }
+  std::size_t alive = 0, lost = 0;
+  for (const auto& [rank, e] : nodes) (e.state == "alive" ? alive : lost)++;
+  std::set<Rank> shown;
+  std::function<void(Rank, const std::string&, bool, bool)> print = [&](Rank rank, const std::string& prefix,
+                                                                         bool last, bool root) {
+    if (!shown.insert(rank).second) return;
+    auto it = nodes.find(rank);
+    if (it == nodes.end()) return;
+    const auto& e = it->second;
+    out << prefix << (root ? "" : last ? "`- " : "|- ") << e.role << " " << rank << " on " << e.host << ": " << e.state;
+    if (e.incarnation) out << " (adopted, incarnation " << e.incarnation << ")";
+    if (e.role == "backend" && !e.member) out << ", not a member of the view (epoch " << e.epoch << ")";
+    if (e.stale_dropped) out << ", " << e.stale_dropped << " stale message(s) kept out";
+    out << "\n";
+    std::string below = prefix + (root ? "" : last ? "   " : "|  ");
+    for (std::size_t i = 0; i < e.children.size(); ++i) print(e.children[i], below, i + 1 == e.children.size(), false);
+  };
+  print(order.front(), "", true, true);
+  for (auto rank : order) {
+    if (!shown.count(rank) && nodes[rank].state == "lost") print(rank, "", true, true);
+  }
+  out << alive << " alive, " << lost << " lost";
+  try {
+    if (doc["view"]) {
+      out << "; membership view " << doc["view"]["id"].as<std::uint64_t>() << ": "
+          << doc["view"]["members"].as<std::size_t>() << " members";
+    }
+  } catch (const YAML::Exception& e) {
+    return Error{path + " is not a status file: " + e.what()};
+  }
+  out << "\n";
+  frame.text = out.str();
+  return frame;
+}
+
+int exit_status_of(RunState state) { return state == RunState::stale ? 1 : 0; }
+
+int watch(const std::string& path, double interval_s) {
+  const bool tty = isatty(STDOUT_FILENO);
+  const auto interval = std::chrono::duration<double>(interval_s);
+  std::string last_error;
+  while (true) {
+    auto frame = render(path);
+    std::string text;
+    if (frame) {
+      text = frame->text;
+    } else if (access(path.c_str(), F_OK) != 0) {  // not there yet: the run has not started
+      text = "waiting for " + path + " (start the run with canopy run --status " + path + ")\n";
+    } else {
+      std::cerr << "canopy status: " << frame.error() << "\n";
+      return 2;
+    }
+    const bool over = frame && frame->state != RunState::running;
+    // A terminal is redrawn in place; a pipe or a file gets one frame after another.
+    if (tty) std::cout << "\033[H\033[2J";
+    std::cout << text;
+    if (!over) std::cout << "(watching " << path << " every " << interval_s << " s; Ctrl-C to stop)\n";
+    if (!tty) std::cout << "\n";
+    std::cout << std::flush;
+    if (over) return exit_status_of(frame->state);
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace
+
+int status_command(const std::string& path, const std::string& format, bool watching, double interval_s) {
+  if (watching) return watch(path, interval_s);
+  if (format == "json") {
+    std::ifstream in(path);
+    if (!in) {
+      std::cerr << "canopy status: cannot read " << path << ": " << std::strerror(errno)
+                << " (start the run with canopy run --status " << path << ")\n";
+      return 2;
+    }
+    std::cout << std::string((std::istreambuf_iterator<char>(in)), {});
+    return 0;
+  }
+  auto frame = render(path);
+  if (!frame) {
+    std::cerr << "canopy status: " << frame.error() << "\n";
+    return 2;
+  }
+  std::cout << frame->text;
+  return exit_status_of(frame->state);
+}
+
+}  // namespace canopy::tools

@@ -1,0 +1,44 @@
+// The status file of `canopy run --status FILE` and `canopy status FILE`
+// (docs/fault-tolerance.md, "Watching a run"): the live tree as JSON, with the run's
+// own state, so that a reader can tell a running tree from a finished run and from
+// one whose front-end died without saying so.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "canopy/frontend.h"
+
+namespace canopy::tools {
+
+// Kept by `canopy run`: every write replaces FILE atomically (a reader never sees
+// half a file). With an empty path nothing is written.
+class StatusWriter {
+ public:
+  explicit StatusWriter(std::string path);
+
+  // Takes FILE for this run: replaces whatever an earlier run left with "starting".
+  // Fails if FILE cannot be written.
+  Result<void> start();
+  // Writes the tree now.
+  void update(Network& net);
+  // Writes the tree if the last write is a second old or more: a reader on another
+  // host tells a live run by the file's age.
+  void refresh(Network& net);
+  // The run is over: writes the last tree seen with the run's exit status.
+  void finish(int exit_status);
+
+ private:
+  bool write(const std::string& run_fields);
+
+  std::string path_;
+  std::string tree_ = "\"nodes\":[]";  // the "nodes" and "view" members of the last write
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// `canopy status FILE [--format json] [--watch [--interval S]]`. Exit status: 0 for a
+// running or finished run, 1 for a stale file (its run is gone without finishing),
+// 2 for a file that cannot be read; --watch redraws until the run is over.
+int status_command(const std::string& path, const std::string& format, bool watch, double interval_s);
+
+}  // namespace canopy::tools
