@@ -29,28 +29,75 @@ awk -F, '$1=="perturbation" && $3=="new_integers_per_s" { split($2, p, "t="); pr
   "$out/recovery.csv" > "$out/throughput.dat"
 awk -F, '$1=="perturbation" && $3=="failure_at" { print $4 }' "$out/recovery.csv" > "$out/failures.dat"
 
+# --only runs one part of the benchmark: a figure without data is not drawn.
+drawn="$out/recovery.csv"
+if [ "$(wc -l < "$out/recovery.dat")" -gt 1 ]; then
 gnuplot <<GP
-set terminal pngcairo size 900,540
-set datafile separator " "
+set terminal pngcairo size 1000,620
 set output "$out/recovery.png"
 set title "Recovery latency after SIGKILL of a commnode (16 extra adopters; medians)"
+set datafile separator " "
+set datafile columnheaders
+# One cluster of bars per fan-out, so one fan-out reads as well as several. The
+# phases span milliseconds to microseconds: log y, its range from the data (stats
+# runs before any range is set: it obeys them), with room above for the values.
+lo = 1e99; hi = 0
+do for [k=2:7] {
+  stats "$out/recovery.dat" using (column(k) > 0 ? column(k) : 1e99) name "C" nooutput
+  lo = C_min < lo ? C_min : lo
+  stats "$out/recovery.dat" using (column(k)) name "C" nooutput
+  hi = C_max > hi ? C_max : hi
+}
+if (lo == 1e99) { lo = 0.001 }
+if (hi <= lo) { hi = lo * 10 }
+ybottom = 10 ** floor(log10(lo / 2))
+set logscale y
+# Headroom for the rotated value labels: a fifth of the decades shown, at least x3.
+ytop = hi * ((hi / ybottom) ** 0.2 > 3 ? (hi / ybottom) ** 0.2 : 3)
+set yrange [ybottom:ytop]
+set format y "%g"
+set ylabel "milliseconds (log scale)"
 set xlabel "victim fan-out (orphans)"
-set ylabel "milliseconds"
-set logscale x 2
-set key top left
-plot "$out/recovery.dat" using 1:2 with linespoints title "overall (kill to last recovery event)", \
-     "" using 1:3 with linespoints title "per orphan, mean", \
-     "" using 1:5 with linespoints title "slowest connect", \
-     "" using 1:4 with linespoints title "slowest choose", \
-     "" using 1:6 with linespoints title "slowest compensate"
-unset logscale x
+set xtics scale 0 nomirror
+set grid ytics
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+# The legend goes under the plot, never over the bars.
+set key bmargin center horizontal maxcols 3 samplen 2 width 1
+# A value of 0 is drawn at the bottom of the axis (the label says 0).
+v(k) = column(k) > ybottom ? column(k) : ybottom
+# 6 bars per cluster with gap 1: bar j (0..5) of cluster i is at x = i + (j - 2.5) / 7.
+at(j) = \$0 + (j - 2.5) / 7.0
+lbl(k) = sprintf(column(k) >= 100 ? "%.0f" : column(k) >= 1 ? "%.1f" : "%.3f", column(k))
+plot "$out/recovery.dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last recovery event)", \\
+     "" using (v(3)) title "per orphan, mean", \\
+     "" using (v(4)) title "slowest orphan: choose", \\
+     "" using (v(5)) title "slowest orphan: connect", \\
+     "" using (v(6)) title "slowest orphan: compensate", \\
+     "" using (v(7)) title "slowest orphan: cleanup", \\
+     for [j=0:5] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
+GP
+drawn="$drawn, $out/recovery.png"
+fi
+if [ -s "$out/throughput.dat" ]; then
+gnuplot <<GP
+set terminal pngcairo size 900,560
 set output "$out/perturbation.png"
 set title "Integer-union throughput, b:8^2, a commnode SIGKILLed periodically"
-set xlabel "seconds"
+set xlabel "seconds since the start of the run"
 set ylabel "new integers per second at the front-end"
+stats "$out/throughput.dat" using 1 name "T" nooutput
 stats "$out/throughput.dat" using 2 nooutput
 set yrange [0:STATS_max*1.1]
-plot "$out/throughput.dat" using 1:2 with lines title "throughput (250 ms windows)", \
-     "$out/failures.dat" using 1:(STATS_max*1.05) with impulses lw 2 title "failure detected"
+set xrange [0:T_max + 0.5]
+set grid ytics
+# The legend goes under the plot, never over the curve or the failure marks.
+set key bmargin center horizontal samplen 3 width 1
+plot "$out/throughput.dat" using 1:2 with linespoints lw 2 pt 7 ps 0.6 title "throughput (250 ms windows)", \\
+     "$out/failures.dat" using 1:(STATS_max*1.05) with impulses lw 2 dt 2 title "failure detected"
 GP
-echo "wrote $out/recovery.csv, $out/recovery.png, $out/perturbation.png"
+drawn="$drawn, $out/perturbation.png"
+fi
+echo "wrote $drawn"
