@@ -125,7 +125,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
     waitpid(pid, nullptr, 0);
     return Error{std::string("cannot watch child process (pidfd_open): ") + strerror(err)};
   }
-  return std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
+  for (const auto& word : argv) child->command_ += (child->command_.empty() ? "" : " ") + shell_quote(word);
+  return child;
 }
 
 ChildProcess::ChildProcess(asio::io_context& io, pid_t pid, int pidfd)

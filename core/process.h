@@ -61,6 +61,9 @@ class ChildProcess {
   void release();
   pid_t pid() const { return pid_; }
   bool running() const { return running_; }
+  // The command line it was started with, shell-quoted (the environment given to
+  // spawn() is not in it; a launcher's is, and never holds the secret).
+  const std::string& command() const { return command_; }
 
  private:
   ChildProcess(asio::io_context& io, pid_t pid, int pidfd);
@@ -68,6 +71,7 @@ class ChildProcess {
 
   pid_t pid_;
   asio::posix::stream_descriptor pidfd_;
+  std::string command_;
   bool running_ = true;
   bool released_ = false;
   int status_ = 0;

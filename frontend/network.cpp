@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string_view>
 
 #include "canopy/frontend.h"
 #include "backend-lib/attach_file.h"
@@ -40,6 +42,19 @@ std::string find_commnode(const std::string& given) {
   auto sibling = std::filesystem::path(self_directory()) / "canopy-commnode";
   if (access(sibling.c_str(), X_OK) == 0) return sibling.string();
   return "canopy-commnode";
+}
+
+// Whether `name` (no '/') is an executable in a directory of $PATH.
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (true) {
+    const auto colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (access(((dir.empty() ? std::string(".") : dir) + "/" + name).c_str(), X_OK) == 0) return true;
+    if (colon == std::string_view::npos) return false;
+    dirs.remove_prefix(colon + 1);
+  }
 }
 
 // Makes a program path absolute so children started elsewhere find it; bare names
@@ -322,6 +337,7 @@ struct Network::Impl final : core::Node::Observer,
   bool stopped = false;
   bool stop_reported = false;  // receive() has returned the "network stopped" error
   bool shut_down = false;
+  bool attach_file_written = false;  // removed again at shutdown: it holds the secret
   std::map<StreamId, std::string> acks;
   std::map<StreamId, std::string> stream_filters;  // upstream filter of each stream made
   std::map<Rank, std::string> failure_reasons;     // loop thread only
@@ -358,6 +374,16 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
   core::init_logging(Role::frontend, options.topology.root().rank);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
+  const auto& root = options.topology.root();
+  const bool local_commnode = std::any_of(root.children.begin(), root.children.end(), [&](Rank r) {
+    const auto& child = options.topology.at(r);
+    return child.role == Role::commnode && child.host == root.host;
+  });
+  if (local_commnode && options.commnode_exe.find('/') == std::string::npos && !on_path(options.commnode_exe)) {
+    return Error{"cannot find the commnode program '" + options.commnode_exe + "': it is not next to " +
+                     self_directory() + " nor on PATH; set CANOPY_COMMNODE to its path (or LaunchOptions::commnode_exe)",
+                 ErrorKind::invalid_input};
+  }
   std::vector<std::string> programs{options.commnode_exe};
   if (!attach) {
     options.backend_argv[0] = absolute_program(options.backend_argv[0]);
@@ -414,6 +440,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
       (void)network->shutdown();
       return Error{written.error()};
     }
+    impl.attach_file_written = true;
     core::log().info("commnodes up; attach file {} written", impl.options.attach_file);
     return network;
   }
@@ -609,6 +636,8 @@ Result<void> Network::shutdown() {
     if (impl.shut_down) return {};
     impl.shut_down = true;
   }
+  // No back-end can join a tree that is stopping; the file's secret goes with it.
+  if (impl.attach_file_written) std::remove(impl.options.attach_file.c_str());
   impl.loop.post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
   // Each node gives its children a grace period, longer with height, then kills them.
   auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);

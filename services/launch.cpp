@@ -77,8 +77,12 @@ void LaunchService::on_event(const core::NodeEvent& event) {
     if (!connected->rejoined) report_launched(connected->rank);  // a rejoin is the membership's news
   } else if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
     if (!lost->during_launch) return;  // the detection service reports it
-    const bool never = node_.children()[lost->child].close_reason == "never connected";
-    report_launch_failed(lost->rank, lost->reason + (never ? " before connecting" : " during start-up"));
+    const auto& child = node_.children()[lost->child];
+    const bool never = child.close_reason == "never connected";
+    // What it ran: a launcher that exits without starting the program (status 0
+    // from a wrong template, say) is found from the command it was given.
+    report_launch_failed(lost->rank, lost->reason + (never ? " before connecting" : " during start-up") +
+                                         (never && child.process ? "; it ran: " + child.process->command() : ""));
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     startup_timer_.cancel();
   }

@@ -26,8 +26,10 @@
 
 #include "canopy/frontend.h"
 #include "canopy/topology.h"
+#include "canopy.capnp.h"
 #include "demo_protocol.h"
 #include "programs.h"
+#include "cli_checks.h"
 #include "stack_command.h"
 #include "status_file.h"
 #include "union_record.h"
@@ -42,6 +44,11 @@ double seconds_since(Clock::time_point t) {
 }
 
 std::string json_string(const std::string& s) { return canopy::to_json(canopy::Value{s}); }
+
+// "1 back-end", "16 back-ends".
+std::string count(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 using canopy::tools::sibling_program;
 using canopy::tools::StatusWriter;
@@ -69,6 +76,7 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> period, max_hangup, ping_timeout;
   } gossip;
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
+  std::size_t backends = 0;  // attach mode: this many back-ends below leaf commnodes
   // Override the topology's `links:` settings when given.
   std::optional<canopy::LinkKind> links;
   std::optional<canopy::LinkChecksum> checksum;
@@ -137,11 +145,6 @@ int run_union(canopy::Network& net, const RunOptions& opt, StatusWriter& status,
               const std::function<int(const std::string&, int)>& fail) {
   using canopy::demo::WallClock;
   const bool jsonl = opt.format == "jsonl";
-  if (!opt.record_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.record_dir, ec);
-    if (ec) return fail("cannot create --record directory " + opt.record_dir + ": " + ec.message(), 2);
-  }
   auto stream = net.create_stream({.upstream_filter = "incremental_union"});
   if (!stream) return fail(stream.error(), 1);
   const auto duration_ms = static_cast<std::int32_t>(opt.duration_s * 1000);
@@ -261,8 +264,8 @@ int run_union(canopy::Network& net, const RunOptions& opt, StatusWriter& status,
                 backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
                 counts.late_values, counts.late_arrived, run_seconds, check.c_str());
   } else {
-    std::printf("union of %zu integers from %zu back-ends in %.3f s; check: %s", result.size(), backends.size(),
-                run_seconds, check.c_str());
+    std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
+                count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
     if (check != "skipped") {
       std::printf(" (%zu expected, %zu missing, %zu extra)", counts.expected, counts.missing, counts.extra);
     }
@@ -320,6 +323,43 @@ bool matches(const canopy::Value& got, const canopy::Value& want) {
   return got == want;
 }
 
+// The topology of a run. In attach mode (docs/attach.md) the leaves of a topology in
+// MRNet's format are commnodes, as MRNet means them there, and --backends N says how
+// many back-ends will attach below them; --backends turns a --tree's leaves into
+// commnodes the same way.
+canopy::Result<canopy::Topology> run_topology(const RunOptions& opt) {
+  const bool attach = !opt.attach_file.empty();
+  if (opt.backends && !attach) return canopy::Error{"--backends is for attach mode (--attach FILE)"};
+  if (opt.topology_file.empty()) {
+    if (!opt.backends) return canopy::generate_topology(opt.tree);
+    auto tree = canopy::generate_topology(opt.tree, {}, canopy::Leaves::commnodes);
+    if (!tree) return tree;
+    return canopy::attach_backends(*tree, opt.backends);
+  }
+  if (!attach) return canopy::load_topology(opt.topology_file);
+  // Which format: read the file once to tell.
+  std::ifstream in(opt.topology_file, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (canopy::detect_topology_format(head) == canopy::TopologyFormat::mrnet) {
+    if (!opt.backends) {
+      return canopy::Error{opt.topology_file + ": in attach mode the leaves of an MRNet-format topology are the "
+                           "commnodes back-ends attach to; say how many back-ends will attach with --backends N"};
+    }
+    auto tree = canopy::load_topology(opt.topology_file, canopy::Leaves::commnodes);
+    if (!tree) return tree;
+    return canopy::attach_backends(*tree, opt.backends);
+  }
+  auto tree = canopy::load_topology(opt.topology_file);
+  if (!tree || !opt.backends) return tree;
+  if (!tree->backends().empty()) {
+    return canopy::Error{"--backends: " + opt.topology_file + " names its back-ends already (" +
+                         count(tree->backends().size(), "back-end") + ")"};
+  }
+  return canopy::attach_backends(*tree, opt.backends);
+}
+
 int run_tree(const RunOptions& opt, StatusWriter& status) {
   bool jsonl = opt.format == "jsonl";
   auto fail = [&](const std::string& message, int code = 1) {
@@ -327,8 +367,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     std::cerr << "canopy run: " << message << "\n";
     return code;
   };
-  auto topology = opt.topology_file.empty() ? canopy::generate_topology(opt.tree)
-                                            : canopy::load_topology(opt.topology_file);
+  auto topology = run_topology(opt);
   if (!topology) return fail(topology.error(), 2);
   canopy::LinkSettings links = topology->links();
   if (opt.links) links.kind = *opt.links;
@@ -339,13 +378,28 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   if (backends.empty()) return fail("the topology has no back-ends", 2);
   if (opt.plugin.empty() &&
       std::find(kBuiltinFilters.begin(), kBuiltinFilters.end(), opt.filter) == kBuiltinFilters.end()) {
-    return fail("--filter " + opt.filter + " is not a built-in filter (sum, min, max, avg, concat, union); "
-                "give --plugin FILE to load it", 2);
+    if (opt.filter == "incremental_union" || opt.filter == "prefix_tree") {
+      return fail("--filter " + opt.filter + " is built in, but not for the demo workload, which runs sum, min, max, "
+                  "avg, concat or union" + (opt.filter == "incremental_union" ? std::string(
+                      "; --workload union runs incremental_union") : std::string("; canopy stack runs prefix_tree")), 2);
+    }
+    return fail("--filter " + opt.filter + " is not a built-in filter of the demo workload (sum, min, max, avg, "
+                "concat, union); give --plugin FILE to load it", 2);
   }
   if (opt.fault.enabled && !(opt.fault.heartbeat < opt.fault.suspect && opt.fault.suspect < opt.fault.lost)) {
     return fail("--heartbeat, --suspect and --lost must increase (now " + std::to_string(opt.fault.heartbeat.count()) +
                 ", " + std::to_string(opt.fault.suspect.count()) + ", " + std::to_string(opt.fault.lost.count()) +
                 " ms)", 2);
+  }
+  // --record is checked before anything is launched.
+  if (!opt.record_dir.empty()) {
+    if (opt.workload != "union") return fail("--record is for --workload union", 2);
+    std::error_code ec;
+    std::filesystem::create_directories(opt.record_dir, ec);
+    if (ec) return fail("cannot create --record directory " + opt.record_dir + ": " + ec.message(), 2);
+    if (access(opt.record_dir.c_str(), W_OK) != 0) {
+      return fail("cannot write in --record directory " + opt.record_dir + ": " + std::strerror(errno), 2);
+    }
   }
   const bool attach = !opt.attach_file.empty();
   if (attach && !opt.backend.empty()) return fail("--attach and --backend exclude each other: attached back-ends are started by you", 2);
@@ -379,7 +433,8 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   auto started = Clock::now();
   auto network = canopy::Network::launch(std::move(launch));
   if (!jsonl && tty) std::fprintf(stderr, "\n");
-  if (!network) return fail(network.error());
+  // A program that cannot be found or run is bad input: exit status 2.
+  if (!network) return fail(network.error(), network.error_kind() == canopy::ErrorKind::invalid_input ? 2 : 1);
   double launch_seconds = seconds_since(started);
   auto& net = **network;
   if (attach) {
@@ -387,17 +442,17 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     if (jsonl) {
       std::printf("{\"attach_file\":%s,\"backends\":%zu}\n", json_string(opt.attach_file).c_str(), backends.size());
     } else {
-      std::printf("launched %zu commnodes in %.3f s; attach file %s is waiting for %zu back-ends, e.g.\n"
+      std::printf("launched %s in %.3f s; attach file %s is waiting for %s, e.g.\n"
                   "  mpirun -np %zu canopy-demo-backend --attach %s\n",
-                  commnodes, launch_seconds, opt.attach_file.c_str(), backends.size(), backends.size(),
-                  opt.attach_file.c_str());
+                  count(commnodes, "commnode").c_str(), launch_seconds, opt.attach_file.c_str(),
+                  count(backends.size(), "back-end").c_str(), backends.size(), opt.attach_file.c_str());
     }
     std::fflush(stdout);
     auto attached = net.wait_for_backends(std::chrono::milliseconds(opt.startup_timeout_ms));
     if (!attached) return fail(attached.error());
   } else if (!jsonl) {
-    std::printf("launched %zu/%zu processes in %.3f s (%zu back-ends)\n", topology->size(), topology->size(),
-                launch_seconds, backends.size());
+    std::printf("launched %zu/%zu processes in %.3f s (%s)\n", topology->size(), topology->size(), launch_seconds,
+                count(backends.size(), "back-end").c_str());
     std::fflush(stdout);
   }
   status.update(net);
@@ -482,7 +537,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     } else {
       std::string values;
       for (const auto& v : packet.values()) values += (values.empty() ? "" : " ") + canopy::to_string(v);
-      std::printf("wave %d: %s (%u back-ends)\n", wave, values.c_str(), packet.contributors());
+      std::printf("wave %d: %s (%s)\n", wave, values.c_str(), count(packet.contributors(), "back-end").c_str());
     }
     std::fflush(stdout);
   }
@@ -497,8 +552,8 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
         received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
         check.c_str());
   } else {
-    std::printf("%d waves of %s over %zu back-ends in %.3f s; check: %s\n", received, opt.filter.c_str(),
-                backends.size(), run_seconds, check.c_str());
+    std::printf("%s of %s over %s in %.3f s; check: %s\n", count(static_cast<std::size_t>(received), "wave").c_str(), opt.filter.c_str(),
+                count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
   }
   std::fflush(stdout);
   if (mismatches) return fail(std::to_string(mismatches) + " waves did not match the demo workload; first: " + first_mismatch);
@@ -600,14 +655,22 @@ int main(int argc, char** argv) {
     args.push_back(argv[i]);
   }
 
-  CLI::App app{"Canopy: a fault-tolerant tree-based overlay network for HPC tools"};
+  CLI::App app{"Canopy: a fault-tolerant tree-based overlay network for HPC tools", "canopy"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", "canopy " CANOPY_VERSION " (wire protocol " + std::to_string(canopy::wire::PROTOCOL_VERSION) + ")");
+  app.footer("'canopy help COMMAND' or 'canopy COMMAND --help' lists a command's options; 'man canopy' is the "
+             "manual, and docs/ (installed in PREFIX/share/doc/canopy) has the details.");
+  std::string help_topic;
+  auto* help_cmd = app.add_subcommand("help", "Print this help, or a command's: canopy help run");
+  help_cmd->add_option("command", help_topic, "run, status, stack or topgen");
   RunOptions opt;
   auto* run_cmd = app.add_subcommand("run", "Launch a tree, run a workload and print the aggregated results "
                                             "(the default when no subcommand is given)");
   auto* topo_opt = run_cmd->add_option("--topology", opt.topology_file, "Topology file (YAML, docs/topology.md)")
                        ->check(CLI::ExistingFile);
-  run_cmd->add_option("--tree", opt.tree, "Generated tree when no --topology: b:F^D or b:FxF")
+  run_cmd->add_option("--tree", opt.tree, "Generated tree when no --topology: b:F^D (fan-out F, depth D), b:FxFx... (fan-out per "
+                      "level), k:K@N (k-nomial, N processes), g:N:N,N:... (child counts level by level); "
+                      "docs/topology.md")
       ->capture_default_str()
       ->excludes(topo_opt);
   run_cmd->add_option("--filter", opt.filter,
@@ -619,16 +682,21 @@ int main(int argc, char** argv) {
                       "Attach mode: start only the commnodes, write this attach file and wait (--startup-timeout) "
                       "for back-ends started by you, e.g. mpirun -np N canopy-demo-backend --attach FILE "
                       "(docs/attach.md)");
-  run_cmd->add_option("--waves", opt.waves, "Number of waves")->capture_default_str()->check(CLI::Range(1, 100000000));
+  run_cmd->add_option("--backends", opt.backends,
+                      "Attach mode: N back-ends (ranks 0..N-1) will attach below the leaves, which are commnodes: the "
+                      "--tree's leaves, or those of an MRNet-format --topology, as MRNet means them in attach mode "
+                      "(required there)")
+      ->check(canopy::tools::in_range(std::size_t{1}, std::size_t{canopy::kFirstInternalRank}));
+  run_cmd->add_option("--waves", opt.waves, "Number of waves")->capture_default_str()->check(canopy::tools::in_range(1, 100000000));
   run_cmd->add_option("--interval", opt.interval_ms, "Milliseconds between a back-end's waves")
       ->capture_default_str()
-      ->check(CLI::Range(0, 3600000));
+      ->check(canopy::tools::in_range(0, 3600000));
   run_cmd->add_option("--format", opt.format, "Output: text (for people) or jsonl (one JSON object per line)")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "jsonl"}));
   run_cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "Milliseconds each parent waits for its children")
       ->capture_default_str()
-      ->check(CLI::Range(100, 3600000));
+      ->check(canopy::tools::in_range(100, 3600000));
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
   run_cmd->add_option("--workload", opt.workload,
@@ -639,10 +707,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"demo", "union"}));
   run_cmd->add_option("--rate", opt.rate_hz, "union workload: integers per second from each back-end")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(canopy::tools::in_range(1, 100000));
   run_cmd->add_option("--duration", opt.duration_s, "union workload: seconds each back-end sends")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(canopy::tools::in_range(0.0, 86400.0));
   run_cmd->add_option("--record", opt.record_dir,
                       "union workload: each back-end writes what it sent to DIR/be-RANK.txt (VALUE TIME_US a "
                       "line), the front-end its final union to DIR/frontend.txt, and the run checks that the union "
@@ -653,13 +721,13 @@ int main(int argc, char** argv) {
   };
   run_cmd->add_option_function<int>("--heartbeat", ms(opt.fault.heartbeat),
                                     "Milliseconds of idleness after which a link carries a heartbeat (500)")
-      ->check(CLI::Range(10, 600000));
+      ->check(canopy::tools::in_range(10, 600000));
   run_cmd->add_option_function<int>("--suspect", ms(opt.fault.suspect),
                                     "Milliseconds of silence after which a peer is suspect (2000)")
-      ->check(CLI::Range(20, 600000));
+      ->check(canopy::tools::in_range(20, 600000));
   run_cmd->add_option_function<int>("--lost", ms(opt.fault.lost),
                                     "Milliseconds of silence after which a peer is lost (5000)")
-      ->check(CLI::Range(30, 3600000));
+      ->check(canopy::tools::in_range(30, 3600000));
   run_cmd->add_option_function<std::string>(
               "--gossip", [&opt](const std::string& v) { opt.gossip.schedule = canopy::gossip_schedule_from(v); },
               "Gossip failure detection among the back-ends (docs/gossip.md): off, random, rr, brr or dbrr; "
@@ -670,14 +738,14 @@ int main(int argc, char** argv) {
   };
   run_cmd->add_option_function<int>("--gossip-period", gossip_ms(opt.gossip.period),
                                     "Milliseconds per gossip round, T_gossip (500)")
-      ->check(CLI::Range(10, 600000));
+      ->check(canopy::tools::in_range(10, 600000));
   run_cmd->add_option_function<int>("--gossip-max-hangup", gossip_ms(opt.gossip.max_hangup),
                                     "Milliseconds added to T_cleanup before a still heartbeat is suspect, "
                                     "T_max_hangup (500)")
-      ->check(CLI::Range(0, 3600000));
+      ->check(canopy::tools::in_range(0, 3600000));
   run_cmd->add_option_function<int>("--gossip-ping-timeout", gossip_ms(opt.gossip.ping_timeout),
                                     "Milliseconds a suspect's answer to a ping may take (default: --lost)")
-      ->check(CLI::Range(1, 3600000));
+      ->check(canopy::tools::in_range(1, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
                              "Do not heal: losing its parent stops a process and its subtree");
   run_cmd->add_option_function<std::string>(
@@ -694,7 +762,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option_function<double>("--corrupt", [&opt](double v) { opt.corrupt = v; },
                                        "Fault injection: corrupt this fraction of the fragments striped links send, "
                                        "after checksumming (they are caught and sent again)")
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(canopy::tools::in_range(0.0, 0.5));
   run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
 
   run_cmd->add_option("--status", opt.status_file,
@@ -716,7 +784,7 @@ int main(int argc, char** argv) {
       ->excludes(status_format_opt);
   status_cmd->add_option("--interval", status_interval, "Seconds between redraws with --watch")
       ->capture_default_str()
-      ->check(CLI::Range(0.05, 3600.0));
+      ->check(canopy::tools::in_range(0.05, 3600.0));
 
   canopy::tools::StackOptions stack_opt;
   auto* stack_cmd = canopy::tools::add_stack_command(app, stack_opt);
@@ -744,7 +812,7 @@ int main(int argc, char** argv) {
   topgen_cmd->add_option("--backends", topgen_opt.backends,
                          "Attach mode: the spec's leaves become commnodes and N back-ends (ranks 0..N-1) are spread "
                          "over them in contiguous blocks")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{canopy::kFirstInternalRank}));
+      ->check(canopy::tools::in_range(std::size_t{1}, std::size_t{canopy::kFirstInternalRank}));
   topgen_cmd->add_option("-o,--output", topgen_opt.output, "Output file (default: standard output)");
 
   try {
@@ -752,6 +820,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;  // bad usage: 2, as the README says (CLI11 has its own codes)
+  }
+  if (*help_cmd) {
+    app.clear();  // else help() describes the command parsed: help itself
+    if (help_topic.empty()) {
+      std::cout << app.help();
+      return 0;
+    }
+    for (auto* sub : app.get_subcommands({})) {
+      if (sub->get_name() == help_topic && sub != help_cmd) {
+        std::cout << sub->help("canopy");
+        return 0;
+      }
+    }
+    std::cerr << "canopy help: no command '" << help_topic << "' (run, status, stack, topgen)\n";
+    return 2;
   }
   if (*status_cmd) return canopy::tools::status_command(status_path, status_format, status_watch, status_interval);
   if (*stack_cmd) return canopy::tools::run_stack(stack_opt);

@@ -1,5 +1,7 @@
 #include "stack_command.h"
 
+#include "cli_checks.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -254,17 +256,17 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   pid->excludes(launch);
   cmd->add_option("--after", opt.after_ms, "With --mpirun-cmd: wait this long (ms) once the ranks are up")
       ->capture_default_str()
-      ->check(CLI::Range(0, 3600000));
+      ->check(canopy::tools::in_range(0, 3600000));
   cmd->add_option("--proctable-timeout", opt.proctable_timeout_ms,
                   "With --mpirun-cmd: how long (ms) the ranks may take to come up")
       ->capture_default_str()
-      ->check(CLI::Range(1, 3600000));
+      ->check(canopy::tools::in_range(1, 3600000));
   cmd->add_option("--samples", opt.samples, "Samples per rank, merged into one tree")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 1000u));
+      ->check(canopy::tools::in_range(1u, 1000u));
   cmd->add_option("--interval", opt.interval_ms, "Time between samples (ms)")
       ->capture_default_str()
-      ->check(CLI::Range(0u, 60000u));
+      ->check(canopy::tools::in_range(0u, 60000u));
   cmd->add_flag("--lines", opt.lines, "Add file:line to each frame where debug information has it");
   cmd->add_flag("--threads", opt.threads, "Walk every thread of each rank, not only its main thread");
   cmd->add_flag("--mpi-internals", opt.mpi_internals,
@@ -275,7 +277,7 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   cmd->add_option("-o,--output", opt.output, "Write the result to FILE (default: standard output)");
   cmd->add_option("--fanout", opt.fanout, "Daemons per commnode when the job spans more hosts than this")
       ->capture_default_str()
-      ->check(CLI::Range(2u, 1024u));
+      ->check(canopy::tools::in_range(2u, 1024u));
   cmd->add_option("--launcher", opt.launcher, "How to start a daemon on another host; {host} and {command} replaced")
       ->capture_default_str();
   cmd->add_option("--address", opt.addresses,
@@ -283,15 +285,15 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
                   "127.0.0.1 when the whole job is on this host)");
   cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "How long (ms) the daemons may take to start")
       ->capture_default_str()
-      ->check(CLI::Range(1, 3600000));
+      ->check(canopy::tools::in_range(1, 3600000));
   cmd->add_option("--lost", opt.lost_ms,
                   "A daemon silent this long (ms) is declared lost (a killed one is at once). Long by default: "
                   "on a host with more busy ranks than cores, wake-ups of other processes lag by seconds")
       ->capture_default_str()
-      ->check(CLI::Range(1000, 3600000));
+      ->check(canopy::tools::in_range(1000, 3600000));
   cmd->add_option("--timeout", opt.timeout_ms, "How long (ms) walking and merging may take")
       ->capture_default_str()
-      ->check(CLI::Range(1, 3600000));
+      ->check(canopy::tools::in_range(1, 3600000));
   cmd->add_flag("--timings", opt.timings,
                 "Print on standard error how long each part took (proctable, launch, walk and merge, output)");
   return cmd;

@@ -67,7 +67,8 @@ struct LaunchOptions {
   // Attach mode: the back-ends of the topology are not started by Canopy. launch()
   // starts the commnodes, writes `attach_file` (docs/attach.md), and returns; the
   // back-ends, started by someone else (e.g. inside the ranks of an MPI job), call
-  // Backend::attach(attach_file, rank). Use wait_for_backends() before creating
+  // Backend::attach(attach_file, rank). The file is removed again by shutdown()
+  // (and the destructor). Use wait_for_backends() before creating
   // streams. Empty = normal mode: every back-end is started by its parent.
   std::string attach_file;
 

@@ -287,7 +287,52 @@ TEST_F(Cli, AttachModeRunsTheDemoWithBackendsStartedByTheUser) {
     EXPECT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
+  EXPECT_NE(access(file.c_str(), F_OK), 0) << "the attach file, which holds the secret, was left behind";
   std::remove(file.c_str());
+}
+
+// MRNet's attach mode: the leaves of the topology are the commnodes back-ends attach
+// to. `fe => n1 n2` is a front-end and two commnodes, and --backends says how many
+// back-ends will attach below them.
+TEST_F(Cli, AnMrnetTopologyInAttachModeHasCommnodesForLeaves) {
+  const std::string dir = "/tmp/canopy-cli-mrnet-attach-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string topology = dir + "/tree.top", file = dir + "/tool.attach";
+  std::ofstream(topology) << "localhost:0 => localhost:1 localhost:2 ;\n";
+
+  auto refused = run_canopy({"run", "--topology", topology, "--attach", file});
+  EXPECT_EQ(exit_code(refused), 2) << refused.out;
+  EXPECT_NE(refused.err.find("say how many back-ends will attach with --backends N"), std::string::npos) << refused.err;
+  auto not_attach = run_canopy({"run", "--tree", "b:2", "--backends", "4"});
+  EXPECT_EQ(exit_code(not_attach), 2);
+  EXPECT_NE(not_attach.err.find("--backends is for attach mode"), std::string::npos) << not_attach.err;
+
+  Output o;
+  std::thread front_end([&] {
+    o = run_canopy({"run", "--topology", topology, "--attach", file, "--backends", "4", "--waves", "3", "--interval",
+                    "1"});
+  });
+  for (int i = 0; i < 100 && access(file.c_str(), R_OK) != 0; ++i) std::this_thread::sleep_for(100ms);
+  std::vector<pid_t> backends;
+  if (access(file.c_str(), R_OK) == 0) {
+    const std::string demo = std::string(CANOPY_BIN_DIR) + "/canopy-demo-backend";
+    for (int r = 0; r < 4; ++r) {
+      std::string rank = std::to_string(r);
+      char* argv[] = {const_cast<char*>(demo.c_str()), const_cast<char*>("--attach"), const_cast<char*>(file.c_str()),
+                      rank.data(), nullptr};
+      pid_t pid;
+      if (posix_spawn(&pid, demo.c_str(), nullptr, nullptr, argv, environ) == 0) backends.push_back(pid);
+    }
+  }
+  front_end.join();
+  for (pid_t pid : backends) waitpid(pid, nullptr, 0);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(backends.size(), 4u) << "no attach file: " << o.err;
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("launched 2 commnodes in "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("is waiting for 4 back-ends"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("wave 2: 8006 (4 back-ends)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("check: ok"), std::string::npos) << o.out;
 }
 
 TEST_F(Cli, PluginFilterIsLoadedFromTheCommandLine) {

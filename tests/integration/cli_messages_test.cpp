@@ -1,0 +1,130 @@
+// What a new user meets first at the command line (issue 17, item 6): bad input
+// answered with a message that says what to do, before anything is launched;
+// help and version; counts in good English.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "process_test.h"
+#include "run_canopy.h"
+
+using canopy::testing::exit_code;
+using canopy::testing::kCanopy;
+using canopy::testing::Output;
+using canopy::testing::run_canopy;
+
+namespace {
+
+class CliMessages : public canopy::testing::ProcessTest {};
+
+// What `command` (run by /bin/sh) prints, standard error included, and its exit status.
+std::pair<std::string, int> shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {"", -1};
+  std::array<char, 4096> buffer;
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+TEST_F(CliMessages, ANumericOptionGivenAWordSaysItIsNotANumber) {
+  auto o = run_canopy({"run", "--waves", "abc"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("--waves: 'abc' is not a whole number (1 to 100000000)"), std::string::npos) << o.err;
+  o = run_canopy({"run", "--corrupt", "0.7"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("--corrupt: 0.7 is out of range (0 to 0.5)"), std::string::npos) << o.err;
+}
+
+TEST_F(CliMessages, ABuiltInFilterTheDemoCannotRunIsNotCalledUnknown) {
+  auto o = run_canopy({"run", "--filter", "incremental_union"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_EQ(o.err.find("not a built-in filter"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("--filter incremental_union is built in, but not for the demo workload"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("--workload union runs incremental_union"), std::string::npos) << o.err;
+}
+
+TEST_F(CliMessages, VersionAndHelpForEveryCommand) {
+  auto version = run_canopy({"--version"});
+  EXPECT_EQ(exit_code(version), 0);
+  EXPECT_EQ(version.out.rfind("canopy 0.", 0), 0u) << version.out;
+  EXPECT_NE(version.out.find("(wire protocol "), std::string::npos) << version.out;
+  auto help = run_canopy({"help"});
+  EXPECT_EQ(exit_code(help), 0);
+  for (const char* command : {"run", "status", "stack", "topgen"}) {
+    EXPECT_NE(help.out.find(std::string("\n  ") + command + " "), std::string::npos) << command << "\n" << help.out;
+    auto one = run_canopy({"help", command});
+    EXPECT_EQ(exit_code(one), 0) << command;
+    EXPECT_NE(one.out.find(std::string("Usage: canopy ") + command), std::string::npos) << one.out;
+  }
+  auto run_help = run_canopy({"help", "run"});
+  for (const char* spec : {"b:F^D", "k:K@N", "g:N:N"}) {
+    EXPECT_NE(run_help.out.find(spec), std::string::npos) << "--tree's help names " << spec << "\n" << run_help.out;
+  }
+  auto unknown = run_canopy({"help", "nope"});
+  EXPECT_EQ(exit_code(unknown), 2);
+  EXPECT_NE(unknown.err.find("no command 'nope'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(CliMessages, OneBackEndIsOneBackEnd) {
+  auto o = run_canopy({"run", "--tree", "b:1", "--waves", "1", "--interval", "0"});
+  ASSERT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.out.find("launched 2/2 processes in "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" s (1 back-end)\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("wave 0: 0 (1 back-end)\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("1 wave of sum over 1 back-end in "), std::string::npos) << o.out;
+}
+
+TEST_F(CliMessages, ABadRecordDirectoryIsRefusedBeforeLaunch) {
+  auto o = run_canopy({"run", "--workload", "union", "--record", "/proc/canopy-cannot-be-here"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("cannot create --record directory /proc/canopy-cannot-be-here"), std::string::npos) << o.err;
+  EXPECT_EQ(o.out.find("launched"), std::string::npos) << "nothing is launched first: " << o.out;
+  auto demo = run_canopy({"run", "--record", "/tmp"});
+  EXPECT_EQ(exit_code(demo), 2);
+  EXPECT_NE(demo.err.find("--record is for --workload union"), std::string::npos) << demo.err;
+}
+
+TEST_F(CliMessages, AMissingCommnodeSaysWhereItWasLookedForAndHowToGiveIt) {
+  // canopy alone in a directory, with no canopy-commnode beside it or on PATH.
+  char dir[] = "/tmp/canopy-cli-lone-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string lone = std::string(dir) + "/canopy";
+  std::filesystem::copy_file(kCanopy, lone);
+  auto [out, status] = shell("env -u CANOPY_COMMNODE PATH=/usr/bin:/bin " + lone + " run --tree b:2^2");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("cannot find the commnode program 'canopy-commnode': it is not next to " + std::string(dir) +
+                     " nor on PATH; set CANOPY_COMMNODE to its path"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(CliMessages, ALauncherThatStartsNothingIsShownWithTheCommandItRan) {
+  // Back-end 1 on another host, started through a launcher that does nothing and
+  // exits 0 (a wrong template would).
+  auto topology = run_canopy({"topgen", "b:2", "--hosts", "localhost:2,otherhost"});
+  ASSERT_EQ(exit_code(topology), 0) << topology.err;
+  char dir[] = "/tmp/canopy-cli-launcher-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/tree.yaml";
+  std::ofstream(file) << topology.out;
+  auto o = run_canopy({"run", "--topology", file, "--launcher", "true {host} {command}"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(exit_code(o), 1);
+  EXPECT_NE(o.err.find("back-end 1 on otherhost exited with status 0 before connecting; it ran: /bin/sh -c "),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("exec true otherhost "), std::string::npos) << o.err;
+}
+
+}  // namespace
