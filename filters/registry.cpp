@@ -25,8 +25,15 @@ Filter::Filter(const canopy_filter_descriptor* descriptor, void* state, std::sha
 Filter::~Filter() { descriptor_->destroy(state_); }
 
 Result<void> Filter::execute(std::span<const Packet> wave, std::vector<Packet>& out) {
-  if (descriptor_->execute(state_, wave.data(), wave.size(), &out, &error_)) return {};
-  return Error{std::move(error_)};
+  const std::size_t before = out.size();
+  if (!descriptor_->execute(state_, wave.data(), wave.size(), &out, &error_)) return Error{std::move(error_)};
+  // Contributors the filter did not set: the whole wave's (state packets count 0).
+  std::uint32_t total = 0;
+  for (const auto& p : wave) total += p.contributors();
+  for (std::size_t i = before; i < out.size(); ++i) {
+    if (!out[i].contributors_set()) out[i].set_contributors(total);
+  }
+  return {};
 }
 
 Result<void> Filter::set_params(const Packet& params) {

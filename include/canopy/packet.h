@@ -77,10 +77,22 @@ class Packet {
   void set_source(Rank rank) { source_ = rank; }
 
   // How many back-end packets were aggregated into this one (1 for a raw packet).
+  // A filter may set it on what it emits; where it does not, the runtime sets each
+  // packet the filter emitted to the sum over the wave it was given
+  // (docs/filters.md, "Contributors").
   std::uint32_t contributors() const { return contributors_; }
-  void set_contributors(std::uint32_t n) { contributors_ = n; }
+  void set_contributors(std::uint32_t n) {
+    contributors_ = n;
+    contributors_set_ = true;
+  }
+  // Whether set_contributors() gave it (a packet received has it given).
+  bool contributors_set() const { return contributors_set_; }
 
-  bool operator==(const Packet&) const = default;
+  // Equal tags, values, sources and contributors.
+  bool operator==(const Packet& other) const {
+    return tag_ == other.tag_ && values_ == other.values_ && source_ == other.source_ &&
+           contributors_ == other.contributors_;
+  }
 
  private:
   template <typename T>
@@ -92,6 +104,7 @@ class Packet {
   std::vector<Value> values_;
   Rank source_ = 0;
   std::uint32_t contributors_ = 1;
+  bool contributors_set_ = false;
 };
 
 // A packet as received, with the stream it came on.

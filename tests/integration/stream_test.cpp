@@ -186,6 +186,7 @@ TEST_F(Streams, BackendsLoadOnlyThePluginsOfStateRecoverableFiltersTheirStreamsU
   auto out = next(*net);
   ASSERT_TRUE(out);
   EXPECT_EQ(int_at(*out, 0), 0 + 1 + 2 + 3);
+  EXPECT_EQ(out->contributors(), 4u) << "where_sum does not set contributors: the runtime does";
   EXPECT_EQ(loads(log).count("script_backend"), 0u) << "a stream of a filter without state needs none";
 
   // A state-recoverable filter: each back-end keeps its instance over its own
