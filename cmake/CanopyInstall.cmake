@@ -100,3 +100,157 @@ if(CANOPY_SANITIZE)
   set_property(TARGET canopy_packet APPEND PROPERTY
     INTERFACE_LINK_OPTIONS $<INSTALL_INTERFACE:-fsanitize=address,undefined>)
 endif()
+
+# pkg-config files, for Makefile, autotools and Spack builds (docs/packaging.md):
+#   canopy-frontend.pc   tool front-ends, as Canopy::frontend
+#   canopy-backend.pc    tool back-ends, as Canopy::backend
+#   canopy-filter.pc     filter plugins, as Canopy::filter_api
+#   canopy.pc            all of the above (a program may be both), and `commnode`
+# Libs lists the static libraries in link order (a library before those it uses) and
+# Requires the .pc modules of what they link; both are computed from the same target
+# graph as the export set. The libraries being static, the dependencies are public
+# (Requires, Libs), not .private: a plain `pkg-config --libs` links.
+
+# What a library of this project links that is not one of its own, as pkg-config
+# says it: a module for Requires, or flags for Libs. A dependency added to the
+# libraries must be named here (configure says so), as in CanopyConfig.cmake.in.
+function(canopy_pkgconfig_external item out_module out_flags)
+  set(module "")
+  set(flags "")
+  if(item MATCHES "^CapnProto::(capnp|kj)$")
+    set(module ${CMAKE_MATCH_1})
+  elseif(item STREQUAL "spdlog::spdlog")
+    set(module spdlog)  # spdlog.pc requires fmt
+  elseif(item MATCHES "^(yaml-cpp::)?yaml-cpp$")
+    set(module yaml-cpp)
+  elseif(item STREQUAL "PkgConfig::SODIUM")
+    set(module libsodium)
+  elseif(item STREQUAL "Threads::Threads")
+    set(flags -pthread)
+  elseif(item STREQUAL "Boost::headers")
+    # Header-only: Asio is compiled into the libraries, the public headers include no Boost.
+  elseif(item MATCHES "^[A-Za-z0-9_+.-]+$" AND NOT TARGET "${item}")
+    set(flags -l${item})  # a system library by name, such as ${CMAKE_DL_LIBS}
+  else()
+    message(FATAL_ERROR "cmake/CanopyInstall.cmake: Canopy's installed libraries link "
+      "'${item}', which canopy_pkgconfig_external() cannot name in the pkg-config files: add it there.")
+  endif()
+  set(${out_module} "${module}" PARENT_SCOPE)
+  set(${out_flags} "${flags}" PARENT_SCOPE)
+endfunction()
+
+# Depth-first walk of the link graph; the state is in global properties.
+function(canopy_pkgconfig_visit item)
+  string(REGEX REPLACE "^\\$<(LINK_ONLY|BUILD_INTERFACE):(.*)>$" "\\2" item "${item}")
+  if(item STREQUAL "" OR item MATCHES "^::@")  # a directory scope marker of LINK_LIBRARIES
+    return()
+  endif()
+  if(TARGET "${item}")
+    get_target_property(aliased ${item} ALIASED_TARGET)
+    if(aliased)
+      set(item ${aliased})
+    endif()
+    get_target_property(imported ${item} IMPORTED)
+  else()
+    set(imported TRUE)
+  endif()
+  if(imported)
+    canopy_pkgconfig_external("${item}" module flags)
+    set_property(GLOBAL APPEND PROPERTY canopy_pc_modules ${module})
+    set_property(GLOBAL APPEND PROPERTY canopy_pc_flags ${flags})
+    return()
+  endif()
+  get_property(seen GLOBAL PROPERTY canopy_pc_seen)
+  if(item IN_LIST seen)
+    return()
+  endif()
+  set_property(GLOBAL APPEND PROPERTY canopy_pc_seen ${item})
+  foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+    get_target_property(linked ${item} ${property})
+    if(linked)
+      foreach(next IN LISTS linked)
+        canopy_pkgconfig_visit("${next}")
+      endforeach()
+    endif()
+  endforeach()
+  # After everything it links: reversed, this is the link order.
+  set_property(GLOBAL APPEND PROPERTY canopy_pc_postorder ${item})
+endfunction()
+
+# The relative directories are taken from the .pc file's own place (${pcfiledir}), as
+# the prefix is only known at install time (`cmake --install --prefix`). An absolute
+# CMAKE_INSTALL_LIBDIR gives configure-time absolute paths instead.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(pc_prefix "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH pc_up "/canopy/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/canopy")
+  string(REGEX REPLACE "/$" "" pc_up "${pc_up}")
+  set(pc_prefix "\${pcfiledir}/${pc_up}")
+endif()
+foreach(dir LIBDIR INCLUDEDIR BINDIR)
+  string(TOLOWER ${dir} var)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(pc_${var} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(pc_${var} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+
+# canopy_pkgconfig_file(<name> <description> <variables> <target>...)
+function(canopy_pkgconfig_file pc_file pc_description pc_variables)
+  foreach(property seen postorder modules flags)
+    set_property(GLOBAL PROPERTY canopy_pc_${property} "")
+  endforeach()
+  foreach(root IN LISTS ARGN)
+    canopy_pkgconfig_visit(${root})
+  endforeach()
+  get_property(order GLOBAL PROPERTY canopy_pc_postorder)
+  get_property(modules GLOBAL PROPERTY canopy_pc_modules)
+  get_property(flags GLOBAL PROPERTY canopy_pc_flags)
+  list(REVERSE order)
+  list(REMOVE_DUPLICATES modules)
+  list(REMOVE_DUPLICATES flags)
+  set(libs "-L\${libdir}")
+  foreach(library IN LISTS order)
+    get_target_property(type ${library} TYPE)
+    if(type STREQUAL "STATIC_LIBRARY")
+      if(NOT library IN_LIST canopy_installed_libraries)
+        message(FATAL_ERROR "${pc_file}.pc would link ${library}, which is not installed")
+      endif()
+      get_target_property(name ${library} OUTPUT_NAME)
+      if(NOT name)
+        set(name ${library})
+      endif()
+      string(APPEND libs " -l${name}")
+    elseif(NOT type STREQUAL "INTERFACE_LIBRARY")
+      message(FATAL_ERROR "${pc_file}.pc: ${library} is a ${type}; the pkg-config files "
+        "know only static libraries")
+    endif()
+  endforeach()
+  if(CANOPY_SANITIZE)
+    list(APPEND flags -fsanitize=address,undefined)
+  endif()
+  foreach(flag IN LISTS flags)
+    string(APPEND libs " ${flag}")
+  endforeach()
+  if(pc_variables)
+    string(APPEND pc_variables "\n")
+  endif()
+  list(JOIN modules " " pc_requires)
+  set(pc_libs "${libs}")
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/canopy.pc.in
+    ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endfunction()
+
+set(canopy_pc_commnode "# The commnode program, for LaunchOptions::commnode_exe\ncommnode=\${bindir}/canopy-commnode")
+canopy_pkgconfig_file(canopy-frontend "Canopy tool front-ends (canopy::Network)"
+  "${canopy_pc_commnode}" canopy_frontend)
+canopy_pkgconfig_file(canopy-backend "Canopy tool back-ends (canopy::Backend)"
+  "" canopy_backend)
+canopy_pkgconfig_file(canopy-filter
+  "Canopy filter plugins; build with -shared -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -Wl,--exclude-libs,ALL"
+  "" canopy_filter_api)
+canopy_pkgconfig_file(canopy "Canopy, a tree-based overlay network for HPC tools: front-ends, back-ends and filter plugins"
+  "${canopy_pc_commnode}" canopy_frontend canopy_backend canopy_filter_api)

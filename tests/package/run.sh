@@ -5,10 +5,11 @@
 #
 # Installs BUILD_DIR (already built) into a temporary prefix with `cmake --install`,
 # configures and builds tests/package and examples/ against it with
-# find_package(Canopy) and CMAKE_PREFIX_PATH, and runs their front-ends on small
-# trees. The installed commnode is found as a user's program would find it: on PATH,
-# from a path compiled in, through $CANOPY_COMMNODE, or, for the installed `canopy`,
-# beside the program.
+# find_package(Canopy) and CMAKE_PREFIX_PATH, builds tests/package/make with make and
+# pkg-config (PKG_CONFIG_PATH), and runs their front-ends on small trees. The
+# installed commnode is found as a user's program would find it: on PATH, from a path
+# compiled in (by CMake or pkg-config), through $CANOPY_COMMNODE, or, for the
+# installed `canopy`, beside the program.
 #
 # Every step runs within what is left of a time budget ($CANOPY_PACKAGE_TEST_BUDGET
 # seconds, default 540, below the test's TIMEOUT of 600), so that the temporary
@@ -77,12 +78,27 @@ for project in package examples; do
   step "build $project" cmake --build "$work/$project" -j "$jobs"
 done
 
+# The pkg-config files (docs/packaging.md) find the prefix from their own place
+# (${pcfiledir}): they name no absolute path, of the trees or of the prefix.
+step "the pkg-config files name no absolute path" \
+  bash -c '! grep -rnF -e "$1" -e "$2" -e "$3" "$3/lib/pkgconfig"' _ "$source_dir" "$build" "$prefix"
+# A Makefile project builds with make and pkg-config only, using the compiler Canopy
+# was built with (a plugin must: docs/filters.md).
+cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
+mkdir "$work/make"
+step "build tests/package/make with make and pkg-config" \
+  env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+  make -C "$work/make" -f "$here/make/Makefile" -j "$jobs" CXX="${cxx:-c++}"
+
 # A user program finds canopy-commnode on PATH...
 step "package_frontend (commnode from PATH)" \
   env PATH="$prefix/bin:$PATH" "$work/package/package_frontend"
 # ...or with the path the package gives it at build time...
 step "package_frontend (commnode path compiled in)" \
   "$work/package/package_frontend" --compiled-in-commnode
+# ...(the Makefile project's, from pkg-config --variable=commnode canopy)...
+step "package_frontend built with make (commnode path from pkg-config compiled in)" \
+  "$work/make/package_frontend" --compiled-in-commnode
 # ...or through $CANOPY_COMMNODE...
 step "integer_addition (commnode from CANOPY_COMMNODE)" \
   env CANOPY_COMMNODE="$prefix/bin/canopy-commnode" \
