@@ -1,6 +1,8 @@
 // Logging: one file per process in $CANOPY_LOG_DIR, named <role>-<rank>.log, at the
 // level in $CANOPY_LOG_LEVEL (trace, debug, info, warn, error; default info).
-// Without CANOPY_LOG_DIR, warnings and errors go to stderr.
+// Without CANOPY_LOG_DIR nothing is logged: no Canopy process writes to the user's
+// terminal, nor the libraries to their host program's stderr, unless
+// $CANOPY_LOG_STDERR=1 asks for it (warnings and errors by default).
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -16,7 +18,7 @@ namespace canopy::core {
 // call wins. Call it before other threads log.
 void init_logging(Role role, Rank rank);
 
-// The process's logger (a stderr logger at warn level until init_logging()).
+// The process's logger (silent, or stderr with $CANOPY_LOG_STDERR, until init_logging()).
 spdlog::logger& log();
 
 // The same logger, for code that is given its logger rather than calling log():

@@ -249,3 +249,11 @@ struct AdoptionReport {
   incarnation @2 :UInt32;
 }
 
+
+struct Failure {
+  # One failure many nodes may share: a request's or a stream creation's ack carries
+  # its subtree's failures grouped by message, so that what 256 commnodes report
+  # alike travels, and is shown, once (core/failures.h).
+  message @0 :Text;              # what failed, without the node ("cannot load ...")
+  ranks @1 :List(UInt32);        # the nodes that reported it, ascending
+}

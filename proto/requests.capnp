@@ -40,5 +40,6 @@ struct SetParams {
 struct RequestAck {
   # Up the tree once the whole subtree has carried out request `requestId`.
   requestId @0 :UInt64;
-  error @1 :Text;                # "" on success, else every failure with its node
+  error @1 :Text;                # unused (before `failures`: every failure as text)
+  failures @2 :List(Core.Failure);  # empty on success
 }

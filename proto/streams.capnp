@@ -43,7 +43,8 @@ struct StreamCreate {
 struct StreamAck {
   # Up the tree once the whole subtree has created the stream, or with an error.
   streamId @0 :UInt32;
-  error @1 :Text;                # "" on success, else what went wrong and where
+  error @1 :Text;                # unused (before `failures`: every failure as text)
+  failures @2 :List(Core.Failure);  # empty on success, else what went wrong and where
 }
 
 struct StreamError {

@@ -48,7 +48,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
   std::string input;
   if (child.host != me.host) {
     // Another host: its environment does not come with it, so pass ours on.
-    for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL"}) {
+    for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL", "CANOPY_LOG_STDERR"}) {
       if (const char* v = std::getenv(name)) env.emplace_back(name, v);
     }
     env.emplace_back(core::kEnvSecretOnStdin, "1");

@@ -35,7 +35,9 @@ void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capn
     }
     case Kind::ACK: {
       auto a = body.getAs<wire::requests::RequestAck>();
-      if (from_child) acked(a.getRequestId(), from.child, a.getError());
+      core::Failures failures;
+      failures.merge(a.getFailures());
+      if (from_child) acked(a.getRequestId(), from.child, failures);
       return;
     }
   }
@@ -47,13 +49,21 @@ void RequestService::on_event(const core::NodeEvent& event) {
   if (!lost) return;
   std::vector<std::uint64_t> pending;
   for (const auto& [id, request] : requests_) pending.push_back(id);
-  for (auto id : pending) acked(id, lost->child, node_.describe(lost->rank) + " was lost");
+  core::Failures lost_child;
+  lost_child.add(lost->rank, "lost");
+  for (auto id : pending) acked(id, lost->child, lost_child);
+}
+
+core::Failures RequestService::own_failure(const std::string& message) const {
+  core::Failures failures;
+  if (!message.empty()) failures.add(node_.identity().rank, message);
+  return failures;
 }
 
 void RequestService::load_filter(std::uint64_t request, const std::string& path, const std::string& name) {
   std::string error;
   if (auto r = filters_.load(path, name); !r) {
-    error = node_.describe(node_.identity().rank) + ": " + r.error();
+    error = r.error();
     log().error("load filter {} from {}: {}", name, path, r.error());
   } else {
     log().info("loaded filter {} from {}", name, path);
@@ -70,17 +80,16 @@ void RequestService::load_filter(std::uint64_t request, const std::string& path,
   l.setRequestId(request);
   l.setPath(path);
   l.setName(name);
-  start(request, std::move(targets), std::move(error), message);
+  start(request, std::move(targets), own_failure(error), message);
 }
 
 void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params) {
-  const std::string me = node_.describe(node_.identity().rank);
   if (!streams_.has_stream(stream)) {
-    report_ack(request, me + ": no stream " + std::to_string(stream));
+    report_ack(request, own_failure("no stream " + std::to_string(stream)));
     return;
   }
   auto applied = streams_.set_params(stream, slot, params);
-  std::string error = applied ? "" : me + ": " + applied.error();
+  std::string error = applied ? "" : applied.error();
   core::Outgoing message(node_.identity(), id(), Kind::SET_PARAMS);
   auto p = message.init<wire::requests::SetParams>();
   p.setRequestId(request);
@@ -89,48 +98,43 @@ void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSl
             : slot == FilterSlot::sync   ? wire::requests::FilterSlot::SYNC
                                          : wire::requests::FilterSlot::DOWNSTREAM);
   core::encode_values(params.values(), p.initParams(params.size()));
-  start(request, streams_.member_commnodes(stream), std::move(error), message);
+  start(request, streams_.member_commnodes(stream), own_failure(error), message);
 }
 
-void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, std::string error,
+void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,
                            core::Outgoing& message) {
   if (children.empty()) {
-    report_ack(request, error);
+    report_ack(request, failures);
     return;
   }
   for (std::size_t i : children) node_.send_to_child(i, message);
-  requests_[request] = Request{std::move(children), std::move(error)};
+  requests_[request] = Request{std::move(children), std::move(failures)};
 }
 
-void RequestService::acked(std::uint64_t request, std::size_t child, const std::string& error) {
+void RequestService::acked(std::uint64_t request, std::size_t child, const core::Failures& failures) {
   auto it = requests_.find(request);
   if (it == requests_.end()) return;
   auto& awaiting = it->second.awaiting;
   auto pos = std::find(awaiting.begin(), awaiting.end(), child);
   if (pos == awaiting.end()) return;
   awaiting.erase(pos);
-  auto& all = it->second.error;
-  // Keep reports bounded however many nodes fail the same way.
-  constexpr std::size_t kMaxErrorText = 4096;
-  if (!error.empty() && all.size() < kMaxErrorText) all += (all.empty() ? "" : "; ") + error;
-  if (all.size() >= kMaxErrorText && all.find("(more errors omitted)") == std::string::npos) {
-    all += "; (more errors omitted)";
-  }
+  // Alike failures merge (bounded however many nodes fail: core/failures.h).
+  it->second.failures.merge(failures);
   if (!awaiting.empty()) return;
-  std::string result = std::move(all);
+  core::Failures all = std::move(it->second.failures);
   requests_.erase(it);
-  report_ack(request, result);
+  report_ack(request, all);
 }
 
-void RequestService::report_ack(std::uint64_t request, const std::string& error) {
+void RequestService::report_ack(std::uint64_t request, const core::Failures& failures) {
   if (node_.is_root()) {
-    if (observer_) observer_->on_request_ack(request, error);
+    if (observer_) observer_->on_request_ack(request, failures.describe(node_.topology() ? &*node_.topology() : nullptr));
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::ACK);
   auto a = message.init<wire::requests::RequestAck>();
   a.setRequestId(request);
-  a.setError(error);
+  failures.write(a.initFailures(static_cast<unsigned>(failures.size())));
   node_.send_up(message);
 }
 

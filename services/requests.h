@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/failures.h"
 #include "core/node.h"
 #include "filters/filter.h"
 #include "requests.capnp.h"
@@ -21,7 +22,8 @@ class RequestService final : public core::Service {
   class Observer {
    public:
     virtual ~Observer() = default;
-    // Root only: request `request` is done everywhere; `error` is "" or every failure.
+    // Root only: request `request` is done everywhere; `error` is "" or every failure,
+    // failures alike grouped (core/failures.h).
     virtual void on_request_ack(std::uint64_t request, const std::string& error) {}
   };
 
@@ -41,13 +43,16 @@ class RequestService final : public core::Service {
  private:
   struct Request {
     std::vector<std::size_t> awaiting;  // children yet to ack
-    std::string error;
+    core::Failures failures;            // this node's and its acknowledged subtrees'
   };
   // Sends `message` (the request) to `children` and waits for their acks; with none,
-  // acknowledges at once with this node's `error`.
-  void start(std::uint64_t request, std::vector<std::size_t> children, std::string error, core::Outgoing& message);
-  void acked(std::uint64_t request, std::size_t child, const std::string& error);
-  void report_ack(std::uint64_t request, const std::string& error);
+  // acknowledges at once with this node's `failures`.
+  void start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,
+             core::Outgoing& message);
+  void acked(std::uint64_t request, std::size_t child, const core::Failures& failures);
+  void report_ack(std::uint64_t request, const core::Failures& failures);
+  // This node's own failure: `message` at its rank.
+  core::Failures own_failure(const std::string& message) const;
 
   core::Node& node_;
   filters::FilterRegistry& filters_;

@@ -147,7 +147,7 @@ void StreamService::create_stream(const StreamSpec& spec) {
   for (Rank b : spec.backends) {
     const canopy::Node* n = node_.topology()->find(b);
     if (!n || n->role != Role::backend) {
-      report_stream_ack(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
+      report_stream_failure(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
       return;
     }
   }
@@ -160,19 +160,18 @@ void StreamService::create_stream(const StreamSpec& spec) {
 }
 
 void StreamService::open_stream(const StreamSpec& spec) {
-  const Rank me = node_.identity().rank;
   if (streams_.count(spec.id)) {
-    report_stream_ack(spec.id, node_.describe(me) + ": stream " + std::to_string(spec.id) + " already exists");
+    report_stream_failure(spec.id, "stream " + std::to_string(spec.id) + " already exists");
     return;
   }
   if (streams_.size() >= kMaxStreams) {
-    report_stream_ack(spec.id, node_.describe(me) + ": " + too_many_streams());
+    report_stream_failure(spec.id, too_many_streams());
     return;
   }
   Stream stream;
   stream.spec = spec;
   if (auto made = make_filters(stream); !made) {
-    report_stream_ack(spec.id, node_.describe(me) + ": " + made.error());
+    report_stream_failure(spec.id, made.error());
     return;
   }
   const auto& children = node_.children();
@@ -191,7 +190,7 @@ void StreamService::open_stream(const StreamSpec& spec) {
   log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id, spec.upstream_filter,
              static_cast<int>(spec.sync), it->second.members.size());
   if (it->second.members.empty()) {
-    report_stream_ack(spec.id, "");
+    report_stream_ack(spec.id, {});
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::CREATE);
@@ -203,14 +202,12 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
   auto it = streams_.find(ack.getStreamId());
   if (it == streams_.end()) return;
   Stream& stream = it->second;
-  if (ack.getError().size() > 0) {
-    stream.ack_error += (stream.ack_error.empty() ? "" : "; ") + std::string(ack.getError().cStr());
-  }
+  stream.ack_failures.merge(ack.getFailures());
   auto& waiting = stream.awaiting_ack;
   auto pos = std::find(waiting.begin(), waiting.end(), child);
   if (pos == waiting.end()) return;
   waiting.erase(pos);
-  if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+  if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_failures);
 }
 
 Result<void> StreamService::make_filters(Stream& stream) {
@@ -449,9 +446,8 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
   auto& waiting = stream.awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
     waiting.erase(w);
-    stream.ack_error +=
-        (stream.ack_error.empty() ? "" : "; ") + node_.describe(node_.children()[child].rank) + " was lost";
-    if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_error);
+    stream.ack_failures.add(node_.children()[child].rank, "lost");
+    if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_failures);
   }
   run_waves(stream);
 }
@@ -650,15 +646,21 @@ void StreamService::compensate() {
 
 // ---- reports travelling up ----
 
-void StreamService::report_stream_ack(StreamId stream, const std::string& error) {
+void StreamService::report_stream_failure(StreamId stream, const std::string& message) {
+  core::Failures failures;
+  failures.add(node_.identity().rank, message);
+  report_stream_ack(stream, failures);
+}
+
+void StreamService::report_stream_ack(StreamId stream, const core::Failures& failures) {
   if (node_.is_root()) {
-    if (observer_) observer_->on_stream_ack(stream, error);
+    if (observer_) observer_->on_stream_ack(stream, failures.describe(node_.topology() ? &*node_.topology() : nullptr));
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::ACK);
   auto a = message.init<wire::streams::StreamAck>();
   a.setStreamId(stream);
-  a.setError(error);
+  failures.write(a.initFailures(static_cast<unsigned>(failures.size())));
   node_.send_up(message);
 }
 

@@ -27,6 +27,7 @@
 
 #include "canopy/packet.h"
 #include "canopy/stream.h"
+#include "core/failures.h"
 #include "core/node.h"
 #include "filters/filter.h"
 #include "streams.capnp.h"
@@ -102,7 +103,7 @@ class StreamService final : public core::Service {
     // Lost members whose packets that arrived before the loss still wait in their
     // queues: they take part in the waves those packets belong to, then leave.
     std::vector<std::size_t> departing;
-    std::string ack_error;
+    core::Failures ack_failures;  // of the subtree's acks so far
     std::unique_ptr<Timer> wave_timer;  // time_out mode: closes a partial wave
     bool timer_armed = false;
   };
@@ -131,7 +132,9 @@ class StreamService final : public core::Service {
   static void prune_departed(Stream& stream);
   void compensate();
 
-  void report_stream_ack(StreamId stream, const std::string& error);
+  void report_stream_ack(StreamId stream, const core::Failures& failures);
+  // This node's own failure to create stream `stream`.
+  void report_stream_failure(StreamId stream, const std::string& message);
   void report_stream_error(StreamId stream, const std::string& error);
   void report_upstream(StreamId stream, const Packet& packet);
 

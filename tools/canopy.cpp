@@ -77,6 +77,7 @@ struct RunOptions {
   } gossip;
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
   std::size_t backends = 0;  // attach mode: this many back-ends below leaf commnodes
+  std::string log_dir;       // every process's log file here ($CANOPY_LOG_DIR)
   // Override the topology's `links:` settings when given.
   std::optional<canopy::LinkKind> links;
   std::optional<canopy::LinkChecksum> checksum;
@@ -390,6 +391,13 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     return fail("--heartbeat, --suspect and --lost must increase (now " + std::to_string(opt.fault.heartbeat.count()) +
                 ", " + std::to_string(opt.fault.suspect.count()) + ", " + std::to_string(opt.fault.lost.count()) +
                 " ms)", 2);
+  }
+  // Logs: one file per process, nothing on the terminal (core/log.h).
+  if (!opt.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.log_dir, ec);
+    if (ec) return fail("cannot create --log-dir " + opt.log_dir + ": " + ec.message(), 2);
+    setenv("CANOPY_LOG_DIR", std::filesystem::absolute(opt.log_dir).c_str(), 1);
   }
   // --record is checked before anything is launched.
   if (!opt.record_dir.empty()) {
@@ -765,6 +773,9 @@ int main(int argc, char** argv) {
       ->check(canopy::tools::in_range(0.0, 0.5));
   run_cmd->footer("--backend EXE [ARGS...]  Run your own back-end program instead of the demo; must come last.");
 
+  run_cmd->add_option("--log-dir", opt.log_dir,
+                      "Every process of the tree writes its log here, <role>-<rank>.log (as $CANOPY_LOG_DIR); "
+                      "without it nothing is logged, and nothing but canopy's own messages reaches the terminal");
   run_cmd->add_option("--status", opt.status_file,
                       "Keep FILE up to date with the live tree (JSON), for canopy status FILE");
 

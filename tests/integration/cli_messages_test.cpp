@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "process_test.h"
@@ -92,6 +93,28 @@ TEST_F(CliMessages, ABadRecordDirectoryIsRefusedBeforeLaunch) {
   auto demo = run_canopy({"run", "--record", "/tmp"});
   EXPECT_EQ(exit_code(demo), 2);
   EXPECT_NE(demo.err.find("--record is for --workload union"), std::string::npos) << demo.err;
+}
+
+// A plugin that no node can load: one line on the terminal, naming every node by
+// rank ranges (not one line per node, nor the processes' logs); with --log-dir the
+// logs are in files, one a process.
+TEST_F(CliMessages, APluginThatFailsEverywhereIsOneLineOnTheTerminal) {
+  char dir[] = "/tmp/canopy-cli-plugin-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string bad = std::string(dir) + "/bad.so", logs = std::string(dir) + "/logs";
+  std::ofstream(bad) << "not a shared object\n";
+  auto o = run_canopy({"run", "--tree", "b:4^2", "--plugin", bad, "--filter", "foo", "--log-dir", logs});
+  std::ifstream log(logs + "/commnode-1000003.log");
+  const std::string commnode_log((std::istreambuf_iterator<char>(log)), {});
+  const bool one_file_each = std::filesystem::exists(logs + "/frontend-1000000.log") &&
+                             std::filesystem::exists(logs + "/backend-15.log");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(exit_code(o), 1);
+  EXPECT_EQ(o.err, "canopy run: loading filter 'foo' from " + bad +
+                       " failed: commnodes 1000001-1000004 and the front-end: cannot load filter plugin: " + bad +
+                       ": file too short\n");
+  EXPECT_NE(commnode_log.find("load filter foo from " + bad), std::string::npos) << commnode_log;
+  EXPECT_TRUE(one_file_each);
 }
 
 TEST_F(CliMessages, AMissingCommnodeSaysWhereItWasLookedForAndHowToGiveIt) {
