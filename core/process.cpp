@@ -81,8 +81,23 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
     // A socket rather than a pipe: send() with MSG_NOSIGNAL cannot raise SIGPIPE in a
     // host program that left it at its default, should the child be gone already.
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, input) != 0) {
+      posix_spawn_file_actions_destroy(&actions);
       return Error{std::string("cannot start a process (socketpair): ") + strerror(errno)};
     }
+    // Written before the child exists, while this process holds the reading end: it
+    // fits the socket's buffer (4 KiB at most, checked above), so it never blocks,
+    // and a child that exits at once without reading it (a launcher that starts
+    // nothing) is seen exiting, not taken for a failure to start it.
+    if (::send(input[1], stdin_data.data(), stdin_data.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(stdin_data.size())) {
+      const int err = errno ? errno : EIO;
+      ::close(input[0]);
+      ::close(input[1]);
+      posix_spawn_file_actions_destroy(&actions);
+      return Error{"cannot start '" + argv[0] + "': its standard input: " + strerror(err)};
+    }
+    ::close(input[1]);  // the child reads to the end of it
+    input[1] = -1;
     posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);  // dup2 clears close-on-exec
   }
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
@@ -105,17 +120,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
   int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (input[0] >= 0) {
-    ::close(input[0]);
-    // Fits the socket's buffer (4 KiB at most, checked above): never blocks.
-    if (rc == 0 &&
-        ::send(input[1], stdin_data.data(), stdin_data.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(stdin_data.size())) {
-      rc = errno ? errno : EIO;
-      ::kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    ::close(input[1]);
-  }
+  if (input[0] >= 0) ::close(input[0]);
   if (rc != 0) return Error{"cannot start '" + argv[0] + "': " + strerror(rc)};
 
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
