@@ -20,6 +20,7 @@ packages=(
   graphviz                    # dot, to draw merged call trees as SVG
   libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
   tmux                        # a real terminal for the test of canopy status --watch
+  chromium curl               # a real browser (and an HTTP client) for the test of canopy run --dashboard
 )
 
 missing=()

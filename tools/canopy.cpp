@@ -17,6 +17,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <cstring>
 #include <functional>
@@ -78,6 +79,8 @@ struct RunOptions {
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
   std::size_t backends = 0;  // attach mode: this many back-ends below leaf commnodes
   std::string log_dir;       // every process's log file here ($CANOPY_LOG_DIR)
+  std::string dashboard;     // [ADDR:]PORT of the live web page, "" = none
+  bool dashboard_anywhere = false;
   // Override the topology's `links:` settings when given.
   std::optional<canopy::LinkKind> links;
   std::optional<canopy::LinkChecksum> checksum;
@@ -91,33 +94,46 @@ std::string rank_list(const std::vector<canopy::Rank>& ranks) {
   return out + "]";
 }
 
+// An event as one line of text ("failure of 7: ...").
+std::string event_text(const canopy::Event& e) {
+  char line[1024];
+  if (e.kind == canopy::Event::Kind::failure) {
+    std::snprintf(line, sizeof line, "failure of %u: %s", e.rank, e.reason.c_str());
+  } else if (e.kind == canopy::Event::Kind::adoption) {
+    std::snprintf(line, sizeof line, "%u adopted by %u (incarnation %u)", e.rank, e.adopter, e.incarnation);
+  } else if (e.kind == canopy::Event::Kind::gossip) {
+    std::snprintf(line, sizeof line, "gossip: back-end %u found back-end %u failed (its heartbeat still for %lld ms)",
+                  e.detector, e.rank, static_cast<long long>(e.silent.count()));
+  } else if (e.kind == canopy::Event::Kind::view) {
+    std::snprintf(line, sizeof line, "view %llu: %zu members, left %s, joined %s, stabilised in %lld us",
+                  static_cast<unsigned long long>(e.view.id), e.view.members.size(), rank_list(e.left).c_str(),
+                  rank_list(e.joined).c_str(), static_cast<long long>(e.stabilise.count()));
+  } else {
+    std::snprintf(line, sizeof line,
+                  "%u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
+                  "compensate %lld us, cleanup %lld us%s",
+                  e.rank, e.adopter, e.attempts, static_cast<long long>(e.choose.count()),
+                  static_cast<long long>(e.connect.count()), static_cast<long long>(e.compensate.count()),
+                  static_cast<long long>(e.cleanup.count()),
+                  e.incomplete_streams.empty() ? "" : " (some streams may have lost data)");
+  }
+  return line;
+}
+
 // Prints every event that has arrived (failures, adoptions, recoveries, views), keeps
-// the status file current, and returns the events for the workload to act on.
+// the status file and the dashboard current, and returns the events for the
+// workload to act on.
 std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, StatusWriter& status) {
   std::vector<canopy::Event> events;
   while (auto e = net.next_event(std::chrono::milliseconds(0))) {
+    const std::string text = event_text(*e);
     if (jsonl) {
       std::printf("%s\n", canopy::to_json(*e).c_str());
-    } else if (e->kind == canopy::Event::Kind::failure) {
-      std::printf("event: failure of %u: %s\n", e->rank, e->reason.c_str());
-    } else if (e->kind == canopy::Event::Kind::adoption) {
-      std::printf("event: %u adopted by %u (incarnation %u)\n", e->rank, e->adopter, e->incarnation);
-    } else if (e->kind == canopy::Event::Kind::gossip) {
-      std::printf("event: gossip: back-end %u found back-end %u failed (its heartbeat still for %lld ms)\n",
-                  e->detector, e->rank, static_cast<long long>(e->silent.count()));
-    } else if (e->kind == canopy::Event::Kind::view) {
-      std::printf("event: view %llu: %zu members, left %s, joined %s, stabilised in %lld us\n",
-                  static_cast<unsigned long long>(e->view.id), e->view.members.size(), rank_list(e->left).c_str(),
-                  rank_list(e->joined).c_str(), static_cast<long long>(e->stabilise.count()));
     } else {
-      std::printf("event: %u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
-                  "compensate %lld us, cleanup %lld us%s\n",
-                  e->rank, e->adopter, e->attempts, static_cast<long long>(e->choose.count()),
-                  static_cast<long long>(e->connect.count()), static_cast<long long>(e->compensate.count()),
-                  static_cast<long long>(e->cleanup.count()),
-                  e->incomplete_streams.empty() ? "" : " (some streams may have lost data)");
+      std::printf("event: %s\n", text.c_str());
     }
     std::fflush(stdout);
+    status.note(text);
     events.push_back(std::move(*e));
   }
   if (events.empty()) {
@@ -211,6 +227,7 @@ int run_union(canopy::Network& net, const RunOptions& opt, StatusWriter& status,
     }
     if (*in) {
       ++packets;
+      status.count((*in)->stream);
       for (const auto& v : (*in)->packet.values()) {
         auto* xs = std::get_if<std::vector<std::int32_t>>(&v);
         if (!xs) continue;
@@ -521,6 +538,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
       continue;
     }
     const auto& packet = (*in)->packet;
+    status.count((*in)->stream);
     int wave = received++;
     const auto* members = members_of((*in)->view);
     if (demo && members) {
@@ -572,6 +590,23 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
 // canopy run: the tree's run, and --status FILE marked finished when it is over.
 int run(const RunOptions& opt) {
   StatusWriter status(opt.status_file);
+  std::unique_ptr<canopy::tools::Dashboard> dashboard;
+  if (!opt.dashboard.empty()) {
+    auto started = canopy::tools::Dashboard::start(opt.dashboard, opt.dashboard_anywhere);
+    if (!started) {
+      if (opt.format == "jsonl") std::cout << "{\"error\":" << json_string(started.error()) << "}" << std::endl;
+      std::cerr << "canopy run: " << started.error() << "\n";
+      return 2;
+    }
+    dashboard = std::move(*started);
+    status.set_dashboard(dashboard.get());
+    if (opt.format == "jsonl") {
+      std::printf("{\"dashboard\":%s}\n", json_string(dashboard->url()).c_str());
+    } else {
+      std::printf("dashboard: %s\n", dashboard->url().c_str());
+    }
+    std::fflush(stdout);
+  }
   if (auto ok = status.start(); !ok) {
     if (opt.format == "jsonl") std::cout << "{\"error\":" << json_string(ok.error()) << "}" << std::endl;
     std::cerr << "canopy run: " << ok.error() << "\n";
@@ -776,6 +811,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--log-dir", opt.log_dir,
                       "Every process of the tree writes its log here, <role>-<rank>.log (as $CANOPY_LOG_DIR); "
                       "without it nothing is logged, and nothing but canopy's own messages reaches the terminal");
+  auto* dashboard_opt = run_cmd->add_option(
+      "--dashboard", opt.dashboard,
+      "Serve a live web page of the tree at [ADDR:]PORT (ADDR 127.0.0.1 by default; port 0 picks one; the URL is "
+      "printed first): nodes, state, incarnation, links, stream rates, events (docs/fault-tolerance.md)");
+  run_cmd->add_flag("--dashboard-anywhere", opt.dashboard_anywhere,
+                    "Allow --dashboard on an address that is not a loopback one (the page is read-only, but shows "
+                    "the tree's hosts to whoever connects)")
+      ->needs(dashboard_opt);
   run_cmd->add_option("--status", opt.status_file,
                       "Keep FILE up to date with the live tree (JSON), for canopy status FILE");
 

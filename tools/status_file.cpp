@@ -58,12 +58,14 @@ std::optional<std::uint64_t> process_start(pid_t pid) {
 StatusWriter::StatusWriter(std::string path) : path_(std::move(path)) {}
 
 Result<void> StatusWriter::start() {
+  publish("\"run\":\"starting\"");
   if (path_.empty() || write("\"run\":\"starting\"")) return {};
   return Error{"cannot write --status " + path_ + ": " + std::strerror(errno)};
 }
 
 void StatusWriter::update(Network& net) {
-  if (path_.empty()) return;
+  if (path_.empty() && !dashboard_) return;
+  const Topology& topology = net.topology();
   std::string json = "\"nodes\":[";
   bool first = true;
   for (const auto& n : net.status()) {
@@ -75,6 +77,25 @@ void StatusWriter::update(Network& net) {
             (n.alive ? "alive" : "lost") + "\",\"incarnation\":" + std::to_string(n.incarnation) + ",\"children\":[";
     for (std::size_t i = 0; i < n.children.size(); ++i) json += (i ? "," : "") + std::to_string(n.children[i]);
     json += "]";
+    // The link to its current parent, as configured (docs/striping.md): its kind, and
+    // for a striped link the NICs at each end.
+    const canopy::Node* self = topology.find(n.rank);
+    const canopy::Node* parent = n.parent ? topology.find(*n.parent) : nullptr;
+    if (self && parent) {
+      const LinkKind kind = topology.link_between(*self, *parent);
+      json += ",\"link\":\"" + std::string(to_string(kind)) + "\"";
+      if (kind == LinkKind::striped) {
+        std::string nics;
+        for (const auto& nic : topology.nics_of(self->host)) nics += (nics.empty() ? "" : ",") + nic;
+        nics += " to ";
+        bool first_nic = true;
+        for (const auto& nic : topology.nics_of(parent->host)) {
+          nics += (first_nic ? "" : ",") + nic;
+          first_nic = false;
+        }
+        json += ",\"nics\":" + json_string(nics);
+      }
+    }
     if (n.role == Role::backend) {
       json += std::string(",\"member\":") + (n.member ? "true" : "false") + ",\"epoch\":" + std::to_string(n.epoch) +
               ",\"stale_dropped\":" + std::to_string(n.stale_dropped);
@@ -84,14 +105,49 @@ void StatusWriter::update(Network& net) {
   const auto view = net.view();
   json += "\n],\"view\":{\"id\":" + std::to_string(view.id) + ",\"members\":" + std::to_string(view.members.size()) + "}";
   tree_ = std::move(json);
-  write("\"run\":\"running\"");
+  if (!path_.empty()) write("\"run\":\"running\"");
+  publish("\"run\":\"running\"");
 }
 
 void StatusWriter::refresh(Network& net) {
-  if (!path_.empty() && std::chrono::steady_clock::now() - last_ >= std::chrono::seconds(1)) update(net);
+  const auto now = std::chrono::steady_clock::now();
+  if ((!path_.empty() && now - last_ >= std::chrono::seconds(1)) ||
+      (dashboard_ && now - last_publish_ >= std::chrono::milliseconds(250))) {
+    update(net);
+  }
+}
+
+void StatusWriter::note(std::string event) {
+  if (!dashboard_) return;
+  events_.push_back(std::move(event));
+  if (events_.size() > 50) events_.pop_front();
+}
+
+void StatusWriter::publish(const std::string& run_fields) {
+  if (!dashboard_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - last_publish_).count();
+  std::string streams;
+  for (auto& [id, s] : streams_) {
+    if (last_publish_ != std::chrono::steady_clock::time_point{} && seconds > 0) {
+      s.per_second = static_cast<double>(s.packets - s.at_last_publish) / seconds;
+    }
+    s.at_last_publish = s.packets;
+    char entry[128];
+    std::snprintf(entry, sizeof entry, "%s{\"id\":%u,\"packets\":%llu,\"per_second\":%.3f}",
+                  streams.empty() ? "" : ",", id, static_cast<unsigned long long>(s.packets), s.per_second);
+    streams += entry;
+  }
+  std::string events;
+  for (const auto& e : events_) events += (events.empty() ? "" : ",") + json_string(e);
+  last_publish_ = now;
+  dashboard_->publish("{" + tree_ + ",\n" + run_fields + ",\"host\":" + json_string(this_host()) +
+                      ",\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now_ms()) +
+                      ",\"streams\":[" + streams + "],\"events\":[" + events + "]}\n");
 }
 
 void StatusWriter::finish(int exit_status) {
+  publish("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
   if (path_.empty()) return;
   write("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
 }

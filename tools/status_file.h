@@ -5,9 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
 #include <string>
 
 #include "canopy/frontend.h"
+#include "dashboard.h"
 
 namespace canopy::tools {
 
@@ -28,12 +32,30 @@ class StatusWriter {
   // The run is over: writes the last tree seen with the run's exit status.
   void finish(int exit_status);
 
+  // The dashboard (borrowed; may be null) gets what the file gets, more often (every
+  // 250 ms while the workload runs), with the streams' rates and the latest events.
+  void set_dashboard(Dashboard* dashboard) { dashboard_ = dashboard; }
+  // An event, as one line of text; the dashboard shows the latest 50.
+  void note(std::string event);
+  // A packet arrived at the front-end on `stream`.
+  void count(StreamId stream) { ++streams_[stream].packets; }
+
  private:
+  struct StreamCount {
+    std::uint64_t packets = 0;
+    std::uint64_t at_last_publish = 0;
+    double per_second = 0;
+  };
   bool write(const std::string& run_fields);
+  void publish(const std::string& run_fields);
 
   std::string path_;
   std::string tree_ = "\"nodes\":[]";  // the "nodes" and "view" members of the last write
   std::chrono::steady_clock::time_point last_{};
+  Dashboard* dashboard_ = nullptr;
+  std::chrono::steady_clock::time_point last_publish_{};
+  std::deque<std::string> events_;
+  std::map<StreamId, StreamCount> streams_;
 };
 
 // `canopy status FILE [--format json] [--watch [--interval S]]`. Exit status: 0 for a

@@ -1,0 +1,231 @@
+// canopy run --dashboard (docs/fault-tolerance.md, "Watching a run"): the page is
+// rendered by a real browser (headless Chromium) while a union run heals from a
+// killed commnode, and what the browser shows is compared with the tree the run's
+// status file holds at that moment: the commnode lost, its orphans alive under
+// their adopters with their incarnations. Also: only GET and HEAD, loopback only
+// unless asked.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process_guard.h"
+#include "process_test.h"
+#include "run_canopy.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::exit_code;
+using canopy::testing::kCanopy;
+using canopy::testing::ProcessGuard;
+using canopy::testing::run_canopy;
+
+namespace {
+
+constexpr std::uint32_t C1 = 1000001;  // b:2^2: back-ends 0 and 1 under C1
+
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  return done();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// What `command` prints on standard output, and its exit status.
+std::pair<std::string, int> shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return {"", -1};
+  std::array<char, 4096> buffer;
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+std::string chromium() {
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    if (shell(std::string("command -v ") + name + " >/dev/null 2>&1").second == 0) return name;
+  }
+  return "";
+}
+
+struct Shown {
+  std::string state, parent;
+  unsigned incarnation = 0;
+  bool in_lost_section = false;
+};
+
+// The nodes of the page as the browser rendered it (its DOM after the script ran).
+std::map<std::uint32_t, Shown> nodes_shown(const std::string& dom) {
+  std::map<std::uint32_t, Shown> out;
+  const auto lost_at = dom.find("id=\"lost\"");
+  static const std::regex node(
+      R"re(<li class="node [a-z]+ role-[a-z]+" data-rank="(\d+)" data-role="[a-z]+" data-state="([a-z]+)" data-parent="(\d*)" data-incarnation="(\d+)">)re");
+  for (std::sregex_iterator it(dom.begin(), dom.end(), node), end; it != end; ++it) {
+    Shown s{(*it)[2], (*it)[3], static_cast<unsigned>(std::stoul((*it)[4])),
+            lost_at != std::string::npos && static_cast<std::size_t>(it->position()) > lost_at};
+    out[static_cast<std::uint32_t>(std::stoul((*it)[1]))] = s;
+  }
+  return out;
+}
+
+class Dashboard : public canopy::testing::ProcessTest {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/canopy-dashboard-test-XXXXXX";
+    dir_ = mkdtemp(dir);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    ProcessTest::TearDown();
+  }
+  std::string dir_;
+};
+
+TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "no chromium (scripts/setup.sh installs it)";
+  const std::string out = dir_ + "/run.out", status = dir_ + "/status.json";
+  std::vector<std::string> args{kCanopy, "run", "--tree", "b:2^2", "--workload", "union", "--rate", "50",
+                                "--duration", "8", "--dashboard", "0", "--status", status, "--heartbeat", "100",
+                                "--suspect", "300", "--lost", "800"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t run = -1;
+  ASSERT_EQ(posix_spawn(&run, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+
+  // The URL comes first; the tree is up once the status file says running.
+  std::smatch url;
+  const std::regex url_line("dashboard: (http://127\\.0\\.0\\.1:[0-9]+/)");
+  std::string printed;
+  const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
+  const bool up = announced && wait_for([&] { return slurp(status).find("\"run\":\"running\"") != std::string::npos; }, 20s);
+  // Kill commnode 1000001 once the union flows, and wait for the healed tree.
+  const pid_t c1 = up ? ProcessGuard::process_of_rank(C1) : -1;
+  const bool killed = c1 > 0 && kill(c1, SIGKILL) == 0;
+  std::string healed;
+  const bool settled = killed && wait_for([&] {
+    auto s = run_canopy({"status", status});
+    healed = s.out;
+    return s.out.find("commnode 1000001 on localhost: lost") != std::string::npos &&
+           s.out.find("backend 0 on localhost: alive (adopted") != std::string::npos &&
+           s.out.find("backend 1 on localhost: alive (adopted") != std::string::npos;
+  }, 20s);
+
+  // What the browser shows, and, right after, what the run's file holds.
+  std::string dom, file;
+  bool screenshot = false;
+  if (settled) {
+    const std::string flags = " --headless --no-sandbox --disable-gpu --user-data-dir=" + dir_ +
+                              "/profile --virtual-time-budget=3000 --window-size=1100,900 ";
+    dom = shell("timeout 60 " + browser + flags + "--dump-dom " + url[1].str() + " 2>/dev/null").first;
+    file = slurp(status);
+    shell("cd " + dir_ + " && timeout 60 " + browser + flags + "--screenshot=" + dir_ + "/dashboard.png " +
+          url[1].str() + " >/dev/null 2>&1");
+    const std::string png = slurp(dir_ + "/dashboard.png");
+    screenshot = png.size() > 10000 && png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
+    if (const char* keep = std::getenv("CANOPY_KEEP_SCREENSHOT")) {
+      std::filesystem::copy_file(dir_ + "/dashboard.png", keep, std::filesystem::copy_options::overwrite_existing);
+    }
+  }
+  int wait_status = 0;
+  bool reaped = false;  // wait_for asks once more after the last try
+  const bool ended = wait_for([&] { return reaped || (reaped = waitpid(run, &wait_status, WNOHANG) == run); }, 30s);
+  if (!ended) {
+    kill(run, SIGKILL);
+    waitpid(run, &wait_status, 0);
+  }
+  ASSERT_TRUE(announced) << printed;
+  ASSERT_TRUE(up);
+  ASSERT_TRUE(killed);
+  ASSERT_TRUE(settled) << healed;
+  EXPECT_TRUE(ended && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
+      << "wait status " << wait_status << "\n" << slurp(out);
+
+  // Every node of the tree is on the page, as the file says it is.
+  const auto shown = nodes_shown(dom);
+  ASSERT_EQ(shown.size(), 7u) << dom.substr(0, 4000);
+  const YAML::Node tree = YAML::Load(file);
+  for (const auto& n : tree["nodes"]) {
+    const auto rank = n["rank"].as<std::uint32_t>();
+    ASSERT_TRUE(shown.count(rank)) << rank;
+    const Shown& s = shown.at(rank);
+    EXPECT_EQ(s.state, n["state"].as<std::string>()) << rank;
+    EXPECT_EQ(s.parent, n["parent"].IsNull() ? "" : std::to_string(n["parent"].as<std::uint32_t>())) << rank;
+    EXPECT_EQ(s.incarnation, n["incarnation"].as<unsigned>()) << rank;
+  }
+  EXPECT_EQ(shown.at(C1).state, "lost");
+  EXPECT_TRUE(shown.at(C1).in_lost_section);
+  for (std::uint32_t orphan : {0u, 1u}) {
+    EXPECT_EQ(shown.at(orphan).state, "alive");
+    EXPECT_GE(shown.at(orphan).incarnation, 1u);
+    EXPECT_NE(shown.at(orphan).parent, std::to_string(C1));
+    EXPECT_FALSE(shown.at(orphan).in_lost_section);
+  }
+  EXPECT_NE(dom.find("failure of 1000001"), std::string::npos) << "the event list shows the failure";
+  EXPECT_NE(dom.find("data-stream=\"1\""), std::string::npos) << "the stream's rate is shown";
+  EXPECT_TRUE(screenshot) << "no screenshot";
+}
+
+TEST_F(Dashboard, IsReadOnlyAndOnLoopbackUnlessAsked) {
+  auto refused = run_canopy({"run", "--tree", "b:1", "--dashboard", "0.0.0.0:0"});
+  EXPECT_EQ(exit_code(refused), 2);
+  EXPECT_NE(refused.err.find("0.0.0.0 is not a loopback address"), std::string::npos) << refused.err;
+  auto bad = run_canopy({"run", "--tree", "b:1", "--dashboard", "localhost:x"});
+  EXPECT_EQ(exit_code(bad), 2);
+  EXPECT_NE(bad.err.find("give PORT or ADDRESS:PORT"), std::string::npos) << bad.err;
+  // A run long enough to ask it: POST is refused, an unknown page is 404.
+  const std::string out = dir_ + "/run.out";
+  std::vector<std::string> args{kCanopy, "run", "--tree", "b:1", "--waves", "100", "--interval", "50", "--dashboard",
+                                "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t run = -1;
+  ASSERT_EQ(posix_spawn(&run, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  std::smatch url;
+  const std::regex url_line("dashboard: (http://127\\.0\\.0\\.1:[0-9]+/)");
+  std::string printed;
+  const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
+  std::string post, missing;
+  if (announced) {
+    post = shell("curl -s -o /dev/null -w '%{http_code}' -X POST " + url[1].str()).first;
+    missing = shell("curl -s -o /dev/null -w '%{http_code}' " + url[1].str() + "secret").first;
+  }
+  kill(run, SIGTERM);
+  waitpid(run, nullptr, 0);
+  ASSERT_TRUE(announced) << printed;
+  EXPECT_EQ(post, "405");
+  EXPECT_EQ(missing, "404");
+}
+
+}  // namespace

@@ -1,0 +1,145 @@
+#include "dashboard.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <charconv>
+#include <mutex>
+#include <thread>
+
+#include "dashboard_page.h"
+
+namespace canopy::tools {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct Dashboard::Impl {
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  std::thread thread;
+  std::mutex mutex;
+  std::string state = "{\"run\":\"starting\",\"nodes\":[]}";
+
+  std::string current_state() {
+    std::lock_guard lock(mutex);
+    return state;
+  }
+
+  // One connection: requests answered until the peer closes it. Bounded: a request
+  // head of 8 KiB, no body, 10 s of silence ends the connection.
+  asio::awaitable<void> serve(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer(8192);
+    try {
+      while (true) {
+        stream.expires_after(std::chrono::seconds(10));
+        http::request_parser<http::empty_body> parser;
+        parser.header_limit(8192);
+        co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+        const auto& request = parser.get();
+        http::response<http::string_body> response;
+        response.version(request.version());
+        response.keep_alive(request.keep_alive());
+        response.set(http::field::server, "canopy");
+        response.set(http::field::cache_control, "no-store");
+        const std::string_view target = request.target();
+        if (request.method() != http::verb::get && request.method() != http::verb::head) {
+          response.result(http::status::method_not_allowed);
+          response.set(http::field::allow, "GET, HEAD");
+          response.body() = "read-only\n";
+        } else if (target == "/" || target == "/index.html") {
+          response.result(http::status::ok);
+          response.set(http::field::content_type, "text/html; charset=utf-8");
+          response.body() = kDashboardPage;
+        } else if (target == "/state.json") {
+          response.result(http::status::ok);
+          response.set(http::field::content_type, "application/json");
+          response.body() = current_state();
+        } else {
+          response.result(http::status::not_found);
+          response.set(http::field::content_type, "text/plain");
+          response.body() = "no such page: / and /state.json are served\n";
+        }
+        response.prepare_payload();
+        if (request.method() == http::verb::head) response.body().clear();
+        co_await http::async_write(stream, response, asio::use_awaitable);
+        if (!response.keep_alive()) break;
+      }
+    } catch (const std::exception&) {
+      // The peer went, sent garbage, or was silent: the connection ends.
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  asio::awaitable<void> accept() {
+    while (true) {
+      auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::operation_aborted) co_return;
+      if (ec) {
+        // Out of descriptors, say: wait a little instead of spinning.
+        asio::steady_timer pause(io, std::chrono::milliseconds(50));
+        co_await pause.async_wait(asio::use_awaitable);
+        continue;
+      }
+      asio::co_spawn(io, serve(std::move(socket)), asio::detached);
+    }
+  }
+};
+
+Result<std::unique_ptr<Dashboard>> Dashboard::start(const std::string& where, bool anywhere) {
+  std::string address = "127.0.0.1", port_text = where;
+  if (auto colon = where.rfind(':'); colon != std::string::npos) {
+    address = where.substr(0, colon);
+    port_text = where.substr(colon + 1);
+  }
+  unsigned port = 0;
+  auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || error != std::errc{} || end != port_text.data() + port_text.size() || port > 65535) {
+    return Error{"--dashboard " + where + ": give PORT or ADDRESS:PORT (a port from 0 to 65535)"};
+  }
+  boost::system::error_code ec;
+  const auto ip = asio::ip::make_address(address, ec);
+  if (ec) return Error{"--dashboard " + where + ": '" + address + "' is not an IP address"};
+  if (!ip.is_loopback() && !anywhere) {
+    return Error{"--dashboard " + where + ": " + address +
+                 " is not a loopback address; the page shows the tree to whoever connects (add "
+                 "--dashboard-anywhere to serve it there anyway)"};
+  }
+  auto impl = std::make_unique<Impl>();
+  const tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error{"--dashboard " + where + ": cannot listen: " + ec.message()};
+  asio::co_spawn(impl->io, impl->accept(), asio::detached);
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<Dashboard>(new Dashboard(std::move(impl)));
+}
+
+Dashboard::Dashboard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Dashboard::~Dashboard() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string Dashboard::url() const {
+  const auto endpoint = impl_->acceptor.local_endpoint();
+  const auto address = endpoint.address();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return "http://" + host + ":" + std::to_string(endpoint.port()) + "/";
+}
+
+void Dashboard::publish(std::string state_json) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->state = std::move(state_json);
+}
+
+}  // namespace canopy::tools
