@@ -80,6 +80,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/canopy
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
 
+# The manual page (written from canopy's help: tools/CMakeLists.txt) and the docs.
+install(FILES ${PROJECT_BINARY_DIR}/man/canopy.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/canopy)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/canopy)
+
 set(canopy_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Canopy)
 install(EXPORT CanopyTargets NAMESPACE Canopy:: DESTINATION ${canopy_package_dir})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/CanopyConfig.cmake.in

@@ -70,6 +70,16 @@ step "install $build into $prefix" cmake --install "$build" --prefix "$prefix"
 step "the installed package names no path of the source or build tree" \
   bash -c '! grep -rnF -e "$1" -e "$2" "$3"' _ "$source_dir" "$build" "$prefix/lib/cmake/Canopy"
 
+# The manual, written from canopy's help, has every command; the docs come along.
+step "man page and docs installed" bash -c '
+  for command in run status stack topgen; do
+    grep -q "^\.SS canopy $command\$" "$1/share/man/man1/canopy.1" || { echo "no canopy $command in canopy.1"; exit 1; }
+  done
+  grep -q -- "--dashboard" "$1/share/man/man1/canopy.1" || { echo "canopy.1 lacks --dashboard"; exit 1; }
+  for doc in README.md architecture.md filters.md packaging.md fault-tolerance.md; do
+    [ -f "$1/share/doc/canopy/$doc" ] || { echo "no share/doc/canopy/$doc"; exit 1; }
+  done' _ "$prefix"
+
 for project in package examples; do
   src="$here"
   [ "$project" = examples ] && src="$source_dir/examples"
