@@ -50,7 +50,10 @@ struct StreamAck {
 struct StreamError {
   # Up the tree to the front-end: a filter could not aggregate a wave (for
   # example, sum over strings). The wave is not forwarded; the error says why.
+  # Errors alike from several nodes within a short time travel as one (batched for
+  # 50 ms at each node: services/streams.h).
   streamId @0 :UInt32;
-  rank @1 :UInt32;               # the node where the filter failed
-  message @2 :Text;
+  rank @1 :UInt32;               # unused (before `failures`: the node)
+  message @2 :Text;              # unused (before `failures`: the error)
+  failures @3 :List(Core.Failure);  # the errors, and the nodes that reported each
 }

@@ -83,7 +83,7 @@ Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
 }
 
 StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer)
-    : node_(node), filters_(filters), observer_(observer) {}
+    : node_(node), filters_(filters), observer_(observer), error_timer_(node.io()) {}
 
 // ---- messages and events ----
 
@@ -109,7 +109,9 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::ERROR:
       if (from_child) {
         auto e = body.getAs<wire::streams::StreamError>();
-        report_stream_error(e.getStreamId(), e.getMessage());
+        core::Failures failures;
+        failures.merge(e.getFailures());
+        hold_stream_errors(e.getStreamId(), failures);
       }
       return;
     case Kind::JOIN:
@@ -280,7 +282,7 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
   std::vector<Packet> filtered;
   if (stream.downstream) {
     if (auto r = stream.downstream->execute(std::span<const Packet>(&input, 1), filtered); !r) {
-      report_stream_error(id, node_.describe(node_.identity().rank) + ": " + r.error());
+      report_stream_error(id, r.error());
       return;
     }
     if (filtered.empty()) return;
@@ -295,7 +297,7 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     d.setDestination(*destination);
     auto via = node_.route_to(*destination);
     if (!via || !node_.children()[*via].link) {
-      report_stream_error(id, node_.describe(node_.identity().rank) + ": no route to back-end " +
+      report_stream_error(id, "no route to back-end " +
                                   std::to_string(*destination));
       return;
     }
@@ -422,7 +424,7 @@ void StreamService::emit_wave(Stream& stream) {
   auto& out = stream.output;
   out.clear();
   if (auto r = stream.filter->execute(stream.wave, out); !r) {
-    report_stream_error(stream.spec.id, node_.describe(node_.identity().rank) + ": " + r.error());
+    report_stream_error(stream.spec.id, r.error());
     return;
   }
   for (auto& packet : out) {
@@ -509,8 +511,7 @@ void StreamService::route_point_to_point(wire::DataPacket::Reader packet) {
   message.set<wire::DataPacket>(packet);
   if (auto via = node_.route_to(destination)) {
     if (!node_.children()[*via].link) {
-      report_stream_error(packet.getStreamId(), node_.describe(node_.identity().rank) +
-                                                    ": point-to-point packet from rank " +
+      report_stream_error(packet.getStreamId(), "point-to-point packet from rank " +
                                                     std::to_string(packet.getSourceRank()) + " to back-end " +
                                                     std::to_string(destination) + " dropped: its subtree is gone");
       return;
@@ -568,15 +569,13 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
   auto it = streams_.find(spec.id);
   if (it == streams_.end()) {
     if (streams_.size() >= kMaxStreams) {
-      report_stream_error(spec.id, node_.describe(node_.identity().rank) +
-                                       ": cannot join stream for an adopted orphan: " + too_many_streams());
+      report_stream_error(spec.id, "cannot join stream for an adopted orphan: " + too_many_streams());
       return;
     }
     Stream stream;
     stream.spec = spec;
     if (auto made = make_filters(stream); !made) {
-      report_stream_error(spec.id, node_.describe(node_.identity().rank) +
-                                       ": cannot join stream for an adopted orphan: " + made.error());
+      report_stream_error(spec.id, "cannot join stream for an adopted orphan: " + made.error());
       return;
     }
     it = streams_.emplace(spec.id, std::move(stream)).first;
@@ -632,7 +631,7 @@ void StreamService::compensate() {
     }
     auto state = stream.filter->extract_state();
     if (!state) {
-      report_stream_error(sid, node_.describe(me) + ": cannot extract filter state: " + state.error());
+      report_stream_error(sid, "cannot extract filter state: " + state.error());
       incomplete_.push_back(sid);
       continue;
     }
@@ -664,18 +663,37 @@ void StreamService::report_stream_ack(StreamId stream, const core::Failures& fai
   node_.send_up(message);
 }
 
-void StreamService::report_stream_error(StreamId stream, const std::string& error) {
-  log().error("stream {}: {}", stream, error);
-  if (node_.is_root()) {
-    if (observer_) observer_->on_stream_error(stream, error);
-    return;
+void StreamService::report_stream_error(StreamId stream, const std::string& message) {
+  log().error("stream {}: {}", stream, message);
+  core::Failures failures;
+  failures.add(node_.identity().rank, message);
+  hold_stream_errors(stream, failures);
+}
+
+void StreamService::hold_stream_errors(StreamId stream, const core::Failures& failures) {
+  const bool armed = !held_errors_.empty();
+  held_errors_[stream].merge(failures);
+  if (armed) return;
+  error_timer_.expires_after(kErrorBatch);
+  error_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) send_stream_errors();
+  });
+}
+
+void StreamService::send_stream_errors() {
+  for (const auto& [stream, failures] : std::exchange(held_errors_, {})) {
+    if (node_.is_root()) {
+      if (observer_) {
+        observer_->on_stream_error(stream, failures.describe(node_.topology() ? &*node_.topology() : nullptr));
+      }
+      continue;
+    }
+    core::Outgoing message(node_.identity(), id(), Kind::ERROR);
+    auto e = message.init<wire::streams::StreamError>();
+    e.setStreamId(stream);
+    failures.write(e.initFailures(static_cast<unsigned>(failures.size())));
+    node_.send_up(message);
   }
-  core::Outgoing message(node_.identity(), id(), Kind::ERROR);
-  auto e = message.init<wire::streams::StreamError>();
-  e.setStreamId(stream);
-  e.setRank(node_.identity().rank);
-  e.setMessage(error);
-  node_.send_up(message);
 }
 
 void StreamService::report_upstream(StreamId stream, const Packet& packet) {
@@ -699,7 +717,7 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet) {
       bytes > transport::kDefaultMaxFrameBytes) {
     auto it = streams_.find(stream);
     const std::string filter = it != streams_.end() ? it->second.spec.upstream_filter : "?";
-    return report_stream_error(stream, node_.describe(node_.identity().rank) + ": filter '" + filter +
+    return report_stream_error(stream, "filter '" + filter +
                                            "' produced a packet of " + std::to_string(bytes) +
                                            " bytes, over the frame limit of " +
                                            std::to_string(transport::kDefaultMaxFrameBytes) +

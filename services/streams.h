@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -135,7 +136,14 @@ class StreamService final : public core::Service {
   void report_stream_ack(StreamId stream, const core::Failures& failures);
   // This node's own failure to create stream `stream`.
   void report_stream_failure(StreamId stream, const std::string& message);
-  void report_stream_error(StreamId stream, const std::string& error);
+  // This node's own error on `stream` (no node name in `message`: it is added).
+  // Errors are held for kErrorBatch and sent up, or handed to the observer at the
+  // root, as one report per stream in which errors alike are one line naming the
+  // nodes by rank ranges: a filter failing at 256 commnodes is one error.
+  void report_stream_error(StreamId stream, const std::string& message);
+  void hold_stream_errors(StreamId stream, const core::Failures& failures);
+  void send_stream_errors();
+  static constexpr std::chrono::milliseconds kErrorBatch{50};
   void report_upstream(StreamId stream, const Packet& packet);
 
   core::Node& node_;
@@ -144,6 +152,8 @@ class StreamService final : public core::Service {
   std::unordered_map<StreamId, Stream> streams_;
   std::vector<StreamId> overflowed_;   // output dropped while orphaned
   std::vector<StreamId> incomplete_;   // of the latest adoption
+  std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
+  Timer error_timer_;
 };
 
 }  // namespace canopy::services

@@ -89,20 +89,15 @@ TEST_F(FilterClaims, AnExceptionInExecuteBecomesAStreamErrorAndNoProcessDies) {
   auto stream = net->create_stream({.upstream_filter = "explode"});
   ASSERT_TRUE(stream) << stream.error();
   ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kReply, {-1, 0}}));
-  // Both commnodes throw on their wave; each failure reaches the front-end as an
-  // error of this stream, naming the node and the exception's message.
-  std::set<std::string> nodes;
-  for (int i = 0; i < 2; ++i) {
-    auto in = net->receive(10s);
-    ASSERT_FALSE(in) << (*in ? "a packet arrived instead of the error" : "no error within 10 s");
-    const auto& error = in.error();
-    EXPECT_NE(error.find("stream " + std::to_string(*stream) + ":"), std::string::npos) << error;
-    EXPECT_NE(error.find("explode refuses a wave of 2 packets"), std::string::npos) << error;
-    for (const char* node : {"commnode 1000001", "commnode 1000002"}) {
-      if (error.find(node) != std::string::npos) nodes.insert(node);
-    }
-  }
-  EXPECT_EQ(nodes.size(), 2u) << "each commnode reported its own failure";
+  // Both commnodes throw on their wave: the front-end gets one error of this stream
+  // naming both by their ranks, with the exception's message once (errors alike
+  // travel up as one: docs/filters.md).
+  auto in_error = net->receive(10s);
+  ASSERT_FALSE(in_error) << (*in_error ? "a packet arrived instead of the error" : "no error within 10 s");
+  EXPECT_EQ(in_error.error(), "stream " + std::to_string(*stream) +
+                                  ": commnodes 1000001-1000002: explode refuses a wave of 2 packets");
+  auto more = net->receive(500ms);
+  EXPECT_TRUE(more && !*more) << "one error, not one per commnode: " << (more ? "a packet" : more.error());
   // Nothing crashed: every process is alive and the tree still reduces.
   EXPECT_EQ(ProcessGuard::descendants().size(), processes);
   auto sum = net->create_stream({.upstream_filter = "sum"});
@@ -166,8 +161,7 @@ TEST_F(FilterClaims, AFilterOutputOverTheFrameLimitIsAStreamErrorNamingTheFilter
   ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kReply, {-1, 0}}));
   auto in = net->receive(30s);
   ASSERT_FALSE(in) << (*in ? "a packet arrived instead of the error" : "no error within 30 s");
-  EXPECT_NE(in.error().find("stream " + std::to_string(*stream) + ": commnode 100000"), std::string::npos)
-      << in.error();
+  EXPECT_NE(in.error().find("stream " + std::to_string(*stream) + ": commnode"), std::string::npos) << in.error();
   EXPECT_NE(in.error().find("filter 'bloat' produced a packet of 680001"), std::string::npos) << in.error();
   EXPECT_NE(in.error().find("over the frame limit of 67108864 bytes"), std::string::npos) << in.error();
   // No link was closed: every process is still there, and the tree still reduces.
