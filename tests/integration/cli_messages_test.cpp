@@ -20,21 +20,11 @@ using canopy::testing::exit_code;
 using canopy::testing::kCanopy;
 using canopy::testing::Output;
 using canopy::testing::run_canopy;
+using canopy::testing::shell;
 
 namespace {
 
 class CliMessages : public canopy::testing::ProcessTest {};
-
-// What `command` (run by /bin/sh) prints, standard error included, and its exit status.
-std::pair<std::string, int> shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buffer;
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
-  const int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
 
 TEST_F(CliMessages, ANumericOptionGivenAWordSaysItIsNotANumber) {
   auto o = run_canopy({"run", "--waves", "abc"});
@@ -123,7 +113,7 @@ TEST_F(CliMessages, AMissingCommnodeSaysWhereItWasLookedForAndHowToGiveIt) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string lone = std::string(dir) + "/canopy";
   std::filesystem::copy_file(kCanopy, lone);
-  auto [out, status] = shell("env -u CANOPY_COMMNODE PATH=/usr/bin:/bin " + lone + " run --tree b:2^2");
+  auto [out, status] = shell("env -u CANOPY_COMMNODE PATH=/usr/bin:/bin " + lone + " run --tree b:2^2 2>&1");
   std::filesystem::remove_all(dir);
   EXPECT_EQ(status, 2) << out;
   EXPECT_NE(out.find("cannot find the commnode program 'canopy-commnode': it is not next to " + std::string(dir) +

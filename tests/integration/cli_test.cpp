@@ -267,17 +267,9 @@ TEST_F(Cli, AttachModeRunsTheDemoWithBackendsStartedByTheUser) {
   });
   for (int i = 0; i < 100 && access(file.c_str(), R_OK) != 0; ++i) std::this_thread::sleep_for(100ms);
   ASSERT_EQ(access(file.c_str(), R_OK), 0) << "no attach file";
-  std::vector<pid_t> backends;
-  const std::string demo = std::string(CANOPY_BIN_DIR) + "/canopy-demo-backend";
-  for (int r = 0; r < 4; ++r) {
-    std::string rank = std::to_string(r);
-    char* argv[] = {const_cast<char*>(demo.c_str()), const_cast<char*>("--attach"), const_cast<char*>(file.c_str()),
-                    rank.data(), nullptr};
-    pid_t pid;
-    ASSERT_EQ(posix_spawn(&pid, demo.c_str(), nullptr, nullptr, argv, environ), 0);
-    backends.push_back(pid);
-  }
+  const auto backends = canopy::testing::start_demo_backends(file, 4);
   front_end.join();
+  ASSERT_EQ(backends.size(), 4u);
   EXPECT_EQ(exit_code(o), 0) << o.err;
   EXPECT_NE(o.out.find("\"attach_file\""), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("{\"stream\":1,\"wave\":4,\"values\":[16006]}"), std::string::npos) << o.out;
@@ -314,16 +306,7 @@ TEST_F(Cli, AnMrnetTopologyInAttachModeHasCommnodesForLeaves) {
   });
   for (int i = 0; i < 100 && access(file.c_str(), R_OK) != 0; ++i) std::this_thread::sleep_for(100ms);
   std::vector<pid_t> backends;
-  if (access(file.c_str(), R_OK) == 0) {
-    const std::string demo = std::string(CANOPY_BIN_DIR) + "/canopy-demo-backend";
-    for (int r = 0; r < 4; ++r) {
-      std::string rank = std::to_string(r);
-      char* argv[] = {const_cast<char*>(demo.c_str()), const_cast<char*>("--attach"), const_cast<char*>(file.c_str()),
-                      rank.data(), nullptr};
-      pid_t pid;
-      if (posix_spawn(&pid, demo.c_str(), nullptr, nullptr, argv, environ) == 0) backends.push_back(pid);
-    }
-  }
+  if (access(file.c_str(), R_OK) == 0) backends = canopy::testing::start_demo_backends(file, 4);
   front_end.join();
   for (pid_t pid : backends) waitpid(pid, nullptr, 0);
   std::filesystem::remove_all(dir);

@@ -35,32 +35,14 @@ using canopy::testing::exit_code;
 using canopy::testing::kCanopy;
 using canopy::testing::ProcessGuard;
 using canopy::testing::run_canopy;
+using canopy::testing::shell;
+using canopy::testing::slurp;
+using canopy::testing::start_canopy;
+using canopy::testing::wait_for;
 
 namespace {
 
 constexpr std::uint32_t C1 = 1000001;  // b:2^2: back-ends 0 and 1 under C1
-
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
-  return done();
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-// What `command` prints on standard output, and its exit status.
-std::pair<std::string, int> shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buffer;
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
-  const int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
 
 std::string chromium() {
   for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
@@ -106,18 +88,11 @@ TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
   const std::string browser = chromium();
   if (browser.empty()) GTEST_SKIP() << "no chromium (scripts/setup.sh installs it)";
   const std::string out = dir_ + "/run.out", status = dir_ + "/status.json";
-  std::vector<std::string> args{kCanopy, "run", "--tree", "b:2^2", "--workload", "union", "--rate", "50",
-                                "--duration", "8", "--dashboard", "0", "--status", status, "--heartbeat", "100",
-                                "--suspect", "300", "--lost", "800"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t run = -1;
-  ASSERT_EQ(posix_spawn(&run, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t run = start_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "8",
+                                  "--dashboard", "0", "--status", status, "--heartbeat", "100", "--suspect", "300",
+                                  "--lost", "800"},
+                                 out);
+  ASSERT_GT(run, 0);
 
   // The URL comes first; the tree is up once the status file says running.
   std::smatch url;
@@ -199,33 +174,31 @@ TEST_F(Dashboard, IsReadOnlyAndOnLoopbackUnlessAsked) {
   auto bad = run_canopy({"run", "--tree", "b:1", "--dashboard", "localhost:x"});
   EXPECT_EQ(exit_code(bad), 2);
   EXPECT_NE(bad.err.find("give PORT or ADDRESS:PORT"), std::string::npos) << bad.err;
-  // A run long enough to ask it: POST is refused, an unknown page is 404.
+  // A run long enough to ask it, over striped links: POST is refused, an unknown page
+  // is 404, and the state names each link's kind and NICs.
   const std::string out = dir_ + "/run.out";
-  std::vector<std::string> args{kCanopy, "run", "--tree", "b:1", "--waves", "100", "--interval", "50", "--dashboard",
-                                "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t run = -1;
-  ASSERT_EQ(posix_spawn(&run, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t run = start_canopy(
+      {"run", "--tree", "b:1", "--waves", "100", "--interval", "50", "--links", "striped", "--dashboard", "0"}, out);
+  ASSERT_GT(run, 0);
   std::smatch url;
   const std::regex url_line("dashboard: (http://127\\.0\\.0\\.1:[0-9]+/)");
   std::string printed;
   const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
-  std::string post, missing;
+  std::string post, missing, state;
   if (announced) {
     post = shell("curl -s -o /dev/null -w '%{http_code}' -X POST " + url[1].str()).first;
     missing = shell("curl -s -o /dev/null -w '%{http_code}' " + url[1].str() + "secret").first;
+    wait_for([&] {
+      state = shell("curl -s " + url[1].str() + "state.json").first;
+      return state.find("\"rank\":0,") != std::string::npos;
+    }, 20s);
   }
   kill(run, SIGTERM);
   waitpid(run, nullptr, 0);
   ASSERT_TRUE(announced) << printed;
   EXPECT_EQ(post, "405");
   EXPECT_EQ(missing, "404");
+  EXPECT_NE(state.find("\"link\":\"striped\",\"nics\":\"127.0.0.1 to 127.0.0.1\""), std::string::npos) << state;
 }
 
 }  // namespace

@@ -27,27 +27,13 @@ using canopy::testing::kCanopy;
 using canopy::testing::Output;
 using canopy::testing::ProcessGuard;
 using canopy::testing::run_canopy;
+using canopy::testing::shell;
+using canopy::testing::start_canopy;
+using canopy::testing::wait_for;
 
 namespace {
 
 constexpr std::uint32_t C1 = 1000001;  // b:2^2: back-ends 0 and 1 under C1
-
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
-  return done();
-}
-
-// What `command` prints on its standard output, and its exit status.
-std::pair<std::string, int> shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buffer;
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
-  const int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
 
 class Status : public canopy::testing::ProcessTest {
  protected:
@@ -91,13 +77,8 @@ TEST_F(Status, AFinishedRunIsShownAsFinishedWithItsExitStatus) {
 
 TEST_F(Status, ARunWhoseFrontEndWasKilledIsStale) {
   // canopy run with a long workload, SIGKILLed once its status file exists.
-  pid_t pid = -1;
-  std::vector<std::string> args{kCanopy, "run", "--tree", "b:2", "--waves", "100000", "--interval", "20",
-                                "--status", file_};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ASSERT_EQ(posix_spawn(&pid, kCanopy.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t pid = start_canopy({"run", "--tree", "b:2", "--waves", "100000", "--interval", "20", "--status", file_});
+  ASSERT_GT(pid, 0);
   const bool started = wait_for([&] { return std::filesystem::exists(file_); }, 20s);
   auto running = run_canopy({"status", file_});
   kill(pid, SIGKILL);
