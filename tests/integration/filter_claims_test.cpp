@@ -95,7 +95,7 @@ TEST_F(FilterClaims, AnExceptionInExecuteBecomesAStreamErrorAndNoProcessDies) {
   auto in_error = net->receive(10s);
   ASSERT_FALSE(in_error) << (*in_error ? "a packet arrived instead of the error" : "no error within 10 s");
   EXPECT_EQ(in_error.error(), "stream " + std::to_string(*stream) +
-                                  ": commnodes 1000001-1000002: explode refuses a wave of 2 packets");
+                                  ": commnodes 1000001-1000002: exception: explode refuses a wave of 2 packets");
   auto more = net->receive(500ms);
   EXPECT_TRUE(more && !*more) << "one error, not one per commnode: " << (more ? "a packet" : more.error());
   // Nothing crashed: every process is alive and the tree still reduces.
