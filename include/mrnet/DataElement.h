@@ -1,0 +1,21 @@
+// MRNet's data types (docs/mrnet.md), with MRNet 5.0.1's numbering.
+#pragma once
+
+namespace MRN {
+
+enum DataType {
+  UNKNOWN_T = 0,
+  CHAR_T, UCHAR_T, CHAR_ARRAY_T, UCHAR_ARRAY_T, STRING_T, STRING_ARRAY_T,
+  INT16_T, UINT16_T, INT16_ARRAY_T, UINT16_ARRAY_T,
+  INT32_T, UINT32_T, INT32_ARRAY_T, UINT32_ARRAY_T,
+  INT64_T, UINT64_T, INT64_ARRAY_T, UINT64_ARRAY_T,
+  FLOAT_T, DOUBLE_T, FLOAT_ARRAY_T, DOUBLE_ARRAY_T,
+  CHAR_LRG_ARRAY_T, UCHAR_LRG_ARRAY_T, STRING_LRG_ARRAY_T,
+  INT16_LRG_ARRAY_T, UINT16_LRG_ARRAY_T, INT32_LRG_ARRAY_T, UINT32_LRG_ARRAY_T,
+  INT64_LRG_ARRAY_T, UINT64_LRG_ARRAY_T, FLOAT_LRG_ARRAY_T, DOUBLE_LRG_ARRAY_T
+};
+
+// The type of one directive without its '%' ("d", "auc", "Alf"); UNKNOWN_T if none.
+DataType Fmt2Type(const char* directive);
+
+}  // namespace MRN

@@ -1,0 +1,67 @@
+// MRN::Packet: MRNet 5.0.1's packet, on Canopy (docs/mrnet.md). Values are packed at
+// construction from a format string of MRNet's directives (%c %uc %hd %uhd %d %ud %ld
+// %uld %f %lf %s, the arrays %a... with a uint32_t count and %A... with a uint64_t
+// count); unpack() with the very same format string gives them back, strings and
+// arrays as malloc'd copies the caller frees.
+#pragma once
+
+#include <boost/shared_ptr.hpp>
+
+#include <cstdarg>
+#include <memory>
+#include <string>
+
+#include "mrnet/DataElement.h"
+#include "mrnet/Types.h"
+
+namespace MRN {
+
+class Packet;
+typedef boost::shared_ptr<Packet> PacketPtr;
+
+class Packet {
+ public:
+  Packet(unsigned int stream_id, int tag, const char* format, ...);
+  Packet(const char* format, va_list values, unsigned int stream_id, int tag);
+  // One slot per value: a pointer to each scalar, the char* of a %s, and for an array
+  // two slots, its pointer then a pointer to its count.
+  Packet(unsigned int stream_id, int tag, const void** values, const char* format);
+  ~Packet();
+  Packet(const Packet&) = delete;
+  Packet& operator=(const Packet&) = delete;
+
+  // 0, or -1 if `format` is not the packet's own, character for character.
+  int unpack(const char* format, ...);
+  int unpack(va_list out, const char* format, bool);
+
+  int get_Tag() const;
+  void set_Tag(int tag);
+  unsigned int get_StreamId() const;
+  void set_StreamId(unsigned int id);
+  const char* get_FormatString() const;
+  Rank get_SourceRank() const;
+  Rank get_InletNodeRank() const;
+  // How many values, and the type of each.
+  unsigned int get_NumElements() const;
+  DataType get_ElementType(unsigned int i) const;
+
+  // A packing error (an unknown directive, a NULL %s): the packet carries nothing.
+  bool has_Error() const;
+
+  // Identity, as in MRNet.
+  bool operator==(const Packet& other) const { return this == &other; }
+  bool operator!=(const Packet& other) const { return this != &other; }
+
+  static PacketPtr NullPacket;
+
+  struct Impl;
+  // The layer's own access (mrnet/packet_codec.h).
+  Impl& impl() { return *impl_; }
+  const Impl& impl() const { return *impl_; }
+  explicit Packet(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace MRN
