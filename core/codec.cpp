@@ -209,6 +209,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   auto argv = t.initBackendArgv(plan.backend_argv.size());
   for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
   t.setAttachMode(plan.attach);
+  t.setMrnetBackendArgs(plan.mrnet_backend_args);
   auto ft = t.initFaultTolerance();
   ft.setEnabled(plan.fault.enabled);
   ft.setHeartbeatMs(static_cast<std::uint32_t>(plan.fault.heartbeat.count()));
@@ -230,6 +231,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.commnode_exe = t.getCommnodeExe();
   plan.attach = t.getAttachMode();
   for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
+  plan.mrnet_backend_args = t.getMrnetBackendArgs();
   auto ft = t.getFaultTolerance();
   plan.fault.enabled = ft.getEnabled();
   plan.fault.heartbeat = milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));

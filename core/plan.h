@@ -13,6 +13,8 @@ namespace canopy::core {
 struct LaunchPlan {
   std::string commnode_exe;                 // absolute path of canopy-commnode
   std::vector<std::string> backend_argv;    // back-end program and its arguments
+  // Append MRNet's five arguments to each back-end's command line (docs/mrnet.md).
+  bool mrnet_backend_args = false;
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched

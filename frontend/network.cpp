@@ -398,6 +398,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   core::LaunchPlan plan;
   plan.commnode_exe = options.commnode_exe;
   plan.backend_argv = options.backend_argv;
+  plan.mrnet_backend_args = options.mrnet_backend_args;
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;

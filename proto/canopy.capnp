@@ -130,6 +130,9 @@ struct Topology {
                                 # (docs/attach.md); parents do not launch them
   faultTolerance @8 :FaultTolerance;
   links @9 :Links;              # tree-wide link settings (docs/topology.md)
+  mrnetBackendArgs @10 :Bool;   # append MRNet's five arguments to each back-end's
+                                # command line (docs/mrnet.md): parent host, parent
+                                # port, parent rank, own host, own rank
 
   enum LinkKind {
     automatic @0;               # striped when both hosts have two NICs or more

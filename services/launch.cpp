@@ -24,6 +24,12 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
   if (command.empty() || command[0].empty()) {
     return Error{"no program to run for " + parent.describe(rank)};
   }
+  if (child.role == Role::backend && plan.mrnet_backend_args) {
+    // MRNet's back-ends find these last on their command line, after their own
+    // (docs/mrnet.md): parent host, parent port, parent rank, own host, own rank.
+    command.insert(command.end(), {topology.address_of(me.host), std::to_string(parent.listen_port()),
+                                   std::to_string(me.rank), child.host, std::to_string(rank)});
+  }
   char network[17];
   std::snprintf(network, sizeof network, "%016" PRIx64, parent.identity().network_id);
   core::Environment env = {

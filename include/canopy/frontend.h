@@ -54,6 +54,11 @@ struct LaunchOptions {
   // The back-end program and its arguments, started once per back-end of the tree.
   // It must use Canopy::backend (canopy::Backend::connect()).
   std::vector<std::string> backend_argv;
+  // Appends MRNet's five arguments to each back-end's command line, after
+  // backend_argv's: its parent's host and port, its parent's rank, its own host and
+  // its own rank, for back-ends written for MRNet (docs/mrnet.md). The back-end still
+  // connects as any Canopy back-end does (Backend::connect()).
+  bool mrnet_backend_args = false;
   // The commnode program. Default: $CANOPY_COMMNODE, else canopy-commnode next to
   // the running executable, else canopy-commnode from PATH.
   std::string commnode_exe;

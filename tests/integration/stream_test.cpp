@@ -225,6 +225,44 @@ TEST_F(Streams, ABackendThatCannotLoadAStateRecoverablePluginFailsTheStreamAndSa
   EXPECT_EQ(int_at(*out, 0), 0 + 1);
 }
 
+// LaunchOptions::mrnet_backend_args (docs/mrnet.md): each back-end's command line
+// ends with MRNet's five arguments, after its own: parent host, parent port, parent
+// rank, own host, own rank. A wrapper script records them and runs the back-end.
+TEST_F(Streams, BackendsWrittenForMrnetGetMrnetsFiveArgumentsLast) {
+  const auto wrapper = dir_ / "record_args.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$ARGS_DIR/args.$CANOPY_RANK\"\nexec " << kScriptBackend
+                         << "\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  ASSERT_EQ(setenv("ARGS_DIR", dir_.c_str(), 1), 0);
+  auto topology = canopy::generate_topology("b:2^2");
+  ASSERT_TRUE(topology);
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.backend_argv = {wrapper.string(), "--tool-option", "with space"};
+  options.mrnet_backend_args = true;
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  const canopy::Topology& up = network_->topology();  // with the ports chosen at start-up
+  for (canopy::Rank r = 0; r < 4; ++r) {
+    std::ifstream in(dir_ / ("args." + std::to_string(r)));
+    std::vector<std::string> args;
+    for (std::string line; std::getline(in, line);) args.push_back(line);
+    const auto& parent = up.at(*up.at(r).parent);
+    const std::vector<std::string> want{"--tool-option", "with space", up.address_of(parent.host),
+                                        std::to_string(parent.port), std::to_string(parent.rank), "localhost",
+                                        std::to_string(r)};
+    EXPECT_EQ(args, want) << "back-end " << r;
+  }
+  // And they are ordinary back-ends of the tree.
+  auto stream = network_->create_stream({});
+  ASSERT_TRUE(stream) << stream.error();
+  ASSERT_TRUE(network_->broadcast(*stream, reply_command()));
+  auto out = next(*network_);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(int_at(*out, 0), 0 + 1 + 2 + 3);
+}
+
 TEST_F(Streams, PluginFailuresAreReportedAndTheTreeKeepsRunning) {
   auto* net = launch("b:2^2");
   ASSERT_TRUE(net);
