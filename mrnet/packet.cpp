@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <type_traits>
 
 namespace MRN {
 
@@ -204,6 +203,15 @@ void set_count(va_list& out, bool lrg, std::uint64_t n) {
   }
 }
 
+// An array carried as a vector<Carried>: a malloc'd copy of Out into the next
+// pointer-to-pointer argument, its length into the count after it.
+template <typename Out, typename Carried>
+void unpack_array(const Value& v, va_list& out, bool lrg) {
+  const auto& a = std::get<std::vector<Carried>>(v);
+  *va_arg(out, Out**) = malloc_copy<Out>(a);
+  set_count(out, lrg, a.size());
+}
+
 void unpack_one(DataType t, const Value& v, va_list& out) {
   const bool lrg = large(t);
   switch (base(t)) {
@@ -224,46 +232,14 @@ void unpack_one(DataType t, const Value& v, va_list& out) {
       *va_arg(out, void**) = malloc_copy<std::uint8_t>(b);
       return set_count(out, lrg, b.size());
     }
-    case INT16_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::int32_t>>(v);
-      *va_arg(out, std::int16_t**) = malloc_copy<std::int16_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case UINT16_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::uint32_t>>(v);
-      *va_arg(out, std::uint16_t**) = malloc_copy<std::uint16_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case INT32_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::int32_t>>(v);
-      *va_arg(out, std::int32_t**) = malloc_copy<std::int32_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case UINT32_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::uint32_t>>(v);
-      *va_arg(out, std::uint32_t**) = malloc_copy<std::uint32_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case INT64_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::int64_t>>(v);
-      *va_arg(out, std::int64_t**) = malloc_copy<std::int64_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case UINT64_ARRAY_T: {
-      const auto& a = std::get<std::vector<std::uint64_t>>(v);
-      *va_arg(out, std::uint64_t**) = malloc_copy<std::uint64_t>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case FLOAT_ARRAY_T: {
-      const auto& a = std::get<std::vector<float>>(v);
-      *va_arg(out, float**) = malloc_copy<float>(a);
-      return set_count(out, lrg, a.size());
-    }
-    case DOUBLE_ARRAY_T: {
-      const auto& a = std::get<std::vector<double>>(v);
-      *va_arg(out, double**) = malloc_copy<double>(a);
-      return set_count(out, lrg, a.size());
-    }
+    case INT16_ARRAY_T: return unpack_array<std::int16_t, std::int32_t>(v, out, lrg);
+    case UINT16_ARRAY_T: return unpack_array<std::uint16_t, std::uint32_t>(v, out, lrg);
+    case INT32_ARRAY_T: return unpack_array<std::int32_t, std::int32_t>(v, out, lrg);
+    case UINT32_ARRAY_T: return unpack_array<std::uint32_t, std::uint32_t>(v, out, lrg);
+    case INT64_ARRAY_T: return unpack_array<std::int64_t, std::int64_t>(v, out, lrg);
+    case UINT64_ARRAY_T: return unpack_array<std::uint64_t, std::uint64_t>(v, out, lrg);
+    case FLOAT_ARRAY_T: return unpack_array<float, float>(v, out, lrg);
+    case DOUBLE_ARRAY_T: return unpack_array<double, double>(v, out, lrg);
     case STRING_ARRAY_T: {
       const auto& a = std::get<std::vector<std::string>>(v);
       char** strings = a.empty() ? nullptr : static_cast<char**>(std::malloc(sizeof(char*) * a.size()));

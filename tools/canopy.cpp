@@ -1,6 +1,6 @@
 // canopy: the command-line tool.
 //   canopy run      launch a tree, run a workload, print aggregated results
-//   canopy topgen   write a generated topology (YAML or MRNet's format)
+//   canopy topgen   write a generated topology (topgen_command.h)
 //   canopy stack    merged stack traces of an MPI job (stack_command.h)
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +33,7 @@
 #include "cli_checks.h"
 #include "stack_command.h"
 #include "status_file.h"
+#include "topgen_command.h"
 #include "union_record.h"
 
 namespace {
@@ -617,67 +618,6 @@ int run(const RunOptions& opt) {
   return code;
 }
 
-struct TopgenOptions {
-  std::string spec;
-  std::string host = "localhost";  // every process here, unless a host list is given
-  std::string hosts;               // --hosts "h1:4,h2:4"
-  std::string hostfile;            // --hostfile FILE: the same entries, one or more a line
-  std::string format = "yaml";
-  std::size_t backends = 0;        // --backends N: leaves are commnodes, N back-ends spread below them
-  std::string output;
-};
-
-// The host list of --hosts or --hostfile; empty when neither is given.
-canopy::Result<std::vector<canopy::HostSlots>> topgen_hosts(const TopgenOptions& opt) {
-  if (!opt.hosts.empty()) return canopy::parse_host_list(opt.hosts, "--hosts");
-  if (opt.hostfile.empty()) return std::vector<canopy::HostSlots>{};
-  std::ifstream in(opt.hostfile, std::ios::binary);
-  std::string text;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > canopy::kMaxTopologyBytes) {
-      return canopy::Error{opt.hostfile + ": larger than " + std::to_string(canopy::kMaxTopologyBytes >> 20) +
-                           " MiB; is this a host file?"};
-    }
-  }
-  if (in.bad() || !in.eof()) return canopy::Error{"cannot read host file " + opt.hostfile};
-  return canopy::parse_host_list(text, opt.hostfile);
-}
-
-// Exit status 2 for anything the user gave wrong, 1 when the output cannot be written.
-int topgen(const TopgenOptions& opt) {
-  auto fail = [](const std::string& message, int code) {
-    std::cerr << "canopy topgen: " << message << "\n";
-    return code;
-  };
-  auto hosts = topgen_hosts(opt);
-  if (!hosts) return fail(hosts.error(), 2);
-  if (hosts->empty()) hosts->push_back({opt.host, std::numeric_limits<std::uint32_t>::max()});
-  auto leaves = opt.backends > 0 ? canopy::Leaves::commnodes : canopy::Leaves::backends;
-  auto topology = canopy::generate_topology(opt.spec, *hosts, leaves);
-  if (!topology) return fail(topology.error(), 2);
-  if (opt.backends > 0) {
-    topology = canopy::attach_backends(*topology, opt.backends);
-    if (!topology) return fail(topology.error(), 2);
-  }
-  std::string text;
-  if (opt.format == "mrnet") {
-    auto mrnet = canopy::to_mrnet(*topology);
-    if (!mrnet) return fail(mrnet.error(), 2);
-    text = std::move(*mrnet);
-  } else {
-    text = canopy::to_yaml(*topology);
-  }
-  if (opt.output.empty() || opt.output == "-") {
-    std::cout << text << std::flush;
-    return std::cout ? 0 : fail("cannot write to standard output", 1);
-  }
-  std::ofstream out(opt.output);
-  out << text;
-  if (!out.flush()) return fail("cannot write " + opt.output, 1);
-  return 0;
-}
 
 }  // namespace
 
@@ -843,31 +783,9 @@ int main(int argc, char** argv) {
   canopy::tools::StackOptions stack_opt;
   auto* stack_cmd = canopy::tools::add_stack_command(app, stack_opt);
 
-  TopgenOptions topgen_opt;
-  auto* topgen_cmd = app.add_subcommand("topgen", "Write a generated topology (YAML or MRNet's format) to standard "
-                                                  "output; exits with 2 on bad usage (docs/topology.md)");
-  topgen_cmd->add_option("spec", topgen_opt.spec,
-                         "Tree spec: b:F^D (fan-out F, depth D), b:FxFx... (fan-out per level), k:K@N (k-nomial, "
-                         "N processes), g:N:N,N:... (child counts level by level)")
-      ->required();
-  auto* host_opt = topgen_cmd->add_option("--host", topgen_opt.host, "Host of every process")->capture_default_str();
-  auto* hosts_opt = topgen_cmd->add_option("--hosts", topgen_opt.hosts,
-                                           "Hosts to place the tree on, host[:slots] separated by commas (slots "
-                                           "default 1): the front-end first, then breadth first, a host filled "
-                                           "before the next");
-  topgen_cmd->add_option("--hostfile", topgen_opt.hostfile, "Like --hosts, from a file: host[:slots] entries, # comments")
-      ->check(CLI::ExistingFile)
-      ->excludes(hosts_opt)
-      ->excludes(host_opt);
-  hosts_opt->excludes(host_opt);
-  topgen_cmd->add_option("--format", topgen_opt.format, "yaml (Canopy's) or mrnet (MRNet's host:N => host:N ;)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"yaml", "mrnet"}));
-  topgen_cmd->add_option("--backends", topgen_opt.backends,
-                         "Attach mode: the spec's leaves become commnodes and N back-ends (ranks 0..N-1) are spread "
-                         "over them in contiguous blocks")
-      ->check(canopy::tools::in_range(std::size_t{1}, std::size_t{canopy::kFirstInternalRank}));
-  topgen_cmd->add_option("-o,--output", topgen_opt.output, "Output file (default: standard output)");
+
+  canopy::tools::TopgenOptions topgen_opt;
+  auto* topgen_cmd = canopy::tools::add_topgen_command(app, topgen_opt);
 
   try {
     app.parse(static_cast<int>(args.size()), args.data());
@@ -892,7 +810,7 @@ int main(int argc, char** argv) {
   }
   if (*status_cmd) return canopy::tools::status_command(status_path, status_format, status_watch, status_interval);
   if (*stack_cmd) return canopy::tools::run_stack(stack_opt);
-  if (*topgen_cmd) return topgen(topgen_opt);
+  if (*topgen_cmd) return canopy::tools::run_topgen(topgen_opt);
   opt.backend = backend_command;
   struct sigaction sa {};
   sa.sa_handler = [](int sig) { g_signal = sig; };
