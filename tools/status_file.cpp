@@ -55,7 +55,10 @@ std::optional<std::uint64_t> process_start(pid_t pid) {
 
 }  // namespace
 
-StatusWriter::StatusWriter(std::string path) : path_(std::move(path)) {}
+StatusWriter::StatusWriter(std::string path)
+    : path_(std::move(path)),
+      process_(",\"host\":" + json_string(this_host()) + ",\"pid\":" + std::to_string(getpid()) +
+               ",\"pid_start\":" + std::to_string(process_start(getpid()).value_or(0))) {}
 
 Result<void> StatusWriter::start() {
   publish("\"run\":\"starting\"");
@@ -141,8 +144,7 @@ void StatusWriter::publish(const std::string& run_fields) {
   std::string events;
   for (const auto& e : events_) events += (events.empty() ? "" : ",") + json_string(e);
   last_publish_ = now;
-  dashboard_->publish("{" + tree_ + ",\n" + run_fields + ",\"host\":" + json_string(this_host()) +
-                      ",\"pid\":" + std::to_string(getpid()) + ",\"time_ms\":" + std::to_string(now_ms()) +
+  dashboard_->publish("{" + tree_ + ",\n" + run_fields + process_ + ",\"time_ms\":" + std::to_string(now_ms()) +
                       ",\"streams\":[" + streams + "],\"events\":[" + events + "]}\n");
 }
 
@@ -154,11 +156,7 @@ void StatusWriter::finish(int exit_status) {
 
 bool StatusWriter::write(const std::string& run_fields) {
   last_ = std::chrono::steady_clock::now();
-  const auto start = process_start(getpid());
-  std::string json = "{" + tree_ + ",\n" + run_fields + ",\"host\":" + json_string(this_host()) +
-                     ",\"pid\":" + std::to_string(getpid()) +
-                     ",\"pid_start\":" + std::to_string(start.value_or(0)) + ",\"time_ms\":" + std::to_string(now_ms()) +
-                     "}\n";
+  const std::string json = "{" + tree_ + ",\n" + run_fields + process_ + ",\"time_ms\":" + std::to_string(now_ms()) + "}\n";
   const std::string temporary = path_ + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);

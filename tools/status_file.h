@@ -50,6 +50,7 @@ class StatusWriter {
   void publish(const std::string& run_fields);
 
   std::string path_;
+  std::string process_;  // ,"host":…,"pid":…,"pid_start":…: this process, written once
   std::string tree_ = "\"nodes\":[]";  // the "nodes" and "view" members of the last write
   std::chrono::steady_clock::time_point last_{};
   Dashboard* dashboard_ = nullptr;
