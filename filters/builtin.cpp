@@ -231,6 +231,17 @@ class UnionFilter {
   }
 };
 
+// No aggregation: every packet of the wave goes on unchanged, in child order (MRNet's
+// TFILTER_NULL). With dont_wait each packet travels alone; with wait_for_all the
+// packets of one wave travel together.
+class PassFilter {
+ public:
+  Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
+    out.insert(out.end(), wave.begin(), wave.end());
+    return {};
+  }
+};
+
 }  // namespace
 
 FilterRegistry FilterRegistry::with_builtins() {
@@ -241,6 +252,7 @@ FilterRegistry FilterRegistry::with_builtins() {
   registry.add(filter_descriptor<AverageFilter>("avg"));
   registry.add(filter_descriptor<ConcatFilter>("concat"));
   registry.add(filter_descriptor<UnionFilter>("union"));
+  registry.add(filter_descriptor<PassFilter>("pass"));
   registry.add(incremental_union_descriptor());
   registry.add(prefix_tree_descriptor());
   return registry;

@@ -397,10 +397,12 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   if (backends.empty()) return fail("the topology has no back-ends", 2);
   if (opt.plugin.empty() &&
       std::find(kBuiltinFilters.begin(), kBuiltinFilters.end(), opt.filter) == kBuiltinFilters.end()) {
-    if (opt.filter == "incremental_union" || opt.filter == "prefix_tree") {
+    if (opt.filter == "incremental_union" || opt.filter == "prefix_tree" || opt.filter == "pass") {
       return fail("--filter " + opt.filter + " is built in, but not for the demo workload, which runs sum, min, max, "
                   "avg, concat or union" + (opt.filter == "incremental_union" ? std::string(
-                      "; --workload union runs incremental_union") : std::string("; canopy stack runs prefix_tree")), 2);
+                      "; --workload union runs incremental_union")
+                  : opt.filter == "pass" ? std::string("; pass aggregates nothing (MRNet's TFILTER_NULL)")
+                                          : std::string("; canopy stack runs prefix_tree")), 2);
     }
     return fail("--filter " + opt.filter + " is not a built-in filter of the demo workload (sum, min, max, avg, "
                 "concat, union); give --plugin FILE to load it", 2);

@@ -87,3 +87,16 @@ TEST(FilterRegistry, UnknownNameListsTheKnownOnes) {
   ASSERT_FALSE(f);
   EXPECT_NE(f.error().find("sum"), std::string::npos) << f.error();
 }
+
+TEST(PassFilter, EveryPacketOfTheWaveGoesOnUnchangedInChildOrder) {
+  auto registry = FilterRegistry::with_builtins();
+  auto filter = registry.create("pass", canopy::FilterContext{});
+  ASSERT_TRUE(filter) << filter.error();
+  std::vector<Packet> wave{from(3, {std::string("%s"), std::string("x")}, 2), from(5, {7})};
+  std::vector<Packet> out;
+  ASSERT_TRUE((*filter)->execute(wave, out));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], wave[0]);
+  EXPECT_EQ(out[1], wave[1]);
+  EXPECT_EQ(out[0].contributors(), 2u);
+}
