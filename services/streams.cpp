@@ -427,8 +427,10 @@ void StreamService::emit_wave(Stream& stream) {
     report_stream_error(stream.spec.id, r.error());
     return;
   }
+  // An aggregate comes from this node; what `pass` forwards keeps its sender.
+  const bool forwarded = stream.spec.upstream_filter == "pass";
   for (auto& packet : out) {
-    packet.set_source(node_.identity().rank);
+    if (!forwarded) packet.set_source(node_.identity().rank);
     report_upstream(stream.spec.id, packet);
   }
 }

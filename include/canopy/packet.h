@@ -72,7 +72,8 @@ class Packet {
   std::string format() const;
 
   // Rank of the back-end (or front-end) that sent it; for an aggregated packet, the
-  // rank of the node that produced the aggregate.
+  // rank of the node that produced the aggregate (the `pass` filter aggregates
+  // nothing: what it forwards keeps its sender).
   Rank source() const { return source_; }
   void set_source(Rank rank) { source_ = rank; }
 

@@ -25,14 +25,14 @@ MRN::PacketPtr over_the_wire(const MRN::Packet& packet) {
 
 TEST(MrnetPacket, EveryScalarDirectiveRoundTripsWithItsWidth) {
   const char* fmt = "%c %uc %hd %uhd %d %ud %ld %uld %f %lf %s";
-  MRN::Packet sent(7, MRN::FirstApplicationTag + 1, fmt, 'x', 250, -30000, 65000, -2000000000, 4000000000u,
+  MRN::Packet sent(7, FirstApplicationTag + 1, fmt, 'x', 250, -30000, 65000, -2000000000, 4000000000u,
                    static_cast<int64_t>(-9000000000000LL), static_cast<uint64_t>(18000000000000000000ULL), 1.5f, 2.25,
                    "hello");
   ASSERT_FALSE(sent.has_Error());
   EXPECT_EQ(sent.get_NumElements(), 11u);
   auto got = over_the_wire(sent);
   ASSERT_TRUE(got);
-  EXPECT_EQ(got->get_Tag(), MRN::FirstApplicationTag + 1);
+  EXPECT_EQ(got->get_Tag(), FirstApplicationTag + 1);
   EXPECT_EQ(got->get_StreamId(), 7u);
   EXPECT_STREQ(got->get_FormatString(), fmt);
   char c = 0;

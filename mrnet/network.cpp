@@ -1,0 +1,649 @@
+// MRN::Network on Canopy (docs/mrnet.md): creation of the front-end and back-end,
+// communicators, filters, streams and receiving.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mrnet/backend_args.h"
+#include "mrnet/conventions.h"
+#include "mrnet/network_impl.h"
+#include "mrnet/packet_codec.h"
+
+namespace MRN {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string local_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+// The directory this library was loaded from (the MRNet plug-in and, in the build
+// tree and installed alike, the commnode are found from it).
+std::filesystem::path library_directory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&library_directory), &info) == 0 || !info.dli_fname) return {};
+  std::error_code ec;
+  auto path = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? std::filesystem::path() : path.parent_path();
+}
+
+// canopy_mrnet_filters.so: $CANOPY_MRNET_FILTERS, else next to this library.
+std::string filter_plugin() {
+  if (const char* env = std::getenv("CANOPY_MRNET_FILTERS"); env && *env) return env;
+  return (library_directory() / layer::kFilterPlugin).string();
+}
+
+// canopy-commnode: $CANOPY_COMMNODE (Canopy's own rule), else in the programs'
+// directory of the installation or build tree this library belongs to.
+std::string commnode_program() {
+  if (const char* env = std::getenv("CANOPY_COMMNODE"); env && *env) return env;
+  const auto dir = library_directory();
+  for (const char* relative : {"../bin", CANOPY_MRNET_BIN_FROM_LIB}) {
+    auto candidate = dir / relative / "canopy-commnode";
+    if (std::filesystem::exists(candidate)) return std::filesystem::weakly_canonical(candidate).string();
+  }
+  return "";  // Canopy's default: next to the program, else PATH
+}
+
+std::optional<canopy::SyncMode> sync_mode(int id) {
+  if (id == SFILTER_WAITFORALL) return canopy::SyncMode::wait_for_all;
+  if (id == SFILTER_DONTWAIT) return canopy::SyncMode::dont_wait;
+  if (id == SFILTER_TIMEOUT) return canopy::SyncMode::time_out;
+  return std::nullopt;
+}
+
+// MRNet's per-node assignment string ("id => *;" or "id => rank, rank; ..."): the one
+// filter id it gives every node, or nothing if it gives different ones.
+std::optional<int> single_assignment(const std::string& text) {
+  std::optional<int> id;
+  std::istringstream in(text);
+  std::string statement;
+  while (std::getline(in, statement, ';')) {
+    const auto arrow = statement.find("=>");
+    if (statement.find_first_not_of(" \t\n") == std::string::npos) continue;
+    if (arrow == std::string::npos) return std::nullopt;
+    char* end = nullptr;
+    const long value = std::strtol(statement.c_str(), &end, 10);
+    if (end == statement.c_str()) return std::nullopt;
+    if (id && *id != value) return std::nullopt;
+    id = static_cast<int>(value);
+  }
+  return id;
+}
+
+}  // namespace
+
+// ---- errors ----
+
+ErrorDef errors[] = {
+    {ERR_NONE, ERR_INFO, ERR_IGNORE, "MRNet: no error"},
+    {ERR_TOPOLOGY_FORMAT, ERR_CRIT, ERR_ABORT, "MRNet: topology error: the file has an incorrect format"},
+    {ERR_TOPOLOGY_CYCLE, ERR_CRIT, ERR_ABORT, "MRNet: topology error: a cycle"},
+    {ERR_TOPOLOGY_NOTCONNECTED, ERR_CRIT, ERR_ABORT, "MRNet: topology error: not connected"},
+    {ERR_NETWORK_FAILURE, ERR_CRIT, ERR_ABORT, "MRNet: network failure"},
+    {ERR_FORMATSTR, ERR_ERR, ERR_ALERT, "MRNet: format string mismatch"},
+    {ERR_PACKING, ERR_CRIT, ERR_ABORT, "MRNet: packet encoding or decoding failure"},
+    {ERR_INTERNAL, ERR_CRIT, ERR_ABORT, "MRNet: internal failure"},
+    {ERR_SYSTEM, ERR_ERR, ERR_ABORT, "MRNet: system or library call failure"},
+    {ERR_CODE_LAST, ERR_LEVEL_LAST, ERR_RESPONSE_LAST, "MRNet: bad error code"},
+};
+
+void Error::perror(const char* str) const {
+  std::fprintf(stderr, "%s: %s%s%s\n", str ? str : "", get_ErrorStr(MRN_errno), detail_.empty() ? "" : ": ",
+               detail_.c_str());
+}
+
+void Error::error(ErrorCode code, Rank, const char* format, ...) const {
+  MRN_errno = code;
+  char text[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  detail_ = text;
+}
+
+namespace {
+int output_level = 1;
+}
+void get_Version(int& major, int& minor, int& revision) {
+  major = MRNET_VERSION_MAJOR;
+  minor = MRNET_VERSION_MINOR;
+  revision = MRNET_VERSION_REV;
+}
+void set_OutputLevel(int level) { output_level = level; }
+
+// ---- the network's state ----
+
+int Network::Impl::fail(ErrorCode code, const std::string& why) {
+  self->error(code, rank, "%s", why.c_str());
+  return -1;
+}
+
+canopy::Result<void> Network::Impl::ensure_loaded(const std::string& name) {
+  if (name == "pass" || std::find(loaded.begin(), loaded.end(), name) != loaded.end()) return {};
+  if (plugin.empty()) plugin = filter_plugin();
+  if (!std::filesystem::exists(plugin)) {
+    return canopy::Error{"the MRNet filter plug-in " + plugin +
+                         " is missing (it is installed next to libcanopy_mrnet; CANOPY_MRNET_FILTERS names another)"};
+  }
+  if (auto r = frontend->load_filter(plugin, name); !r) return r;
+  loaded.push_back(name);
+  return {};
+}
+
+Stream* Network::Impl::stream_for(unsigned int id, canopy::StreamId canopy_id, Rank backend_rank) {
+  auto it = streams.find(id);
+  if (it != streams.end()) return it->second.get();
+  std::set<Rank> ends;
+  if (canopy_id == layer::kPerBackendStream) ends.insert(backend_rank);
+  auto stream = std::unique_ptr<Stream>(new Stream(self, id, canopy_id, std::move(ends)));
+  auto* raw = stream.get();
+  streams.emplace(id, std::move(stream));
+  return raw;
+}
+
+void Network::Impl::file(const canopy::Received& received) {
+  const Rank end = is_frontend() ? received.packet.source() : rank;
+  const unsigned int id = layer::mrnet_stream_id(received.stream, end);
+  auto packet = codec::from_canopy(received.packet, id);
+  if (!packet) {
+    fail(ERR_PACKING, "a packet on stream " + std::to_string(id) + " from rank " +
+                          std::to_string(received.packet.source()) + ": " + packet.error());
+    return;
+  }
+  Stream* stream = stream_for(id, received.stream, end);
+  stream->queue_.push_back(*packet);
+  if (stream->data_fd_[1] >= 0) {
+    const char byte = 1;
+    [[maybe_unused]] auto n = ::write(stream->data_fd_[1], &byte, 1);
+  }
+  if (data_events_wanted) {
+    post(std::make_unique<DataEvent>(DataEvent::DATA_AVAILABLE, new DataEvent::DataEventData(stream)));
+  }
+}
+
+void Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
+  pumping = true;
+  lock.unlock();
+  auto got = frontend ? frontend->receive(timeout) : backend->receive(timeout);
+  // Whatever else is there already comes along, without waiting.
+  std::vector<canopy::Received> batch;
+  if (got && *got) {
+    batch.push_back(std::move(**got));
+    for (int more = 0; more < 64; ++more) {
+      auto next = frontend ? frontend->receive(0ms) : backend->receive(0ms);
+      if (!next || !*next) break;
+      batch.push_back(std::move(**next));
+    }
+  }
+  lock.lock();
+  pumping = false;
+  for (const auto& received : batch) file(received);
+  if (!got) {
+    if (got.error_kind() == canopy::ErrorKind::stopped || backend) stopped = true;
+    fail(got.error_kind() == canopy::ErrorKind::stopped ? ERR_NETWORK_FAILURE : ERR_INTERNAL, got.error());
+  }
+  arrived.notify_all();
+}
+
+int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** from, bool blocking) {
+  std::unique_lock lock(mutex);
+  bool polled = false;
+  while (true) {
+    Stream* ready = nullptr;
+    if (only) {
+      if (!only->queue_.empty()) ready = only;
+    } else if (!streams.empty()) {
+      // Round robin over the streams, as MRNet does, so that none starves.
+      auto it = streams.upper_bound(round_robin);
+      for (std::size_t n = 0; n < streams.size() && !ready; ++n, ++it) {
+        if (it == streams.end()) it = streams.begin();
+        if (!it->second->queue_.empty()) ready = it->second.get();
+      }
+      if (ready) round_robin = ready->id_;
+    }
+    if (ready) {
+      packet = ready->queue_.front();
+      ready->queue_.pop_front();
+      if (ready->data_fd_[0] >= 0) {
+        char byte;
+        [[maybe_unused]] auto n = ::read(ready->data_fd_[0], &byte, 1);
+      }
+      if (tag) *tag = packet->get_Tag();
+      if (from) *from = ready;
+      return 1;
+    }
+    if (stopped) return -1;
+    if (!blocking && polled) return 0;
+    if (pumping) {
+      if (!blocking) {
+        arrived.wait_for(lock, 1ms);
+        polled = true;
+      } else {
+        arrived.wait(lock);
+      }
+      continue;
+    }
+    const ErrorCode before = self->MRN_errno;
+    self->MRN_errno = ERR_NONE;
+    pump(lock, blocking ? 200ms : 0ms);
+    polled = true;
+    if (self->MRN_errno != ERR_NONE && !stopped) return -1;  // a filter failed, data lost...
+    if (self->MRN_errno == ERR_NONE) self->MRN_errno = before;
+  }
+}
+
+int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const Packet& packet) {
+  if (packet.has_Error()) return fail(ERR_PACKING, packet.impl().error);
+  const canopy::Packet out = codec::to_canopy(packet);
+  canopy::Result<void> sent;
+  if (backend) {
+    sent = backend->send(canopy_id, out);
+  } else if (to != UnknownRank) {
+    sent = frontend->send_to(canopy_id, to, out);
+  } else {
+    sent = frontend->broadcast(canopy_id, out);
+  }
+  if (!sent) return fail(ERR_NETWORK_FAILURE, sent.error());
+  return 0;
+}
+
+// ---- creation ----
+
+Network::Network() : impl_(std::make_unique<Impl>()) {
+  impl_->self = this;
+  impl_->host = local_host();
+}
+
+Network* Network::CreateNetworkFE(const char* topology_text, const char* backend_exe, const char** backend_argv,
+                                  const std::map<std::string, std::string>* attrs, bool, bool using_mem_buf) {
+  auto* network = new Network();
+  auto& impl = *network->impl_;
+  if (!topology_text) {
+    network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "no topology given");
+    return network;
+  }
+  canopy::LaunchOptions options;
+  auto topology = using_mem_buf ? canopy::parse_topology(topology_text, "<topology buffer>")
+                                : canopy::load_topology(topology_text);
+  if (!topology) {
+    network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", topology.error().c_str());
+    return network;
+  }
+  if (!backend_exe) {
+    network->error(ERR_INTERNAL, UnknownRank,
+                   "attach mode (no back-end program) is not provided by the MRNet layer yet (docs/mrnet.md)");
+    return network;
+  }
+  options.topology = std::move(*topology);
+  options.backend_argv.push_back(backend_exe);
+  for (const char** arg = backend_argv; arg && *arg; ++arg) options.backend_argv.push_back(*arg);
+  options.mrnet_backend_args = true;
+  options.commnode_exe = commnode_program();
+  if (attrs) {
+    for (const auto& [key, value] : *attrs) {
+      if (key == "MRNET_STARTUP_TIMEOUT") {
+        char* end = nullptr;
+        const long seconds = std::strtol(value.c_str(), &end, 10);
+        if (end == value.c_str() || *end || seconds <= 0) {
+          network->error(ERR_INTERNAL, UnknownRank, "MRNET_STARTUP_TIMEOUT '%s' is not a number of seconds",
+                         value.c_str());
+          return network;
+        }
+        options.startup_timeout = std::chrono::seconds(seconds);
+      } else if (key == "MRNET_FAILURE_RECOVERY") {
+        impl.recovery = !(value == "false" || value == "0" || value == "no" || value == "off");
+      } else if (key == "XPLAT_RSH") {
+        options.launcher = value + " {host} {command}";
+      }
+    }
+  }
+  options.fault_tolerance.enabled = impl.recovery;
+  auto launched = canopy::Network::launch(std::move(options));
+  if (!launched) {
+    network->error(ERR_NETWORK_FAILURE, UnknownRank, "%s", launched.error().c_str());
+    return network;
+  }
+  impl.frontend = std::move(*launched);
+  impl.rank = impl.frontend->topology().root().rank;
+  // The per-back-end streams (decision 5): Canopy's first stream.
+  auto per_backend = impl.frontend->create_stream({.upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
+  if (!per_backend || *per_backend != layer::kPerBackendStream) {
+    network->error(ERR_INTERNAL, UnknownRank, "cannot open the per-back-end streams: %s",
+                   per_backend ? "unexpected stream id" : per_backend.error().c_str());
+    (void)impl.frontend->shutdown();
+    return network;
+  }
+  const auto& tree = impl.frontend->topology();
+  auto broadcast = std::unique_ptr<Communicator>(new Communicator(network));
+  for (Rank backend : tree.backends()) {
+    auto node = std::make_unique<CommunicationNode>(tree.at(backend).host, UnknownPort, backend);
+    broadcast->endpoints_.insert(node.get());
+    impl.endpoints.emplace(backend, std::move(node));
+  }
+  impl.broadcast = broadcast.get();
+  impl.communicators.push_back(std::move(broadcast));
+  return network;
+}
+
+Network* Network::CreateNetworkBE(int argc, char* argv[]) {
+  auto* network = new Network();
+  auto& impl = *network->impl_;
+  auto backend = layer::connect_backend(argc, argv);
+  if (!backend) {
+    network->error(ERR_NETWORK_FAILURE, UnknownRank, "%s", backend.error().c_str());
+    return network;
+  }
+  impl.backend = std::move(*backend);
+  impl.rank = impl.backend->rank();
+  std::lock_guard lock(impl.mutex);
+  impl.stream_for(impl.rank, layer::kPerBackendStream, impl.rank);
+  return network;
+}
+
+Network::~Network() {
+  impl_->stop_event_thread();
+  // The streams go first, while the network they tell of their end still stands.
+  auto streams = std::move(impl_->streams);
+  impl_->streams.clear();
+  streams.clear();
+  if (impl_->frontend) (void)impl_->frontend->shutdown();
+  impl_->backend.reset();
+  impl_->frontend.reset();
+}
+
+// ---- local node ----
+
+NetworkTopology* Network::get_NetworkTopology() const {
+  auto& impl = *impl_;
+  if (!impl.topology) impl.topology = std::make_unique<NetworkTopology>();
+  std::vector<NetworkTopology::Entry> entries;
+  if (impl.frontend) {
+    for (const auto& node : impl.frontend->status()) {
+      entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
+                         node.role == canopy::Role::backend, !node.alive});
+    }
+  } else if (impl.backend) {
+    entries.push_back({impl.rank, impl.host, UnknownRank, true, false});
+  }
+  impl.topology->reset_Nodes(entries);
+  return impl.topology.get();
+}
+
+bool Network::is_ShutDown() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stopped || (!impl_->frontend && !impl_->backend);
+}
+
+void Network::waitfor_ShutDown() const {
+  auto& impl = *impl_;
+  if (!impl.backend) return;
+  // Packets that still arrive are kept for recv; the loop ends when Canopy stops.
+  std::unique_lock lock(impl.mutex);
+  while (!impl.stopped) {
+    if (impl.pumping) {
+      impl.arrived.wait(lock);
+    } else {
+      impl.pump(lock, 500ms);
+    }
+  }
+}
+
+void Network::print_error(const char* str) {
+  if (has_Error()) perror(str);
+}
+
+std::string Network::get_LocalHostName() const { return impl_->host; }
+Rank Network::get_LocalRank() const { return impl_->rank; }
+bool Network::is_LocalNodeFrontEnd() const { return impl_->frontend != nullptr; }
+
+// ---- communicators ----
+
+bool Communicator::add_EndPoint(Rank rank) {
+  auto& endpoints = network_->impl_->endpoints;
+  auto it = endpoints.find(rank);
+  if (it == endpoints.end()) return false;
+  std::lock_guard lock(mutex_);
+  endpoints_.insert(it->second.get());
+  return true;
+}
+
+bool Communicator::add_EndPoint(CommunicationNode* node) { return node && add_EndPoint(node->get_Rank()); }
+
+Communicator* Network::get_BroadcastCommunicator() const { return impl_->broadcast; }
+
+Communicator* Network::new_Communicator() {
+  if (!impl_->frontend) return nullptr;
+  impl_->communicators.push_back(std::unique_ptr<Communicator>(new Communicator(this)));
+  return impl_->communicators.back().get();
+}
+
+Communicator* Network::new_Communicator(Communicator& copy) {
+  auto* made = new_Communicator();
+  if (made) made->endpoints_ = copy.endpoints_;
+  return made;
+}
+
+Communicator* Network::new_Communicator(const std::set<Rank>& backends) {
+  auto* made = new_Communicator();
+  if (!made) return nullptr;
+  for (Rank rank : backends) {
+    if (!made->add_EndPoint(rank)) {
+      error(ERR_INTERNAL, rank, "new_Communicator: %u is not a back-end of the network", rank);
+      return nullptr;
+    }
+  }
+  return made;
+}
+
+Communicator* Network::new_Communicator(std::set<CommunicationNode*>& backends) {
+  std::set<Rank> ranks;
+  for (auto* node : backends) ranks.insert(node->get_Rank());
+  return new_Communicator(ranks);
+}
+
+CommunicationNode* Network::get_EndPoint(Rank rank) const {
+  auto it = impl_->endpoints.find(rank);
+  return it == impl_->endpoints.end() ? nullptr : it->second.get();
+}
+
+// ---- filters ----
+
+int Network::load_FilterFunc(const char* so_file, const char* function) {
+  auto& impl = *impl_;
+  if (!impl.frontend) return impl.fail(ERR_INTERNAL, "load_FilterFunc: only the front-end loads filters");
+  if (!so_file || !function) return impl.fail(ERR_INTERNAL, "load_FilterFunc: no file or no function name");
+  std::error_code ec;
+  const auto path = std::filesystem::absolute(so_file, ec).string();
+  // Checked here first, so that the tool hears of a bad file at once and at one
+  // place; the tree checks again when a stream uses it.
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) return impl.fail(ERR_SYSTEM, std::string("load_FilterFunc: ") + dlerror());
+  const bool has_function = dlsym(handle, function) != nullptr;
+  const bool has_format = dlsym(handle, (std::string(function) + "_format_string").c_str()) != nullptr;
+  const bool recoverable = dlsym(handle, (std::string(function) + "_get_state").c_str()) != nullptr;
+  dlclose(handle);
+  if (!has_function) return impl.fail(ERR_SYSTEM, "load_FilterFunc: " + path + " has no function " + function);
+  if (!has_format) {
+    return impl.fail(ERR_SYSTEM, "load_FilterFunc: " + path + " has no " + function + "_format_string");
+  }
+  FilterInfo info{recoverable ? layer::kRecoverableFunctionFilter : layer::kFunctionFilter, path, function};
+  if (auto r = impl.ensure_loaded(info.canopy_name); !r) return impl.fail(ERR_SYSTEM, r.error());
+  const int id = impl.next_filter_id++;
+  impl.filters.emplace(id, std::move(info));
+  return id;
+}
+
+int Network::load_FilterFuncs(const char* so_file, const std::vector<const char*>& functions, std::vector<int>& ids) {
+  int loaded = 0;
+  ids.clear();
+  for (const char* function : functions) {
+    ids.push_back(load_FilterFunc(so_file, function));
+    if (ids.back() >= 0) ++loaded;
+  }
+  return loaded;
+}
+
+// ---- streams ----
+
+namespace {
+
+// The Canopy filter and parameters of MRNet filter `id`, or why there is none.
+canopy::Result<FilterInfo> canopy_filter(Network::Impl& impl, int id) {
+  auto it = impl.filters.find(id);
+  if (it != impl.filters.end()) return it->second;
+  const std::string name = id >= 0 && id <= 0xffff ? layer::builtin_filter_name(static_cast<FilterId>(id)) : "";
+  if (name.empty()) {
+    return canopy::Error{"filter id " + std::to_string(id) +
+                         " is neither a built-in filter nor one load_FilterFunc returned (docs/mrnet.md)"};
+  }
+  if (auto r = impl.ensure_loaded(name); !r) return canopy::Error{r.error(), r.error_kind()};
+  return FilterInfo{name, "", ""};
+}
+
+// The parameters a stream's filter starts with: a tool's function is named by them.
+canopy::Packet initial_params(const FilterInfo& info) {
+  if (info.so_file.empty()) return {};
+  return canopy::Packet{0, {info.so_file, info.function}};
+}
+
+}  // namespace
+
+Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, int downstream) {
+  auto& impl = *impl_;
+  if (!impl.frontend) {
+    impl.fail(ERR_INTERNAL, "new_Stream: only the front-end creates streams");
+    return nullptr;
+  }
+  if (!communicator || communicator->size() == 0) {
+    impl.fail(ERR_INTERNAL, "new_Stream: the communicator has no back-ends");
+    return nullptr;
+  }
+  canopy::StreamOptions options;
+  std::set<Rank> ends;
+  for (auto* node : communicator->get_EndPoints()) ends.insert(node->get_Rank());
+  options.backends.assign(ends.begin(), ends.end());
+  auto up = canopy_filter(impl, upstream);
+  if (!up) {
+    impl.fail(ERR_INTERNAL, "new_Stream: upstream " + up.error());
+    return nullptr;
+  }
+  options.upstream_filter = up->canopy_name;
+  options.upstream_params = initial_params(*up);
+  auto mode = sync_mode(sync);
+  if (!mode) {
+    impl.fail(ERR_INTERNAL, "new_Stream: " + std::to_string(sync) +
+                                " is not a synchronisation filter (SFILTER_WAITFORALL, SFILTER_DONTWAIT, SFILTER_TIMEOUT)");
+    return nullptr;
+  }
+  options.sync = *mode;
+  std::optional<FilterInfo> down_info;
+  if (downstream != TFILTER_NULL) {
+    auto down = canopy_filter(impl, downstream);
+    if (!down) {
+      impl.fail(ERR_INTERNAL, "new_Stream: downstream " + down.error());
+      return nullptr;
+    }
+    options.downstream_filter = down->canopy_name;
+    options.downstream_params = initial_params(*down);
+    down_info = *down;
+  }
+  auto created = impl.frontend->create_stream(options);
+  if (!created) {
+    impl.fail(ERR_NETWORK_FAILURE, "new_Stream: " + created.error());
+    return nullptr;
+  }
+  impl.stream_filters[{*created, canopy::FilterSlot::upstream}] = *up;
+  if (down_info) impl.stream_filters[{*created, canopy::FilterSlot::downstream}] = *down_info;
+  const unsigned int id = layer::mrnet_stream_id(*created, UnknownRank);
+  auto stream = std::unique_ptr<Stream>(new Stream(this, id, *created, std::move(ends)));
+  auto* raw = stream.get();
+  std::lock_guard lock(impl.mutex);
+  impl.streams[id] = std::move(stream);
+  return raw;
+}
+
+Stream* Network::new_Stream(Communicator* communicator, std::string upstream, std::string sync,
+                            std::string downstream) {
+  auto up = single_assignment(upstream);
+  auto sy = single_assignment(sync);
+  auto down = single_assignment(downstream);
+  if (!up || !sy || !down) {
+    impl_->fail(ERR_INTERNAL,
+                "new_Stream: per-node filter assignments must give every node the same filter in Canopy "
+                "(docs/mrnet.md): \"" + upstream + "\", \"" + sync + "\", \"" + downstream + "\"");
+    return nullptr;
+  }
+  return new_Stream(communicator, *up, *sy, *down);
+}
+
+Stream* Network::get_Stream(unsigned int id) const {
+  auto& impl = *impl_;
+  std::lock_guard lock(impl.mutex);
+  auto it = impl.streams.find(id);
+  if (it != impl.streams.end()) return it->second.get();
+  // The front-end's per-back-end stream of back-end `id`.
+  if (impl.frontend && !layer::is_user_stream_id(id) && impl.endpoints.count(id)) {
+    return impl.stream_for(id, layer::kPerBackendStream, id);
+  }
+  return nullptr;
+}
+
+int Network::recv(int* tag, PacketPtr& packet, Stream** stream, bool blocking) {
+  return impl_->receive(nullptr, tag, packet, stream, blocking);
+}
+
+int Network::send(Rank backend, int tag, const char* format, ...) {
+  va_list values;
+  va_start(values, format);
+  Packet packet(format, values, backend, tag);
+  va_end(values);
+  return impl_->send(layer::kPerBackendStream, backend, packet);
+}
+
+int Network::send(Rank backend, const char* format, va_list values, int tag) {
+  va_list copy;
+  va_copy(copy, values);
+  Packet packet(format, copy, backend, tag);
+  va_end(copy);
+  return impl_->send(layer::kPerBackendStream, backend, packet);
+}
+
+int Network::send(Rank backend, int tag, const void** values, const char* format) {
+  Packet packet(backend, tag, values, format);
+  return impl_->send(layer::kPerBackendStream, backend, packet);
+}
+
+int Network::send(Rank backend, PacketPtr& packet) {
+  if (!packet) return impl_->fail(ERR_PACKING, "send: a null packet");
+  return impl_->send(layer::kPerBackendStream, backend, *packet);
+}
+
+int Network::flush() const { return is_ShutDown() ? -1 : 0; }
+
+bool Network::set_FailureRecovery(bool enable) {
+  if (enable == impl_->recovery) return true;
+  if (impl_->frontend || impl_->backend) {
+    impl_->fail(ERR_INTERNAL,
+                "set_FailureRecovery: Canopy decides healing at launch: give the attribute MRNET_FAILURE_RECOVERY "
+                "to CreateNetworkFE (docs/mrnet.md)");
+    return false;
+  }
+  impl_->recovery = enable;
+  return true;
+}
+
+}  // namespace MRN
