@@ -259,3 +259,44 @@ canopy_pkgconfig_file(canopy-filter
   "" canopy_filter_api)
 canopy_pkgconfig_file(canopy "Canopy, a tree-based overlay network for HPC tools: front-ends, back-ends and filter plugins"
   "${canopy_pc_commnode}" canopy_frontend canopy_backend canopy_filter_api)
+
+# MRNet's API (docs/mrnet.md): libcanopy_mrnet.so (C++, Canopy::mrnet),
+# libcanopy_mrnet_lightweight.so (C back-ends, Canopy::mrnet_lightweight) and the
+# filter plug-in canopy_mrnet_filters.so, which libcanopy_mrnet.so finds next to itself.
+# Shared libraries with the Canopy code inside, so that a tool links them alone, as
+# it linked -lmrnet. Headers under include/mrnet and include/mrnet_lightweight, with
+# the names MRNet tools include.
+set(canopy_mrnet_installed canopy_mrnet)
+set_target_properties(canopy_mrnet PROPERTIES EXPORT_NAME mrnet)
+if(TARGET canopy_mrnet_lightweight)
+  list(APPEND canopy_mrnet_installed canopy_mrnet_lightweight)
+  set_target_properties(canopy_mrnet_lightweight PROPERTIES EXPORT_NAME mrnet_lightweight)
+endif()
+install(TARGETS ${canopy_mrnet_installed}
+  EXPORT CanopyTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET canopy_mrnet_filters)
+  install(TARGETS canopy_mrnet_filters LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mrnet ${PROJECT_SOURCE_DIR}/include/mrnet_lightweight
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL FILES_MATCHING PATTERN "*.h")
+# Their pkg-config files: one shared library each, found at run time through an
+# RPATH to the installed libdir, as MRNet's users find libmrnet.so.
+foreach(pc mrnet mrnet-lightweight)
+  string(REPLACE "-" "_" library "canopy_${pc}")
+  if(NOT TARGET ${library})
+    continue()
+  endif()
+  set(pc_file canopy-${pc})
+  set(pc_cflags "-I\${includedir}")
+  if(pc STREQUAL "mrnet")
+    set(pc_description "MRNet 5.0.1's C++ API on Canopy: front-ends, back-ends and filter functions (docs/mrnet.md)")
+    set(pc_cflags "${pc_cflags} -std=c++20")
+  else()
+    set(pc_description "MRNet 5.0.1's lightweight C back-end API on Canopy (docs/mrnet.md)")
+  endif()
+  set(pc_libs "-L\${libdir} -Wl,-rpath,\${libdir} -l${library}")
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/canopy-mrnet.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()

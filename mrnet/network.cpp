@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <atomic>
 
 #include "mrnet/backend_args.h"
 #include "mrnet/conventions.h"
@@ -144,6 +145,17 @@ canopy::Result<void> Network::Impl::ensure_loaded(const std::string& name) {
   return {};
 }
 
+canopy::Result<void> Network::Impl::open_per_backend_stream() {
+  if (per_backend_open) return {};
+  auto made = frontend->create_stream({.upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
+  if (!made) return canopy::Error{"cannot open the per-back-end streams: " + made.error()};
+  if (*made != layer::kPerBackendStream) {
+    return canopy::Error{"the per-back-end streams must be Canopy's first stream, not " + std::to_string(*made)};
+  }
+  per_backend_open = true;
+  return {};
+}
+
 Stream* Network::Impl::stream_for(unsigned int id, canopy::StreamId canopy_id, Rank backend_rank) {
   auto it = streams.find(id);
   if (it != streams.end()) return it->second.get();
@@ -248,6 +260,9 @@ int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** f
 
 int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const Packet& packet) {
   if (packet.has_Error()) return fail(ERR_PACKING, packet.impl().error);
+  if (frontend) {
+    if (auto r = open_per_backend_stream(); !r) return fail(ERR_NETWORK_FAILURE, r.error());
+  }
   const canopy::Packet out = codec::to_canopy(packet);
   canopy::Result<void> sent;
   if (backend) {
@@ -277,41 +292,70 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     return network;
   }
   canopy::LaunchOptions options;
-  auto topology = using_mem_buf ? canopy::parse_topology(topology_text, "<topology buffer>")
-                                : canopy::load_topology(topology_text);
+  const bool attach = backend_exe == nullptr;
+  const auto leaves = attach ? canopy::Leaves::commnodes : canopy::Leaves::backends;
+  auto topology = using_mem_buf ? canopy::parse_topology(topology_text, "<topology buffer>", leaves)
+                                : canopy::load_topology(topology_text, leaves);
   if (!topology) {
     network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", topology.error().c_str());
     return network;
   }
-  if (!backend_exe) {
-    network->error(ERR_INTERNAL, UnknownRank,
-                   "attach mode (no back-end program) is not provided by the MRNet layer yet (docs/mrnet.md)");
-    return network;
+  auto attribute = [&](const std::string& key) -> std::optional<std::string> {
+    if (attrs) {
+      if (auto it = attrs->find(key); it != attrs->end()) return it->second;
+    }
+    return std::nullopt;
+  };
+  if (attach) {
+    // Attach mode (decision 6): Canopy needs the number of back-ends up front; they
+    // attach with ranks 0..N-1 and the secret from the attach file, which
+    // CANOPY_ATTACH names to the processes this one starts.
+    auto count = attribute("CANOPY_BACKENDS");
+    if (!count) {
+      if (const char* env = std::getenv("CANOPY_BACKENDS")) count = env;
+    }
+    char* end = nullptr;
+    const unsigned long n = count ? std::strtoul(count->c_str(), &end, 10) : 0;
+    if (!count || end == count->c_str() || *end || n == 0) {
+      network->error(ERR_INTERNAL, UnknownRank,
+                     "attach mode needs the number of back-ends: the attribute (or environment variable) "
+                     "CANOPY_BACKENDS, e.g. \"16\" (docs/mrnet.md)");
+      return network;
+    }
+    auto with_backends = canopy::attach_backends(*topology, n);
+    if (!with_backends) {
+      network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", with_backends.error().c_str());
+      return network;
+    }
+    topology = std::move(with_backends);
+    static std::atomic<unsigned> made{0};
+    options.attach_file = attribute("CANOPY_ATTACH_FILE").value_or(
+        (std::filesystem::temp_directory_path() /
+         ("canopy-mrnet-attach-" + std::to_string(getpid()) + "-" + std::to_string(made++)))
+            .string());
+  } else {
+    options.backend_argv.push_back(backend_exe);
+    for (const char** arg = backend_argv; arg && *arg; ++arg) options.backend_argv.push_back(*arg);
+    options.mrnet_backend_args = true;
   }
   options.topology = std::move(*topology);
-  options.backend_argv.push_back(backend_exe);
-  for (const char** arg = backend_argv; arg && *arg; ++arg) options.backend_argv.push_back(*arg);
-  options.mrnet_backend_args = true;
   options.commnode_exe = commnode_program();
-  if (attrs) {
-    for (const auto& [key, value] : *attrs) {
-      if (key == "MRNET_STARTUP_TIMEOUT") {
-        char* end = nullptr;
-        const long seconds = std::strtol(value.c_str(), &end, 10);
-        if (end == value.c_str() || *end || seconds <= 0) {
-          network->error(ERR_INTERNAL, UnknownRank, "MRNET_STARTUP_TIMEOUT '%s' is not a number of seconds",
-                         value.c_str());
-          return network;
-        }
-        options.startup_timeout = std::chrono::seconds(seconds);
-      } else if (key == "MRNET_FAILURE_RECOVERY") {
-        impl.recovery = !(value == "false" || value == "0" || value == "no" || value == "off");
-      } else if (key == "XPLAT_RSH") {
-        options.launcher = value + " {host} {command}";
-      }
+  if (auto timeout = attribute("MRNET_STARTUP_TIMEOUT")) {
+    char* end = nullptr;
+    const long seconds = std::strtol(timeout->c_str(), &end, 10);
+    if (end == timeout->c_str() || *end || seconds <= 0) {
+      network->error(ERR_INTERNAL, UnknownRank, "MRNET_STARTUP_TIMEOUT '%s' is not a number of seconds",
+                     timeout->c_str());
+      return network;
     }
+    options.startup_timeout = std::chrono::seconds(seconds);
   }
+  if (auto recovery = attribute("MRNET_FAILURE_RECOVERY")) {
+    impl.recovery = !(*recovery == "false" || *recovery == "0" || *recovery == "no" || *recovery == "off");
+  }
+  if (auto rsh = attribute("XPLAT_RSH")) options.launcher = *rsh + " {host} {command}";
   options.fault_tolerance.enabled = impl.recovery;
+  const std::string attach_file = options.attach_file;
   auto launched = canopy::Network::launch(std::move(options));
   if (!launched) {
     network->error(ERR_NETWORK_FAILURE, UnknownRank, "%s", launched.error().c_str());
@@ -319,11 +363,11 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   }
   impl.frontend = std::move(*launched);
   impl.rank = impl.frontend->topology().root().rank;
-  // The per-back-end streams (decision 5): Canopy's first stream.
-  auto per_backend = impl.frontend->create_stream({.upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
-  if (!per_backend || *per_backend != layer::kPerBackendStream) {
-    network->error(ERR_INTERNAL, UnknownRank, "cannot open the per-back-end streams: %s",
-                   per_backend ? "unexpected stream id" : per_backend.error().c_str());
+  impl.attach = attach;
+  if (attach) {
+    setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
+  } else if (auto r = impl.open_per_backend_stream(); !r) {
+    network->error(ERR_INTERNAL, UnknownRank, "%s", r.error().c_str());
     (void)impl.frontend->shutdown();
     return network;
   }
@@ -373,6 +417,8 @@ NetworkTopology* Network::get_NetworkTopology() const {
   std::vector<NetworkTopology::Entry> entries;
   if (impl.frontend) {
     for (const auto& node : impl.frontend->status()) {
+      // In attach mode a back-end is part of the tree once it has attached.
+      if (impl.attach && node.role == canopy::Role::backend && !node.member && node.alive) continue;
       entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
                          node.role == canopy::Role::backend, !node.alive});
     }
@@ -530,6 +576,10 @@ Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, 
   }
   if (!communicator || communicator->size() == 0) {
     impl.fail(ERR_INTERNAL, "new_Stream: the communicator has no back-ends");
+    return nullptr;
+  }
+  if (auto r = impl.open_per_backend_stream(); !r) {
+    impl.fail(ERR_NETWORK_FAILURE, "new_Stream: " + r.error());
     return nullptr;
   }
   canopy::StreamOptions options;

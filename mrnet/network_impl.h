@@ -46,6 +46,8 @@ struct Network::Impl {
   std::string plugin;                 // canopy_mrnet_filters.so
   std::vector<std::string> loaded;    // Canopy filter names loaded into the tree
   bool recovery = true;
+  bool attach = false;            // attach mode: back-ends join as they attach
+  bool per_backend_open = false;  // the per-back-end streams' Canopy stream exists
   mutable std::unique_ptr<NetworkTopology> topology;
 
   // Streams and what has arrived for them. `mutex` guards streams, their queues,
@@ -78,6 +80,9 @@ struct Network::Impl {
   // Receives once from Canopy (waiting at most `timeout`) and files what came in
   // the queue of its stream. Called with `lock` held; releases it meanwhile.
   void pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
+  // Creates the Canopy stream of the per-back-end streams, if not yet done: at
+  // launch, or in attach mode before the first stream or point-to-point send.
+  canopy::Result<void> open_per_backend_stream();
   // Files one packet: the stream it belongs to, made if needed.
   void file(const canopy::Received& received);
   // The stream for MRNet id `id` on Canopy stream `canopy_id`, made if unknown.

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,6 +20,8 @@
 #include "mrnet/MRNet.h"
 #include "mrnet_test_protocol.h"
 #include "process_test.h"
+
+extern char** environ;
 
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
@@ -378,6 +381,51 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
   ASSERT_EQ(sum->recv(&tag, packet), 1) << net->error_detail();
   ASSERT_EQ(packet->unpack("%d", &total), 0);
   EXPECT_EQ(total, 46) << "every back-end is still in the sum";
+  finish(sum, 4);
+}
+
+// Attach mode, as MRNet's tools run it: the front-end starts only the commnodes,
+// the tool reads the leaves from the topology and starts the back-ends itself with
+// MRNet's five arguments; they prove the secret through CANOPY_ATTACH, which the
+// front-end set for the processes it starts, and each one that attaches is a
+// TOPOL_ADD_BE event.
+TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) {
+  std::map<std::string, std::string> attrs{{"CANOPY_BACKENDS", "4"}};
+  const std::string topology = write("tree.top", kTree);
+  net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr, &attrs);
+  ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
+  std::atomic<int> added{0};
+  ASSERT_TRUE(net_->register_EventCallback(
+      Event::TOPOLOGY_EVENT, TopologyEvent::TOPOL_ADD_BE,
+      [](Event*, void* data) { ++*static_cast<std::atomic<int>*>(data); }, &added));
+  std::vector<NetworkTopology::Node*> leaves;
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  ASSERT_EQ(leaves.size(), 2u) << "before back-ends attach, the leaves are the commnodes";
+  ASSERT_NE(std::getenv("CANOPY_ATTACH"), nullptr);
+  const std::string dir = dir_.string();
+  for (Rank rank = 0; rank < 4; ++rank) {
+    NetworkTopology::Node* parent = leaves[rank / 2];
+    const std::string prank = std::to_string(parent->get_Rank()), port = std::to_string(parent->get_Port()),
+                      me = std::to_string(rank);
+    std::vector<const char*> argv{kBackend.c_str(), dir.c_str(), parent->get_HostName().c_str(), port.c_str(),
+                                  prank.c_str(), "localhost", me.c_str(), nullptr};
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, kBackend.c_str(), nullptr, nullptr, const_cast<char**>(argv.data()), environ), 0);
+  }
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; added < 4 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(added.load(), 4);
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  EXPECT_EQ(leaves.size(), 4u) << "now the back-ends are the leaves";
+  Stream* sum = net_->new_Stream(net_->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr) << net_->error_detail();
+  ASSERT_EQ(sum->send(TAG_SUM, "%d", 10), 0);
+  int tag = 0, total = 0;
+  PacketPtr p;
+  ASSERT_EQ(sum->recv(&tag, p), 1) << net_->error_detail();
+  ASSERT_EQ(p->unpack("%d", &total), 0);
+  EXPECT_EQ(total, 46);
   finish(sum, 4);
 }
 
