@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "mrnet/network_impl.h"
 
 namespace MRN {
@@ -33,7 +35,8 @@ bool matches(EventClass want_class, EventType want_type, const Event& event) {
 
 }  // namespace
 
-// Called with the mutex held.
+// Called with the mutex held. An event a callback takes goes to the event thread;
+// the others wait for next_Event(). Either way the class's descriptor is told.
 void Network::Impl::post(std::unique_ptr<Event> event) {
   for (auto& [event_class, fds] : event_pipes) {
     if (event_class == Event::EVENT_CLASS_ALL || event_class == event->get_Class()) {
@@ -41,7 +44,16 @@ void Network::Impl::post(std::unique_ptr<Event> event) {
       [[maybe_unused]] auto n = ::write(fds.second, &byte, 1);
     }
   }
-  events.push_back(std::move(event));
+  const bool taken = std::any_of(callbacks.begin(), callbacks.end(), [&](const Callback& c) {
+    return matches(c.event_class, c.type, *event);
+  });
+  if (!taken) {
+    events.push_back(std::move(event));
+    return;
+  }
+  for_callbacks.push_back(std::move(event));
+  const char byte = 2;  // wakes the event thread
+  [[maybe_unused]] auto n = ::write(wake[1], &byte, 1);
 }
 
 void Network::Impl::poll_canopy_events() {
@@ -167,7 +179,7 @@ void Network::Impl::start_event_thread() {
 }
 
 void Network::Impl::stop_event_thread() {
-  if (!event_thread.joinable()) return;
+  if (!event_thread.joinable()) return;  // 1 stops it, 2 only wakes it
   const char byte = 1;
   [[maybe_unused]] auto n = ::write(wake[1], &byte, 1);
   event_thread.join();
@@ -188,17 +200,18 @@ void Network::Impl::event_loop() {
     }
     pollfd fds[3] = {{wake[0], POLLIN, 0}, {events_fd, POLLIN, 0}, {want_data ? data_fd : -1, POLLIN, 0}};
     ::poll(fds, 3, 200);
-    if (fds[0].revents) return;
+    if (fds[0].revents & POLLIN) {
+      char bytes[64];
+      const auto n = ::read(wake[0], bytes, sizeof bytes);
+      if (std::find(bytes, bytes + std::max<ssize_t>(n, 0), 1) != bytes + std::max<ssize_t>(n, 0)) return;
+    }
     poll_canopy_events();
     std::unique_lock lock(mutex);
     if (want_data && (fds[2].revents & POLLIN) && !pumping) pump(lock, std::chrono::milliseconds(0));
-    // Callbacks get the events they match; events no callback took stay queued for
-    // next_Event(). Callbacks run without the lock, so that they may call the network.
-    if (callbacks.empty()) continue;
-    std::vector<std::unique_ptr<Event>> pending(std::make_move_iterator(events.begin()),
-                                                std::make_move_iterator(events.end()));
-    events.clear();
-    for (auto& event : pending) {
+    // Callbacks run without the lock, so that they may call the network.
+    while (!for_callbacks.empty()) {
+      auto event = std::move(for_callbacks.front());
+      for_callbacks.pop_front();
       std::vector<Callback> run;
       for (auto it = callbacks.begin(); it != callbacks.end();) {
         if (matches(it->event_class, it->type, *event)) {
@@ -209,10 +222,6 @@ void Network::Impl::event_loop() {
           }
         }
         ++it;
-      }
-      if (run.empty()) {
-        events.push_back(std::move(event));
-        continue;
       }
       lock.unlock();
       for (const auto& c : run) c.function(event.get(), c.data);

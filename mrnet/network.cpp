@@ -187,7 +187,7 @@ void Network::Impl::file(const canopy::Received& received) {
   }
 }
 
-void Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
+bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
   pumping = true;
   lock.unlock();
   auto got = frontend ? frontend->receive(timeout) : backend->receive(timeout);
@@ -204,11 +204,21 @@ void Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::millis
   lock.lock();
   pumping = false;
   for (const auto& received : batch) file(received);
-  if (!got) {
+  if (!got && got.error_kind() == canopy::ErrorKind::disconnected) {
+    // A stream whose filter could not recover its state after a failure may lack
+    // data: MRNet's recv goes on after recovery, so this is an error event (and the
+    // network's error), not a failed recv.
+    self->error(ERR_NETWORK_FAILURE, rank, "%s", got.error().c_str());
+    post(std::make_unique<ErrorEvent>(ErrorEvent::ERROR_INTERNAL,
+                                      new ErrorEvent::ErrorEventData(rank, got.error())));
+  } else if (!got) {
     if (got.error_kind() == canopy::ErrorKind::stopped || backend) stopped = true;
     fail(got.error_kind() == canopy::ErrorKind::stopped ? ERR_NETWORK_FAILURE : ERR_INTERNAL, got.error());
+    arrived.notify_all();
+    return false;
   }
   arrived.notify_all();
+  return true;
 }
 
 int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** from, bool blocking) {
@@ -249,12 +259,9 @@ int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** f
       }
       continue;
     }
-    const ErrorCode before = self->MRN_errno;
-    self->MRN_errno = ERR_NONE;
-    pump(lock, blocking ? 200ms : 0ms);
+    const bool received = pump(lock, blocking ? 200ms : 0ms);
     polled = true;
-    if (self->MRN_errno != ERR_NONE && !stopped) return -1;  // a filter failed, data lost...
-    if (self->MRN_errno == ERR_NONE) self->MRN_errno = before;
+    if (!received && !stopped) return -1;  // a filter failed: the tool hears of it
   }
 }
 
@@ -416,9 +423,12 @@ NetworkTopology* Network::get_NetworkTopology() const {
   if (!impl.topology) impl.topology = std::make_unique<NetworkTopology>();
   std::vector<NetworkTopology::Entry> entries;
   if (impl.frontend) {
+    const canopy::View view = impl.frontend->view();
+    std::lock_guard lock(impl.mutex);
+    impl.attached.insert(view.members.begin(), view.members.end());
     for (const auto& node : impl.frontend->status()) {
       // In attach mode a back-end is part of the tree once it has attached.
-      if (impl.attach && node.role == canopy::Role::backend && !node.member && node.alive) continue;
+      if (impl.attach && node.role == canopy::Role::backend && !impl.attached.count(node.rank)) continue;
       entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
                          node.role == canopy::Role::backend, !node.alive});
     }

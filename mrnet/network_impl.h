@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,7 +48,8 @@ struct Network::Impl {
   std::vector<std::string> loaded;    // Canopy filter names loaded into the tree
   bool recovery = true;
   bool attach = false;            // attach mode: back-ends join as they attach
-  bool per_backend_open = false;  // the per-back-end streams' Canopy stream exists
+  bool per_backend_open = false;
+  std::set<Rank> attached;        // attach mode: back-ends that have attached (guarded by mutex)  // the per-back-end streams' Canopy stream exists
   mutable std::unique_ptr<NetworkTopology> topology;
 
   // Streams and what has arrived for them. `mutex` guards streams, their queues,
@@ -70,6 +72,7 @@ struct Network::Impl {
     bool onetime;
   };
   std::vector<Callback> callbacks;
+  std::deque<std::unique_ptr<Event>> for_callbacks;  // events a callback takes
   std::map<EventClass, std::pair<int, int>> event_pipes;  // read, write
   std::thread event_thread;
   int wake[2] = {-1, -1};
@@ -78,8 +81,10 @@ struct Network::Impl {
   bool is_frontend() const { return frontend != nullptr; }
 
   // Receives once from Canopy (waiting at most `timeout`) and files what came in
-  // the queue of its stream. Called with `lock` held; releases it meanwhile.
-  void pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
+  // the queue of its stream. Called with `lock` held; releases it meanwhile. False
+  // if Canopy reported a failure that the receiver must hear of (the network's
+  // error says which); data that may be lost after a failure is an error event.
+  bool pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
   // Creates the Canopy stream of the per-back-end streams, if not yet done: at
   // launch, or in attach mode before the first stream or point-to-point send.
   canopy::Result<void> open_per_backend_stream();

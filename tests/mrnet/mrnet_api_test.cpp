@@ -391,7 +391,8 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
 // TOPOL_ADD_BE event.
 TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) {
   std::map<std::string, std::string> attrs{{"CANOPY_BACKENDS", "4"}};
-  const std::string topology = write("tree.top", kTree);
+  // In attach mode the leaves of MRNet's format are commnodes (two here).
+  const std::string topology = write("tree.top", "localhost:0 => localhost:1 localhost:2 ;\n");
   net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr, &attrs);
   ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
   std::atomic<int> added{0};
@@ -400,7 +401,8 @@ TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) 
       [](Event*, void* data) { ++*static_cast<std::atomic<int>*>(data); }, &added));
   std::vector<NetworkTopology::Node*> leaves;
   net_->get_NetworkTopology()->get_Leaves(leaves);
-  ASSERT_EQ(leaves.size(), 2u) << "before back-ends attach, the leaves are the commnodes";
+  ASSERT_EQ(leaves.size(), 2u) << "before back-ends attach, the leaves are the commnodes:\n"
+                               << net_->get_NetworkTopology()->get_TopologyString();
   ASSERT_NE(std::getenv("CANOPY_ATTACH"), nullptr);
   const std::string dir = dir_.string();
   for (Rank rank = 0; rank < 4; ++rank) {
