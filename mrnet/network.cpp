@@ -84,6 +84,17 @@ std::optional<int> single_assignment(const std::string& text) {
   return id;
 }
 
+// Canopy's "stream N ..." in the tool's terms: MRNet's id of the stream.
+std::string in_mrnet_terms(const std::string& message) {
+  unsigned long id = 0;
+  int used = 0;
+  if (std::sscanf(message.c_str(), "stream %lu %n", &id, &used) != 1 || used == 0) return message;
+  const std::string which = id == layer::kPerBackendStream
+                                ? std::string("the per-back-end streams")
+                                : "stream " + std::to_string(layer::mrnet_stream_id(static_cast<canopy::StreamId>(id), 0));
+  return which + " " + message.substr(static_cast<std::size_t>(used));
+}
+
 }  // namespace
 
 // ---- errors ----
@@ -208,9 +219,9 @@ bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::millis
     // A stream whose filter could not recover its state after a failure may lack
     // data: MRNet's recv goes on after recovery, so this is an error event (and the
     // network's error), not a failed recv.
-    self->error(ERR_NETWORK_FAILURE, rank, "%s", got.error().c_str());
-    post(std::make_unique<ErrorEvent>(ErrorEvent::ERROR_INTERNAL,
-                                      new ErrorEvent::ErrorEventData(rank, got.error())));
+    const std::string message = in_mrnet_terms(got.error());
+    self->error(ERR_NETWORK_FAILURE, rank, "%s", message.c_str());
+    post(std::make_unique<ErrorEvent>(ErrorEvent::ERROR_INTERNAL, new ErrorEvent::ErrorEventData(rank, message)));
   } else if (!got) {
     if (got.error_kind() == canopy::ErrorKind::stopped || backend) stopped = true;
     fail(got.error_kind() == canopy::ErrorKind::stopped ? ERR_NETWORK_FAILURE : ERR_INTERNAL, got.error());

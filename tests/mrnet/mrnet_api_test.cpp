@@ -431,4 +431,82 @@ TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) 
   finish(sum, 4);
 }
 
+// A tool's own filter function, loaded with load_FilterFunc from a shared object
+// built as MRNet builds them, runs in every commnode and the front-end, and, being
+// state recoverable (NAME_get_state), keeps the stream complete through the loss of
+// a commnode: no error event, every value in the union.
+TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "NoSuchFunction"), -1);
+  EXPECT_NE(net->error_detail().find("NoSuchFunction"), std::string::npos) << net->error_detail();
+  const int id = net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "SeenUnion");
+  ASSERT_EQ(id, 100) << net->error_detail();
+  Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), id, SFILTER_WAITFORALL);
+  ASSERT_NE(s, nullptr) << net->error_detail();
+  auto wave = [&](int value) {
+    std::vector<int> out;
+    EXPECT_EQ(s->send(TAG_SUM, "%d", value), 0);
+    int tag = 0;
+    PacketPtr p;
+    EXPECT_EQ(s->recv(&tag, p), 1) << net->error_detail();
+    if (!p) return out;
+    int* values = nullptr;
+    unsigned int count = 0;
+    EXPECT_EQ(p->unpack("%ad", &values, &count), 0);
+    out.assign(values, values + count);
+    std::free(values);
+    return out;
+  };
+  EXPECT_EQ(wave(10), (std::vector<int>{10, 11, 12, 13}));
+  const pid_t pid = ProcessGuard::process_of_rank(kFrontEnd + 1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  // Until both orphans are adopted.
+  int adopted = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s; adopted < 2 && std::chrono::steady_clock::now() < deadline;) {
+    std::unique_ptr<Event> e(net->next_Event());
+    if (!e) {
+      std::this_thread::sleep_for(20ms);
+      continue;
+    }
+    EXPECT_NE(e->get_Class(), Event::ERROR_EVENT) << static_cast<ErrorEvent::ErrorEventData*>(e->get_Data())->get_Message();
+    adopted += e->get_Type() == TopologyEvent::TOPOL_CHANGE_PARENT;
+  }
+  ASSERT_EQ(adopted, 2);
+  // The orphans' states reach the front-end as their own waves (state composition),
+  // so the union may take one more result to be whole; never a value is missing.
+  std::vector<int> all = wave(20);
+  const std::vector<int> expected{10, 11, 12, 13, 20, 21, 22, 23};
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       all != expected && std::chrono::steady_clock::now() < deadline;) {
+    int tag = 0;
+    PacketPtr p;
+    const int r = s->recv(&tag, p, false);
+    ASSERT_NE(r, -1) << net->error_detail();
+    if (r == 0) {
+      std::this_thread::sleep_for(10ms);
+      continue;
+    }
+    int* values = nullptr;
+    unsigned int count = 0;
+    ASSERT_EQ(p->unpack("%ad", &values, &count), 0);
+    all.assign(values, values + count);
+    std::free(values);
+  }
+  EXPECT_EQ(all, expected);
+  // No error event says this stream may lack data (the per-back-end streams, which
+  // carried nothing here, are not state recoverable and may say so).
+  const std::string mine = "stream " + std::to_string(s->get_Id()) + " ";
+  bool per_backend_named = false;
+  while (std::unique_ptr<Event> e{net->next_Event()}) {
+    if (e->get_Class() != Event::ERROR_EVENT) continue;
+    const auto message = static_cast<ErrorEvent::ErrorEventData*>(e->get_Data())->get_Message();
+    EXPECT_EQ(message.find(mine), std::string::npos) << message;
+    per_backend_named |= message.rfind("the per-back-end streams may have lost data", 0) == 0;
+  }
+  EXPECT_TRUE(per_backend_named) << "Canopy's stream numbers are told in MRNet's terms";
+  finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
+}
+
 }  // namespace

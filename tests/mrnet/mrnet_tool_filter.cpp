@@ -1,0 +1,60 @@
+// A filter function written as an MRNet 5.0.1 tool writes one, for the API tests: only
+// MRNet's headers, built as MRNet builds filters (-shared, no libraries: the MRN::
+// symbols it uses come from the process that loads it).
+#include <set>
+#include <vector>
+
+#include "mrnet/NetworkTopology.h"
+#include "mrnet/Packet.h"
+
+using namespace MRN;
+
+namespace {
+
+// Adds a packet's integers ("%d" from a back-end, "%ad" from a filter below) to `seen`.
+bool add(PacketPtr& packet, std::set<int>& seen) {
+  if (std::string(packet->get_FormatString()) == "%d") {
+    int value = 0;
+    if (packet->unpack("%d", &value) != 0) return false;
+    seen.insert(value);
+    return true;
+  }
+  int* values = NULL;
+  unsigned int count = 0;
+  if (packet->unpack("%ad", &values, &count) != 0) return false;
+  seen.insert(values, values + count);
+  free(values);
+  return true;
+}
+
+PacketPtr as_packet(const std::set<int>& seen, unsigned int stream, int tag) {
+  std::vector<int> values(seen.begin(), seen.end());
+  return PacketPtr(new Packet(stream, tag, "%ad", values.data(), static_cast<unsigned int>(values.size())));
+}
+
+}  // namespace
+
+extern "C" {
+
+// Every integer seen so far on the stream, as one sorted "%ad": idempotent and
+// state-recoverable (SeenUnion_get_state), so that a failure loses nothing.
+const char* SeenUnion_format_string = "";
+
+void SeenUnion(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+               std::vector<PacketPtr>& /* packets_out_reverse */, void** filter_state, PacketPtr& /* params */,
+               const TopologyLocalInfo& /* info */) {
+  std::set<int>* seen = static_cast<std::set<int>*>(*filter_state);
+  if (!seen) *filter_state = seen = new std::set<int>;
+  for (unsigned int i = 0; i < packets_in.size(); i++) {
+    if (!add(packets_in[i], *seen)) return;
+  }
+  packets_out.push_back(as_packet(*seen, packets_in[0]->get_StreamId(), packets_in[0]->get_Tag()));
+}
+
+PacketPtr SeenUnion_get_state(void** filter_state, int stream_id) {
+  std::set<int> none;
+  const std::set<int>* seen = *filter_state ? static_cast<std::set<int>*>(*filter_state) : &none;
+  return as_packet(*seen, static_cast<unsigned int>(stream_id), FirstApplicationTag);
+}
+
+}  // extern "C"
