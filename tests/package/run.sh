@@ -123,4 +123,22 @@ step "stack_merge" \
 step "installed canopy run (commnode beside it)" \
   "$prefix/bin/canopy" run --tree b:2^2 --waves 3 --interval 0
 
+# MRNet's API (docs/mrnet.md): an MRNet-style front-end, back-end and filter function
+# built with find_package(Canopy) and with make + pkg-config, run on a topology in
+# MRNet's format. The commnode and the filter plug-in are found from where
+# libcanopy_mrnet.so is installed, wherever the tool is.
+printf 'localhost:0 => localhost:1 localhost:2 ;\nlocalhost:1 => localhost:3 localhost:4 ;\n' > "$work/mrnet.top"
+step "configure tests/package/mrnet against the installed package" \
+  cmake -S "$here/mrnet" -B "$work/mrnet-cmake" -DCMAKE_PREFIX_PATH="$prefix" "$@"
+step "build the MRNet-style programs with CMake" cmake --build "$work/mrnet-cmake" -j "$jobs"
+mkdir "$work/mrnet-make"
+step "build the MRNet-style programs with make and pkg-config" \
+  env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+  make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}"
+for kind in cmake make; do
+  filter="$work/mrnet-$kind/mrnet_tool_filter.so"
+  step "MRNet-style integer addition, built with $kind" \
+    env -u CANOPY_COMMNODE "$work/mrnet-$kind/int_add_frontend" "$work/mrnet.top" "$work/mrnet-$kind/mrnet_be" "$filter" "$work/mrnet-$kind"
+done
+
 echo "package test passed"
