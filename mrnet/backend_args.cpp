@@ -1,13 +1,71 @@
-// (temporary, until the lightweight branch lands)
 #include "mrnet/backend_args.h"
+
 #include <cstdlib>
-#include <string>
+#include <limits>
+#include <optional>
+
 namespace MRN::layer {
-canopy::Result<std::unique_ptr<canopy::Backend>> connect_backend(int argc, char** argv, canopy::Backend::Handler handler) {
-  if (argc < 6 || !argv) return canopy::Error{"expected MRNet's five trailing arguments"};
-  if (std::getenv("CANOPY_PARENT")) return canopy::Backend::connect(std::move(handler));
-  const char* file = std::getenv("CANOPY_ATTACH");
-  if (!file) return canopy::Error{"no CANOPY_ATTACH"};
-  return canopy::Backend::attach(file, std::strtoul(argv[argc - 1], nullptr, 10), std::move(handler));
+
+namespace {
+
+// A decimal rank with nothing else, or nothing.
+std::optional<canopy::Rank> parse_rank(const char* text) {
+  if (!text || !*text) return std::nullopt;
+  std::uint64_t value = 0;
+  for (const char* c = text; *c; ++c) {
+    if (*c < '0' || *c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(*c - '0');
+    if (value > std::numeric_limits<canopy::Rank>::max()) return std::nullopt;
+  }
+  return static_cast<canopy::Rank>(value);
 }
+
+canopy::Error usage(const std::string& what) {
+  return canopy::Error{what + "; an MRNet back-end's command line ends with five arguments after the tool's own: "
+                              "parent host, parent port, parent rank, own host, own rank (docs/mrnet.md)",
+                       canopy::ErrorKind::invalid_input};
 }
+
+const char* nonempty_env(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+}  // namespace
+
+canopy::Result<BackendArgs> parse_backend_args(int argc, const char* const* argv) {
+  if (argc < kTrailingArgs + 1 || !argv) {
+    return usage("expected at least 6 arguments (the program and the five), got " + std::to_string(argc));
+  }
+  const char* const* last = argv + argc - kTrailingArgs;
+  auto rank = parse_rank(last[4]);
+  if (!rank) return usage(std::string("the last argument, the back-end's own rank, is '") + last[4] + "', not a rank");
+  return BackendArgs{last[0], last[1], last[2], last[3], *rank};
+}
+
+int tool_argc(int argc) { return argc > kTrailingArgs ? argc - kTrailingArgs : argc; }
+
+canopy::Result<std::unique_ptr<canopy::Backend>> connect_backend(int argc, char** argv,
+                                                                 canopy::Backend::Handler handler) {
+  auto args = parse_backend_args(argc, argv);
+  if (!args) return canopy::Error{args.error(), args.error_kind()};
+  // The variables canopy::Backend::connect() reads (canopy/backend.h).
+  if (nonempty_env("CANOPY_PARENT")) {
+    const char* env_rank = nonempty_env("CANOPY_RANK");
+    if (env_rank && parse_rank(env_rank) != args->rank) {
+      return canopy::Error{"the back-end's rank is " + std::to_string(args->rank) + " in its arguments but " +
+                               env_rank + " in CANOPY_RANK, set by the Canopy parent that started it",
+                           canopy::ErrorKind::invalid_input};
+    }
+    return canopy::Backend::connect(std::move(handler));
+  }
+  if (const char* file = nonempty_env("CANOPY_ATTACH")) {
+    return canopy::Backend::attach(file, args->rank, std::move(handler));
+  }
+  return canopy::Error{"this back-end was not started by Canopy (CANOPY_PARENT is not set) and CANOPY_ATTACH does "
+                       "not name an attach file: a back-end started by the tool (attach mode) needs CANOPY_ATTACH "
+                       "set to the attach file the front-end wrote (docs/mrnet.md, decision 6)",
+                       canopy::ErrorKind::invalid_input};
+}
+
+}  // namespace MRN::layer
