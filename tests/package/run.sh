@@ -95,6 +95,7 @@ step "the pkg-config files name no absolute path" \
 # A Makefile project builds with make and pkg-config only, using the compiler Canopy
 # was built with (a plugin must: docs/filters.md).
 cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
+cc="$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
 mkdir "$work/make"
 step "build tests/package/make with make and pkg-config" \
   env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
@@ -134,11 +135,13 @@ step "build the MRNet-style programs with CMake" cmake --build "$work/mrnet-cmak
 mkdir "$work/mrnet-make"
 step "build the MRNet-style programs with make and pkg-config" \
   env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-  make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}"
+  make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
 for kind in cmake make; do
-  filter="$work/mrnet-$kind/mrnet_tool_filter.so"
-  step "MRNet-style integer addition, built with $kind" \
-    env -u CANOPY_COMMNODE "$work/mrnet-$kind/int_add_frontend" "$work/mrnet.top" "$work/mrnet-$kind/mrnet_be" "$filter" "$work/mrnet-$kind"
+  for backend in mrnet_be int_add_backend_lightweight; do
+    step "MRNet-style integer addition with $backend, built with $kind" \
+      env -u CANOPY_COMMNODE "$work/mrnet-$kind/int_add_frontend" "$work/mrnet.top" \
+      "$work/mrnet-$kind/$backend" "$work/mrnet-$kind/mrnet_tool_filter.so" "$work/mrnet-$kind"
+  done
 done
 
 echo "package test passed"
