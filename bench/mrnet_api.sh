@@ -34,8 +34,8 @@
 #
 # Settings (environment): MRNET_API_TREES (default "1x2x4 4x4 16x16"),
 # MRNET_API_RUN_LIMIT_S (240: each run is killed after that), MRNET_API_PLOT_ONLY=1
-# (the CSV, summary and figure again from OUT_DIR/runs, without running). A run of
-# --reps 3 takes about 5 minutes. Every run is in a session of its own, killed on
+# (the CSV, summary and figure again from OUT_DIR/runs, without running). --reps 5
+# took 3.5 minutes on 2 cores with MRNet. Every run is in a session of its own, killed on
 # the way out; at the end the script looks for any commnode or back-end of its own
 # still alive, kills it and says so.
 set -euo pipefail
@@ -168,7 +168,7 @@ run_tree() {
   if [ -n "$left" ]; then
     echo "processes of $* still alive $drain s after it ended, killed:" >&2
     ps -o pid=,args= -p "$(paste -sd, <<< "$left")" >&2 || true
-    kill -KILL $left 2>/dev/null || true
+    xargs -r kill -KILL <<< "$left" 2>/dev/null || true
   fi
   [ "$status" -eq 0 ] || echo "exit status $status: $* (see $log.log)" >&2
   return 0
@@ -270,7 +270,7 @@ show() { [ -n "$1" ] && awk -v v="$1" 'BEGIN { printf (v >= 100 ? "%.0f" : "%.3g
 
 # ---- the figure: one panel per measure, bars grouped by tree ----
 # Each .dat line: x, median, run_min, run_max, system index, label
-tree_list=($trees)
+read -r -a tree_list <<< "$trees"
 xtics=""
 for i in "${!tree_list[@]}"; do
   t=${tree_list[$i]}
@@ -283,8 +283,9 @@ for m in instantiate first_roundtrip roundtrip throughput; do
     for s in layer mrnet native; do
       awk -F, -v t="${tree_list[$i]}" -v s="$s" -v m="$m" -v x=$((i * 4 + j)) -v j="$j" '
         $1 == t && $4 == s && $5 == m {
-          v = $7; label = (v >= 1000 ? sprintf("%.0f", v) : (v >= 10 ? sprintf("%.0f", v) : sprintf("%.2g", v)))
-          if (v >= 10000) label = sprintf("%.0fk", v / 1000)
+          # three significant digits at most: 0.62, 21, 728, 8235, 15.7k, 229k
+          v = $7; label = (v >= 10 ? sprintf("%.0f", v) : sprintf("%.2g", v))
+          if (v >= 10000) label = (v >= 100000 ? sprintf("%.0fk", v / 1000) : sprintf("%.1fk", v / 1000))
           print x, v, $8, $9, j, label }' "$csv" >> "$out/plot-$m.dat"
       j=$((j + 1))
     done
@@ -308,6 +309,7 @@ plot "$out/plot-$3.dat" using 1:2:(\$1 - 0.45):(\$1 + 0.45):($lo):2:(\$5 + 1) wi
 GP
 }
 last_x=$(( (${#tree_list[@]} - 1) * 4 + 3 ))
+runs_done=$(awk -F, 'NR > 1 && $12 > n { n = $12 } END { print n + 0 }' "$csv")
 cat > "$out/mrnet_api.gp" <<GP
 set terminal pngcairo size 1400,1080 noenhanced font ",12"
 set output "$out/mrnet_api.png"
@@ -315,7 +317,7 @@ set linetype 1 lc rgb "#3b75af"
 set linetype 2 lc rgb "#d1495b"
 set linetype 3 lc rgb "#5aa05a"
 set style fill solid 0.75 border rgb "black"
-set multiplot layout 2,2 title "The same MRNet-API program on Canopy's MRNet layer and on MRNet 5.0.1, and Canopy's native API (localhost, 2 cores)\nmedian of $reps run(s), interleaved; whiskers: min-max of the runs' medians; log scale" font ",13"
+set multiplot layout 2,2 title "The same MRNet-API program on Canopy's MRNet layer and on MRNet 5.0.1, and Canopy's native API (localhost, 2 cores)\nmedian of $runs_done run(s), interleaved; whiskers: min-max of the runs' medians; log scale" font ",13"
 set logscale y
 set grid ytics mytics
 set xtics ($xtics)
