@@ -2,7 +2,7 @@
 // reduce throughput on localhost, with a raw TCP ping-pong between two processes
 // measured in the same run for reference. Prints CSV (docs/benchmarks.md).
 //
-//   canopy-bench [--quick] [--samples N] [--topologies b:4,b:2^2,...]
+//   canopy-bench [--quick] [--samples N] [--instantiations N] [--topologies b:4,b:2^2,...]
 //
 // canopy-commnode and canopy-demo-backend are taken from the directory of this
 // executable (build/bin, or the install's bin). Every Network is shut down or
@@ -231,9 +231,11 @@ int run(const Options& o) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: canopy-bench [--quick] [--samples N] [--topologies SPEC,SPEC,...]\n"
+               "usage: canopy-bench [--quick] [--samples N] [--instantiations N] [--topologies SPEC,SPEC,...]\n"
                "  --quick        smoke run: 3 instantiations, 300 round trips, few waves\n"
                "  --samples N    round trips measured per topology and payload (default 2000)\n"
+               "  --instantiations N  launches timed per topology (default 5; 1: only the\n"
+               "                 process's first, cold, as an MRNet tool's one CreateNetworkFE)\n"
                "  --topologies   default b:4,b:2^2,b:4^2,b:16^2\n"
                "prints CSV: benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
   return 2;
@@ -248,6 +250,7 @@ int main(int argc, char** argv) {
   }
   Options o;
   int samples = 0;
+  int instantiations = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -259,6 +262,9 @@ int main(int argc, char** argv) {
     } else if (a == "--samples" && i + 1 < argc) {
       samples = std::atoi(argv[++i]);
       if (samples < 1) return usage();
+    } else if (a == "--instantiations" && i + 1 < argc) {
+      instantiations = std::atoi(argv[++i]);
+      if (instantiations < 1) return usage();
     } else if (a == "--topologies" && i + 1 < argc) {
       o.topologies.clear();
       std::stringstream list(argv[++i]);
@@ -274,6 +280,7 @@ int main(int argc, char** argv) {
     }
   }
   if (samples) o.samples = samples;  // wins over --quick, in either order
+  if (instantiations) o.instantiations = instantiations;  // likewise
 
   // Orphaned descendants (say, a back-end whose commnode died) come to this process
   // instead of init, so that check_nothing_left() sees every one of them.
