@@ -392,7 +392,7 @@ TEST(MrnetFilters, RecoverableFunctionFilterExtractsTheStateKeptAcrossWaves) {
   auto decoded = MRN::codec::from_canopy(*state, 0);
   ASSERT_TRUE(decoded) << decoded.error();
   EXPECT_EQ(only<std::int32_t>(*decoded, "%d"), 13);  // IntegerSum_get_state: the running total
-  EXPECT_EQ((*decoded)->get_Tag(), MRN::FirstApplicationTag);
+  EXPECT_EQ((*decoded)->get_Tag(), FirstApplicationTag);
 
   // Each instance has its own state; the state is a packet the function takes.
   EXPECT_EQ(only<std::int32_t>(run(*other, {*state}), "%d"), 13);
