@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <atomic>
 
@@ -142,6 +143,33 @@ void set_OutputLevel(int level) { output_level = level; }
 int Network::Impl::fail(ErrorCode code, const std::string& why) {
   self->error(code, rank, "%s", why.c_str());
   return -1;
+}
+
+canopy::Result<void> Network::Impl::load_builtins() {
+  if (plugin.empty()) plugin = filter_plugin();
+  if (!std::filesystem::exists(plugin)) {
+    return canopy::Error{"the MRNet filter plug-in " + plugin +
+                         " is missing (it is installed next to libcanopy_mrnet; CANOPY_MRNET_FILTERS names another)"};
+  }
+  // One request per filter, all at once: the tree answers them together.
+  std::vector<std::string> names;
+  for (FilterId id : {TFILTER_SUM, TFILTER_AVG, TFILTER_MAX, TFILTER_MIN, TFILTER_ARRAY_CONCAT, TFILTER_INT_EQ_CLASS}) {
+    names.push_back(layer::builtin_filter_name(id));
+  }
+  std::vector<std::future<canopy::Result<void>>> loads;
+  for (const auto& name : names) {
+    loads.push_back(std::async(std::launch::async, [this, name] { return frontend->load_filter(plugin, name); }));
+  }
+  canopy::Result<void> result;
+  for (std::size_t i = 0; i < loads.size(); ++i) {
+    auto r = loads[i].get();
+    if (r) {
+      loaded.push_back(names[i]);
+    } else if (result) {
+      result = r;
+    }
+  }
+  return result;
 }
 
 canopy::Result<void> Network::Impl::ensure_loaded(const std::string& name) {
@@ -382,10 +410,17 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   impl.frontend = std::move(*launched);
   impl.rank = impl.frontend->topology().root().rank;
   impl.attach = attach;
-  if (attach) {
-    setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
-  } else if (auto r = impl.open_per_backend_stream(); !r) {
-    network->error(ERR_INTERNAL, UnknownRank, "%s", r.error().c_str());
+  if (attach) setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
+  // The built-in filters are loaded into the tree now, as MRNet's commnodes have
+  // theirs built in, so that a tool's first stream costs no load; and, launched,
+  // the per-back-end streams are opened meanwhile.
+  auto opened = std::async(std::launch::async, [&impl, attach]() -> canopy::Result<void> {
+    return attach ? canopy::Result<void>{} : impl.open_per_backend_stream();
+  });
+  auto loaded = impl.load_builtins();
+  auto open = opened.get();
+  if (!loaded || !open) {
+    network->error(ERR_INTERNAL, UnknownRank, "%s", (!loaded ? loaded : open).error().c_str());
     (void)impl.frontend->shutdown();
     return network;
   }

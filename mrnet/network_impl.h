@@ -100,6 +100,8 @@ struct Network::Impl {
   // Records an error from Canopy's result on the network. Returns -1.
   int fail(ErrorCode code, const std::string& why);
 
+  // Loads the MRNet plug-in's built-in filters into the tree (at launch).
+  canopy::Result<void> load_builtins();
   // Makes sure the tree has Canopy filter `name` (loading the MRNet plug-in).
   canopy::Result<void> ensure_loaded(const std::string& name);
 

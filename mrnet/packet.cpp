@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 namespace MRN {
 
@@ -312,7 +313,9 @@ bool Packet::has_Error() const { return !impl_->error.empty(); }
 
 namespace codec {
 
-canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
+namespace {
+
+canopy::Result<std::vector<DataType>> parse_format_uncached(const std::string& format) {
   std::vector<DataType> types;
   std::size_t i = 0;
   while (i < format.size()) {
@@ -324,6 +327,21 @@ canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
     if (t == UNKNOWN_T) return canopy::Error{"unknown directive '%" + token + "' in format \"" + format + "\""};
     types.push_back(t);
     i = end == std::string::npos ? format.size() : end;
+  }
+  return types;
+}
+
+}  // namespace
+
+// Tools use a handful of formats, each for every packet: they are parsed once per
+// thread (a bounded cache; errors are not kept).
+canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
+  thread_local std::unordered_map<std::string, std::vector<DataType>> parsed;
+  if (auto it = parsed.find(format); it != parsed.end()) return it->second;
+  auto types = parse_format_uncached(format);
+  if (types) {
+    if (parsed.size() >= 256) parsed.clear();
+    parsed.emplace(format, *types);
   }
   return types;
 }

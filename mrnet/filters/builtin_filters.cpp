@@ -22,6 +22,7 @@
 // filter fails with an error that names it and the format.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -156,6 +157,10 @@ template <typename Op>
 class ScalarFilter {
  public:
   Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
+    if (auto sum = in_place(wave)) {
+      out.push_back(std::move(*sum));
+      return {};
+    }
     auto packets = decode_uniform(Op::name, wave);
     if (!packets) return Error{packets.error(), packets.error_kind()};
     const auto& first = *packets->front();
@@ -170,6 +175,27 @@ class ScalarFilter {
     if (!taken) return wrong_format(Op::name, format, std::string("one value: ") + kScalars);
     out.push_back(encode(first.get_Tag(), format, {std::move(result)}));
     return {};
+  }
+
+ private:
+  // The common case, read in place without decoding each packet: every packet is
+  // the same one-scalar format and its value. Anything else is left to the full
+  // decoding above, which names what is wrong.
+  static std::optional<Packet> in_place(std::span<const Packet> wave) {
+    const auto* format = wave[0].size() == 2 ? std::get_if<std::string>(&wave[0][0]) : nullptr;
+    if (!format) return std::nullopt;
+    std::optional<Packet> result;
+    with_scalar(single_directive(*format), [&](auto scalar) {
+      using S = decltype(scalar);
+      for (const auto& p : wave) {
+        const auto* f = p.size() == 2 ? std::get_if<std::string>(&p[0]) : nullptr;
+        if (!f || *f != *format || !std::holds_alternative<typename S::carrier>(p[1])) return;
+      }
+      auto acc = Op::first(S::read(wave[0][1]));
+      for (std::size_t i = 1; i < wave.size(); ++i) acc = Op::next(acc, S::read(wave[i][1]));
+      result = Packet(wave[0].tag(), {*format, S::carry(acc)});
+    });
+    return result;
   }
 };
 
