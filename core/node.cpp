@@ -345,8 +345,11 @@ void Node::on_parent_message(capnp::MessageReader& message) {
   switch (body.which()) {
     case Body::TOPOLOGY:
       return on_topology(body.getTopology());
-    case Body::SHUTDOWN:
-      return begin_stop("shutdown: " + std::string(body.getShutdown().getReason()));
+    case Body::SHUTDOWN: {
+      // The reason comes down from the front-end through every level: said once.
+      const std::string reason = body.getShutdown().getReason();
+      return begin_stop(reason.starts_with("shutdown: ") ? reason : "shutdown: " + reason);
+    }
     default:
       log().warn("ignoring unexpected message {} from parent", static_cast<int>(body.which()));
   }

@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
     }
   }
   net->waitfor_ShutDown();
+  // The note's second line: why the network stopped, as the back-end was told.
+  const std::string why = net->error_detail();
   delete net;
-  note(dir, rank, outcome);
+  note(dir, rank, outcome + "\n" + why);
   return outcome == "ok" ? 0 : 1;
 }
