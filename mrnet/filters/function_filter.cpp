@@ -17,10 +17,11 @@
 // tool's object, makes its own symbols global (it was opened RTLD_LOCAL by Canopy's
 // loader), so that they resolve to it.
 //
-// Differences from MRNet 5.0.1, on purpose:
-//   - Each packet's format is checked against NAME_format_string, directive for
-//     directive (MRNet stores the string and never compares it): a mismatch is an
-//     error, not a call of the function on a packet it cannot unpack.
+// As in MRNet 5.0.1, NAME_format_string must exist (and parse), but packets are not
+// compared with it: the function gets every packet of the wave and its unpack() says
+// whether the format is the one it expects. Tools rely on that.
+//
+// Difference from MRNet 5.0.1, on purpose:
 //   - packets_out_reverse cannot be sent: Canopy's filter ABI has no way back down
 //     the stream. A function that fills it fails the wave with an error, rather than
 //     have those packets silently dropped.
@@ -138,16 +139,6 @@ class FunctionFilter {
   Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
     auto packets = decode_wave(label_, wave, stream_);
     if (!packets) return Error{packets.error(), packets.error_kind()};
-    if (!format_types_.empty()) {
-      for (std::size_t i = 0; i < packets->size(); ++i) {
-        const auto& impl = (*packets)[i]->impl();
-        if (impl.types != format_types_) {
-          return Error{label_ + ": " + position(i, wave.size(), wave[i]) + " has format \"" + impl.format +
-                           "\", the filter takes \"" + format_ + "\" (its " + function_name_ + "_format_string)",
-                       ErrorKind::invalid_input};
-        }
-      }
-    }
     std::vector<MRN::PacketPtr> produced;
     std::vector<MRN::PacketPtr> reverse;
     const MRN::TopologyLocalInfo info(rank_, children_);
