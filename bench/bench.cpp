@@ -37,6 +37,7 @@
 #include "demo_protocol.h"
 #include "pingpong.h"
 #include "process_guard.h"
+#include "bench_util.h"
 
 namespace {
 
@@ -58,19 +59,13 @@ struct Options {
 // which tears its tree down.
 using canopy::bench::Failure;  // pingpong.h's: one kind of failure for the whole program
 
-struct Stats {
-  double median, p10, p90;
-  std::size_t n;
-};
+using canopy::bench::Stats;
 
-// Nearest-rank percentiles of the samples.
+// Nearest-rank percentiles of the samples (bench_util.h); none is a failure.
 Stats stats(std::vector<double> v) {
-  if (v.empty()) throw Failure("no samples");
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-  };
-  return {at(0.5), at(0.1), at(0.9), v.size()};
+  const Stats s = canopy::bench::nearest_rank_stats(std::move(v));
+  if (s.n == 0) throw Failure("no samples");
+  return s;
 }
 
 void row(const std::string& bench, const std::string& topology, int payload, const std::string& metric,

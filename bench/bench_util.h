@@ -35,6 +35,21 @@ inline double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+// Median, 10th and 90th percentiles by nearest rank (the benchmarks' CSV columns),
+// and how many samples; all 0 for none.
+struct Stats {
+  double median = 0, p10 = 0, p90 = 0;
+  std::size_t n = 0;
+};
+inline Stats nearest_rank_stats(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+  };
+  return {at(0.5), at(0.1), at(0.9), v.size()};
+}
+
 // The fields of one line separated by `sep` (a trailing separator ends an empty one).
 inline std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;

@@ -41,6 +41,7 @@
 #include "filters/filter.h"
 #include "streams.capnp.h"
 #include "transport/frame.h"
+#include "bench_util.h"
 
 // ---- allocation counting ----
 
@@ -152,19 +153,10 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct Stats {
-  double median, p10, p90;
-  std::size_t n;
-};
+using canopy::bench::Stats;
 
-// Nearest-rank percentiles, as canopy-bench computes them.
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-  };
-  return {at(0.5), at(0.1), at(0.9), v.size()};
-}
+// Nearest-rank percentiles of the samples (bench_util.h).
+Stats stats(std::vector<double> v) { return canopy::bench::nearest_rank_stats(std::move(v)); }
 
 void row(const std::string& bench, const std::string& params, const std::string& metric, const Stats& s,
          const char* unit) {

@@ -39,6 +39,7 @@
 
 #include "mrnet/MRNet.h"
 #include "mrnet_api_protocol.h"
+#include "bench_util.h"
 
 using namespace MRN;
 using namespace mrnet_api_bench;
@@ -65,19 +66,13 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct Stats {
-  double median, p10, p90;
-  std::size_t n;
-};
+using canopy::bench::Stats;
 
-// Nearest-rank percentiles, as canopy-bench computes them.
+// Nearest-rank percentiles of the samples (bench_util.h); none is a failure.
 Stats stats(std::vector<double> v) {
-  if (v.empty()) throw Failure("no samples");
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-  };
-  return {at(0.5), at(0.1), at(0.9), v.size()};
+  const Stats s = canopy::bench::nearest_rank_stats(std::move(v));
+  if (s.n == 0) throw Failure("no samples");
+  return s;
 }
 
 void row(const char* benchmark, const Options& o, const char* metric, const Stats& s, const char* unit) {
