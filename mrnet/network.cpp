@@ -410,7 +410,10 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   impl.frontend = std::move(*launched);
   impl.rank = impl.frontend->topology().root().rank;
   impl.attach = attach;
-  if (attach) setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
+  if (attach) {
+    setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
+    impl.attach_file = attach_file;
+  }
   // The built-in filters are loaded into the tree now, as MRNet's commnodes have
   // theirs built in, so that a tool's first stream costs no load; and, launched,
   // the per-back-end streams are opened meanwhile.
@@ -458,6 +461,11 @@ Network::~Network() {
   impl_->streams.clear();
   streams.clear();
   if (impl_->frontend) (void)impl_->frontend->shutdown();
+  // The attach file is gone with the tree: processes started later must not look for it.
+  if (const char* named = std::getenv("CANOPY_ATTACH"); named && !impl_->attach_file.empty() &&
+                                                        impl_->attach_file == named) {
+    unsetenv("CANOPY_ATTACH");
+  }
   impl_->backend.reset();
   impl_->frontend.reset();
 }

@@ -48,6 +48,7 @@ struct Network::Impl {
   std::vector<std::string> loaded;    // Canopy filter names loaded into the tree
   bool recovery = true;
   bool attach = false;            // attach mode: back-ends join as they attach
+  std::string attach_file;        // attach mode: the file CANOPY_ATTACH names
   bool per_backend_open = false;
   std::set<Rank> attached;        // attach mode: back-ends that have attached (guarded by mutex)  // the per-back-end streams' Canopy stream exists
   mutable std::unique_ptr<NetworkTopology> topology;

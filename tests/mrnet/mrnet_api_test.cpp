@@ -436,6 +436,7 @@ TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) 
   ASSERT_EQ(p->unpack("%d", &total), 0);
   EXPECT_EQ(total, 46);
   finish(sum, 4);
+  EXPECT_EQ(std::getenv("CANOPY_ATTACH"), nullptr) << "the attach file is gone with the tree";
 }
 
 // A tool's own filter function, loaded with load_FilterFunc from a shared object
