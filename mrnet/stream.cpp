@@ -71,16 +71,18 @@ bool Stream::has_Data() {
 
 int Stream::get_DataNotificationFd() {
   auto& impl = *network_->impl_;
-  std::lock_guard lock(impl.mutex);
-  if (data_fd_[0] < 0) {
-    if (::pipe2(data_fd_, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-    for (std::size_t i = 0; i < queue_.size(); ++i) {
-      const char byte = 1;
-      [[maybe_unused]] auto n = ::write(data_fd_[1], &byte, 1);
+  {
+    std::lock_guard lock(impl.mutex);
+    if (data_fd_[0] < 0) {
+      if (::pipe2(data_fd_, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+      for (std::size_t i = 0; i < queue_.size(); ++i) {
+        const char byte = 1;
+        [[maybe_unused]] auto n = ::write(data_fd_[1], &byte, 1);
+      }
     }
+    impl.data_events_wanted = true;  // the event thread receives, so that the fd fills
   }
-  impl.data_events_wanted = true;  // the event thread receives, so that the fd fills
-  impl.start_event_thread();
+  impl.start_event_thread();  // takes the lock itself
   return data_fd_[0];
 }
 

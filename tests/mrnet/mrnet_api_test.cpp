@@ -10,6 +10,8 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdarg>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -515,6 +517,128 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
   }
   EXPECT_TRUE(per_backend_named) << "Canopy's stream numbers are told in MRNet's terms";
   finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
+}
+
+// Sends with a va_list, as a tool's own variadic wrapper would.
+int send_va(Stream* stream, int tag, const char* format, ...) {
+  va_list values;
+  va_start(values, format);
+  const int r = stream->send(format, values, tag);
+  va_end(values);
+  return r;
+}
+
+// Receives on `stream` until the packets' "%d" values add up to `total`, within 10 s.
+int sum_until(Network* net, Stream* stream, int total) {
+  int got = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; got < total && std::chrono::steady_clock::now() < deadline;) {
+    int tag = 0, value = 0;
+    PacketPtr p;
+    const int r = stream->recv(&tag, p, false);
+    if (r < 0) {
+      ADD_FAILURE() << net->error_detail();
+      return got;
+    }
+    if (r == 0) {
+      std::this_thread::sleep_for(5ms);
+      continue;
+    }
+    EXPECT_EQ(p->unpack("%d", &value), 0);
+    got += value;
+  }
+  return got;
+}
+
+// The rest of the API a tool may use: the other forms of send, filter parameters and
+// the time-out mode, per-node assignment strings, load_FilterFuncs, data events by
+// callback and descriptor, the topology's other queries.
+TEST_F(MrnetApi, TheOtherFormsParametersDataEventsAndTopologyQueries) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  EXPECT_FALSE(net->is_ShutDown());
+  Communicator* all = net->get_BroadcastCommunicator();
+
+  // load_FilterFuncs: one of two found.
+  std::vector<int> ids;
+  EXPECT_EQ(net->load_FilterFuncs(CANOPY_MRNET_TOOL_FILTER, {"SeenUnion", "Nope"}, ids), 1);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_GE(ids[0], 100);
+  EXPECT_EQ(ids[1], -1);
+
+  // Per-node assignment strings that give every node one filter; others are refused.
+  Stream* sum = net->new_Stream(all, "1 => *;", "51 => *;", "0 => *;");
+  ASSERT_NE(sum, nullptr) << net->error_detail();
+  EXPECT_EQ(net->new_Stream(all, "1 => 1000001; 3 => 1000002;", "51 => *;", "0 => *;"), nullptr);
+  EXPECT_NE(net->error_detail().find("same filter"), std::string::npos) << net->error_detail();
+
+  // A packet made beforehand, the va_list form, and Network::send with a packet.
+  PacketPtr seven(new Packet(sum->get_Id(), TAG_SUM, "%d", 7));
+  ASSERT_EQ(sum->send(seven), 0);
+  EXPECT_EQ(sum_until(net, sum, 4 * 7 + 6), 4 * 7 + 6);
+  ASSERT_EQ(send_va(sum, TAG_SUM, "%d", 1), 0);
+  EXPECT_EQ(sum_until(net, sum, 4 * 1 + 6), 4 * 1 + 6);
+  PacketPtr one(new Packet(2, TAG_SUM, "%d", 1));
+  ASSERT_EQ(net->send(2, one), 0);
+  EXPECT_EQ(sum_until(net, net->get_Stream(2), 3), 3);
+
+  // Built-in filters take no parameters: refused, and the stream goes on.
+  EXPECT_EQ(sum->set_FilterParameters(FILTER_UPSTREAM_TRANS, "%d", 5), -1);
+  EXPECT_FALSE(net->error_detail().empty());
+
+  // SFILTER_TIMEOUT with its time-out as parameter: waves close after 50 ms with
+  // what has come; nothing is lost.
+  Stream* timed = net->new_Stream(all, TFILTER_SUM, SFILTER_TIMEOUT);
+  ASSERT_NE(timed, nullptr) << net->error_detail();
+  ASSERT_EQ(timed->set_FilterParameters(FILTER_UPSTREAM_SYNC, "%ud", 50u), 0) << net->error_detail();
+  EXPECT_EQ(timed->set_FilterParameters(FILTER_UPSTREAM_SYNC, "%s", "soon"), -1);
+  ASSERT_EQ(timed->send(TAG_SUM, "%d", 100), 0);
+  EXPECT_EQ(sum_until(net, timed, 4 * 100 + 6), 4 * 100 + 6);
+
+  // Data events: a callback, the class's descriptor and the stream's descriptor.
+  std::atomic<int> data_events{0};
+  ASSERT_TRUE(net->register_EventCallback(
+      Event::DATA_EVENT, DataEvent::DATA_AVAILABLE,
+      [](Event* e, void* count) {
+        if (static_cast<DataEvent::DataEventData*>(e->get_Data())->get_Stream()) ++*static_cast<std::atomic<int>*>(count);
+      },
+      &data_events));
+  const int stream_fd = sum->get_DataNotificationFd();
+  ASSERT_GE(stream_fd, 0);
+  ASSERT_EQ(sum->send(TAG_SUM, "%d", 2), 0);
+  pollfd p{stream_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1) << "the stream's descriptor became readable";
+  EXPECT_TRUE(sum->has_Data());
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; data_events == 0 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GE(data_events.load(), 1);
+  EXPECT_EQ(sum_until(net, sum, 4 * 2 + 6), 4 * 2 + 6);
+  sum->clear_DataNotificationFd();
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "cleared";
+  EXPECT_TRUE(net->remove_EventCallbacks(Event::DATA_EVENT, DataEvent::DATA_AVAILABLE));
+
+  // The topology's other queries, on 1x2x4.
+  NetworkTopology* topology = net->get_NetworkTopology();
+  std::set<NetworkTopology::Node*> parents, orphans, backends;
+  topology->get_ParentNodes(parents);
+  topology->get_OrphanNodes(orphans);
+  topology->get_BackEndNodes(backends);
+  EXPECT_EQ(parents.size(), 3u);
+  EXPECT_TRUE(orphans.empty());
+  EXPECT_EQ(backends.size(), 4u);
+  std::vector<NetworkTopology::Node*> below, leaves;
+  topology->get_Descendants(topology->get_Root(), below);
+  topology->get_LeafDescendants(topology->get_Root(), leaves);
+  EXPECT_EQ(below.size(), 6u);
+  EXPECT_EQ(leaves.size(), 4u);
+  ASSERT_NE(topology->find_Node(0), nullptr);
+  EXPECT_EQ(topology->find_Node(topology->find_Node(0)->get_Parent())->get_Parent(), kFrontEnd);
+  const std::string dot = (dir_ / "tree.dot").string();
+  topology->print_DOTGraph(dot.c_str());
+  std::ifstream in(dot);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("\"1000000\" -> \"1000001\""), std::string::npos) << text;
+  finish(sum, 4);
 }
 
 }  // namespace
