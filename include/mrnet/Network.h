@@ -29,6 +29,7 @@
 #include "mrnet/Packet.h"
 #include "mrnet/Stream.h"
 #include "mrnet/Types.h"
+#include "xplat/Monitor.h"  // as MRNet's Network.h: tools reach XPlat::Monitor through it
 
 namespace MRN {
 

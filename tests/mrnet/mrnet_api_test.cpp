@@ -21,6 +21,9 @@
 
 #include "mrnet/MRNet.h"
 #include "mrnet_test_protocol.h"
+#include "xplat/Mutex.h"
+#include "xplat/NetUtils.h"
+#include "xplat/Thread.h"
 #include "process_test.h"
 
 extern char** environ;
@@ -639,6 +642,71 @@ TEST_F(MrnetApi, TheOtherFormsParametersDataEventsAndTopologyQueries) {
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(text.find("\"1000000\" -> \"1000001\""), std::string::npos) << text;
   finish(sum, 4);
+}
+
+// One thread per stream, as MRNet's PerThreadStreams example runs them, with XPlat's
+// threads, mutex and monitor: each thread receives only its own stream's packets
+// while the others receive theirs.
+struct PerThread {
+  Stream* stream;
+  int value;
+  int total = -1;
+  XPlat::Monitor* monitor;
+  int* done;
+};
+
+void* receive_on_own_stream(void* arg) {
+  auto* job = static_cast<PerThread*>(arg);
+  int tag = 0;
+  PacketPtr p;
+  if (job->stream->send(TAG_SUM, "%d", job->value) == 0 && job->stream->recv(&tag, p) == 1) {
+    p->unpack("%d", &job->total);
+  }
+  job->monitor->Lock();
+  ++*job->done;
+  job->monitor->SignalCondition(1);
+  job->monitor->Unlock();
+  return arg;
+}
+
+TEST_F(MrnetApi, ThreadsEachReceiveTheirOwnStreamWithXPlat) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  std::string host;
+  ASSERT_EQ(XPlat::NetUtils::GetLocalHostName(host), 0);
+  EXPECT_EQ(host, net->get_LocalHostName());
+  XPlat::Mutex lock;
+  EXPECT_EQ(lock.Lock(), 0);
+  EXPECT_EQ(lock.Unlock(), 0);
+  XPlat::Monitor monitor;
+  monitor.Lock();
+  EXPECT_EQ(monitor.RegisterCondition(1), 0);
+  monitor.Unlock();
+  int done = 0;
+  std::vector<PerThread> jobs;
+  for (int i = 0; i < 3; ++i) {
+    Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+    ASSERT_NE(s, nullptr) << net->error_detail();
+    jobs.push_back({s, 100 * (i + 1), -1, &monitor, &done});
+  }
+  std::vector<XPlat::Thread::Id> threads(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_EQ(XPlat::Thread::Create(receive_on_own_stream, &jobs[i], &threads[i]), 0);
+  }
+  monitor.Lock();
+  while (done < 3) {
+    if (monitor.TimedWaitOnCondition(1, 20000) != 0) break;
+  }
+  monitor.Unlock();
+  for (auto id : threads) {
+    void* result = nullptr;
+    EXPECT_EQ(XPlat::Thread::Join(id, &result), 0);
+    EXPECT_NE(result, nullptr);
+  }
+  ASSERT_EQ(done, 3);
+  for (const auto& job : jobs) EXPECT_EQ(job.total, 4 * job.value + 6) << "stream " << job.stream->get_Id();
+  EXPECT_EQ(monitor.SignalCondition(9), -1) << "not registered";
+  finish(jobs[0].stream, 4);
 }
 
 }  // namespace
