@@ -28,7 +28,7 @@ class Monitor {
   }
   // Called with the lock held, as MRNet's.
   virtual int RegisterCondition(unsigned int id) {
-    conditions_.emplace(id, std::make_unique<std::condition_variable_any>());
+    conditions_.emplace(id, std::unique_ptr<std::condition_variable_any>(new std::condition_variable_any));
     return 0;
   }
   // The waits: with the lock held; they release it while waiting.
