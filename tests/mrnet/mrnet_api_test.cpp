@@ -18,6 +18,7 @@
 #include <iterator>
 #include <set>
 #include <thread>
+#include <typeinfo>
 
 #include "mrnet/MRNet.h"
 #include "mrnet_test_protocol.h"
@@ -123,6 +124,10 @@ TEST_F(MrnetApi, IntegerAdditionOverAnMrnetTopology) {
   auto* net = launch();
   ASSERT_NE(net, nullptr);
   EXPECT_TRUE(net->is_LocalNodeFrontEnd());
+  // The library exports its classes' type information (dynamic_cast, typeid, and the
+  // sanitizers' checks need it).
+  EXPECT_EQ(typeid(*net), typeid(Network));
+  EXPECT_NE(dynamic_cast<Error*>(net), nullptr);
   EXPECT_EQ(net->get_LocalRank(), kFrontEnd);
   Communicator* all = net->get_BroadcastCommunicator();
   ASSERT_NE(all, nullptr);
