@@ -135,6 +135,8 @@ int main(int argc, char** argv) {
   net = Network_CreateNetworkBE(argc, argv);
   if (!net) {
     fprintf(stderr, "mrnet_lightweight_be: Network_CreateNetworkBE failed\n");
+    free(p);
+    free(other);
     return 1;
   }
   rank = Network_get_LocalRank(net);

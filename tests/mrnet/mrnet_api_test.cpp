@@ -425,8 +425,8 @@ TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) 
   for (Rank rank = 0; rank < 4; ++rank) {
     NetworkTopology::Node* parent = leaves[rank / 2];
     const std::string prank = std::to_string(parent->get_Rank()), port = std::to_string(parent->get_Port()),
-                      me = std::to_string(rank);
-    std::vector<const char*> argv{kBackend.c_str(), dir.c_str(), parent->get_HostName().c_str(), port.c_str(),
+                      me = std::to_string(rank), host = parent->get_HostName();
+    std::vector<const char*> argv{kBackend.c_str(), dir.c_str(), host.c_str(), port.c_str(),
                                   prank.c_str(), "localhost", me.c_str(), nullptr};
     pid_t pid;
     ASSERT_EQ(posix_spawn(&pid, kBackend.c_str(), nullptr, nullptr, const_cast<char**>(argv.data()), environ), 0);

@@ -1,6 +1,7 @@
 // A filter function written as an MRNet 5.0.1 tool writes one, for the API tests: only
 // MRNet's headers, built as MRNet builds filters (-shared, no libraries: the MRN::
 // symbols it uses come from the process that loads it).
+#include <list>
 #include <set>
 #include <vector>
 
@@ -27,6 +28,13 @@ bool add(PacketPtr& packet, std::set<int>& seen) {
   return true;
 }
 
+// MRNet gives a filter no way to free its state: the states live for the process,
+// in one list, so that they stay reachable (and leak checkers say nothing).
+std::list<std::set<int> >& states() {
+  static std::list<std::set<int> > all;
+  return all;
+}
+
 PacketPtr as_packet(const std::set<int>& seen, unsigned int stream, int tag) {
   std::vector<int> values(seen.begin(), seen.end());
   return PacketPtr(new Packet(stream, tag, "%ad", values.data(), static_cast<unsigned int>(values.size())));
@@ -44,7 +52,10 @@ void SeenUnion(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packe
                std::vector<PacketPtr>& /* packets_out_reverse */, void** filter_state, PacketPtr& /* params */,
                const TopologyLocalInfo& /* info */) {
   std::set<int>* seen = static_cast<std::set<int>*>(*filter_state);
-  if (!seen) *filter_state = seen = new std::set<int>;
+  if (!seen) {
+    states().push_back(std::set<int>());
+    *filter_state = seen = &states().back();
+  }
   for (unsigned int i = 0; i < packets_in.size(); i++) {
     if (!add(packets_in[i], *seen)) return;
   }
