@@ -229,35 +229,40 @@ void Network::Impl::file(const canopy::Received& received) {
 bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
   pumping = true;
   lock.unlock();
-  auto got = frontend ? frontend->receive(timeout) : backend->receive(timeout);
-  // Whatever else is there already comes along, without waiting.
   std::vector<canopy::Received> batch;
-  if (got && *got) {
+  std::optional<canopy::Error> failure;
+  // One receive; false once nothing more is there, or Canopy reported something.
+  auto take = [&](std::chrono::milliseconds wait) {
+    auto got = frontend ? frontend->receive(wait) : backend->receive(wait);
+    if (!got) failure = canopy::Error{got.error(), got.error_kind()};
+    if (!got || !*got) return false;
     batch.push_back(std::move(**got));
-    for (int more = 0; more < 64; ++more) {
-      auto next = frontend ? frontend->receive(0ms) : backend->receive(0ms);
-      if (!next || !*next) break;
-      batch.push_back(std::move(**next));
+    return true;
+  };
+  // What is there already comes along, without waiting; a report met on the way is
+  // kept, never dropped.
+  if (take(timeout)) {
+    for (int more = 0; more < 64 && take(0ms); ++more) {
     }
   }
   lock.lock();
   pumping = false;
   for (const auto& received : batch) file(received);
-  if (!got && got.error_kind() == canopy::ErrorKind::disconnected) {
+  bool fine = true;
+  if (failure && failure->kind == canopy::ErrorKind::disconnected) {
     // A stream whose filter could not recover its state after a failure may lack
     // data: MRNet's recv goes on after recovery, so this is an error event (and the
     // network's error), not a failed recv.
-    const std::string message = in_mrnet_terms(got.error());
+    const std::string message = in_mrnet_terms(failure->message);
     self->error(ERR_NETWORK_FAILURE, rank, "%s", message.c_str());
     post(std::make_unique<ErrorEvent>(ErrorEvent::ERROR_INTERNAL, new ErrorEvent::ErrorEventData(rank, message)));
-  } else if (!got) {
-    if (got.error_kind() == canopy::ErrorKind::stopped || backend) stopped = true;
-    fail(got.error_kind() == canopy::ErrorKind::stopped ? ERR_NETWORK_FAILURE : ERR_INTERNAL, got.error());
-    arrived.notify_all();
-    return false;
+  } else if (failure) {
+    if (failure->kind == canopy::ErrorKind::stopped || backend) stopped = true;
+    fail(failure->kind == canopy::ErrorKind::stopped ? ERR_NETWORK_FAILURE : ERR_INTERNAL, failure->message);
+    fine = false;
   }
   arrived.notify_all();
-  return true;
+  return fine;
 }
 
 int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** from, bool blocking) {

@@ -81,10 +81,11 @@ struct Network::Impl {
 
   bool is_frontend() const { return frontend != nullptr; }
 
-  // Receives once from Canopy (waiting at most `timeout`) and files what came in
-  // the queue of its stream. Called with `lock` held; releases it meanwhile. False
-  // if Canopy reported a failure that the receiver must hear of (the network's
-  // error says which); data that may be lost after a failure is an error event.
+  // Receives from Canopy (waiting at most `timeout` for the first packet, then
+  // taking what is already there) and files each packet in the queue of its stream.
+  // Called with `lock` held; releases it meanwhile. False if Canopy reported a
+  // failure that the receiver must hear of (the network's error says which); data
+  // that may be lost after a failure is an error event.
   bool pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
   // Creates the Canopy stream of the per-back-end streams, if not yet done: at
   // launch, or in attach mode before the first stream or point-to-point send.

@@ -714,4 +714,37 @@ TEST_F(MrnetApi, ThreadsEachReceiveTheirOwnStreamWithXPlat) {
   finish(jobs[0].stream, 4);
 }
 
+// A failure Canopy reports right behind packets that were waiting is not lost: recv
+// takes the waiting packets in one go, and the report met on the way is the
+// network's error (it used to be dropped).
+TEST_F(MrnetApi, AFilterFailureBehindWaitingPacketsIsReportedNotDropped) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  Stream* sum = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr) << net->error_detail();
+  for (Rank rank = 0; rank < 4; ++rank) ASSERT_EQ(net->send(rank, TAG_WHO, ""), 0);
+  std::this_thread::sleep_for(300ms);  // the four answers wait at the front-end
+  // The answers to this are "%ud %ud %s", which TFILTER_SUM refuses in the commnodes.
+  ASSERT_EQ(sum->send(TAG_WHO, ""), 0);
+  std::this_thread::sleep_for(500ms);  // and the failure waits behind them
+  EXPECT_FALSE(net->has_Error());
+  int answers = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; answers < 4 && std::chrono::steady_clock::now() < deadline;) {
+    int tag = 0;
+    PacketPtr p;
+    Stream* from = nullptr;
+    const int r = net->recv(&tag, p, &from, false);
+    if (r == 1) {
+      EXPECT_EQ(tag, TAG_WHO);
+      ++answers;
+    } else if (r == 0) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  EXPECT_EQ(answers, 4);
+  ASSERT_TRUE(net->has_Error()) << "the filter's failure was dropped";
+  EXPECT_NE(net->error_detail().find("mrnet_sum"), std::string::npos) << net->error_detail();
+  finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
+}
+
 }  // namespace
