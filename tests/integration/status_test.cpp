@@ -79,11 +79,17 @@ TEST_F(Status, ARunWhoseFrontEndWasKilledIsStale) {
   // canopy run with a long workload, SIGKILLed once its status file exists.
   const pid_t pid = start_canopy({"run", "--tree", "b:2", "--waves", "100000", "--interval", "20", "--status", file_});
   ASSERT_GT(pid, 0);
-  const bool started = wait_for([&] { return std::filesystem::exists(file_); }, 20s);
-  auto running = run_canopy({"status", file_});
+  // The file exists from "starting" on: wait until it says the tree is up.
+  Output running;
+  const bool started = wait_for(
+      [&] {
+        running = run_canopy({"status", file_});
+        return running.out.rfind("run: running (pid ", 0) == 0;
+      },
+      20s);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
-  ASSERT_TRUE(started) << "no status file within 20 s";
+  ASSERT_TRUE(started) << "the status file did not say running within 20 s: " << running.out;
   EXPECT_EQ(exit_code(running), 0) << running.err;
   EXPECT_EQ(running.out.rfind("run: running (pid " + std::to_string(pid), 0), 0u) << running.out;
 
