@@ -85,6 +85,14 @@ std::optional<int> single_assignment(const std::string& text) {
   return id;
 }
 
+// An attribute's whole text as a number from 1 up, or nothing.
+std::optional<unsigned long> positive_number(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end || n == 0 || text.find('-') != std::string::npos) return std::nullopt;
+  return n;
+}
+
 // Canopy's "stream N ..." in the tool's terms: MRNet's id of the stream.
 std::string in_mrnet_terms(const std::string& message) {
   unsigned long id = 0;
@@ -145,12 +153,17 @@ int Network::Impl::fail(ErrorCode code, const std::string& why) {
   return -1;
 }
 
-canopy::Result<void> Network::Impl::load_builtins() {
+canopy::Result<void> Network::Impl::find_plugin() {
   if (plugin.empty()) plugin = filter_plugin();
   if (!std::filesystem::exists(plugin)) {
     return canopy::Error{"the MRNet filter plug-in " + plugin +
                          " is missing (it is installed next to libcanopy_mrnet; CANOPY_MRNET_FILTERS names another)"};
   }
+  return {};
+}
+
+canopy::Result<void> Network::Impl::load_builtins() {
+  if (auto found = find_plugin(); !found) return found;
   // One request per filter, all at once: the tree answers them together.
   std::vector<std::string> names;
   for (FilterId id : {TFILTER_SUM, TFILTER_AVG, TFILTER_MAX, TFILTER_MIN, TFILTER_ARRAY_CONCAT, TFILTER_INT_EQ_CLASS}) {
@@ -174,24 +187,22 @@ canopy::Result<void> Network::Impl::load_builtins() {
 
 canopy::Result<void> Network::Impl::ensure_loaded(const std::string& name) {
   if (name == "pass" || std::find(loaded.begin(), loaded.end(), name) != loaded.end()) return {};
-  if (plugin.empty()) plugin = filter_plugin();
-  if (!std::filesystem::exists(plugin)) {
-    return canopy::Error{"the MRNet filter plug-in " + plugin +
-                         " is missing (it is installed next to libcanopy_mrnet; CANOPY_MRNET_FILTERS names another)"};
-  }
+  if (auto found = find_plugin(); !found) return found;
   if (auto r = frontend->load_filter(plugin, name); !r) return r;
   loaded.push_back(name);
   return {};
 }
 
 canopy::Result<void> Network::Impl::open_per_backend_stream() {
-  if (per_backend_open) return {};
+  if (per_backend_open.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(per_backend_mutex);  // once, whichever thread asks first
+  if (per_backend_open.load(std::memory_order_relaxed)) return {};
   auto made = frontend->create_stream({.upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
   if (!made) return canopy::Error{"cannot open the per-back-end streams: " + made.error()};
   if (*made != layer::kPerBackendStream) {
     return canopy::Error{"the per-back-end streams must be Canopy's first stream, not " + std::to_string(*made)};
   }
-  per_backend_open = true;
+  per_backend_open.store(true, std::memory_order_release);
   return {};
 }
 
@@ -365,15 +376,14 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     if (!count) {
       if (const char* env = std::getenv("CANOPY_BACKENDS")) count = env;
     }
-    char* end = nullptr;
-    const unsigned long n = count ? std::strtoul(count->c_str(), &end, 10) : 0;
-    if (!count || end == count->c_str() || *end || n == 0) {
+    const auto n = count ? positive_number(*count) : std::nullopt;
+    if (!n) {
       network->error(ERR_INTERNAL, UnknownRank,
                      "attach mode needs the number of back-ends: the attribute (or environment variable) "
                      "CANOPY_BACKENDS, e.g. \"16\" (docs/mrnet.md)");
       return network;
     }
-    auto with_backends = canopy::attach_backends(*topology, n);
+    auto with_backends = canopy::attach_backends(*topology, *n);
     if (!with_backends) {
       network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", with_backends.error().c_str());
       return network;
@@ -392,14 +402,13 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   options.topology = std::move(*topology);
   options.commnode_exe = commnode_program();
   if (auto timeout = attribute("MRNET_STARTUP_TIMEOUT")) {
-    char* end = nullptr;
-    const long seconds = std::strtol(timeout->c_str(), &end, 10);
-    if (end == timeout->c_str() || *end || seconds <= 0) {
+    const auto seconds = positive_number(*timeout);
+    if (!seconds) {
       network->error(ERR_INTERNAL, UnknownRank, "MRNET_STARTUP_TIMEOUT '%s' is not a number of seconds",
                      timeout->c_str());
       return network;
     }
-    options.startup_timeout = std::chrono::seconds(seconds);
+    options.startup_timeout = std::chrono::seconds(*seconds);
   }
   if (auto recovery = attribute("MRNET_FAILURE_RECOVERY")) {
     impl.recovery = !(*recovery == "false" || *recovery == "0" || *recovery == "no" || *recovery == "off");

@@ -3,6 +3,7 @@
 // layer; shared by network.cpp, stream.cpp and events.cpp.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -49,7 +50,8 @@ struct Network::Impl {
   bool recovery = true;
   bool attach = false;            // attach mode: back-ends join as they attach
   std::string attach_file;        // attach mode: the file CANOPY_ATTACH names
-  bool per_backend_open = false;
+  std::atomic<bool> per_backend_open{false};  // the per-back-end streams' Canopy stream exists
+  std::mutex per_backend_mutex;                // one thread opens it
   std::set<Rank> attached;        // attach mode: back-ends that have attached (guarded by mutex)  // the per-back-end streams' Canopy stream exists
   mutable std::unique_ptr<NetworkTopology> topology;
 
@@ -102,6 +104,8 @@ struct Network::Impl {
   // Records an error from Canopy's result on the network. Returns -1.
   int fail(ErrorCode code, const std::string& why);
 
+  // Finds canopy_mrnet_filters.so (`plugin`), or says why not.
+  canopy::Result<void> find_plugin();
   // Loads the MRNet plug-in's built-in filters into the tree (at launch).
   canopy::Result<void> load_builtins();
   // Makes sure the tree has Canopy filter `name` (loading the MRNet plug-in).

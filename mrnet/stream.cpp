@@ -19,7 +19,10 @@ Stream::~Stream() {
   auto& impl = *network_->impl_;
   std::lock_guard lock(impl.mutex);
   auto it = impl.streams.find(id_);
-  if (it != impl.streams.end() && it->second.get() == this) it->second.release(), impl.streams.erase(it);
+  if (it != impl.streams.end() && it->second.get() == this) {
+    (void)it->second.release();  // being deleted already
+    impl.streams.erase(it);
+  }
 }
 
 int Stream::send_packet(const Packet& packet) {
@@ -119,14 +122,12 @@ int Stream::set_FilterParameters(const char* format, va_list values, FilterType 
   canopy::Result<void> set;
   if (type == FILTER_UPSTREAM_SYNC) {
     // The time-out of SFILTER_TIMEOUT, in milliseconds.
-    const auto& v = params.impl().values;
-    if (v.size() != 1 || (!std::holds_alternative<std::int32_t>(v[0]) && !std::holds_alternative<std::uint32_t>(v[0]))) {
+    unsigned int ms = 0;
+    if (params.unpack("%ud", &ms) != 0) {
       return impl.fail(ERR_FORMATSTR, "set_FilterParameters(FILTER_UPSTREAM_SYNC): give the time-out as \"%ud\"");
     }
-    const auto ms = std::visit([](auto x) -> std::int64_t {
-      if constexpr (std::is_integral_v<decltype(x)>) return x; else return -1;
-    }, v[0]);
-    set = impl.frontend->set_filter_params(canopy_id_, canopy::FilterSlot::sync, canopy::Packet{0, {std::int32_t(ms)}});
+    set = impl.frontend->set_filter_params(canopy_id_, canopy::FilterSlot::sync,
+                                           canopy::Packet{0, {static_cast<std::int32_t>(ms)}});
   } else {
     // A tool's function gets its own parameters after the file and function names;
     // the built-in filters take none and refuse them.

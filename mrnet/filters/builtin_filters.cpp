@@ -157,30 +157,19 @@ template <typename Op>
 class ScalarFilter {
  public:
   Result<void> execute(std::span<const Packet> wave, std::vector<Packet>& out) {
-    if (auto sum = in_place(wave)) {
-      out.push_back(std::move(*sum));
+    if (auto result = in_place(wave)) {
+      out.push_back(std::move(*result));
       return {};
     }
+    // Not a wave of one scalar format: the full decoding says what is wrong with it.
     auto packets = decode_uniform(Op::name, wave);
     if (!packets) return Error{packets.error(), packets.error_kind()};
-    const auto& first = *packets->front();
-    const std::string format = first.get_FormatString();
-    Value result;
-    const bool taken = with_scalar(single_directive(format), [&](auto scalar) {
-      using S = decltype(scalar);
-      auto acc = Op::first(S::read(first.impl().values[0]));
-      for (std::size_t i = 1; i < packets->size(); ++i) acc = Op::next(acc, S::read((*packets)[i]->impl().values[0]));
-      result = S::carry(acc);
-    });
-    if (!taken) return wrong_format(Op::name, format, std::string("one value: ") + kScalars);
-    out.push_back(encode(first.get_Tag(), format, {std::move(result)}));
-    return {};
+    return wrong_format(Op::name, packets->front()->get_FormatString(), std::string("one value: ") + kScalars);
   }
 
  private:
-  // The common case, read in place without decoding each packet: every packet is
-  // the same one-scalar format and its value. Anything else is left to the full
-  // decoding above, which names what is wrong.
+  // The result, read in place without decoding each packet, when every packet is
+  // the same one-scalar format and its value; nothing otherwise.
   static std::optional<Packet> in_place(std::span<const Packet> wave) {
     const auto* format = wave[0].size() == 2 ? std::get_if<std::string>(&wave[0][0]) : nullptr;
     if (!format) return std::nullopt;
