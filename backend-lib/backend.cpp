@@ -65,20 +65,32 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
 
   // Back-pressure (docs/protocol.md, "Resource bounds"): a caller's packet waits
   // while the link to the parent is full or while the packets handed to the loop and
-  // not yet sent pass the same bound; never on the loop thread (a handler's send).
-  // False if the network stopped meanwhile (nothing was sent).
-  bool send_up(std::size_t bytes, std::function<void()> send) {
-    if (!loop.io().get_executor().running_in_this_thread()) {
+  // not yet sent pass the same bound; never in a handler (a handler's send goes out
+  // at once). Sends `packet` up as `send` does: on this thread when it runs the loop
+  // (a handler), or can hold it while the way up is idle (the caller-thread fast
+  // path: the packet leaves at once), else through the thread that runs the loop,
+  // which coalesces a burst. False if the network stopped meanwhile (nothing was
+  // sent).
+  template <typename Send>
+  bool send_up(const Packet& packet, Send send) {
+    {
+      auto hold = loop.try_hold();
+      if (hold && (hold->nested() || runtime->node.links_idle())) {
+        if (stopped.load()) return false;
+        send(packet);
+        return true;
+      }
+    }
+    const std::size_t bytes = core::packet_payload_bytes(packet);
+    {
+      loop.kick();  // someone must run the loop for room to come
       std::unique_lock lock(flow_mutex);
       flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
       if (stopped.load()) return false;
       posted_bytes += bytes;
-    } else {
-      std::lock_guard lock(flow_mutex);
-      posted_bytes += bytes;
     }
-    asio::dispatch(loop.io(), [this, bytes, send = std::move(send)] {
-      send();
+    loop.post([this, bytes, packet, send] {
+      send(packet);
       {
         std::lock_guard lock(flow_mutex);
         posted_bytes -= bytes;
@@ -183,7 +195,7 @@ Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeo
     std::lock_guard lock(impl_->stop_mutex);
     if (impl_->stop_error) return *impl_->stop_error;
   }
-  auto item = impl_->inbox.pop(timeout);
+  auto item = impl_->loop.receive(impl_->inbox, timeout);
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
     std::lock_guard lock(impl_->stop_mutex);
@@ -197,9 +209,9 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  // Inline when called from a handler on the loop thread, else queued (after waiting
-  // while the way up is full).
-  if (!i.send_up(core::packet_payload_bytes(packet), [&i, stream, packet] { i.runtime->streams.send_up(stream, packet); })) {
+  // On this thread when it runs the loop (a handler) or can hold it, else queued;
+  // both after waiting while the way up is full, but a handler's.
+  if (!i.send_up(packet, [&i, stream](const Packet& p) { i.runtime->streams.send_up(stream, p); })) {
     return Error{"the network has stopped", ErrorKind::stopped};
   }
   return {};
@@ -209,8 +221,7 @@ Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packe
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  if (!i.send_up(core::packet_payload_bytes(packet),
-                 [&i, backend, stream, packet] { i.runtime->streams.send_to_backend(backend, stream, packet); })) {
+  if (!i.send_up(packet, [&i, backend, stream](const Packet& p) { i.runtime->streams.send_to_backend(backend, stream, p); })) {
     return Error{"the network has stopped", ErrorKind::stopped};
   }
   return {};
@@ -218,7 +229,9 @@ Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packe
 
 int Backend::event_fd() const { return impl_->inbox.fd(); }
 
-std::optional<Event> Backend::next_event(std::chrono::milliseconds timeout) { return impl_->events.pop(timeout); }
+std::optional<Event> Backend::next_event(std::chrono::milliseconds timeout) {
+  return impl_->loop.receive(impl_->events, timeout);
+}
 
 int Backend::events_fd() const { return impl_->events.fd(); }
 

@@ -1,6 +1,24 @@
-// LoopThread: an io_context running on a thread of its own, and an inbox through
-// which it hands items to the user's threads. Used by the front-end and back-end
-// libraries, whose users call from threads other than the loop's.
+// LoopThread: an io_context with a thread of its own, lent to the user's threads
+// while they call into the library (the caller-thread fast path, docs/design.md), and
+// an inbox through which the loop hands items to the user's threads. Used by the
+// front-end and back-end libraries, whose users call from threads other than the
+// loop's.
+//
+// The single-owner rule: one thread at a time runs the loop, and only that thread
+// touches what the loop's handlers touch. Which thread it is changes hands:
+//   - the loop's own thread runs it while nobody calls into the library;
+//   - a caller that finds the loop lent (its last caller has returned, and the
+//     loop's thread has not taken it back) takes it without waking anyone, does its
+//     work inline (a send is a write on the caller's thread) and, in a blocking
+//     receive, runs the loop itself until an item is there (a packet arriving wakes
+//     the caller directly);
+//   - a blocking receive that finds the loop's thread running it asks for it once
+//     (one hand-off); the next calls then find it lent;
+//   - the loop's thread takes it back kReclaimAfter after the last caller returned,
+//     at once when a thread waits without running the loop (kick()), and
+//     otherwise keeps it: timers and arriving data never wait longer than that.
+// Several user threads may call at once: the one that holds the loop runs what the
+// others post.
 #pragma once
 
 #include <sys/eventfd.h>
@@ -11,6 +29,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -20,37 +39,117 @@ namespace canopy::core {
 
 namespace asio = boost::asio;
 
+template <typename T>
+class Inbox;
+
 class LoopThread {
  public:
-  LoopThread() : work_(asio::make_work_guard(io_)), thread_([this] { io_.run(); }) {}
+  using Clock = std::chrono::steady_clock;
+  // How long the loop stays lent after its last caller returned before its own
+  // thread takes it back.
+  static constexpr auto kReclaimAfter = std::chrono::milliseconds(5);
+
+  LoopThread();
   ~LoopThread() { stop(); }
+  LoopThread(const LoopThread&) = delete;
+  LoopThread& operator=(const LoopThread&) = delete;
 
   asio::io_context& io() { return io_; }
 
-  // Runs `f` on the loop and returns its result; `f` must not block. Called on the
-  // loop thread itself (from a handler the loop runs), `f` runs at once: waiting for
-  // the loop there would wait forever.
+  // True on the thread that runs the loop now: its own thread, a caller holding it,
+  // or a handler either of them runs.
+  bool running_here() const { return current_ == this; }
+
+  // The loop, held by the calling thread until the Hold goes, which lends it (or
+  // gives it to the loop's thread, if a thread waits meanwhile: kick()).
+  class Hold {
+   public:
+    Hold(Hold&& other) noexcept : loop_(std::exchange(other.loop_, nullptr)), previous_(other.previous_) {}
+    Hold& operator=(Hold&&) = delete;
+    ~Hold();
+    // True if the calling thread already ran the loop (a handler): nothing to give back.
+    bool nested() const { return loop_ == nullptr; }
+
+   private:
+    friend class LoopThread;
+    Hold(LoopThread* loop, const LoopThread* previous) : loop_(loop), previous_(previous) {}
+    LoopThread* loop_;
+    const LoopThread* previous_;
+  };
+
+  // Takes the loop for this thread if that wakes no other thread: it is lent, or
+  // this thread runs it already (a nested hold). Nothing if the loop's thread or
+  // another caller runs it, or the loop has stopped.
+  std::optional<Hold> try_hold();
+  // As try_hold(), and if the loop's own thread runs it, asks for it and waits for
+  // it (one hand-off). Nothing if another caller holds it or the loop has stopped.
+  std::optional<Hold> hold();
+  // With a Hold that is not nested: runs handlers on this thread until `done()`,
+  // the deadline or the loop's stop. Returns done().
+  template <typename P>
+  bool run_until(P done, Clock::time_point deadline);
+
+  // For a thread about to wait for something the loop does, without running it: if
+  // the loop is lent, its thread takes it back now; if a caller holds it, its thread
+  // takes it back when that caller returns.
+  void kick();
+
+  // Runs `f` where the loop runs and returns its result; `f` must not block. On the
+  // calling thread when it can hold the loop without a hand-off (or runs it
+  // already: waiting for the loop there would wait forever), else on the thread
+  // that runs the loop.
   template <typename F>
   auto call(F&& f) -> decltype(f()) {
-    if (std::this_thread::get_id() == thread_.get_id()) return f();
+    if (auto hold = try_hold()) return f();
     std::packaged_task<decltype(f())()> task(std::forward<F>(f));
     auto result = task.get_future();
-    asio::post(io_, [&task] { task(); });
+    post([&task] { task(); });
     return result.get();
   }
 
-  void post(std::function<void()> f) { asio::post(io_, std::move(f)); }
-
-  // Stops the loop and joins the thread. Pending handlers are dropped.
-  void stop() {
-    work_.reset();
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
+  // Runs `f` on this thread when it can hold the loop without a hand-off (or runs
+  // it already), else queues it for the thread that runs the loop.
+  template <typename F>
+  void run_or_post(F&& f) {
+    if (auto hold = try_hold()) {
+      f();
+    } else {
+      post(std::forward<F>(f));
+    }
   }
 
+  // Queues `f` for the thread that runs the loop (waking the loop's own thread if
+  // the loop is lent).
+  void post(std::function<void()> f);
+
+  // The next item of `inbox`, waiting at most `timeout`: a blocking wait runs the
+  // loop on this thread when it can (taking it from the loop's thread if need be);
+  // a zero time-out takes what is ready, running the loop's ready handlers first
+  // when the loop is lent.
+  template <typename T>
+  std::optional<T> receive(Inbox<T>& inbox, std::chrono::milliseconds timeout);
+
+  // Stops the loop and joins its thread, after any caller running a handler has
+  // finished it. Pending handlers are dropped.
+  void stop();
+
  private:
+  enum class Owner : std::uint8_t { loop, caller, lent };
+  void main();
+  void release();
+
+  static thread_local const LoopThread* current_;
+
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Owner owner_ = Owner::loop;        // under mutex_
+  Clock::time_point lent_since_;     // under mutex_
+  bool kicked_ = false;              // under mutex_: the next release goes to the loop's thread
+  bool loop_thread_waiting_ = false; // under mutex_: the loop's thread waits for a release
+  bool quit_ = false;                // under mutex_
+  std::atomic<bool> wanted_{false};  // a caller waits for the loop's thread to give the loop up
   std::thread thread_;
 };
 
@@ -88,6 +187,11 @@ class Inbox {
     return item;
   }
 
+  bool empty() {
+    std::lock_guard lock(mutex_);
+    return items_.empty();
+  }
+
   // The eventfd, created on first use; -1 if it cannot be created.
   int fd() {
     std::lock_guard lock(mutex_);
@@ -115,5 +219,38 @@ class Inbox {
   std::deque<T> items_;
   int fd_ = -1;
 };
+
+template <typename P>
+bool LoopThread::run_until(P done, Clock::time_point deadline) {
+  while (!done()) {
+    if (io_.stopped() || Clock::now() >= deadline) return done();
+    io_.run_one_until(deadline);
+  }
+  return true;
+}
+
+template <typename T>
+std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds timeout) {
+  if (auto item = inbox.pop(std::chrono::milliseconds::zero())) return item;
+  const auto deadline = Clock::now() + timeout;
+  if (running_here()) return inbox.pop(timeout);  // a handler that waits: as before, its own fault
+  const bool blocking = timeout > std::chrono::milliseconds::zero();
+  if (auto held = blocking ? hold() : try_hold()) {
+    if (!blocking) {
+      io_.poll();
+      return inbox.pop(std::chrono::milliseconds::zero());
+    }
+    // Another thread may take what this one waited for: then wait on.
+    while (run_until([&] { return !inbox.empty(); }, deadline)) {
+      if (auto item = inbox.pop(std::chrono::milliseconds::zero())) return item;
+    }
+    if (!io_.stopped()) return std::nullopt;  // timed out
+    // The loop has stopped meanwhile: what it left is waited for below.
+  }
+  if (!blocking) return std::nullopt;
+  kick();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return inbox.pop(std::max(left, std::chrono::milliseconds(1)));
+}
 
 }  // namespace canopy::core

@@ -189,6 +189,12 @@ void Node::send_topology(Link& link, bool update) {
   link.send(message.builder());
 }
 
+bool Node::links_idle() const {
+  if (parent_ && parent_->queued_bytes() > 0) return false;
+  return std::all_of(children_.begin(), children_.end(),
+                     [](const Child& c) { return !c.link || c.link->queued_bytes() == 0; });
+}
+
 std::string Node::describe(Rank rank) const {
   const canopy::Node* n = topology_ ? topology_->find(rank) : nullptr;
   if (!n) return "node " + std::to_string(rank);

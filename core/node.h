@@ -119,6 +119,11 @@ class Node {
   const ChildTable& children() const { return children_; }
   const std::shared_ptr<transport::Link>& parent_link() const { return parent_; }
   std::uint16_t listen_port() const { return listener_.port(); }
+  // True while nothing waits to be written on this node's links (the parent's and
+  // every connected child's): a message sent now leaves at once, and would not be
+  // coalesced with others. The libraries' caller-thread fast path sends inline only
+  // then; a burst goes through the loop's thread, which coalesces it.
+  bool links_idle() const;
   // "back-end 3 on h1", for log lines and reports.
   std::string describe(Rank rank) const;
   // How long a stopping node whose subtree is `height` levels deep gives its

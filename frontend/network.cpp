@@ -247,9 +247,20 @@ struct Network::Impl final : core::Node::Observer,
     inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
   }
 
-  // Waits on `changed` for `predicate` until `deadline`; false on time-out.
+  // Waits for `predicate` (checked under `mutex`) until `deadline`; false on
+  // time-out. Runs the loop on this thread meanwhile when it is lent, else waits on
+  // `changed`.
   template <typename P>
   bool wait_until(Clock::time_point deadline, P predicate) {
+    if (auto hold = loop.try_hold(); hold && !hold->nested()) {
+      return loop.run_until(
+          [&] {
+            std::lock_guard lock(mutex);
+            return predicate();
+          },
+          deadline);
+    }
+    loop.kick();
     std::unique_lock lock(mutex);
     return changed.wait_until(lock, deadline, predicate);
   }
@@ -271,6 +282,18 @@ struct Network::Impl final : core::Node::Observer,
   }
 
   bool attach() const { return !options.attach_file.empty(); }
+
+  // The caller-thread fast path of a send: runs `send` on this thread when it runs
+  // the loop, or can hold it while every link is idle (the packet leaves at once);
+  // false otherwise, and the caller posts it to the thread that runs the loop,
+  // which coalesces a burst.
+  template <typename Send>
+  bool send_here(Send send) {
+    auto hold = loop.try_hold();
+    if (!hold || (!hold->nested() && !runtime->node.links_idle())) return false;
+    send();
+    return true;
+  }
 
   // Sends a request down the tree and waits for the whole tree's answer.
   Result<void> request(const std::function<void(std::uint64_t)>& post, const std::string& what) {
@@ -458,7 +481,7 @@ Result<void> Network::load_filter(const std::string& path, const std::string& na
   std::string absolute = absolute_program(path.find('/') == std::string::npos ? "./" + path : path);
   return impl.request(
       [&](std::uint64_t id) {
-        impl.loop.post([&impl, id, absolute, name] { impl.runtime->requests.load_filter(id, absolute, name); });
+        impl.loop.run_or_post([&impl, id, absolute, name] { impl.runtime->requests.load_filter(id, absolute, name); });
       },
       "loading filter '" + name + "' from " + absolute);
 }
@@ -482,7 +505,7 @@ Result<void> Network::set_filter_params(StreamId stream, FilterSlot slot, const 
   }
   return impl.request(
       [&](std::uint64_t id) {
-        impl.loop.post([&impl, id, stream, slot, params] { impl.runtime->requests.set_params(id, stream, slot, params); });
+        impl.loop.run_or_post([&impl, id, stream, slot, params] { impl.runtime->requests.set_params(id, stream, slot, params); });
       },
       "setting parameters of stream " + std::to_string(stream));
 }
@@ -516,7 +539,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   if (spec.backends.empty()) spec.backends = impl.options.topology.backends();
   std::sort(spec.backends.begin(), spec.backends.end());
   spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
-  impl.loop.post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
+  impl.loop.run_or_post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
   auto deadline = Clock::now() + impl.options.startup_timeout;
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });
   std::lock_guard lock(impl.mutex);
@@ -535,7 +558,9 @@ Result<void> Network::broadcast(StreamId stream, const Packet& packet) {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
   }
-  impl.loop.post([&impl, stream, packet] { impl.runtime->streams.send_down(stream, packet, std::nullopt); });
+  if (!impl.send_here([&] { impl.runtime->streams.send_down(stream, packet, std::nullopt); })) {
+    impl.loop.post([&impl, stream, packet] { impl.runtime->streams.send_down(stream, packet, std::nullopt); });
+  }
   return {};
 }
 
@@ -550,7 +575,9 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
   }
-  impl.loop.post([&impl, stream, backend, packet] { impl.runtime->streams.send_down(stream, packet, backend); });
+  if (!impl.send_here([&] { impl.runtime->streams.send_down(stream, packet, backend); })) {
+    impl.loop.post([&impl, stream, backend, packet] { impl.runtime->streams.send_down(stream, packet, backend); });
+  }
   return {};
 }
 
@@ -560,7 +587,7 @@ Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeo
     // Once stopped, and the stop itself reported, fail at once rather than wait.
     if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped", ErrorKind::stopped};
   }
-  auto item = impl_->inbox.pop(timeout);
+  auto item = impl_->loop.receive(impl_->inbox, timeout);
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
     std::lock_guard lock(impl_->mutex);
@@ -573,7 +600,7 @@ Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeo
 int Network::event_fd() const { return impl_->inbox.fd(); }
 
 std::optional<Event> Network::next_event(std::chrono::milliseconds timeout) {
-  return impl_->events.pop(timeout);
+  return impl_->loop.receive(impl_->events, timeout);
 }
 
 int Network::events_fd() const { return impl_->events.fd(); }
@@ -639,7 +666,7 @@ Result<void> Network::shutdown() {
   }
   // No back-end can join a tree that is stopping; the file's secret goes with it.
   if (impl.attach_file_written) std::remove(impl.options.attach_file.c_str());
-  impl.loop.post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
+  impl.loop.run_or_post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
   // Each node gives its children a grace period, longer with height, then kills them.
   auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);
   bool clean = impl.wait_until(Clock::now() + limit, [&] { return impl.stopped; });

@@ -70,3 +70,141 @@ TEST(LoopThread, CallRunsOnTheLoopAndReturnsItsResult) {
   auto id = loop.call([] { return std::this_thread::get_id(); });
   EXPECT_NE(id, std::this_thread::get_id());
 }
+
+// ---- the caller-thread fast path (core/loop_thread.h) ----
+
+namespace {
+
+using canopy::core::Inbox;
+using canopy::core::LoopThread;
+
+// Arms a timer on the loop that pushes the id of the thread its handler runs on.
+std::shared_ptr<boost::asio::steady_timer> push_thread_id_after(LoopThread& loop, Inbox<std::thread::id>& inbox,
+                                                                std::chrono::milliseconds delay) {
+  return loop.call([&] {
+    auto timer = std::make_shared<boost::asio::steady_timer>(loop.io(), delay);
+    timer->async_wait([&inbox](const boost::system::error_code& ec) {
+      if (!ec) inbox.push(std::this_thread::get_id());
+    });
+    return timer;
+  });
+}
+
+}  // namespace
+
+TEST(LoopThread, ABlockingReceiveRunsTheLoopOnTheCallersThread) {
+  LoopThread loop;
+  Inbox<std::thread::id> inbox;
+  auto timer = push_thread_id_after(loop, inbox, 20ms);
+  auto ran_on = loop.receive(inbox, 5s);
+  ASSERT_TRUE(ran_on);
+  EXPECT_EQ(*ran_on, std::this_thread::get_id()) << "the handler ran on another thread: one hand-off per item";
+  // Lent to this thread now: a call runs here, without waking the loop's thread.
+  EXPECT_EQ(loop.call([] { return std::this_thread::get_id(); }), std::this_thread::get_id());
+  loop.call([&] { timer.reset(); });
+}
+
+TEST(LoopThread, TheLoopsThreadTakesItBackWhenNoCallerComes) {
+  LoopThread loop;
+  Inbox<std::thread::id> inbox;
+  auto first = push_thread_id_after(loop, inbox, 1ms);
+  ASSERT_TRUE(loop.receive(inbox, 5s));  // the loop is lent to this thread now
+  // Nobody calls for a while: the timer's handler must run anyway, on the loop's
+  // own thread, which took the loop back.
+  auto second = push_thread_id_after(loop, inbox, 30ms);
+  std::this_thread::sleep_for(LoopThread::kReclaimAfter + 300ms);
+  auto ran_on = inbox.pop(0ms);
+  ASSERT_TRUE(ran_on) << "a timer did not fire while the loop was lent and nobody called";
+  EXPECT_NE(*ran_on, std::this_thread::get_id());
+  loop.call([&] {
+    first.reset();
+    second.reset();
+  });
+}
+
+TEST(LoopThread, AThreadWaitingWhileAnotherHoldsTheLoopIsServed) {
+  LoopThread loop;
+  Inbox<std::thread::id> a_inbox, b_inbox;
+  // A holds the loop in a long receive; B's item is pushed by a handler A runs.
+  auto a = std::async(std::launch::async, [&] { return loop.receive(a_inbox, 3s); });
+  std::this_thread::sleep_for(50ms);
+  auto timer = push_thread_id_after(loop, b_inbox, 20ms);
+  auto b = std::async(std::launch::async, [&] { return loop.receive(b_inbox, 5s); });
+  ASSERT_EQ(b.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(b.get()) << "B waited out its time-out while A ran the loop";
+  // A gives the loop back when its receive times out; a handler due after that runs
+  // for a thread waiting without the loop (kick()).
+  ASSERT_EQ(a.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(a.get());
+  auto later = push_thread_id_after(loop, b_inbox, 50ms);
+  EXPECT_TRUE(b_inbox.pop(5s)) << "nothing ran the loop while a thread waited for it";
+  loop.call([&] {
+    timer.reset();
+    later.reset();
+  });
+}
+
+TEST(LoopThread, StopWaitsForTheCallerRunningTheLoop) {
+  auto loop = std::make_unique<LoopThread>();
+  Inbox<int> inbox;
+  auto waiting = std::async(std::launch::async, [&] { return loop->receive(inbox, 20s); });
+  std::this_thread::sleep_for(50ms);  // the receive holds the loop and waits for events
+  auto stopped = std::async(std::launch::async, [&] { loop->stop(); });
+  ASSERT_EQ(stopped.wait_for(10s), std::future_status::ready) << "stop() hangs while a caller runs the loop";
+  inbox.push(1);  // the receive, no longer running the loop, waits on the inbox
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waiting.get(), 1);
+}
+
+// However the loop changes hands, two threads never run its handlers at once.
+TEST(LoopThread, HandlersNeverRunOnTwoThreadsAtOnce) {
+  LoopThread loop;
+  Inbox<int> inbox;
+  std::atomic<bool> inside{false}, overlap{false};
+  long counter = 0;  // not atomic: only the loop's runner touches it
+  auto critical = [&] {
+    if (inside.exchange(true)) overlap = true;
+    ++counter;
+    inside = false;
+  };
+  std::atomic<bool> done{false};
+  // A ticking timer whose handler pushes into the inbox, and receivers that take
+  // the loop to wait for it, against threads that call and post.
+  std::function<void()> tick;
+  boost::asio::steady_timer timer(loop.io());
+  tick = [&] {
+    critical();
+    inbox.push(1);
+    if (done) return;
+    timer.expires_after(100us);
+    timer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) tick();
+    });
+  };
+  loop.call(tick);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&] {
+      while (!done) (void)loop.receive(inbox, 2ms);
+    });
+  }
+  constexpr int kCalls = 2000;
+  for (int c = 0; c < 3; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < kCalls; ++i) {
+        if ((i + c) % 2) loop.call(critical);
+        else loop.run_or_post(critical);
+      }
+    });
+  }
+  for (std::size_t t = 2; t < threads.size(); ++t) threads[t].join();
+  done = true;
+  threads[0].join();
+  threads[1].join();
+  loop.call([&] { timer.cancel(); });
+  std::this_thread::sleep_for(50ms);  // posted calls still queued run meanwhile
+  const long seen = loop.call([&] { return counter; });
+  loop.stop();  // before the timer goes
+  EXPECT_FALSE(overlap) << "two threads ran the loop's handlers at once";
+  EXPECT_GE(seen, 3 * kCalls);
+}

@@ -1,0 +1,125 @@
+#include "core/loop_thread.h"
+
+namespace canopy::core {
+
+thread_local const LoopThread* LoopThread::current_ = nullptr;
+
+LoopThread::LoopThread() : work_(asio::make_work_guard(io_)), thread_([this] { main(); }) {}
+
+// The loop's own thread: runs the loop while it owns it, gives it to a caller who
+// asks (wanted_), and takes it back once lent for kReclaimAfter, or when kicked.
+void LoopThread::main() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    while (!quit_ && owner_ != Owner::loop) {
+      if (owner_ == Owner::lent) {
+        if (kicked_ || Clock::now() - lent_since_ >= kReclaimAfter) {
+          owner_ = Owner::loop;
+          kicked_ = false;
+          break;
+        }
+        changed_.wait_until(lock, lent_since_ + kReclaimAfter);
+      } else {
+        // A caller holds it: its release says when to look again.
+        loop_thread_waiting_ = true;
+        changed_.wait(lock);
+        loop_thread_waiting_ = false;
+      }
+    }
+    if (quit_) return;
+    lock.unlock();
+    current_ = this;
+    while (!wanted_.load(std::memory_order_acquire) && !io_.stopped()) io_.run_one();
+    current_ = nullptr;
+    lock.lock();
+    if (io_.stopped()) {
+      // stop(): nothing runs the loop any more.
+      owner_ = Owner::lent;
+      changed_.notify_all();
+      return;
+    }
+    // A caller asked (hold()): lent to it.
+    owner_ = Owner::lent;
+    lent_since_ = Clock::now();
+    changed_.notify_all();
+  }
+}
+
+std::optional<LoopThread::Hold> LoopThread::try_hold() {
+  if (running_here()) return Hold(nullptr, this);
+  std::lock_guard lock(mutex_);
+  if (quit_ || owner_ != Owner::lent) return std::nullopt;
+  owner_ = Owner::caller;
+  const LoopThread* previous = current_;
+  current_ = this;
+  return Hold(this, previous);
+}
+
+std::optional<LoopThread::Hold> LoopThread::hold() {
+  if (running_here()) return Hold(nullptr, this);
+  std::unique_lock lock(mutex_);
+  if (owner_ == Owner::loop && !quit_) {
+    wanted_.store(true, std::memory_order_release);
+    asio::post(io_, [] {});  // the loop's thread may be waiting for events: wake it
+    changed_.wait(lock, [&] { return quit_ || owner_ != Owner::loop; });
+    wanted_.store(false, std::memory_order_release);
+  }
+  if (quit_ || owner_ != Owner::lent) return std::nullopt;
+  owner_ = Owner::caller;
+  const LoopThread* previous = current_;
+  current_ = this;
+  return Hold(this, previous);
+}
+
+LoopThread::Hold::~Hold() {
+  if (!loop_) return;
+  loop_->release();
+  LoopThread::current_ = previous_;
+}
+
+// What became ready meanwhile (a write's completion) waits for the next caller or
+// the loop's thread; what another thread posted meanwhile kicked it (post()).
+void LoopThread::release() {
+  std::lock_guard lock(mutex_);
+  lent_since_ = Clock::now();
+  if (kicked_) {
+    owner_ = Owner::loop;
+    kicked_ = false;
+    changed_.notify_all();
+    return;
+  }
+  owner_ = Owner::lent;
+  if (loop_thread_waiting_ || quit_) changed_.notify_all();
+}
+
+void LoopThread::kick() {
+  std::lock_guard lock(mutex_);
+  switch (owner_) {
+    case Owner::loop: return;
+    case Owner::caller: kicked_ = true; return;
+    case Owner::lent:
+      owner_ = Owner::loop;
+      changed_.notify_all();
+      return;
+  }
+}
+
+void LoopThread::post(std::function<void()> f) {
+  asio::post(io_, std::move(f));
+  if (!running_here()) kick();  // else this thread runs it
+}
+
+void LoopThread::stop() {
+  {
+    std::unique_lock lock(mutex_);
+    quit_ = true;
+    work_.reset();
+    io_.stop();  // a caller's run returns after the handler it runs
+    changed_.notify_all();
+    // The caller that holds the loop gives it back (unless it is this thread).
+    if (!running_here()) changed_.wait(lock, [&] { return owner_ != Owner::caller; });
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace canopy::core
