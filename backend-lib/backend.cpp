@@ -209,8 +209,8 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  // On this thread when it runs the loop (a handler) or can hold it, else queued;
-  // both after waiting while the way up is full, but a handler's.
+  // On this thread when it runs the loop (a handler) or can hold it while the way
+  // up is idle; else queued, after waiting while the way up is full.
   if (!i.send_up(packet, [&i, stream](const Packet& p) { i.runtime->streams.send_up(stream, p); })) {
     return Error{"the network has stopped", ErrorKind::stopped};
   }

@@ -231,7 +231,16 @@ bool LoopThread::run_until(P done, Clock::time_point deadline) {
 
 template <typename T>
 std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds timeout) {
-  if (auto item = inbox.pop(std::chrono::milliseconds::zero())) return item;
+  if (auto item = inbox.pop(std::chrono::milliseconds::zero())) {
+    // The last of a batch: while the caller worked through it, nothing read on if
+    // the loop was lent; what is ready now is read before the caller comes back, as
+    // a loop does between batches (a stream flowing faster than its consumer would
+    // otherwise stall until the loop's thread takes the loop back).
+    if (inbox.empty()) {
+      if (auto held = try_hold(); held && !held->nested()) io_.poll();
+    }
+    return item;
+  }
   const auto deadline = Clock::now() + timeout;
   if (running_here()) return inbox.pop(timeout);  // a handler that waits: as before, its own fault
   const bool blocking = timeout > std::chrono::milliseconds::zero();

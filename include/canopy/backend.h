@@ -9,7 +9,10 @@
 //     (*be)->send((*in)->stream, canopy::Packet{0, {std::int32_t((*be)->rank())}});
 //   }
 //
-// Every method is thread-safe; the back-end runs its event loop on its own thread.
+// Every method is thread-safe. The back-end's event loop has a thread of its own,
+// and runs on the caller's thread while it waits in receive() (and a send() made
+// while nothing else is being written goes out on the caller's thread): a round
+// trip wakes no second thread (docs/architecture.md, "Threads").
 #pragma once
 
 #include <chrono>
@@ -30,10 +33,11 @@ namespace canopy {
 
 class Backend {
  public:
-  // Optional low-latency path: called on the back-end's event-loop thread for every
-  // packet that arrives, before it is queued for receive(); returns true if it has
-  // dealt with the packet (which is then not queued). It must not block; it may call
-  // backend.send(), which then goes out at once without a thread switch.
+  // Optional low-latency path: called for every packet that arrives, on the thread
+  // that runs the event loop (its own, or one waiting in receive()), before the
+  // packet is queued for receive(); returns true if it has dealt with the packet
+  // (which is then not queued). It must not block; it may call backend.send(),
+  // which then goes out at once without a thread switch.
   using Handler = std::function<bool(Backend& backend, const Received& packet)>;
 
   // Connects to the parent named in the environment a Canopy parent sets

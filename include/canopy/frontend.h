@@ -8,8 +8,11 @@
 //   (*network)->broadcast(*stream, canopy::Packet{1, {}});
 //   auto result = (*network)->receive(std::chrono::seconds(5));
 //
-// Every method is thread-safe. The network runs its event loop on a thread of its
-// own; destroying the Network shuts the tree down and leaves no process behind.
+// Every method is thread-safe. The network's event loop has a thread of its own,
+// and runs on the caller's thread while it waits in receive() (a broadcast made
+// while nothing else is being written goes out on the caller's thread too): a round
+// trip wakes no second thread (docs/architecture.md, "Threads"). Destroying the
+// Network shuts the tree down and leaves no process behind.
 #pragma once
 
 #include <chrono>
@@ -66,7 +69,8 @@ struct LaunchOptions {
   std::string launcher = "ssh {host} {command}";
   // How long each parent waits for its children to connect.
   std::chrono::milliseconds startup_timeout{10000};
-  // Called, on the network's thread, each time a process comes up: (up, total).
+  // Called, on the thread that runs the network's event loop, each time a process
+  // comes up: (up, total).
   std::function<void(std::size_t, std::size_t)> on_progress;
 
   // Attach mode: the back-ends of the topology are not started by Canopy. launch()
