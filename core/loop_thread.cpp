@@ -10,8 +10,10 @@ LoopThread::LoopThread() : work_(asio::make_work_guard(io_)), thread_([this] { m
 // asks (wanted_), and takes it back once lent for kReclaimAfter, or when kicked.
 void LoopThread::main() {
   std::unique_lock lock(mutex_);
+  std::uint64_t seen_holds = 0;
   while (true) {
-    while (!quit_ && owner_ != Owner::loop) {
+    for (bool woke = false; !quit_ && owner_ != Owner::loop; woke = true) {
+      if (woke) ++idle_wakeups_;
       if (owner_ == Owner::lent) {
         if (kicked_ || Clock::now() - lent_since_ >= kReclaimAfter) {
           owner_ = Owner::loop;
@@ -19,8 +21,14 @@ void LoopThread::main() {
           break;
         }
         changed_.wait_until(lock, lent_since_ + kReclaimAfter);
+      } else if (holds_ != seen_holds) {
+        // Callers come and go: look again in a while. Were each release to wake
+        // this thread, every call would cost the wake-up the fast path saves.
+        seen_holds = holds_;
+        changed_.wait_for(lock, kReclaimAfter);
       } else {
-        // A caller holds it: its release says when to look again.
+        // One caller has held the loop since the last look (it waits in receive(),
+        // running the loop): its release wakes this thread.
         loop_thread_waiting_ = true;
         changed_.wait(lock);
         loop_thread_waiting_ = false;
@@ -50,6 +58,7 @@ std::optional<LoopThread::Hold> LoopThread::try_hold() {
   std::lock_guard lock(mutex_);
   if (quit_ || owner_ != Owner::lent) return std::nullopt;
   owner_ = Owner::caller;
+  ++holds_;
   const LoopThread* previous = current_;
   current_ = this;
   return Hold(this, previous);
@@ -66,6 +75,7 @@ std::optional<LoopThread::Hold> LoopThread::hold() {
   }
   if (quit_ || owner_ != Owner::lent) return std::nullopt;
   owner_ = Owner::caller;
+  ++holds_;
   const LoopThread* previous = current_;
   current_ = this;
   return Hold(this, previous);

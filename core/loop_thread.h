@@ -133,6 +133,13 @@ class LoopThread {
   // finished it. Pending handlers are dropped.
   void stop();
 
+  // How many times the loop's thread woke without taking the loop (for tests): while
+  // callers come and go it looks every kReclaimAfter, not once per call.
+  std::uint64_t idle_wakeups() {
+    std::lock_guard lock(mutex_);
+    return idle_wakeups_;
+  }
+
  private:
   enum class Owner : std::uint8_t { loop, caller, lent };
   void main();
@@ -148,6 +155,8 @@ class LoopThread {
   Clock::time_point lent_since_;     // under mutex_
   bool kicked_ = false;              // under mutex_: the next release goes to the loop's thread
   bool loop_thread_waiting_ = false; // under mutex_: the loop's thread waits for a release
+  std::uint64_t holds_ = 0;          // under mutex_: times a caller took the loop
+  std::uint64_t idle_wakeups_ = 0;   // under mutex_
   bool quit_ = false;                // under mutex_
   std::atomic<bool> wanted_{false};  // a caller waits for the loop's thread to give the loop up
   std::thread thread_;

@@ -188,7 +188,7 @@ TEST(LoopThread, HandlersNeverRunOnTwoThreadsAtOnce) {
       while (!done) (void)loop.receive(inbox, 2ms);
     });
   }
-  constexpr int kCalls = 2000;
+  constexpr int kCalls = 1000;
   for (int c = 0; c < 3; ++c) {
     threads.emplace_back([&, c] {
       for (int i = 0; i < kCalls; ++i) {
@@ -228,5 +228,40 @@ TEST(LoopThread, TakingTheLastItemOfABatchRunsWhatIsReady) {
   boost::asio::post(loop.io(), [&] { inbox.push(2); });
   ASSERT_EQ(loop.receive(inbox, 0ms), 1);
   EXPECT_EQ(inbox.pop(0ms), 2) << "the loop stayed idle while the caller took the batch";
+  loop.call([&] { timer.reset(); });
+}
+
+// A caller that receives again and again must not wake the loop's thread each time
+// it returns: that wake-up is what the fast path exists to save (it did, once per
+// round trip, in every process of the tree, before the loop's thread looked only
+// every kReclaimAfter while callers come and go).
+TEST(LoopThread, CallsInARowDoNotWakeTheLoopsThreadEachTime) {
+  LoopThread loop;
+  Inbox<int> inbox;
+  auto timer = loop.call([&] {
+    auto t = std::make_shared<boost::asio::steady_timer>(loop.io(), 1ms);
+    t->async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) inbox.push(0);
+    });
+    return t;
+  });
+  ASSERT_EQ(loop.receive(inbox, 5s), 0);  // lent to this thread from now on
+  constexpr int kCalls = 1000;
+  const auto start = std::chrono::steady_clock::now();
+  const auto before = loop.idle_wakeups();
+  for (int i = 1; i <= kCalls; ++i) {
+    // Ready without waking anyone, as data arriving for a caller that runs the loop,
+    // after a while spent in the loop (as waiting for a round trip's answer).
+    boost::asio::post(loop.io(), [&inbox, i] {
+      std::this_thread::sleep_for(100us);
+      inbox.push(i);
+    });
+    ASSERT_EQ(loop.receive(inbox, 5s), i);
+    std::this_thread::yield();  // a chance for the loop's thread to run, if woken
+  }
+  const auto woke = loop.idle_wakeups() - before;
+  const auto periods = (std::chrono::steady_clock::now() - start) / LoopThread::kReclaimAfter;
+  EXPECT_LE(woke, static_cast<std::uint64_t>(periods + 10))
+      << kCalls << " calls woke the loop's thread " << woke << " times in " << periods << " periods";
   loop.call([&] { timer.reset(); });
 }
