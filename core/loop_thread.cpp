@@ -11,6 +11,7 @@ LoopThread::LoopThread() : work_(asio::make_work_guard(io_)), thread_([this] { m
 void LoopThread::main() {
   std::unique_lock lock(mutex_);
   std::uint64_t seen_holds = 0;
+  auto look = std::chrono::duration_cast<std::chrono::milliseconds>(kReclaimAfter);
   while (true) {
     for (bool woke = false; !quit_ && owner_ != Owner::loop; woke = true) {
       if (woke) ++idle_wakeups_;
@@ -22,10 +23,13 @@ void LoopThread::main() {
         }
         changed_.wait_until(lock, lent_since_ + kReclaimAfter);
       } else if (holds_ != seen_holds) {
-        // Callers come and go: look again in a while. Were each release to wake
-        // this thread, every call would cost the wake-up the fast path saves.
+        // Callers come and go: look again in a while, less often the longer they
+        // keep coming (in a tree of 256 back-ends each polling every 5 ms, these
+        // wake-ups were a good part of the machine). Were each release to wake this
+        // thread instead, every call would cost the wake-up the fast path saves.
         seen_holds = holds_;
-        changed_.wait_for(lock, kReclaimAfter);
+        changed_.wait_for(lock, look);
+        look = std::min(look * 2, std::chrono::duration_cast<std::chrono::milliseconds>(kLookAtMost));
       } else {
         // One caller has held the loop since the last look (it waits in receive(),
         // running the loop): its release wakes this thread.
@@ -35,6 +39,7 @@ void LoopThread::main() {
       }
     }
     if (quit_) return;
+    look = std::chrono::duration_cast<std::chrono::milliseconds>(kReclaimAfter);
     lock.unlock();
     current_ = this;
     while (!wanted_.load(std::memory_order_acquire) && !io_.stopped()) io_.run_one();

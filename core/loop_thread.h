@@ -14,9 +14,10 @@
 //     the caller directly);
 //   - a blocking receive that finds the loop's thread running it asks for it once
 //     (one hand-off); the next calls then find it lent;
-//   - the loop's thread takes it back kReclaimAfter after the last caller returned,
-//     at once when a thread waits without running the loop (kick()), and
-//     otherwise keeps it: timers and arriving data never wait longer than that.
+//   - the loop's thread takes it back kReclaimAfter after the last caller returned
+//     (up to kLookAtMost after a busy spell of calls), at once when a thread waits
+//     without running the loop (kick()), and otherwise keeps it: timers and
+//     arriving data never wait longer than that.
 // Several user threads may call at once: the one that holds the loop runs what the
 // others post.
 #pragma once
@@ -46,8 +47,10 @@ class LoopThread {
  public:
   using Clock = std::chrono::steady_clock;
   // How long the loop stays lent after its last caller returned before its own
-  // thread takes it back.
+  // thread takes it back; after a busy spell of calls (the loop's thread looking
+  // less often meanwhile, up to kLookAtMost), up to kLookAtMost.
   static constexpr auto kReclaimAfter = std::chrono::milliseconds(5);
+  static constexpr auto kLookAtMost = std::chrono::milliseconds(40);
 
   LoopThread();
   ~LoopThread() { stop(); }

@@ -234,7 +234,7 @@ TEST(LoopThread, TakingTheLastItemOfABatchRunsWhatIsReady) {
 // A caller that receives again and again must not wake the loop's thread each time
 // it returns: that wake-up is what the fast path exists to save (it did, once per
 // round trip, in every process of the tree, before the loop's thread looked only
-// every kReclaimAfter while callers come and go).
+// every kReclaimAfter, and less often as callers keep coming).
 TEST(LoopThread, CallsInARowDoNotWakeTheLoopsThreadEachTime) {
   LoopThread loop;
   Inbox<int> inbox;
