@@ -11,7 +11,7 @@ LoopThread::LoopThread() : work_(asio::make_work_guard(io_)), thread_([this] { m
 void LoopThread::main() {
   std::unique_lock lock(mutex_);
   std::uint64_t seen_holds = 0;
-  auto look = std::chrono::duration_cast<std::chrono::milliseconds>(kReclaimAfter);
+  std::chrono::milliseconds look = kReclaimAfter;
   while (true) {
     for (bool woke = false; !quit_ && owner_ != Owner::loop; woke = true) {
       if (woke) ++idle_wakeups_;
@@ -29,7 +29,7 @@ void LoopThread::main() {
         // thread instead, every call would cost the wake-up the fast path saves.
         seen_holds = holds_;
         changed_.wait_for(lock, look);
-        look = std::min(look * 2, std::chrono::duration_cast<std::chrono::milliseconds>(kLookAtMost));
+        look = std::min(look * 2, kLookAtMost);
       } else {
         // One caller has held the loop since the last look (it waits in receive(),
         // running the loop): its release wakes this thread.
@@ -39,40 +39,28 @@ void LoopThread::main() {
       }
     }
     if (quit_) return;
-    look = std::chrono::duration_cast<std::chrono::milliseconds>(kReclaimAfter);
+    look = kReclaimAfter;
     lock.unlock();
     current_ = this;
     while (!wanted_.load(std::memory_order_acquire) && !io_.stopped()) io_.run_one();
     current_ = nullptr;
     lock.lock();
-    if (io_.stopped()) {
-      // stop(): nothing runs the loop any more.
-      owner_ = Owner::lent;
-      changed_.notify_all();
-      return;
-    }
-    // A caller asked (hold()): lent to it.
+    // Lent: to the caller who asked (hold()), or, after stop(), to nobody.
     owner_ = Owner::lent;
     lent_since_ = Clock::now();
     changed_.notify_all();
+    if (io_.stopped()) return;
   }
 }
 
-std::optional<LoopThread::Hold> LoopThread::try_hold() {
-  if (running_here()) return Hold(nullptr, this);
-  std::lock_guard lock(mutex_);
-  if (quit_ || owner_ != Owner::lent) return std::nullopt;
-  owner_ = Owner::caller;
-  ++holds_;
-  const LoopThread* previous = current_;
-  current_ = this;
-  return Hold(this, previous);
-}
+std::optional<LoopThread::Hold> LoopThread::try_hold() { return take(false); }
 
-std::optional<LoopThread::Hold> LoopThread::hold() {
+std::optional<LoopThread::Hold> LoopThread::hold() { return take(true); }
+
+std::optional<LoopThread::Hold> LoopThread::take(bool ask) {
   if (running_here()) return Hold(nullptr, this);
   std::unique_lock lock(mutex_);
-  if (owner_ == Owner::loop && !quit_) {
+  if (ask && owner_ == Owner::loop && !quit_) {
     wanted_.store(true, std::memory_order_release);
     asio::post(io_, [] {});  // the loop's thread may be waiting for events: wake it
     changed_.wait(lock, [&] { return quit_ || owner_ != Owner::loop; });

@@ -146,6 +146,8 @@ class LoopThread {
  private:
   enum class Owner : std::uint8_t { loop, caller, lent };
   void main();
+  // try_hold() (ask false) and hold() (ask true).
+  std::optional<Hold> take(bool ask);
   void release();
 
   static thread_local const LoopThread* current_;

@@ -215,20 +215,12 @@ TEST(LoopThread, HandlersNeverRunOnTwoThreadsAtOnce) {
 TEST(LoopThread, TakingTheLastItemOfABatchRunsWhatIsReady) {
   LoopThread loop;
   Inbox<int> inbox;
-  auto timer = loop.call([&] {
-    auto t = std::make_shared<boost::asio::steady_timer>(loop.io(), 1ms);
-    t->async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) inbox.push(0);
-    });
-    return t;
-  });
-  ASSERT_EQ(loop.receive(inbox, 5s), 0);  // the loop is lent to this thread now
-  inbox.push(1);                           // a batch of one waits
+  ASSERT_TRUE(loop.hold());  // asked of the loop's thread, then lent to this one
+  inbox.push(1);  // a batch of one waits
   // Ready, but queued without waking anyone: as data that arrived meanwhile.
   boost::asio::post(loop.io(), [&] { inbox.push(2); });
   ASSERT_EQ(loop.receive(inbox, 0ms), 1);
   EXPECT_EQ(inbox.pop(0ms), 2) << "the loop stayed idle while the caller took the batch";
-  loop.call([&] { timer.reset(); });
 }
 
 // A caller that receives again and again must not wake the loop's thread each time
@@ -238,14 +230,7 @@ TEST(LoopThread, TakingTheLastItemOfABatchRunsWhatIsReady) {
 TEST(LoopThread, CallsInARowDoNotWakeTheLoopsThreadEachTime) {
   LoopThread loop;
   Inbox<int> inbox;
-  auto timer = loop.call([&] {
-    auto t = std::make_shared<boost::asio::steady_timer>(loop.io(), 1ms);
-    t->async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) inbox.push(0);
-    });
-    return t;
-  });
-  ASSERT_EQ(loop.receive(inbox, 5s), 0);  // lent to this thread from now on
+  ASSERT_TRUE(loop.hold());  // asked of the loop's thread, then lent to this one
   constexpr int kCalls = 1000;
   const auto start = std::chrono::steady_clock::now();
   const auto before = loop.idle_wakeups();
@@ -263,5 +248,4 @@ TEST(LoopThread, CallsInARowDoNotWakeTheLoopsThreadEachTime) {
   const auto periods = (std::chrono::steady_clock::now() - start) / LoopThread::kReclaimAfter;
   EXPECT_LE(woke, static_cast<std::uint64_t>(periods + 10))
       << kCalls << " calls woke the loop's thread " << woke << " times in " << periods << " periods";
-  loop.call([&] { timer.reset(); });
 }
