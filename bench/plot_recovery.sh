@@ -2,6 +2,7 @@
 # Runs canopy-recovery-bench and draws its figures with gnuplot:
 #   recovery.csv         everything the benchmark printed
 #   recovery.png         Figure 6: recovery latency against the victim's fan-out
+#   recovery-standby.png the same with standby links (run side by side)
 #   perturbation.png     Figure 7: union throughput over time, failures marked
 # Usage: bench/plot_recovery.sh [OUTPUT_DIR] [benchmark options, e.g. --quick]
 # (CANOPY_BUILD_DIR selects the build directory; default build/, built if needed)
@@ -20,22 +21,31 @@ build=${CANOPY_BUILD_DIR:-build}   # the build directory to take the benchmark f
   exit 1
 }
 
-awk -F, '$1=="recovery" { split($2, p, "[ =]"); f=p[2]; v[f","$3]=$4; fs[f]=1 }
-  END { print "fanout overall orphan_mean choose connect compensate cleanup";
-        for (f in fs) print f, v[f",overall_median"], v[f",orphan_mean_median"], v[f",slowest_choose_median"],
-          v[f",slowest_connect_median"], v[f",slowest_compensate_median"], v[f",slowest_cleanup_median"] }' \
-  "$out/recovery.csv" | sort -n > "$out/recovery.dat"
+# One table per mode: recovery.dat without standby links (the paper's design),
+# recovery-standby.dat with them (docs/fault-tolerance.md).
+for mode in off on; do
+  dat="$out/recovery.dat"; [ "$mode" = on ] && dat="$out/recovery-standby.dat"
+  awk -F, -v mode="standby=$mode" '$1=="recovery" && index($2, mode) {
+      split($2, p, "[ =]"); f=p[2]; v[f","$3]=$4; fs[f]=1 }
+    END { print "fanout overall orphan_mean choose connect compensate cleanup";
+          for (f in fs) print f, v[f",overall_median"], v[f",orphan_mean_median"], v[f",slowest_choose_median"],
+            v[f",slowest_connect_median"], v[f",slowest_compensate_median"], v[f",slowest_cleanup_median"] }' \
+    "$out/recovery.csv" | sort -n > "$dat"
+done
 awk -F, '$1=="perturbation" && $3=="new_integers_per_s" { split($2, p, "t="); print p[2], $4 }' \
   "$out/recovery.csv" > "$out/throughput.dat"
 awk -F, '$1=="perturbation" && $3=="failure_at" { print $4 }' "$out/recovery.csv" > "$out/failures.dat"
 
 # --only runs one part of the benchmark: a figure without data is not drawn.
 drawn="$out/recovery.csv"
-if [ "$(wc -l < "$out/recovery.dat")" -gt 1 ]; then
+for mode in off on; do
+dat="$out/recovery.dat"; png="$out/recovery.png"; how="without standby links"
+[ "$mode" = on ] && { dat="$out/recovery-standby.dat"; png="$out/recovery-standby.png"; how="with standby links"; }
+if [ "$(wc -l < "$dat")" -gt 1 ]; then
 gnuplot <<GP
 set terminal pngcairo size 1000,620
-set output "$out/recovery.png"
-set title "Recovery latency after SIGKILL of a commnode (16 extra adopters; medians)"
+set output "$png"
+set title "Recovery latency after SIGKILL of a commnode, $how (16 extra adopters; medians)"
 set datafile separator " "
 set datafile columnheaders
 # One cluster of bars per fan-out, so one fan-out reads as well as several. The
@@ -43,9 +53,9 @@ set datafile columnheaders
 # runs before any range is set: it obeys them), with room above for the values.
 lo = 1e99; hi = 0
 do for [k=2:7] {
-  stats "$out/recovery.dat" using (column(k) > 0 ? column(k) : 1e99) name "C" nooutput
+  stats "$dat" using (column(k) > 0 ? column(k) : 1e99) name "C" nooutput
   lo = C_min < lo ? C_min : lo
-  stats "$out/recovery.dat" using (column(k)) name "C" nooutput
+  stats "$dat" using (column(k)) name "C" nooutput
   hi = C_max > hi ? C_max : hi
 }
 if (lo == 1e99) { lo = 0.001 }
@@ -71,7 +81,7 @@ v(k) = column(k) > ybottom ? column(k) : ybottom
 # 6 bars per cluster with gap 1: bar j (0..5) of cluster i is at x = i + (j - 2.5) / 7.
 at(j) = \$0 + (j - 2.5) / 7.0
 lbl(k) = sprintf(column(k) >= 100 ? "%.0f" : column(k) >= 1 ? "%.1f" : "%.3f", column(k))
-plot "$out/recovery.dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last recovery event)", \\
+plot "$dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last recovery event)", \\
      "" using (v(3)) title "per orphan, mean", \\
      "" using (v(4)) title "slowest orphan: choose", \\
      "" using (v(5)) title "slowest orphan: connect", \\
@@ -79,8 +89,9 @@ plot "$out/recovery.dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (k
      "" using (v(7)) title "slowest orphan: cleanup", \\
      for [j=0:5] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
 GP
-drawn="$drawn, $out/recovery.png"
+drawn="$drawn, $png"
 fi
+done
 if [ -s "$out/throughput.dat" ]; then
 gnuplot <<GP
 set terminal pngcairo size 900,560

@@ -18,6 +18,8 @@
 // "canopy-recovery-bench: FAILED ..." and exit status 1, and its rows are not printed.
 //
 //   canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]
+//                         [--fanouts F,F,...]   (Figure 6's victims; default 16,32,64,128)
+//                         [--standby off|on|both]  (standby links; default both, side by side)
 //
 // Processes are real (canopy-commnode and canopy-demo-backend from this executable's
 // directory) and talk over loopback. At the end the program checks that nothing it
@@ -159,9 +161,10 @@ void bench_adopters(bool quick) {
 
 // ---- processes ----
 
-std::unique_ptr<canopy::Network> launch(const canopy::Topology& topology) {
+std::unique_ptr<canopy::Network> launch(const canopy::Topology& topology, bool standby_links = false) {
   canopy::LaunchOptions options;
   options.topology = topology;
+  options.fault_tolerance.standby_links = standby_links;
   options.backend_argv = {self_directory() + "/canopy-demo-backend"};
   options.commnode_exe = self_directory() + "/canopy-commnode";
   options.startup_timeout = 30s;
@@ -292,72 +295,98 @@ canopy::Topology victim_topology(std::size_t fanout) {
   return std::move(*topology);
 }
 
-void bench_recovery(bool quick, int reps) {
-  std::vector<std::size_t> fanouts = quick ? std::vector<std::size_t>{16} : std::vector<std::size_t>{16, 32, 64, 128};
+// One run of Figure 6: times in ms, from the kill to the front-end's receipt of
+// the last orphan's recovered event, and the slowest orphan's phases.
+struct RecoveryRun {
+  double overall = 0, choose = 0, connect = 0, compensate = 0, cleanup = 0, per_orphan_mean = 0;
+  std::size_t over_standby = 0;  // orphans adopted over their standby links
+};
+
+RecoveryRun run_recovery(std::size_t fanout, bool standby, const std::string& run) {
+  RecordDir record;
+  auto net = launch(victim_topology(fanout), standby);
+  // The paper's 10 Hz sampling rate, long enough to outlast the kill (at 500 ms)
+  // and the recovery, after which the union is checked.
+  const int duration_ms = 3000 + 20 * static_cast<int>(fanout);
+  start_union(*net, 10, duration_ms, record);
+  UnionResult got;
+  const auto started = Clock::now();
+  while (Clock::now() - started < 500ms) {
+    auto in = net->receive(20ms);
+    if (!in) throw Failure(run + ": receive failed: " + in.error());
+    if (*in) got.take((*in)->packet);
+  }
+  const Rank victim = canopy::kFirstInternalRank + 1;
+  pid_t pid = canopy::testing::ProcessGuard::process_of_rank(victim);
+  if (pid <= 0) throw Failure(run + ": no process of the victim, commnode " + std::to_string(victim));
+  auto killed_at = std::chrono::system_clock::now();
+  if (kill(pid, SIGKILL) != 0) throw Failure(run + ": cannot kill the victim: " + std::strerror(errno));
+  std::set<Rank> recovered;
+  std::vector<canopy::Event> events;
+  auto on_event = [&](const canopy::Event& e) {
+    check_recovered(e, run);
+    if (e.kind == canopy::Event::Kind::recovered && recovered.insert(e.rank).second) events.push_back(e);
+  };
+  auto deadline = Clock::now() + 30s;
+  while (recovered.size() < fanout && Clock::now() < deadline) {
+    auto in = net->receive(0ms);  // keep the data flowing
+    if (!in) throw Failure(run + ": receive failed: " + in.error());
+    if (*in) got.take((*in)->packet);
+    if (auto e = net->next_event(20ms)) on_event(*e);
+  }
+  if (recovered.size() < fanout) {
+    throw Failure(run + ": " + std::to_string(recovered.size()) + " of " + std::to_string(fanout) +
+                  " orphans recovered");
+  }
+  finish_and_check_union(*net, got, record, run, std::chrono::milliseconds(duration_ms) + 30s, on_event);
+  RecoveryRun r;
+  double sum = 0;
+  for (const auto& e : events) {
+    r.overall = std::max(r.overall, std::chrono::duration<double, std::milli>(e.time - killed_at).count());
+    r.choose = std::max(r.choose, e.choose.count() / 1000.0);
+    r.connect = std::max(r.connect, e.connect.count() / 1000.0);
+    r.compensate = std::max(r.compensate, e.compensate.count() / 1000.0);
+    r.cleanup = std::max(r.cleanup, e.cleanup.count() / 1000.0);
+    sum += (e.choose + e.connect + e.compensate + e.cleanup).count() / 1000.0;
+    r.over_standby += e.standby;
+  }
+  r.per_orphan_mean = sum / static_cast<double>(events.size());
+  (void)net->shutdown();
+  return r;
+}
+
+// Each repetition runs every mode in turn (without standby links, then with), so
+// that the two are measured side by side on the same machine state.
+void bench_recovery(std::vector<std::size_t> fanouts, int reps, const std::vector<bool>& modes) {
   for (std::size_t fanout : fanouts) {
-    std::vector<double> overall, choose_max, connect_max, compensate_max, cleanup_max, per_orphan_mean;
+    std::map<bool, std::vector<RecoveryRun>> runs;
     for (int rep = 0; rep < reps; ++rep) {
-      const std::string run = "recovery fanout=" + std::to_string(fanout) + " rep " + std::to_string(rep + 1);
-      RecordDir record;
-      auto net = launch(victim_topology(fanout));
-      // The paper's 10 Hz sampling rate, long enough to outlast the kill (at 500 ms)
-      // and the recovery, after which the union is checked.
-      const int duration_ms = 3000 + 20 * static_cast<int>(fanout);
-      start_union(*net, 10, duration_ms, record);
-      UnionResult got;
-      const auto started = Clock::now();
-      while (Clock::now() - started < 500ms) {
-        auto in = net->receive(20ms);
-        if (!in) throw Failure(run + ": receive failed: " + in.error());
-        if (*in) got.take((*in)->packet);
+      for (bool standby : modes) {
+        const std::string run = "recovery fanout=" + std::to_string(fanout) + (standby ? " standby" : "") + " rep " +
+                                std::to_string(rep + 1);
+        runs[standby].push_back(run_recovery(fanout, standby, run));
       }
-      const Rank victim = canopy::kFirstInternalRank + 1;
-      pid_t pid = canopy::testing::ProcessGuard::process_of_rank(victim);
-      if (pid <= 0) throw Failure(run + ": no process of the victim, commnode " + std::to_string(victim));
-      auto killed_at = std::chrono::system_clock::now();
-      if (kill(pid, SIGKILL) != 0) throw Failure(run + ": cannot kill the victim: " + std::strerror(errno));
-      std::set<Rank> recovered;
-      std::vector<canopy::Event> events;
-      auto on_event = [&](const canopy::Event& e) {
-        check_recovered(e, run);
-        if (e.kind == canopy::Event::Kind::recovered && recovered.insert(e.rank).second) events.push_back(e);
-      };
-      auto deadline = Clock::now() + 30s;
-      while (recovered.size() < fanout && Clock::now() < deadline) {
-        auto in = net->receive(0ms);  // keep the data flowing
-        if (!in) throw Failure(run + ": receive failed: " + in.error());
-        if (*in) got.take((*in)->packet);
-        if (auto e = net->next_event(20ms)) on_event(*e);
-      }
-      if (recovered.size() < fanout) {
-        throw Failure(run + ": " + std::to_string(recovered.size()) + " of " + std::to_string(fanout) +
-                      " orphans recovered");
-      }
-      finish_and_check_union(*net, got, record, run, std::chrono::milliseconds(duration_ms) + 30s, on_event);
-      double last = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, sum = 0;
-      for (const auto& e : events) {
-        last = std::max(last, std::chrono::duration<double, std::milli>(e.time - killed_at).count());
-        c1 = std::max(c1, e.choose.count() / 1000.0);
-        c2 = std::max(c2, e.connect.count() / 1000.0);
-        c3 = std::max(c3, e.compensate.count() / 1000.0);
-        c4 = std::max(c4, e.cleanup.count() / 1000.0);
-        sum += (e.choose + e.connect + e.compensate + e.cleanup).count() / 1000.0;
-      }
-      overall.push_back(last);
-      choose_max.push_back(c1);
-      connect_max.push_back(c2);
-      compensate_max.push_back(c3);
-      cleanup_max.push_back(c4);
-      per_orphan_mean.push_back(sum / static_cast<double>(events.size()));
-      (void)net->shutdown();
     }
-    std::string params = "fanout=" + std::to_string(fanout) + " adopters=16 reps=" + std::to_string(reps);
-    row("recovery", params, "overall_median", median(overall), "ms");
-    row("recovery", params, "orphan_mean_median", median(per_orphan_mean), "ms");
-    row("recovery", params, "slowest_choose_median", median(choose_max), "ms");
-    row("recovery", params, "slowest_connect_median", median(connect_max), "ms");
-    row("recovery", params, "slowest_compensate_median", median(compensate_max), "ms");
-    row("recovery", params, "slowest_cleanup_median", median(cleanup_max), "ms");
+    for (bool standby : modes) {
+      const auto& all = runs[standby];
+      auto med = [&](double RecoveryRun::*field) {
+        std::vector<double> v;
+        for (const auto& r : all) v.push_back(r.*field);
+        return median(v);
+      };
+      std::size_t over = 0;
+      for (const auto& r : all) over += r.over_standby;
+      std::string params = "fanout=" + std::to_string(fanout) + " adopters=16 reps=" + std::to_string(reps) +
+                           " standby=" + (standby ? "on" : "off");
+      row("recovery", params, "overall_median", med(&RecoveryRun::overall), "ms");
+      row("recovery", params, "orphan_mean_median", med(&RecoveryRun::per_orphan_mean), "ms");
+      row("recovery", params, "slowest_choose_median", med(&RecoveryRun::choose), "ms");
+      row("recovery", params, "slowest_connect_median", med(&RecoveryRun::connect), "ms");
+      row("recovery", params, "slowest_compensate_median", med(&RecoveryRun::compensate), "ms");
+      row("recovery", params, "slowest_cleanup_median", med(&RecoveryRun::cleanup), "ms");
+      row("recovery", params, "adopted_over_standby", static_cast<double>(over) / static_cast<double>(all.size()),
+          "orphans per run");
+    }
   }
 }
 
@@ -439,6 +468,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string only;
   int reps = 5;
+  std::vector<std::size_t> fanouts;  // Figure 6's victims; all four unless --fanouts
+  std::vector<bool> modes{false, true};  // Figure 6 without standby links, then with
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -448,8 +479,32 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--standby" && i + 1 < argc) {
+      const std::string mode = argv[++i];
+      if (mode == "off") {
+        modes = {false};
+      } else if (mode == "on") {
+        modes = {true};
+      } else if (mode == "both") {
+        modes = {false, true};
+      } else {
+        std::fprintf(stderr, "canopy-recovery-bench: --standby takes off, on or both, not '%s'\n", mode.c_str());
+        return 2;
+      }
+    } else if (a == "--fanouts" && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      for (std::string f; std::getline(list, f, ',');) {
+        const int n = std::atoi(f.c_str());
+        if (n < 1 || n > 1024) {
+          std::fprintf(stderr, "canopy-recovery-bench: --fanouts takes fan-outs from 1 to 1024, not '%s'\n", f.c_str());
+          return 2;
+        }
+        fanouts.push_back(static_cast<std::size_t>(n));
+      }
     } else {
-      std::fprintf(stderr, "usage: canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]\n");
+      std::fprintf(stderr,
+                   "usage: canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N] "
+                   "[--fanouts F,F,...] [--standby off|on|both]\n");
       return 2;
     }
   }
@@ -457,7 +512,8 @@ int main(int argc, char** argv) {
   std::printf("benchmark,params,metric,value,unit\n");
   try {
     if (only.empty() || only == "adopters") bench_adopters(quick);
-    if (only.empty() || only == "recovery") bench_recovery(quick, reps);
+    if (fanouts.empty()) fanouts = quick ? std::vector<std::size_t>{16} : std::vector<std::size_t>{16, 32, 64, 128};
+    if (only.empty() || only == "recovery") bench_recovery(fanouts, reps, modes);
     if (only.empty() || only == "perturbation") bench_perturbation(quick);
   } catch (const Failure& e) {
     std::fprintf(stderr, "canopy-recovery-bench: FAILED %s\n", e.what());

@@ -153,6 +153,7 @@ Proof hello_proof(const Secret& secret, capnp::Data::Reader challenge, wire::Hel
   t.u64(hello.getIncarnation());
   t.u64(hello.getAdopt() ? 1 : 0);
   t.u64(hello.getEpoch());
+  t.u64(hello.getStandby() ? 1 : 0);
   return t.sign(secret);
 }
 

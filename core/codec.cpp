@@ -216,6 +216,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   ft.setSuspectMs(static_cast<std::uint32_t>(plan.fault.suspect.count()));
   ft.setLostMs(static_cast<std::uint32_t>(plan.fault.lost.count()));
   ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
+  ft.setStandbyLinks(plan.fault.standby_links);
   const auto& gossip = plan.fault.gossip;
   ft.setGossipSchedule(static_cast<std::uint8_t>(gossip.schedule));
   ft.setGossipPeriodMs(static_cast<std::uint32_t>(gossip.period.count()));
@@ -238,6 +239,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.fault.suspect = milliseconds(std::max<std::uint32_t>(20, ft.getSuspectMs()));
   plan.fault.lost = milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
   plan.fault.adoption_timeout = milliseconds(ft.getAdoptionTimeoutMs());
+  plan.fault.standby_links = ft.getStandbyLinks();
   auto& gossip = plan.fault.gossip;
   gossip.schedule = ft.getGossipSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
                         ? static_cast<GossipSchedule>(ft.getGossipSchedule())

@@ -43,6 +43,7 @@ std::string to_json(const Event& e) {
     case Event::Kind::recovered: {
       out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"failed_parent\":" + std::to_string(e.failed_parent) +
              ",\"incarnation\":" + std::to_string(e.incarnation) + ",\"attempts\":" + std::to_string(e.attempts) +
+             ",\"standby\":" + (e.standby ? "true" : "false") +
              ",\"choose_us\":" + std::to_string(e.choose.count()) +
              ",\"connect_us\":" + std::to_string(e.connect.count()) +
              ",\"compensate_us\":" + std::to_string(e.compensate.count()) +

@@ -55,10 +55,12 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io) {}
+    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_timer_(io) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
+  if (standby_.link) standby_.link->detach();
+  for (auto& [raw, standby] : standbys_) standby.link->detach();
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   for (auto& link : pending_) link->detach();
   for (auto& held : held_adoptions_) {
@@ -101,15 +103,24 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       deliver_to_service(from, body.getService());
       return true;
     case Body::FAILURE_REPORT: {
+      ++news_received_;
       auto f = body.getFailureReport();
       on_failure_report(f.getRank(), f.getReason(), from.link, f.getIncarnation());
       return true;
     }
     case Body::ADOPTION_REPORT: {
+      ++news_received_;
       auto a = body.getAdoptionReport();
       on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
       return true;
     }
+    case Body::ADOPTION_REPORTS:
+      if (from.kind != Peer::Kind::parent) return false;  // batched on the way down only
+      ++news_received_;
+      for (auto a : body.getAdoptionReports()) {
+        on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+      }
+      return true;
     default:
       return false;
   }
@@ -162,7 +173,8 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
 
 // The hello goes at once; its proof waits for the acceptor's challenge
 // (on_up_handshake), over whose nonce it is computed.
-void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor) {
+void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
+                       bool standby) {
   auto message = std::make_unique<capnp::MallocMessageBuilder>();
   auto h = message->initRoot<wire::Hello>();
   h.setProtocolVersion(wire::PROTOCOL_VERSION);
@@ -172,6 +184,7 @@ void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::o
   h.setIncarnation(incarnation);
   h.setPid(getpid());
   h.setAdopt(adopt);
+  h.setStandby(standby);
   for (Service* service : services_) service->fill_hello(h);
   h.setNonce(as_data(new_nonce()));
   Message hello(id_);
@@ -292,6 +305,9 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
           on_parent_closed(reason);
         } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
           on_trying_closed(reason);
+        } else if (standby_.link.get() == raw) {
+          log().info("standby link to {} closed: {}", describe(standby_.acceptor), reason);
+          standby_ = {};
         }
       });
 }
@@ -311,6 +327,7 @@ bool Node::on_up_handshake(const Link* raw, capnp::MessageReader& message) {
   auto handshake = up_handshakes_.find(raw);
   std::shared_ptr<Link> link = parent_.get() == raw ? parent_ : nullptr;
   if (auto* o = std::get_if<Orphaned>(&phase_); !link && o && o->trying.get() == raw) link = o->trying;
+  if (!link && standby_.link.get() == raw) link = standby_.link;
   if (!link) return false;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
@@ -425,6 +442,54 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
 }
 
+void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
+  close_standby("replaced");
+  if (phase() != Phase::running) return link->abort("not running");
+  standby_ = {link, acceptor};
+  attach_parent(link);
+  begin_hello(*link, id_.incarnation, false, acceptor, true);
+  log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
+}
+
+std::optional<Rank> Node::standby() const {
+  if (!standby_.link || !standby_.link->is_open()) return std::nullopt;
+  return standby_.acceptor;
+}
+
+void Node::close_standby(std::string_view why) {
+  if (!standby_.link) return;
+  auto link = std::exchange(standby_.link, nullptr);
+  up_handshakes_.erase(link.get());
+  link->close(why);
+}
+
+bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) {
+  auto* o = std::get_if<Orphaned>(&phase_);
+  if (!o || !standby_.link || !standby_.link->is_open() || standby_.acceptor != candidate ||
+      up_handshakes_.count(standby_.link.get())) {
+    return false;
+  }
+  if (o->trying) o->trying->abort("another adoption request replaces it");
+  o->trying = std::exchange(standby_.link, nullptr);
+  o->trying_rank = candidate;
+  o->done = std::move(done);
+  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
+  // Proved when the link was opened: this hello carries the same rank and role.
+  Message hello(id_);
+  auto h = hello.body().initHello();
+  h.setProtocolVersion(wire::PROTOCOL_VERSION);
+  h.setNetworkId(id_.network_id);
+  h.setRole(core::to_wire(id_.role));
+  h.setRank(id_.rank);
+  h.setIncarnation(incarnation);
+  h.setPid(getpid());
+  h.setAdopt(true);
+  for (Service* service : services_) service->fill_hello(h);
+  o->trying->send(hello.builder());
+  log().info("asked {} on the standby link to adopt this node under incarnation {}", describe(candidate), incarnation);
+  return true;
+}
+
 void Node::cancel_adoption() {
   auto* o = std::get_if<Orphaned>(&phase_);
   if (!o || !o->trying) return;
@@ -535,9 +600,32 @@ void Node::finish_child_loss(std::size_t index) {
 // ---- the live tree ----
 
 void Node::flood(Message& message, const Link* except) {
+  send_news_down();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   for (auto& child : children_) {
     if (child.link && child.link.get() != except) child.link->send(message.builder());
+  }
+}
+
+void Node::send_news_down() {
+  news_timer_.cancel();
+  if (news_down_.empty()) return;
+  auto news = std::exchange(news_down_, {});
+  for (auto& child : children_) {
+    if (!child.link) continue;
+    const auto count = std::count_if(news.begin(), news.end(), [&](const NewsDown& n) { return n.except != child.link.get(); });
+    if (count == 0) continue;
+    Message message(id_);
+    auto list = message.body().initAdoptionReports(static_cast<unsigned>(count));
+    unsigned i = 0;
+    for (const auto& n : news) {
+      if (n.except == child.link.get()) continue;
+      list[i].setOrphan(n.orphan);
+      list[i].setAdopter(n.adopter);
+      list[i].setIncarnation(n.incarnation);
+      ++i;
+    }
+    child.link->send(message.builder());
   }
 }
 
@@ -567,12 +655,25 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
 void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
   if (!tree_ || !tree_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
   log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
-  Message message(id_);
-  auto a = message.body().initAdoptionReport();
-  a.setOrphan(orphan);
-  a.setAdopter(adopter);
-  a.setIncarnation(incarnation);
-  flood(message, from);
+  // Up at once: the ancestors route to the orphan's subtree by it, and the recovery
+  // report that follows it up must not overtake it. Down in a batch (kNewsWindow).
+  if (parent_ && parent_.get() != from) {
+    Message message(id_);
+    auto a = message.body().initAdoptionReport();
+    a.setOrphan(orphan);
+    a.setAdopter(adopter);
+    a.setIncarnation(incarnation);
+    parent_->send(message.builder());
+  }
+  if (!children_.empty()) {
+    news_down_.push_back({orphan, adopter, incarnation, from});
+    if (news_down_.size() == 1) {
+      news_timer_.expires_after(kNewsWindow);
+      news_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) send_news_down();
+      });
+    }
+  }
   emit(events::TreeChanged{events::TreeChanged::Kind::adoption, orphan, adopter, incarnation, {}});
 }
 
@@ -629,6 +730,10 @@ void Node::begin_stop(const std::string& reason) {
   if (stopping()) return;
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
+  news_down_.clear();                      // the children are told to stop instead
+  news_timer_.cancel();
+  close_standby("stopping");
+  for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->close("stopping");
   emit(events::Stopping{reason});
   review_held_adoptions();  // told to stop, as any orphan asking now would be
   // The children are read again, to see them close: what data they still send is
@@ -714,6 +819,8 @@ void Node::abandon(const std::string& reason) {
   child_of_link_.clear();
   for (auto& link : pending_) link->detach();
   pending_.clear();
+  if (standby_.link) std::exchange(standby_.link, nullptr)->detach();
+  for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->detach();
   listener_.close();
   set_phase(Stopped{reason}, "left the tree");
   emit(events::Stopping{reason});

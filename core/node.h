@@ -141,6 +141,9 @@ class Node {
   std::optional<std::size_t> route_to(Rank backend) const;
   // To the parent and every connected child, except the peer `except` (if any).
   void flood(Message& message, const transport::Link* except = nullptr);
+  // Messages of live-tree news this node has received (failure reports, adoption
+  // reports, batches of them: a batch counts once); for tests and diagnostics.
+  std::size_t news_received() const { return news_received_; }
 
   // ---- what services change ----
   // The one funnel for a child's state (logged).
@@ -168,6 +171,25 @@ class Node {
                         std::function<void(Result<Adoption>)> done);
   // Gives up the adoption request under way, if any (the link is closed).
   void cancel_adoption();
+
+  // ---- the standby link (FaultToleranceOptions::standby_links) ----
+  // Recovery service: `link`, connected to `acceptor` (this node's first potential
+  // adopter), becomes the standby link: the hello goes with `standby` set and its
+  // proof; the acceptor keeps the link idle. Replaces any standby link before it.
+  void open_standby(std::shared_ptr<transport::Link> link, Rank acceptor);
+  // The acceptor at the other end of the standby link, if one is open.
+  std::optional<Rank> standby() const;
+  void close_standby(std::string_view why);
+  // While orphaned: asks the acceptor of the standby link, which must be
+  // `candidate`, to adopt this node, as request_adoption() does on a new connection
+  // (the standby link then belongs to the request). False if there is no open
+  // standby link to `candidate` whose handshake is done.
+  bool request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done);
+  // How many standby links other processes keep to this node.
+  std::size_t standbys_accepted() const { return standbys_.size(); }
+  // How many probes of an orphan's parent this node has made (one per parent for
+  // all the requests held at once); for tests and diagnostics.
+  std::size_t parent_probes() const { return parent_probes_; }
 
  private:
   struct Launching {};
@@ -240,7 +262,10 @@ class Node {
   bool on_up_handshake(const transport::Link* link, capnp::MessageReader& message);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
-  void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor);
+  void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
+                   bool standby = false);
+  void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  void on_standby_message(const transport::Link* link, wire::Message::Reader message);
   void send_topology(transport::Link& link, bool update);
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
@@ -262,6 +287,8 @@ class Node {
   void abandon(const std::string& reason);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
   void send_live_tree(transport::Link& link);
+  // Sends the children the adoption reports waiting in news_down_, one message each.
+  void send_news_down();
 
   void begin_stop(const std::string& reason);
   void check_stopped();
@@ -310,6 +337,35 @@ class Node {
   ChildTable children_;
   Gate gate_;
   Timer stop_timer_;
+  // Adoption reports on their way down, sent to the children together kNewsWindow
+  // after the first of them (or at once before a failure report, which is never
+  // delayed: adopters wait for it). Each report goes to every child but the link it
+  // came from. 128 orphans adopted over 40 ms woke every process of the tree up to
+  // 128 times; batched, a few times.
+  struct NewsDown {
+    Rank orphan;
+    Rank adopter;
+    std::uint32_t incarnation;
+    const transport::Link* except;
+  };
+  static constexpr std::chrono::milliseconds kNewsWindow{5};
+  std::vector<NewsDown> news_down_;
+  Timer news_timer_;
+  std::size_t news_received_ = 0;
+  std::size_t parent_probes_ = 0;
+  // This node's standby link to its first potential adopter (null: none).
+  struct Standby {
+    std::shared_ptr<transport::Link> link;
+    Rank acceptor = 0;
+  };
+  Standby standby_;
+  // The standby links other processes keep to this node: the rank each proved.
+  struct StandbyAccepted {
+    std::shared_ptr<transport::Link> link;
+    Rank rank = 0;
+    Role role = Role::backend;
+  };
+  std::unordered_map<const transport::Link*, StandbyAccepted> standbys_;
 };
 
 }  // namespace canopy::core

@@ -94,6 +94,7 @@ void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) 
     }
     return;
   }
+  if (standbys_.count(link)) return on_standby_message(link, msg);
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
   if (it == pending_.end()) return;
   if (std::any_of(held_adoptions_.begin(), held_adoptions_.end(),
@@ -107,6 +108,7 @@ void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) 
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {
+  standbys_.erase(link);
   hello_deadlines_.erase(link);
   pending_hellos_.erase(link);
   release_held_adoption(link);
@@ -202,6 +204,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
       return refuse(*why);
     }
   }
+  if (hello.getStandby()) return accept_standby(link, hello);
   if (hello.getAdopt()) return accept_orphan(link, hello);
   auto index = children_.index_of(hello.getRank());
   if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
@@ -232,6 +235,45 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
   hello_deadlines_.erase(link.get());
   pending_hellos_.erase(link.get());
   std::erase(pending_, link);
+}
+
+// ---- standby links ----
+
+// A proved hello with `standby`: this node is the sender's first potential adopter.
+// The link is kept idle, without a deadline, until the sender asks for adoption on
+// it, or either side closes it.
+void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  const Rank rank = hello.getRank();
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing the standby link of {}: {}", describe(rank), why);
+    link->close("standby link refused: " + why);
+  };
+  if (stopping()) return refuse("stopping");
+  if (!tree_ || !tree_->view().contains(rank)) return refuse("rank " + std::to_string(rank) + " is not in the tree");
+  if (standbys_.size() >= max_pending()) return refuse("this node holds as many standby links as it takes");
+  hello_deadlines_.erase(link.get());
+  pending_hellos_.erase(link.get());
+  std::erase(pending_, link);
+  standbys_[link.get()] = {link, rank, from_wire(hello.getRole())};
+  log().debug("standby link of {} accepted ({})", describe(rank), link->peer());
+}
+
+// The only message a standby link carries: its sender's request for adoption, a
+// hello with `adopt`, of the rank and role the link's handshake proved. It goes on
+// as a proved hello (held, adopted or refused with the reason).
+void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
+  auto it = standbys_.find(raw);
+  auto standby = it->second;
+  standbys_.erase(it);
+  auto body = message.getBody();
+  if (!body.isHello() || !body.getHello().getAdopt() || body.getHello().getRank() != standby.rank ||
+      from_wire(body.getHello().getRole()) != standby.role || message.getSenderRank() != standby.rank) {
+    log().warn("closing the standby link of {}: it carried something other than its request for adoption",
+               describe(standby.rank));
+    return standby.link->close("a standby link carries only a request for adoption");
+  }
+  pending_.push_back(standby.link);  // as a new connection's, until adopted or refused
+  admit(standby.link, body.getHello());
 }
 
 // ---- adopting an orphan ----
@@ -269,12 +311,20 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
       release_held_adoption(raw);
       return link->close("adoption refused: its parent " + std::to_string(parent) + " is alive");
     }
-    // Silent: hung, or its host unreachable, as the orphan found.
-    log().info("adopting {}: its parent {} did not answer within {} ms", describe(orphan), describe(parent),
-               kept.count());
-    OrphanRequest request = h->request;
-    release_held_adoption(raw);
-    adopt_orphan(request);
+    // Silent: hung, or its host unreachable, as the orphan found. So for every
+    // request held for that parent, adopted in this pass.
+    std::vector<OrphanRequest> adopt;
+    for (auto& held : held_adoptions_) {
+      if (held.probe == ParentProbe::alive || tree_->view().parent(held.request.orphan) != parent) continue;
+      held.probe = ParentProbe::none;  // answered: released without probing again
+      log().info("adopting {}: its parent {} did not answer within {} ms", describe(held.request.orphan),
+                 describe(parent), kept.count());
+      adopt.push_back(held.request);
+    }
+    for (const auto& request : adopt) {
+      release_held_adoption(request.link.get());
+      adopt_orphan(request);
+    }
   });
   probe_parent(held);
 }
@@ -293,23 +343,45 @@ void Node::release_held_adoption(const Link* orphan_link) {
   HeldAdoption released = std::move(*it);
   held_adoptions_.erase(it);
   // Closed without their handlers (which would look for the request just released).
+  const bool was_probing = released.probe == ParentProbe::asking && (released.probe_link || released.socket);
   if (released.probe_link) released.probe_link->detach();
   if (released.socket) {
     boost::system::error_code ignored;
     released.socket->close(ignored);  // its handler finds no request and returns
+  }
+  if (!was_probing || !tree_) return;
+  // Requests that waited on its probe: the first of them probes again.
+  const Rank parent = tree_->view().parent(released.request.orphan);
+  for (auto& h : held_adoptions_) {
+    if (h.probe == ParentProbe::asking && tree_->view().parent(h.request.orphan) == parent) {
+      h.probe = ParentProbe::none;
+      return probe_parent(h);
+    }
   }
 }
 
 // A hello to the parent's port, as any connection begins: a challenge whose proof
 // is right, from the parent's rank, shows it alive; anything else ending the
 // connection first shows nothing of it is there.
+//
+// One probe per parent: the orphans of one failed parent ask together, and their
+// requests wait on the first one's probe and are adopted in one pass when it finds
+// the parent gone.
 void Node::probe_parent(HeldAdoption& held) {
   const Rank parent = tree_->view().parent(held.request.orphan);
+  if (std::any_of(held_adoptions_.begin(), held_adoptions_.end(), [&](const HeldAdoption& h) {
+        return &h != &held && h.probe == ParentProbe::asking && (h.socket || h.probe_link) &&
+               tree_->view().parent(h.request.orphan) == parent;
+      })) {
+    held.probe = ParentProbe::asking;  // answered with that probe
+    return;
+  }
   const canopy::Node* n = topology_ ? topology_->find(parent) : nullptr;
   boost::system::error_code ec;
   const auto address = n ? asio::ip::make_address(topology_->address_of(n->host), ec) : asio::ip::address();
   if (!n || n->port == 0 || ec || parent == id_.rank) return;  // no way to ask: the deadline decides
   held.probe = ParentProbe::asking;
+  ++parent_probes_;
   held.socket = std::make_unique<asio::ip::tcp::socket>(io_);
   held.socket->async_connect({address, n->port}, [this, raw = held.request.link.get(), parent,
                                                    alive = std::weak_ptr<int>(lifetime_)](
@@ -352,21 +424,28 @@ void Node::probe_parent(HeldAdoption& held) {
   });
 }
 
+// The probe's answer holds for every request held for the same parent.
 void Node::probe_answered(const Link* orphan_link, ParentProbe result, const std::string& why) {
   HeldAdoption* h = held_adoption(orphan_link);
   if (!h || h->probe != ParentProbe::asking) return;
-  h->probe = result;
   if (h->probe_link) std::exchange(h->probe_link, nullptr)->detach();  // may be in its own handler
   const Rank parent = tree_->view().parent(h->request.orphan);
-  if (result == ParentProbe::alive) {
-    log().info("{}'s parent {} answered: {}; the request stays held", describe(h->request.orphan), describe(parent),
-               why);
-    return;
+  std::vector<OrphanRequest> adopt;
+  for (auto& held : held_adoptions_) {
+    if (held.probe != ParentProbe::asking || tree_->view().parent(held.request.orphan) != parent) continue;
+    held.probe = result;
+    if (result == ParentProbe::alive) {
+      log().info("{}'s parent {} answered: {}; the request stays held", describe(held.request.orphan),
+                 describe(parent), why);
+    } else {
+      log().info("{}'s parent {} is gone ({}): adopting it", describe(held.request.orphan), describe(parent), why);
+      adopt.push_back(held.request);
+    }
   }
-  log().info("{}'s parent {} is gone ({}): adopting it", describe(h->request.orphan), describe(parent), why);
-  OrphanRequest request = h->request;
-  release_held_adoption(orphan_link);
-  adopt_orphan(request);
+  for (const auto& request : adopt) {
+    release_held_adoption(request.link.get());
+    adopt_orphan(request);
+  }
 }
 
 bool Node::orphan_may_be_adopted(Rank orphan) const {

@@ -136,7 +136,8 @@ std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) c
   // 1. The live children of the nearest live ancestor (the failed parent's siblings
   //    when only the parent failed), then the ancestor itself: close to where the
   //    orphan was, so paths to the root stay short and the shape balanced.
-  const Rank ancestor = live_ancestor(orphan);
+  Rank ancestor = live_ancestor(orphan);
+  if (ancestor == failed && failed != kNone) ancestor = live_ancestor(failed);  // asked in advance
   if (ancestor != kNone) {
     std::vector<Rank> local;
     for (Rank s : entry(ancestor).children) {

@@ -69,6 +69,8 @@ class TreeView {
   // computes it alone, and the orphans of one failed parent get consecutive slots,
   // so their first choices differ in count by at most one, whatever their ranks.
   // Cost: O(fan-out + limit) subtree checks, independent of the tree's size.
+  // Asked while the parent is alive, it answers as if the parent had failed (the
+  // first of them is where a standby link goes).
   std::vector<Rank> potential_adopters(Rank orphan, std::size_t limit = 16) const;
 
  private:

@@ -56,6 +56,12 @@ struct Message {
     adoptionReport @7 :AdoptionReport;
     challenge @12 :Challenge;
     helloProof @13 :HelloProof;
+    adoptionReports @14 :List(AdoptionReport);
+    # Adoption reports flooded down the tree, several in one message: a node sends
+    # its children the reports it learnt in a short window (core/node.h,
+    # kNewsWindow) together, so that a storm of adoptions wakes each process a few
+    # times rather than once per orphan. Up, and to a newly joined peer,
+    # `adoptionReport` goes one by one and at once.
     service :group {
       # A message of one service to the same service in another process. The rule
       # for a new protocol (docs/protocol.md): choose a free id, write a schema file
@@ -95,6 +101,11 @@ struct Hello {
   epoch @7 :UInt32;             # a back-end's member epoch (membership.capnp): one
                                 # below the epoch the tree knows for its rank is refused
   nonce @8 :Data;               # 32 random bytes of the connecting side, new for every hello
+  standby @9 :Bool;             # true: a standby link (FaultTolerance.standbyLinks): the
+                                # acceptor is the sender's first potential adopter and
+                                # keeps the proven connection idle; should the sender's
+                                # parent fail, it sends on it a second Hello, with `adopt`
+                                # and no proof, of the same rank and role
 }
 
 struct Challenge {
@@ -220,6 +231,8 @@ struct FaultTolerance {
   gossipPeriodMs @6 :UInt32;     # T_gossip
   gossipMaxHangupMs @7 :UInt32;  # T_max_hangup
   gossipPingTimeoutMs @8 :UInt32;  # 0: lostMs
+  standbyLinks @9 :Bool;         # every process keeps a standby link to its first
+                                 # potential adopter (docs/fault-tolerance.md)
 }
 
 struct Adopted {

@@ -25,4 +25,5 @@ struct Recovered {
   cleanupUs @7 :UInt64;          # updating local tables and sending reports
   attempts @8 :UInt32;           # adopters tried
   incompleteStreams @9 :List(UInt32);  # streams whose filters are not state recoverable
+  standby @10 :Bool;             # adopted over its standby link (no new connection)
 }

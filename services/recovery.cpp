@@ -13,20 +13,103 @@ namespace {
 
 std::chrono::microseconds us(Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d); }
 
+// Standby links: how long the live tree must be still before the link moves, and
+// how often it is checked anyway (a link refused or lost is opened again then).
+constexpr std::chrono::milliseconds kStandbySettle{50};
+constexpr std::chrono::milliseconds kStandbyCheck{1000};
+
 }  // namespace
 
 RecoveryService::RecoveryService(core::Node& node, const StreamService& streams, Observer* observer)
-    : node_(node), streams_(streams), observer_(observer), retry_(node.io()), attempt_(node.io()) {}
+    : node_(node),
+      streams_(streams),
+      observer_(observer),
+      retry_(node.io()),
+      attempt_(node.io()),
+      standby_timer_(node.io()) {}
 
 void RecoveryService::on_event(const core::NodeEvent& event) {
   if (std::holds_alternative<core::events::Orphaned>(event)) {
+    if (standby_socket_) {
+      boost::system::error_code ignored;
+      standby_socket_->close(ignored);
+    }
     searching_ = true;
     choose_ = {};
     attempts_ = 0;
     start_round();
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     stop();
+  } else if (std::holds_alternative<core::events::Started>(event)) {
+    check_standby_after(std::chrono::milliseconds(0));
+  } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
+             std::holds_alternative<core::events::Adopted>(event)) {
+    // Settles first: a storm of reports moves the link once, not once per report.
+    check_standby_after(kStandbySettle);
   }
+}
+
+// ---- the standby link ----
+
+void RecoveryService::check_standby_after(std::chrono::milliseconds delay) {
+  const auto& fault = node_.plan().fault;
+  if (!fault.enabled || !fault.standby_links || node_.stopping()) return;
+  const auto at = NodeClock::now() + delay;
+  if (standby_timer_.expiry() > NodeClock::now() && standby_timer_.expiry() <= at) return;
+  standby_timer_.expires_at(at);
+  standby_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) check_standby();
+  });
+}
+
+// The standby link goes to the first potential adopter, as the live tree stands;
+// a link to anyone else is closed and a new one opened.
+void RecoveryService::check_standby() {
+  // Again later: a refused or lost link is opened again. A node still launching,
+  // or whose adopter's port is not published yet, looks again soon.
+  check_standby_after(kStandbyCheck);
+  if (node_.phase() == core::Phase::launching) return check_standby_after(kStandbySettle);
+  if (node_.phase() != core::Phase::running || node_.is_root() || standby_socket_) return;
+  const auto candidates = node_.view()->potential_adopters(node_.identity().rank, 1);
+  if (candidates.empty()) return node_.close_standby("no potential adopter");
+  const Rank target = candidates.front();
+  if (node_.standby() == target) return;
+  const Topology& topology = *node_.topology();
+  const canopy::Node* n = topology.find(target);
+  if (!n) return;
+  if (n->port == 0) return check_standby_after(kStandbySettle);
+  if (topology.link_between(topology.at(node_.identity().rank), *n) == LinkKind::striped) {
+    return node_.close_standby("the first potential adopter is reached by a striped link");
+  }
+  auto endpoint = endpoint_of(target);
+  if (!endpoint) return;
+  standby_target_ = target;
+  standby_socket_ = std::make_unique<asio::ip::tcp::socket>(node_.io());
+  standby_socket_->async_connect(*endpoint, [this](const boost::system::error_code& ec) {
+    auto socket = std::move(standby_socket_);
+    if (ec || node_.phase() != core::Phase::running) {
+      if (ec && ec != asio::error::operation_aborted) {
+        log().info("cannot open a standby link to {}: {}", node_.describe(standby_target_), ec.message());
+      }
+      return;
+    }
+    node_.open_standby(transport::TcpLink::create(std::move(*socket)), standby_target_);
+  });
+}
+
+std::optional<asio::ip::tcp::endpoint> RecoveryService::endpoint_of(Rank candidate) {
+  const Topology& topology = *node_.topology();
+  const canopy::Node* n = topology.find(candidate);
+  if (!n || n->port == 0) return std::nullopt;
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(topology.address_of(n->host), ec);
+  if (ec) {
+    asio::ip::tcp::resolver resolver(node_.io());
+    auto results = resolver.resolve(topology.address_of(n->host), "0", ec);
+    if (ec || results.empty()) return std::nullopt;
+    address = results.begin()->endpoint().address();
+  }
+  return asio::ip::tcp::endpoint(address, n->port);
 }
 
 void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
@@ -47,6 +130,7 @@ void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, cap
   forwarded.compensate = std::chrono::microseconds(r.getCompensateUs());
   forwarded.cleanup = std::chrono::microseconds(r.getCleanupUs());
   forwarded.attempts = r.getAttempts();
+  forwarded.standby = r.getStandby();
   for (auto s : r.getIncompleteStreams()) forwarded.incomplete_streams.push_back(s);
   report(forwarded);
 }
@@ -71,14 +155,10 @@ void RecoveryService::try_next() {
     Rank candidate = candidates_[next_++];
     const canopy::Node* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.view()->alive(candidate)) continue;
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(topology.address_of(n->host), ec);
-    if (ec) {
-      asio::ip::tcp::resolver resolver(node_.io());
-      auto results = resolver.resolve(topology.address_of(n->host), "0", ec);
-      if (ec || results.empty()) continue;
-      address = results.begin()->endpoint().address();
-    }
+    const bool standby = node_.standby() == candidate;
+    std::optional<asio::ip::tcp::endpoint> endpoint;
+    if (!standby) endpoint = endpoint_of(candidate);
+    if (!standby && !endpoint) continue;
     if (attempts_++ == 0) connect_start_ = Clock::now();
     trying_ = candidate;
     log().info("asking {} to adopt this node", node_.describe(candidate));
@@ -87,6 +167,17 @@ void RecoveryService::try_next() {
     attempt_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) give_up_attempt();
     });
+    if (standby && node_.request_adoption_on_standby(candidate, [this](Result<core::Adoption> result) {
+          answered(result);
+        })) {
+      asking_ = true;
+      over_standby_ = true;
+      return;
+    }
+    if (standby && !(endpoint = endpoint_of(candidate))) {
+      attempt_.cancel();
+      continue;
+    }
     if (topology.link_between(me, *n) == LinkKind::striped) {
       auto paths = transport::paths_between(topology.nics_of(me.host), topology.nics_of(n->host), n->port);
       striped_attempt_ = ++striped_attempts_;
@@ -111,7 +202,7 @@ void RecoveryService::try_next() {
       return;
     }
     socket_ = std::make_unique<asio::ip::tcp::socket>(node_.io());
-    socket_->async_connect({address, n->port}, [this, candidate](const boost::system::error_code& ec) {
+    socket_->async_connect(*endpoint, [this, candidate](const boost::system::error_code& ec) {
       if (!socket_ || node_.phase() != core::Phase::orphaned) return;
       auto socket = std::move(socket_);
       if (ec) {
@@ -142,6 +233,7 @@ void RecoveryService::try_next() {
 void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
   log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
   asking_ = true;
+  over_standby_ = false;
   node_.request_adoption(std::move(link), candidate, [this](Result<core::Adoption> result) { answered(result); });
 }
 
@@ -180,6 +272,7 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   r.failed_parent = adoption.failed_parent;
   r.incarnation = adoption.incarnation;
   r.attempts = attempts_;
+  r.standby = over_standby_;
   r.choose = choose_;
   r.connect = us(adoption.accepted - connect_start_);
   r.compensate = us(adoption.compensated - adoption.accepted);
@@ -196,6 +289,11 @@ void RecoveryService::stop() {
   searching_ = false;
   retry_.cancel();
   attempt_.cancel();
+  standby_timer_.cancel();
+  if (standby_socket_) {
+    boost::system::error_code ignored;
+    standby_socket_->close(ignored);
+  }
   if (socket_) {
     boost::system::error_code ignored;
     socket_->close(ignored);
@@ -220,6 +318,7 @@ void RecoveryService::report(const RecoveryReport& report) {
   r.setCompensateUs(report.compensate.count());
   r.setCleanupUs(report.cleanup.count());
   r.setAttempts(report.attempts);
+  r.setStandby(report.standby);
   auto list = r.initIncompleteStreams(report.incomplete_streams.size());
   for (std::size_t i = 0; i < report.incomplete_streams.size(); ++i) list.set(i, report.incomplete_streams[i]);
   node_.send_up(message);

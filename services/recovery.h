@@ -9,6 +9,11 @@
 // view). Once adopted, and the stream service has sent its state, the orphan reports
 // how the recovery went (Recovered) to the front-end, where it is the observer's
 // on_recovered.
+//
+// With standby links (FaultToleranceOptions::standby_links), the service also keeps,
+// while the node runs, a connection to its first potential adopter as the core's
+// standby link: it checks where that link should go a moment after the live tree
+// changes, and every second; and an orphan asks that adopter first, on that link.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -55,6 +60,11 @@ class RecoveryService final : public core::Service {
   void give_up_attempt();
   void stop();
   void report(const RecoveryReport& report);
+  // Where `candidate` listens (first address of its host), if it can be resolved.
+  std::optional<asio::ip::tcp::endpoint> endpoint_of(Rank candidate);
+  // Standby links: check after `delay` (an earlier check stands).
+  void check_standby_after(std::chrono::milliseconds delay);
+  void check_standby();
 
   core::Node& node_;
   const StreamService& streams_;
@@ -73,7 +83,12 @@ class RecoveryService final : public core::Service {
   std::uint64_t striped_attempt_ = 0;  // 0: none under way
   std::uint64_t striped_attempts_ = 0;
   bool asking_ = false;
+  bool over_standby_ = false;  // the request under way went on the standby link
   Timer retry_, attempt_;
+  // The standby link being connected, to `standby_target_`.
+  std::unique_ptr<asio::ip::tcp::socket> standby_socket_;
+  Rank standby_target_ = 0;
+  Timer standby_timer_;
 };
 
 }  // namespace canopy::services

@@ -733,6 +733,9 @@ int main(int argc, char** argv) {
       ->check(canopy::tools::in_range(1, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
                              "Do not heal: losing its parent stops a process and its subtree");
+  run_cmd->add_flag_function("--standby-links", [&opt](std::int64_t) { opt.fault.standby_links = true; },
+                             "Every process keeps an idle connection to its first potential adopter, so that "
+                             "adoption is one message (docs/fault-tolerance.md); one connection per process");
   run_cmd->add_option_function<std::string>(
               "--links",
               [&opt](const std::string& v) { opt.links = canopy::link_kind_from(v); },

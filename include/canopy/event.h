@@ -32,6 +32,7 @@ struct Event {
   // its filter states and held-back output, and to update tables and send reports.
   std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
   std::uint32_t attempts = 0;     // recovered: adopters tried
+  bool standby = false;           // recovered: adopted over its standby link
   std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
   // view: the view this process now holds, and who left and joined since the view
   // it held before (one event per view it applied, in view order; a process that

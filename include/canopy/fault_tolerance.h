@@ -48,6 +48,13 @@ struct FaultToleranceOptions {
   std::chrono::milliseconds lost{5000};
   // An orphan that no adopter has accepted after this long stops its subtree.
   std::chrono::milliseconds adoption_timeout{30000};
+  // Every process but the root keeps an idle, authenticated connection to its first
+  // potential adopter (a standby link), so that its adoption, should its parent
+  // fail, is one message on an open connection rather than a connect and a
+  // handshake. Costs one connection per process (two descriptors), no traffic.
+  // Plain TCP links only: a process whose first potential adopter is reached by a
+  // striped link connects when it needs to, as without this option.
+  bool standby_links = false;
   // End-to-end failure detection among the back-ends, on top of the links' own.
   GossipOptions gossip;
 };

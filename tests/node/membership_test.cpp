@@ -293,7 +293,17 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   ASSERT_FALSE(tree.heard(3).views.empty());
   EXPECT_EQ(tree.heard(3).views.front().view.id, 2u);
   EXPECT_EQ(tree.heard(3).views.front().joined, Ranks{3});
-  // Every process's live tree has it back, under C2, at a new incarnation.
+  // Every process's live tree has it back, under C2, at a new incarnation: soon
+  // after the view, as adoption reports go down the tree in batches (core/node.h,
+  // kNewsWindow, at each level).
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        for (Rank r : survivors(tree)) {
+          if (!tree.node(r).view()->alive(3)) return false;
+        }
+        return true;
+      },
+      100ms));
   for (Rank r : survivors(tree)) {
     const auto* live = tree.node(r).view();
     EXPECT_TRUE(live->alive(3)) << "at " << r;

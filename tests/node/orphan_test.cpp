@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "tree_harness.h"
@@ -151,6 +152,34 @@ TEST(Orphans, AnAdopterThatHearsNoReportProbesTheParentAndAdoptsWhenItIsSilent) 
   tree.kill(FE + 3);
 }
 
+// Requests held for one parent share one probe of it (core/node_accept.cpp): here
+// the 4 back-ends of FE+3 (hung with FE+1, so no one reports it) ask the same
+// adopter, which probes FE+3 once, not once per orphan, and adopts them together
+// when the hold ends. Each process probes at most once per hung parent (FE+1 and
+// FE+3).
+TEST(Orphans, RequestsHeldForOneParentShareOneProbe) {
+  FaultToleranceOptions fault;
+  fault.heartbeat = 100ms;
+  fault.suspect = 300ms;
+  fault.lost = 1000ms;
+  TreeHarness tree("b:2x2x4", fault);  // FE+3 (back-ends 0-3), FE+4 (4-7) under FE+1
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(FE + 1);
+  tree.freeze(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] {
+    for (Rank orphan = 0; orphan < 4; ++orphan) {
+      if (!own_recovery(tree, orphan)) return false;
+    }
+    return true;
+  }, 10 * fault.lost)) << "FE+3's back-ends were not adopted";
+  for (const auto& n : tree.topology().nodes()) {
+    if (!tree.alive(n.rank) || tree.frozen(n.rank)) continue;
+    EXPECT_LE(tree.node(n.rank).parent_probes(), 2u) << n.rank << " probed a parent once per held request";
+  }
+  tree.kill(FE + 1);
+  tree.kill(FE + 3);
+}
+
 // A zombie parent (issue 16, finding 2): FE+1 stalls (SIGSTOP, swapped out) long
 // enough for its back-ends to declare it lost, but wakes before its own parent
 // declares it (the front-end heard from it last: data went up until it stalled,
@@ -288,6 +317,111 @@ TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
     EXPECT_EQ(report.incomplete_streams, std::vector<StreamId>{sum}) << report.rank << ": not " << union_stream;
   }
   EXPECT_EQ(tree.node(FE).children().size(), 3u) << "FE+1, gone, then 0 and 1";
+}
+
+// Adoption reports go down the tree in batches (core/node.h, kNewsWindow): when a
+// commnode with 8 back-ends dies and its orphans are adopted at about the same
+// time, a bystander back-end hears of all 8 adoptions in a few messages, not one
+// message per orphan (each message a wake-up of every process in a real tree).
+TEST(Orphans, AdoptionReportsReachTheRestOfTheTreeInBatches) {
+  FaultToleranceOptions fault;
+  TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  ASSERT_TRUE(tree.launch());
+  const Rank bystander = 63;  // under FE+8
+  const std::size_t before = tree.node(bystander).news_received();
+  tree.kill(FE + 1);
+  auto adoptions_heard = [&] {
+    std::size_t n = 0;
+    for (const auto& c : tree.heard(bystander).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
+    return n;
+  };
+  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard() == 8; }, 10s))
+      << "the bystander heard of " << adoptions_heard() << " of the 8 adoptions";
+  for (Rank orphan = 0; orphan < 8; ++orphan) ASSERT_TRUE(own_recovery(tree, orphan)) << orphan;
+  const std::size_t messages = tree.node(bystander).news_received() - before;
+  EXPECT_LE(messages, 3u) << "the failure report and the 8 adoption reports came in " << messages
+                          << " messages: they were not batched";
+}
+
+// Standby links (FaultToleranceOptions::standby_links): once the tree runs, every
+// process that has a potential adopter keeps a link to the first, and the
+// orphans of a failed commnode are adopted over those links, each by the adopter
+// its link went to, with no new connection.
+TEST(Orphans, WithStandbyLinksOrphansAreAdoptedOverTheLinksTheyKeep) {
+  FaultToleranceOptions fault;
+  fault.standby_links = true;
+  TreeHarness tree("b:4^2", fault);  // FE+1..FE+4, back-ends 4k..4k+3 under FE+1+k
+  ASSERT_TRUE(tree.launch());
+  // The commnodes have none: their parent is the root, and no one adopts a child
+  // of a failed root.
+  auto all_standing = [&] {
+    for (const auto& n : tree.topology().nodes()) {
+      if (!tree.alive(n.rank)) continue;
+      if (n.role == Role::backend && !tree.node(n.rank).standby()) return false;
+      if (n.role != Role::backend && tree.node(n.rank).standby()) return false;
+    }
+    return true;
+  };
+  auto accepted = [&] {
+    std::size_t held = 0;
+    for (Rank c = FE + 1; c <= FE + 4; ++c) held += tree.node(c).standbys_accepted();
+    return held;
+  };
+  ASSERT_TRUE(tree.run_until([&] { return all_standing() && accepted() == 16; }, 5s))
+      << "not every back-end opened its standby link; the commnodes hold " << accepted() << " of 16";
+  std::map<Rank, Rank> standby;
+  for (Rank orphan = 0; orphan < 4; ++orphan) {
+    standby[orphan] = *tree.node(orphan).standby();
+    EXPECT_NE(standby[orphan], FE + 1) << orphan << ": a standby link to its own parent";
+    EXPECT_EQ(standby[orphan], tree.node(orphan).view()->potential_adopters(orphan, 1).front()) << orphan;
+  }
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] {
+    for (Rank orphan = 0; orphan < 4; ++orphan) {
+      if (!own_recovery(tree, orphan)) return false;
+    }
+    return true;
+  }, 10s));
+  for (Rank orphan = 0; orphan < 4; ++orphan) {
+    const Event& recovered = *own_recovery(tree, orphan);
+    EXPECT_TRUE(recovered.standby) << orphan << " was not adopted over its standby link";
+    EXPECT_EQ(recovered.adopter, standby[orphan]) << orphan;
+    EXPECT_EQ(recovered.attempts, 1u) << orphan;
+  }
+  // The links follow the tree: the adopted orphans open new ones (not to their new
+  // parent), and those that pointed at FE+1 (none here: back-ends point at commnodes
+  // other than their parent) would move.
+  ASSERT_TRUE(tree.run_until(all_standing, 5s)) << "the adopted orphans did not open new standby links";
+  for (Rank orphan = 0; orphan < 4; ++orphan) {
+    EXPECT_NE(*tree.node(orphan).standby(), standby[orphan]) << orphan << ": a standby link to its new parent";
+  }
+}
+
+// A standby link whose acceptor dies is replaced by one to the next potential
+// adopter; without the option, no process keeps one.
+TEST(Orphans, AStandbyLinkFollowsItsAdopterAndIsKeptOnlyWithTheOption) {
+  {
+    FaultToleranceOptions fault;
+    fault.standby_links = true;
+    TreeHarness tree("b:4^2", fault);
+    ASSERT_TRUE(tree.launch());
+    ASSERT_TRUE(tree.run_until([&] { return tree.node(0).standby().has_value(); }, 5s));
+    const Rank first = *tree.node(0).standby();
+    tree.kill(first);
+    ASSERT_TRUE(tree.run_until([&] {
+      auto s = tree.node(0).standby();
+      return s && *s != first;
+    }, 5s)) << "back-end 0 kept no standby link after its adopter " << first << " died";
+    EXPECT_EQ(*tree.node(0).standby(), tree.node(0).view()->potential_adopters(0, 1).front());
+  }
+  FaultToleranceOptions without;
+  TreeHarness plain("b:4^2", without);
+  ASSERT_TRUE(plain.launch());
+  plain.run_for(3s);
+  for (const auto& n : plain.topology().nodes()) {
+    EXPECT_FALSE(plain.node(n.rank).standby()) << n.rank;
+    EXPECT_EQ(plain.node(n.rank).standbys_accepted(), 0u) << n.rank;
+  }
 }
 
 }  // namespace
