@@ -305,6 +305,9 @@ struct RecoveryRun {
 RecoveryRun run_recovery(std::size_t fanout, bool standby, const std::string& run) {
   RecordDir record;
   auto net = launch(victim_topology(fanout), standby);
+  // The tree in its steady state, in both modes: standby links open 1-2 s after
+  // each process starts (services/recovery.cpp, kStandbyFirst).
+  std::this_thread::sleep_for(2500ms);
   // The paper's 10 Hz sampling rate, long enough to outlast the kill (at 500 ms)
   // and the recovery, after which the union is checked.
   const int duration_ms = 3000 + 20 * static_cast<int>(fanout);

@@ -37,7 +37,7 @@ for ((round = 1; round <= rounds; round++)); do
     run=$!
     for _ in $(seq 120); do grep -q "union has" "$work/run.out" && break; sleep 0.5; done
     grep -q "union has" "$work/run.out" || { echo "standby_cost: the tree did not come up" >&2; cat "$work/run.out" >&2; exit 1; }
-    sleep 3  # the standby links open once the commnodes' ports are known
+    sleep 3  # the standby links open 1-2 s after each process starts
     fe=0; commnodes=0; backends=0; nc=0; nb=0
     fe=$( (ls "/proc/$run/fd" 2>/dev/null || true) | wc -l)  # the front-end's own
     # Shell built-ins only: a thousand processes are counted in well under a second.

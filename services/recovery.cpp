@@ -1,5 +1,7 @@
 #include "services/recovery.h"
 
+#include <random>
+
 #include "core/auth.h"
 #include "core/log.h"
 #include "transport/tcp_link.h"
@@ -17,6 +19,10 @@ std::chrono::microseconds us(Clock::duration d) { return std::chrono::duration_c
 // how often it is checked anyway (a link refused or lost is opened again then).
 constexpr std::chrono::milliseconds kStandbySettle{50};
 constexpr std::chrono::milliseconds kStandbyCheck{1000};
+// The first standby link opens between 1 and 2 s after the node started (spread at
+// random): a large tree's thousand handshakes then run after its launch, or spread
+// over it, rather than competing with it (docs/fault-tolerance.md).
+constexpr std::chrono::milliseconds kStandbyFirst{1000};
 
 }  // namespace
 
@@ -41,7 +47,11 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
-    check_standby_after(std::chrono::milliseconds(0));
+    std::uniform_int_distribution<std::int64_t> spread(0, kStandbyFirst.count());
+    std::random_device random;
+    const auto first = kStandbyFirst + std::chrono::milliseconds(spread(random));
+    standby_not_before_ = NodeClock::now() + first;
+    check_standby_after(first);
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
              std::holds_alternative<core::events::Adopted>(event)) {
     // Settles first: a storm of reports moves the link once, not once per report.
@@ -70,6 +80,9 @@ void RecoveryService::check_standby() {
   check_standby_after(kStandbyCheck);
   if (node_.phase() == core::Phase::launching) return check_standby_after(kStandbySettle);
   if (node_.phase() != core::Phase::running || node_.is_root() || standby_socket_) return;
+  if (!node_.standby() && NodeClock::now() < standby_not_before_) {
+    return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
+  }
   const auto candidates = node_.view()->potential_adopters(node_.identity().rank, 1);
   if (candidates.empty()) return node_.close_standby("no potential adopter");
   const Rank target = candidates.front();

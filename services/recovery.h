@@ -88,6 +88,7 @@ class RecoveryService final : public core::Service {
   // The standby link being connected, to `standby_target_`.
   std::unique_ptr<asio::ip::tcp::socket> standby_socket_;
   Rank standby_target_ = 0;
+  NodeClock::time_point standby_not_before_{};  // no first standby link before
   Timer standby_timer_;
 };
 
