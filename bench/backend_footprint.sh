@@ -9,23 +9,11 @@
 # (CANOPY_BUILD_DIR selects the build directory; default build/, built if needed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-bench-results}
+source bench/lib.sh
 n=${2:-16}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-command -v gnuplot >/dev/null || ./scripts/setup.sh
-build=${CANOPY_BUILD_DIR:-build}
-[ -x "$build/bin/canopy-demo-backend" ] || ./scripts/build.sh "$build"
-bin=$(cd "$build/bin" && pwd)
-work=$(mktemp -d)
+bench_prologue "${1:-bench-results}" canopy-demo-backend
 started=()  # every process this script started; only those are measured or killed
 trap 'for p in "${started[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-# The processes below $1 (its children, theirs, ...), one pid a line.
-descendants() {
-  local p
-  for p in $(pgrep -P "$1" || true); do echo "$p"; descendants "$p"; done
-}
 
 # One line per back-end process among the pids given: rss anon file pss private
 # threads (kB; threads).
@@ -108,23 +96,6 @@ awk -F, 'NR > 1 && $4 == "kB" { v[$1","$2] = $3 }
         split("resident|of_it_anonymous|of_it_files_(code)|proportional_(PSS)|private", label, "|");
         for (i = 1; i <= 5; i++) print label[i], v["launched,"k[i]] / 1024, v["attached,"k[i]] / 1024 }' \
   "$out/footprint.csv" > "$work/footprint.dat"
-gnuplot <<GP
-set terminal pngcairo size 1000,560
-set output "$out/footprint.png"
-set title "Memory of one Canopy back-end ($n in the tree; medians)"
-set ylabel "MiB"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set boxwidth 0.9
-set grid ytics
-set yrange [0:*]
-set offsets 0, 0, graph 0.1, 0
-set key top right
-set xtics scale 0
-plot "$work/footprint.dat" using 2:xtic(stringcolumn(1) eq "" ? "" : system("echo '".stringcolumn(1)."' | tr _ ' '")) title "launched", \
-     "" using 3 title "attached", \
-     "" using (\$0 - 0.15):2:(sprintf("%.2f", \$2)) with labels offset 0,0.7 font ",9" notitle, \
-     "" using (\$0 + 0.15):3:(sprintf("%.2f", \$3)) with labels offset 0,0.7 font ",9" notitle
-GP
+plot_two_bars "$work/footprint.dat" "$out/footprint.png" "Memory of one Canopy back-end ($n in the tree; medians)" \
+  MiB "%.2f" launched attached
 echo "wrote $out/footprint.csv, $out/mappings.csv, $out/footprint.png"

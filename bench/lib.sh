@@ -68,3 +68,50 @@ own_group_trap() {
   trap end_group EXIT
   trap 'exit 130' INT TERM
 }
+
+# The processes below $1 (children, theirs, ...), one pid a line, from one snapshot
+# of the process table (fast enough for a thousand processes).
+descendants() {
+  ps -eo pid=,ppid= | awk -v root="$1" '{ kids[$2] = kids[$2] " " $1 }
+    END { n = split(kids[root], queue, " "); for (i = 1; i <= n; i++) { print queue[i];
+            m = split(kids[queue[i]], more, " "); for (j = 1; j <= m; j++) queue[++n] = more[j] } }'
+}
+
+# plot_two_bars DAT PNG TITLE YLABEL FORMAT A B: a bar chart of DAT's rows ("label
+# a b", underscores in labels drawn as spaces), two bars per row titled A and B, each
+# with its value printed above it in FORMAT (a printf format, e.g. "%.2f").
+plot_two_bars() {
+  local dat=$1 png=$2 title=$3 ylabel=$4 format=$5 a=$6 b=$7
+  gnuplot <<GP
+set terminal pngcairo size 1000,560 noenhanced
+set output "$png"
+set title "$title"
+set ylabel "$ylabel"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set grid ytics
+set yrange [0:*]
+set offsets 0, 0, graph 0.1, 0
+set key top left
+set xtics scale 0
+plot "$dat" using 2:xtic(system("echo '".stringcolumn(1)."' | tr _ ' '")) title "$a", "" using 3 title "$b", \\
+     "" using (\$0 - 0.15):2:(sprintf("$format", \$2)) with labels offset 0,0.7 font ",9" notitle, \\
+     "" using (\$0 + 0.15):3:(sprintf("$format", \$3)) with labels offset 0,0.7 font ",9" notitle
+GP
+}
+
+# bench_prologue OUT_DIR PROGRAM: makes OUT_DIR and sets $out to its absolute path,
+# installs gnuplot if it is missing, builds $CANOPY_BUILD_DIR (default build/) if
+# PROGRAM is not in its bin/, and sets $bin to that bin/ and $work to a new
+# temporary directory (the caller removes it).
+bench_prologue() {
+  mkdir -p "$1"
+  out=$(cd "$1" && pwd)
+  command -v gnuplot >/dev/null || ./scripts/setup.sh
+  local build=${CANOPY_BUILD_DIR:-build}
+  [ -x "$build/bin/$2" ] || ./scripts/build.sh "$build"
+  bin=$(cd "$build/bin" && pwd)
+  work=$(mktemp -d)
+}

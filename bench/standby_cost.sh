@@ -9,25 +9,12 @@
 # (CANOPY_BUILD_DIR selects the build directory; default build/, built if needed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-bench-results}
+source bench/lib.sh
 rounds=${2:-2}
 tree=${3:-b:32^2}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-command -v gnuplot >/dev/null || ./scripts/setup.sh
-build=${CANOPY_BUILD_DIR:-build}
-[ -x "$build/bin/canopy" ] || ./scripts/build.sh "$build"
-bin=$(cd "$build/bin" && pwd)
-work=$(mktemp -d)
+bench_prologue "${1:-bench-results}" canopy
 run=""
 trap '[ -n "$run" ] && kill -TERM "$run" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-
-# The processes below $1 (children, theirs, ...), from one snapshot of the table.
-descendants() {
-  ps -eo pid=,ppid= | awk -v root="$1" '{ kids[$2] = kids[$2] " " $1 }
-    END { n = split(kids[root], queue, " "); for (i = 1; i <= n; i++) { print queue[i];
-            m = split(kids[queue[i]], more, " "); for (j = 1; j <= m; j++) queue[++n] = more[j] } }'
-}
 
 echo "round,mode,metric,value,unit" > "$out/standby_cost.csv"
 for ((round = 1; round <= rounds; round++)); do
@@ -72,22 +59,7 @@ awk -F, 'NR > 1 { v[$2","$3] = $4 }
         print "commnodes", v["off,commnode_fds"], v["on,commnode_fds"];
         print "back-ends", v["off,backend_fds"], v["on,backend_fds"];
         print "all", v["off,total_fds"], v["on,total_fds"] }' "$out/standby_cost.csv" > "$work/fds.dat"
-gnuplot <<GP
-set terminal pngcairo size 900,560 noenhanced
-set output "$out/standby_cost.png"
-set title "Open descriptors of a $tree tree, without and with standby links (round $rounds of $rounds)"
-set ylabel "descriptors"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set boxwidth 0.9
-set grid ytics
-set yrange [0:*]
-set offsets 0, 0, graph 0.1, 0
-set key top left
-set xtics scale 0
-plot "$work/fds.dat" using 2:xtic(1) title "without", "" using 3 title "with standby links", \\
-     "" using (\$0 - 0.15):2:(sprintf("%d", \$2)) with labels offset 0,0.7 font ",9" notitle, \\
-     "" using (\$0 + 0.15):3:(sprintf("%d", \$3)) with labels offset 0,0.7 font ",9" notitle
-GP
+plot_two_bars "$work/fds.dat" "$out/standby_cost.png" \
+  "Open descriptors of a $tree tree, without and with standby links (round $rounds of $rounds)" descriptors "%d" \
+  without "with standby links"
 echo "wrote $out/standby_cost.csv, $out/standby_cost.png"

@@ -173,16 +173,22 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
 
 // The hello goes at once; its proof waits for the acceptor's challenge
 // (on_up_handshake), over whose nonce it is computed.
-void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
-                       bool standby) {
-  auto message = std::make_unique<capnp::MallocMessageBuilder>();
-  auto h = message->initRoot<wire::Hello>();
+// What every hello of this process says: version, network, role, rank, pid, and
+// the incarnation it asks for.
+void Node::init_hello(wire::Hello::Builder h, std::uint32_t incarnation) const {
   h.setProtocolVersion(wire::PROTOCOL_VERSION);
   h.setNetworkId(id_.network_id);
   h.setRole(core::to_wire(id_.role));
   h.setRank(id_.rank);
   h.setIncarnation(incarnation);
   h.setPid(getpid());
+}
+
+void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
+                       bool standby) {
+  auto message = std::make_unique<capnp::MallocMessageBuilder>();
+  auto h = message->initRoot<wire::Hello>();
+  init_hello(h, incarnation);
   h.setAdopt(adopt);
   h.setStandby(standby);
   for (Service* service : services_) service->fill_hello(h);
@@ -477,12 +483,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
   // Proved when the link was opened: this hello carries the same rank and role.
   Message hello(id_);
   auto h = hello.body().initHello();
-  h.setProtocolVersion(wire::PROTOCOL_VERSION);
-  h.setNetworkId(id_.network_id);
-  h.setRole(core::to_wire(id_.role));
-  h.setRank(id_.rank);
-  h.setIncarnation(incarnation);
-  h.setPid(getpid());
+  init_hello(h, incarnation);
   h.setAdopt(true);
   for (Service* service : services_) service->fill_hello(h);
   o->trying->send(hello.builder());

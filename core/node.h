@@ -262,6 +262,7 @@ class Node {
   bool on_up_handshake(const transport::Link* link, capnp::MessageReader& message);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
+  void init_hello(wire::Hello::Builder hello, std::uint32_t incarnation) const;
   void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
                    bool standby = false);
   void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);

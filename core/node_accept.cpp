@@ -413,12 +413,7 @@ void Node::probe_parent(HeldAdoption& held) {
         });
     Message hello(id_);
     auto h2 = hello.body().initHello();
-    h2.setProtocolVersion(wire::PROTOCOL_VERSION);
-    h2.setNetworkId(id_.network_id);
-    h2.setRole(core::to_wire(id_.role));
-    h2.setRank(id_.rank);
-    h2.setIncarnation(id_.incarnation);
-    h2.setPid(getpid());
+    init_hello(h2, id_.incarnation);
     h2.setNonce(as_data(h->probe_nonce));
     link->send(hello.builder());
   });
