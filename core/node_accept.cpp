@@ -249,6 +249,8 @@ void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader
     link->close("standby link refused: " + why);
   };
   if (stopping()) return refuse("stopping");
+  // Held without a deadline: only where the tree asked for them.
+  if (!plan_.fault.enabled || !plan_.fault.standby_links) return refuse("standby links are off in this tree");
   if (!tree_ || !tree_->view().contains(rank)) return refuse("rank " + std::to_string(rank) + " is not in the tree");
   if (standbys_.size() >= max_pending()) return refuse("this node holds as many standby links as it takes");
   hello_deadlines_.erase(link.get());

@@ -62,6 +62,7 @@ struct HelloSpec {
   bool adopt = false;
   std::uint64_t network_id = 0;
   canopy::core::Nonce nonce = canopy::core::new_nonce();
+  bool standby = false;
 };
 
 // The hello of `spec` as its own message (root: wire::Hello).
@@ -76,6 +77,7 @@ std::unique_ptr<capnp::MallocMessageBuilder> hello_of(const HelloSpec& spec) {
   h.setPid(getpid());
   h.setAdopt(spec.adopt);
   h.setNonce(canopy::core::as_data(spec.nonce));
+  h.setStandby(spec.standby);
   return message;
 }
 
@@ -208,6 +210,7 @@ class Security : public TreeTest {
     options.fault_tolerance.heartbeat = 100ms;
     options.fault_tolerance.suspect = 500ms;
     options.fault_tolerance.lost = 2000ms;
+    options.fault_tolerance.standby_links = standby_links_;
     auto network = canopy::Network::launch(std::move(options));
     ASSERT_TRUE(network) << network.error();
     network_ = std::move(*network);
@@ -253,6 +256,13 @@ class Security : public TreeTest {
   std::string file_;
   canopy::attach::AttachFile attach_;
   std::vector<std::unique_ptr<canopy::Backend>> backends_;
+  bool standby_links_ = false;
+};
+
+// The same tree with standby links (docs/fault-tolerance.md).
+class SecurityWithStandbyLinks : public Security {
+ protected:
+  SecurityWithStandbyLinks() { standby_links_ = true; }
 };
 
 // The finding of issue 16: knowing the network id was enough to be adopted under a
@@ -365,6 +375,47 @@ TEST_F(Security, ALiveBackendsRankCannotBeTakenOverEvenWithTheSecret) {
   ASSERT_TRUE(got) << got.error();
   ASSERT_TRUE(got->has_value()) << "back-end 0 got nothing within 10 s";
   EXPECT_EQ((*got)->stream, *stream);
+}
+
+// A standby link proves one rank; the request for adoption it may carry later has
+// no proof of its own, so it must be that rank's: a process with the secret that
+// opens a standby link as back-end 0 and then asks, on it, for back-end 1's
+// adoption is cut off, and back-end 1 stays where it is.
+TEST_F(SecurityWithStandbyLinks, AStandbyLinkCarriesOnlyTheRequestOfTheRankItProved) {
+  HostileClient client(second_commnode().address, second_commnode().port);
+  ASSERT_EQ(client.error(), "");
+  const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true};
+  client.say_hello(spec);
+  const auto challenge = client.challenge();
+  ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes);
+  client.send_proof(proof_of(spec, challenge.nonce, attach_.secret));
+  client.say_hello({.rank = 1, .incarnation = 9, .adopt = true, .network_id = attach_.network_id});
+  auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
+  EXPECT_FALSE(heard.adopted) << "a standby link proved as back-end 0 took over back-end 1";
+  ASSERT_TRUE(heard.closed) << "the forged request was neither granted nor refused within 20 s";
+  const std::string log = slurp(dir_ / ("commnode-" + std::to_string(FE + 2) + ".log"));
+  EXPECT_NE(log.find("closing the standby link of back-end 0"), std::string::npos) << log;
+  auto one = status_of(1);
+  EXPECT_TRUE(one.alive);
+  EXPECT_EQ(one.parent, std::optional<Rank>(FE + 1));
+  EXPECT_EQ(one.incarnation, 0u);
+  expect_backend_0_untouched();
+}
+
+// Where the tree runs without standby links, no one may hold one open: it would be
+// a connection without a deadline.
+TEST_F(Security, AStandbyLinkIsRefusedInATreeWithoutThem) {
+  HostileClient client(second_commnode().address, second_commnode().port);
+  ASSERT_EQ(client.error(), "");
+  const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true};
+  client.say_hello(spec);
+  const auto challenge = client.challenge();
+  ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes);
+  client.send_proof(proof_of(spec, challenge.nonce, attach_.secret));
+  auto heard = client.wait([](const auto& h) { return h.closed.has_value(); }, 20s);
+  ASSERT_TRUE(heard.closed) << "a standby link was kept in a tree without them";
+  const std::string log = slurp(dir_ / ("commnode-" + std::to_string(FE + 2) + ".log"));
+  EXPECT_NE(log.find("standby links are off in this tree"), std::string::npos) << log;
 }
 
 // Garbage before a hello closes the connection with the "bad frame" warning that
