@@ -41,6 +41,12 @@ std::string role_name(Role role) {
   return "node";
 }
 
+void set_adoption(wire::AdoptionReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
+  a.setOrphan(orphan);
+  a.setAdopter(adopter);
+  a.setIncarnation(incarnation);
+}
+
 }  // namespace
 
 const char* to_string(Phase phase) {
@@ -621,10 +627,7 @@ void Node::send_news_down() {
     unsigned i = 0;
     for (const auto& n : news) {
       if (n.except == child.link.get()) continue;
-      list[i].setOrphan(n.orphan);
-      list[i].setAdopter(n.adopter);
-      list[i].setIncarnation(n.incarnation);
-      ++i;
+      set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
     }
     child.link->send(message.builder());
   }
@@ -660,10 +663,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
   // report that follows it up must not overtake it. Down in a batch (kNewsWindow).
   if (parent_ && parent_.get() != from) {
     Message message(id_);
-    auto a = message.body().initAdoptionReport();
-    a.setOrphan(orphan);
-    a.setAdopter(adopter);
-    a.setIncarnation(incarnation);
+    set_adoption(message.body().initAdoptionReport(), orphan, adopter, incarnation);
     parent_->send(message.builder());
   }
   if (!children_.empty()) {
@@ -691,10 +691,7 @@ void Node::send_live_tree(Link& link) {
       f.setReason("failed before this process joined");
       f.setIncarnation(tree_->view().incarnation(report.rank));
     } else {
-      auto a = message.body().initAdoptionReport();
-      a.setOrphan(report.rank);
-      a.setAdopter(report.adopter);
-      a.setIncarnation(report.incarnation);
+      set_adoption(message.body().initAdoptionReport(), report.rank, report.adopter, report.incarnation);
     }
     link.send(message.builder());
   }

@@ -168,10 +168,8 @@ void RecoveryService::try_next() {
     Rank candidate = candidates_[next_++];
     const canopy::Node* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.view()->alive(candidate)) continue;
-    const bool standby = node_.standby() == candidate;
-    std::optional<asio::ip::tcp::endpoint> endpoint;
-    if (!standby) endpoint = endpoint_of(candidate);
-    if (!standby && !endpoint) continue;
+    const auto endpoint = endpoint_of(candidate);
+    if (!endpoint) continue;
     if (attempts_++ == 0) connect_start_ = Clock::now();
     trying_ = candidate;
     log().info("asking {} to adopt this node", node_.describe(candidate));
@@ -180,16 +178,11 @@ void RecoveryService::try_next() {
     attempt_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) give_up_attempt();
     });
-    if (standby && node_.request_adoption_on_standby(candidate, [this](Result<core::Adoption> result) {
-          answered(result);
-        })) {
+    if (node_.standby() == candidate &&
+        node_.request_adoption_on_standby(candidate, [this](Result<core::Adoption> result) { answered(result); })) {
       asking_ = true;
       over_standby_ = true;
       return;
-    }
-    if (standby && !(endpoint = endpoint_of(candidate))) {
-      attempt_.cancel();
-      continue;
     }
     if (topology.link_between(me, *n) == LinkKind::striped) {
       auto paths = transport::paths_between(topology.nics_of(me.host), topology.nics_of(n->host), n->port);

@@ -167,6 +167,16 @@ class HostileClient {
     return challenge_.value_or(Challenge{});
   }
 
+  // The whole handshake as `spec`'s rank, proved under `secret`: false if no
+  // challenge came.
+  bool handshake(const HelloSpec& spec, const canopy::core::Secret& secret) {
+    say_hello(spec);
+    const auto c = challenge();
+    if (c.nonce.size() != canopy::core::kNonceBytes) return false;
+    send_proof(proof_of(spec, c.nonce, secret));
+    return true;
+  }
+
   void send_proof(const canopy::core::Proof& proof) {
     loop_.call([&] {
       canopy::core::Message message(canopy::core::NodeIdentity{});
@@ -276,10 +286,7 @@ TEST_F(Security, AHijackWithoutTheSecretIsRefusedAndLoggedOnce) {
     HostileClient client(second_commnode().address, second_commnode().port);
     ASSERT_EQ(client.error(), "");
     const HelloSpec spec{.rank = 0, .incarnation = 7u + i, .adopt = true, .network_id = attach_.network_id};
-    client.say_hello(spec);
-    const auto challenge = client.challenge();
-    ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes) << "try " << i << ": no challenge";
-    client.send_proof(proof_of(spec, challenge.nonce, wrong));
+    ASSERT_TRUE(client.handshake(spec, wrong)) << "try " << i << ": no challenge";
     auto heard = client.wait([](const auto& h) { return h.closed.has_value(); });
     ASSERT_TRUE(heard.closed) << "try " << i << ": the commnode did not close the connection";
     EXPECT_FALSE(heard.adopted) << "try " << i << ": a stranger was adopted under rank 0";
@@ -354,10 +361,7 @@ TEST_F(Security, ALiveBackendsRankCannotBeTakenOverEvenWithTheSecret) {
   HostileClient client(second_commnode().address, second_commnode().port);
   ASSERT_EQ(client.error(), "");
   const HelloSpec spec{.rank = 0, .incarnation = 9, .adopt = true, .network_id = attach_.network_id};
-  client.say_hello(spec);
-  const auto challenge = client.challenge();
-  ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes);
-  client.send_proof(proof_of(spec, challenge.nonce, attach_.secret));
+  ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
   auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
   EXPECT_FALSE(heard.adopted) << "a process with the secret took over the rank of live back-end 0";
   ASSERT_TRUE(heard.closed) << "the request was neither granted nor refused within 20 s";
@@ -385,10 +389,7 @@ TEST_F(SecurityWithStandbyLinks, AStandbyLinkCarriesOnlyTheRequestOfTheRankItPro
   HostileClient client(second_commnode().address, second_commnode().port);
   ASSERT_EQ(client.error(), "");
   const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true};
-  client.say_hello(spec);
-  const auto challenge = client.challenge();
-  ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes);
-  client.send_proof(proof_of(spec, challenge.nonce, attach_.secret));
+  ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
   client.say_hello({.rank = 1, .incarnation = 9, .adopt = true, .network_id = attach_.network_id});
   auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
   EXPECT_FALSE(heard.adopted) << "a standby link proved as back-end 0 took over back-end 1";
@@ -408,10 +409,7 @@ TEST_F(Security, AStandbyLinkIsRefusedInATreeWithoutThem) {
   HostileClient client(second_commnode().address, second_commnode().port);
   ASSERT_EQ(client.error(), "");
   const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true};
-  client.say_hello(spec);
-  const auto challenge = client.challenge();
-  ASSERT_EQ(challenge.nonce.size(), canopy::core::kNonceBytes);
-  client.send_proof(proof_of(spec, challenge.nonce, attach_.secret));
+  ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
   auto heard = client.wait([](const auto& h) { return h.closed.has_value(); }, 20s);
   ASSERT_TRUE(heard.closed) << "a standby link was kept in a tree without them";
   const std::string log = slurp(dir_ / ("commnode-" + std::to_string(FE + 2) + ".log"));
