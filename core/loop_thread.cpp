@@ -59,6 +59,9 @@ std::optional<LoopThread::Hold> LoopThread::hold() { return take(true); }
 
 std::optional<LoopThread::Hold> LoopThread::take(bool ask) {
   if (running_here()) return Hold(nullptr, this);
+  // What a caller runs here must not overtake what was posted before: it waits for
+  // the loop's thread, which runs the loop (and the posts) in order.
+  if (!ask && posted_.load(std::memory_order_acquire) > 0) return std::nullopt;
   std::unique_lock lock(mutex_);
   if (ask && owner_ == Owner::loop && !quit_) {
     wanted_.store(true, std::memory_order_release);
@@ -85,7 +88,9 @@ LoopThread::Hold::~Hold() {
 void LoopThread::release() {
   std::lock_guard lock(mutex_);
   lent_since_ = Clock::now();
-  if (kicked_) {
+  // Posts left unrun (the caller's own, or its deadline came first) go to the
+  // loop's thread, not to the next caller, who would overtake them.
+  if (kicked_ || posted_.load(std::memory_order_acquire) > 0) {
     owner_ = Owner::loop;
     kicked_ = false;
     changed_.notify_all();
@@ -108,7 +113,11 @@ void LoopThread::kick() {
 }
 
 void LoopThread::post(std::function<void()> f) {
-  asio::post(io_, std::move(f));
+  posted_.fetch_add(1, std::memory_order_acq_rel);
+  asio::post(io_, [this, f = std::move(f)] {
+    posted_.fetch_sub(1, std::memory_order_acq_rel);
+    f();
+  });
   if (!running_here()) kick();  // else this thread runs it
 }
 

@@ -122,7 +122,9 @@ class LoopThread {
   }
 
   // Queues `f` for the thread that runs the loop (waking the loop's own thread if
-  // the loop is lent).
+  // the loop is lent). Until it has run, try_hold() gives no caller the loop, so
+  // nothing run on a caller's thread (call(), run_or_post(), the libraries' inline
+  // sends) overtakes it.
   void post(std::function<void()> f);
 
   // The next item of `inbox`, waiting at most `timeout`: a blocking wait runs the
@@ -164,6 +166,7 @@ class LoopThread {
   std::uint64_t idle_wakeups_ = 0;   // under mutex_
   bool quit_ = false;                // under mutex_
   std::atomic<bool> wanted_{false};  // a caller waits for the loop's thread to give the loop up
+  std::atomic<std::size_t> posted_{0};  // post()ed and not yet run: no caller may run ahead of them
   std::thread thread_;
 };
 

@@ -144,6 +144,30 @@ TEST(LoopThread, AThreadWaitingWhileAnotherHoldsTheLoopIsServed) {
   });
 }
 
+// Work posted to the loop runs before anything a caller later runs on its own
+// thread: a back-end whose first packet went through the loop's thread and whose
+// second went out at once sent them in the wrong order (a demo wave summed one
+// back-end's wave 1 with the others' wave 0). Here the holder posts and gives the
+// loop back without running what it posted.
+TEST(LoopThread, WhatACallerRunsHereNeverOvertakesWhatWasPostedBefore) {
+  LoopThread loop;
+  std::mutex mutex;
+  std::vector<int> order;
+  auto record = [&](int n) {
+    std::lock_guard lock(mutex);
+    order.push_back(n);
+  };
+  {
+    auto held = loop.hold();
+    ASSERT_TRUE(held && !held->nested());
+    loop.post([&] { record(1); });  // queued behind this thread's hold
+  }
+  loop.run_or_post([&] { record(2); });
+  loop.call([] {});  // both have run once this returns
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(order, (std::vector<int>{1, 2})) << "a call on the caller's thread overtook an earlier post";
+}
+
 TEST(LoopThread, StopWaitsForTheCallerRunningTheLoop) {
   auto loop = std::make_unique<LoopThread>();
   Inbox<int> inbox;
