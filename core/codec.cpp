@@ -217,6 +217,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   ft.setLostMs(static_cast<std::uint32_t>(plan.fault.lost.count()));
   ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
   ft.setStandbyLinks(plan.fault.standby_links);
+  ft.setKeepTreeForMs(static_cast<std::uint32_t>(plan.fault.keep_tree_for.count()));
   const auto& gossip = plan.fault.gossip;
   ft.setGossipSchedule(static_cast<std::uint8_t>(gossip.schedule));
   ft.setGossipPeriodMs(static_cast<std::uint32_t>(gossip.period.count()));
@@ -240,6 +241,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.fault.lost = milliseconds(std::max<std::uint32_t>(30, ft.getLostMs()));
   plan.fault.adoption_timeout = milliseconds(ft.getAdoptionTimeoutMs());
   plan.fault.standby_links = ft.getStandbyLinks();
+  plan.fault.keep_tree_for = milliseconds(ft.getKeepTreeForMs());
   auto& gossip = plan.fault.gossip;
   gossip.schedule = ft.getGossipSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
                         ? static_cast<GossipSchedule>(ft.getGossipSchedule())

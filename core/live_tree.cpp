@@ -55,7 +55,10 @@ std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std
   if (role != view_.role(orphan)) return "role does not match the topology";
   if (view_.in_subtree(self_, orphan)) return "this node is inside the orphan's subtree";
   if (view_.role(self_) == Role::backend) return "a back-end adopts no one";
-  if (view_.height(self_) < view_.height(orphan) + 1) return "adoption would make the tree deeper";
+  // The heir takes every process left without the root, whatever its height: it
+  // stands in the root's place.
+  const bool to_heir = view_.heir() == self_ && view_.without_root(orphan);
+  if (!to_heir && view_.height(self_) < view_.height(orphan) + 1) return "adoption would make the tree deeper";
   if (incarnation <= view_.incarnation(orphan)) return "stale incarnation";
   return std::nullopt;
 }

@@ -44,7 +44,8 @@ class LiveTree {
   // Why `orphan` (of `role`, asking under `incarnation`) may not be adopted by this
   // process, or nothing if it may: it must be known and not the root, of its
   // topology role, outside whose subtree this process is, not deeper than this
-  // process allows (the tree never gets deeper), under an incarnation above every
+  // process allows (the tree never gets deeper; but the heir, in the place of a lost
+  // root, takes every process left without it), under an incarnation above every
   // one reported for it; and a back-end adopts no one.
   std::optional<std::string> refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation) const;
 

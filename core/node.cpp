@@ -411,9 +411,14 @@ void Node::on_parent_closed(std::string_view reason) {
     if (phase() == Phase::stopped) notify_stopped();  // the parent link's flush is done
     return;
   }
-  const bool parent_is_root = tree_ && tree_->view().parent(id_.rank) == tree_->view().root();
-  if (!plan_.fault.enabled || !tree_ || parent_is_root) {
-    // The front-end is gone (or healing is off): nothing to rejoin.
+  if (!plan_.fault.enabled || !tree_) return begin_stop("lost parent: " + std::string(reason));
+  // The front-end is gone (or the process promoted in its place): without a grace
+  // period there is nothing to rejoin; with one, the heir is promoted and the
+  // others ask it to adopt them.
+  const TreeView& view = tree_->view();
+  const Rank parent = view.parent(id_.rank);
+  const bool parent_is_root = parent == view.root() || (view.without_root(parent) && view.heir() == parent);
+  if (parent_is_root && plan_.fault.keep_tree_for.count() == 0) {
     return begin_stop("lost parent: " + std::string(reason));
   }
   become_orphan(std::string(reason));
@@ -423,20 +428,44 @@ void Node::on_parent_closed(std::string_view reason) {
 
 void Node::become_orphan(const std::string& reason) {
   const Rank failed = tree_->view().parent(id_.rank);
-  log().info("parent {} lost ({}): orphaned, looking for an adopter", describe(failed), reason);
+  log().info("parent {} lost ({}): orphaned", describe(failed), reason);
   parent_.reset();
   Orphaned orphaned;
   orphaned.failed_parent = failed;
-  orphaned.deadline = std::make_unique<Timer>(io_, plan_.fault.adoption_timeout);
-  orphaned.deadline->async_wait([this](const boost::system::error_code& ec) {
-    if (ec || phase() != Phase::orphaned) return;
-    begin_stop("no adopter accepted this node within " + std::to_string(plan_.fault.adoption_timeout.count()) +
-               " ms");
-  });
   set_phase(std::move(orphaned), "lost parent " + std::to_string(failed));
   review_held_adoptions();  // refused: an orphan adopts no one
   on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
+  // Left without the root (the front-end lost, the tree kept): the heir takes the
+  // root's place, the others have until the grace period ends to reach it.
+  const bool without_root = tree_->view().without_root(id_.rank);
+  if (without_root && tree_->view().heir() == id_.rank) return promote(plan_.fault.keep_tree_for);
+  const auto timeout = without_root ? plan_.fault.keep_tree_for : plan_.fault.adoption_timeout;
+  auto& o = std::get<Orphaned>(phase_);
+  o.deadline = std::make_unique<Timer>(io_, timeout);
+  o.deadline->async_wait([this, timeout](const boost::system::error_code& ec) {
+    if (ec || phase() != Phase::orphaned) return;
+    begin_stop("no adopter accepted this node within " + std::to_string(timeout.count()) + " ms");
+  });
   emit(events::Orphaned{failed, reason});
+}
+
+bool Node::promoted() const {
+  const auto* o = std::get_if<Orphaned>(&phase_);
+  return o && o->promoted;
+}
+
+void Node::promote(std::chrono::milliseconds grace) {
+  auto& o = std::get<Orphaned>(phase_);
+  o.promoted = true;
+  log().info("promoted in the place of the lost {}: the tree waits {} ms for a front-end to re-attach",
+             describe(o.failed_parent), grace.count());
+  o.deadline = std::make_unique<Timer>(io_, grace);
+  o.deadline->async_wait([this, grace](const boost::system::error_code& ec) {
+    if (ec || !promoted()) return;
+    begin_stop("no front-end re-attached within " + std::to_string(grace.count()) + " ms");
+  });
+  review_held_adoptions();  // orphans that asked before this node knew it was the heir
+  emit(events::Promoted{o.failed_parent, "lost " + describe(o.failed_parent)});
 }
 
 void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::function<void(Result<Adoption>)> done) {

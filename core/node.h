@@ -111,6 +111,9 @@ class Node {
   Phase phase() const { return static_cast<Phase>(phase_.index()); }
   // Stopping or stopped.
   bool stopping() const { return phase() >= Phase::stopping; }
+  // Orphaned in the root's place (events::Promoted): holding output back for a
+  // front-end to re-attach, adopting rather than looking for an adopter.
+  bool promoted() const;
   const LaunchPlan& plan() const { return plan_; }
   const std::optional<Topology>& topology() const { return topology_; }
   // The live tree; null until the topology is known.
@@ -202,6 +205,9 @@ class Node {
     Rank trying_rank = 0;
     std::function<void(Result<Adoption>)> done;
     HeldOutput held;  // upward messages, until adoption
+    // The heir of a lost root (events::Promoted): it looks for no adopter; the
+    // deadline is the tree's grace period (keep_tree_for).
+    bool promoted = false;
   };
   struct Stopping {
     std::string reason;
@@ -278,6 +284,11 @@ class Node {
   void on_trying_message(capnp::MessageReader& message);
   void on_trying_closed(std::string_view reason);
   void become_orphan(const std::string& reason);
+  // Orphaned, and no longer looking for an adopter: this node stands in the root's
+  // place. Stops the tree once `grace` has passed without a front-end.
+  void promote(std::chrono::milliseconds grace);
+  // Orphaned and looking for an adopter (not promoted): such a node adopts no one.
+  bool seeking_adopter() const { return phase() == Phase::orphaned && !promoted(); }
   void adopted_by(wire::Adopted::Reader adopted);
 
   void on_child_closed(std::size_t child, std::string_view reason);

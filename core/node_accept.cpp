@@ -457,7 +457,7 @@ bool Node::orphan_may_be_adopted(Rank orphan) const {
 void Node::review_held_adoptions() {
   std::vector<OrphanRequest> ready;
   for (const auto& h : held_adoptions_) {
-    if (stopping() || phase() == Phase::orphaned || orphan_may_be_adopted(h.request.orphan)) {
+    if (stopping() || seeking_adopter() || orphan_may_be_adopted(h.request.orphan)) {
       ready.push_back(h.request);
     }
   }
@@ -483,7 +483,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
     link->send(stop.builder());
     return refuse("this node is stopping");
   }
-  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
+  if (seeking_adopter()) return refuse("this node is itself an orphan");
   const std::uint32_t incarnation = request.incarnation;
   if (auto why = tree_->refuse_adoption(orphan, request.role, incarnation)) return refuse(*why);
 
@@ -524,7 +524,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   };
   if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
   if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
-  if (phase() == Phase::orphaned) return refuse("this node is itself an orphan");
+  if (seeking_adopter()) return refuse("this node is itself an orphan");
   const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
   if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
 

@@ -98,6 +98,16 @@ struct Orphaned {
   Rank failed_parent;
   std::string reason;
 };
+// The front-end (or the process promoted in its place) is lost, the tree is kept
+// for FaultToleranceOptions::keep_tree_for, and this node is the heir: it now
+// stands in the root's place (paper 004 §IV-C). It holds its output back, as an
+// orphan does, adopts the other processes left without the root, and is adopted in
+// turn by a front-end that re-attaches (Adopted, with the root as adopter), or stops
+// the tree when the grace period ends.
+struct Promoted {
+  Rank failed_root;
+  std::string reason;
+};
 // This node has been adopted by `adopter` under `incarnation`; its new parent link
 // is in place and nothing has been sent on it yet. Services send their channel
 // state (state composition) now: it goes out before the output held back while
@@ -124,7 +134,8 @@ struct Stopping {
 }  // namespace events
 
 using NodeEvent = std::variant<events::Started, events::ChildConnected, events::ChildLost, events::ChildAdopted,
-                               events::Orphaned, events::Adopted, events::TreeChanged, events::Stopping>;
+                               events::Orphaned, events::Promoted, events::Adopted, events::TreeChanged,
+                               events::Stopping>;
 
 class Service {
  public:

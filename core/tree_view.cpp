@@ -77,7 +77,7 @@ bool TreeView::attached(Rank rank) const {
 
 bool TreeView::apply_failure(Rank rank) {
   auto it = index_.find(rank);
-  if (it == index_.end() || !it->second.alive || rank == root_) return false;
+  if (it == index_.end() || !it->second.alive) return false;
   it->second.alive = false;
   // Its children as they stood: each orphan's place among them spreads the orphans
   // over the adopters, and must not shift as adoptions take them away one by one.
@@ -96,6 +96,7 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
   // end with the same tree).
   if (incarnation < o.incarnation || (incarnation == o.incarnation && adopter <= o.parent)) return false;
   if (in_subtree(adopter, orphan)) return false;
+  if (adopter == root_) entry(root_).alive = true;  // a front-end re-attached
   if (o.parent != kNone) std::erase(entry(o.parent).children, orphan);
   o.parent = adopter;
   o.incarnation = incarnation;
@@ -125,9 +126,26 @@ std::size_t TreeView::spread_slot(Rank orphan) const {
   return orphan;  // not among them (a view built from odd reports): any spread will do
 }
 
+Rank TreeView::heir() const {
+  if (entry(root_).alive) return kNone;
+  Rank best = kNone;
+  for (const auto& [rank, e] : index_) {
+    if (rank < best && e.role == Role::commnode && without_root(rank)) best = rank;
+  }
+  return best;
+}
+
+bool TreeView::without_root(Rank rank) const {
+  return contains(rank) && rank != root_ && !entry(root_).alive && entry(rank).alive && live_ancestor(rank) == kNone;
+}
+
 std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) const {
   std::vector<Rank> out;
   if (!contains(orphan) || limit == 0) return out;
+  if (without_root(orphan)) {
+    if (const Rank h = heir(); h != kNone && h != orphan && !in_subtree(h, orphan)) out.push_back(h);
+    return out;
+  }
   const std::uint32_t min_height = entry(orphan).height + 1;
   const Rank failed = entry(orphan).parent;
   const std::size_t slot = spread_slot(orphan);

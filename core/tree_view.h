@@ -47,8 +47,23 @@ class TreeView {
   // The back-ends in `rank`'s current subtree (itself, if a back-end).
   std::vector<Rank> backends_below(Rank rank) const;
 
-  // A failure report: `rank` is gone. Returns false if it was already known.
+  // A failure report: `rank` is gone. Returns false if it was already known. The
+  // root may fail too (a front-end lost while FaultToleranceOptions::keep_tree_for
+  // keeps the tree): its children stay attached to it until adopted, and the first
+  // adoption of a process by the root (a front-end re-attached) makes it alive again.
   bool apply_failure(Rank rank);
+
+  // While the root is gone: the process that acts as the root (paper 004 §IV-C's
+  // promoted child), the lowest-ranked live commnode none of whose ancestors is
+  // alive (at first the lowest live child of the front-end; once it is lost too, the
+  // lowest of the processes it left). Every process computes it alone from its own
+  // view, so they agree once the same failure reports have reached them. kNone while
+  // the root is alive, or if no commnode qualifies. O(size of the tree).
+  Rank heir() const;
+  // Whether `rank` is live and hangs from no live process while the root is gone:
+  // a process that lost the front-end (or the promoted root) above it, and that the
+  // heir adopts, or the heir itself.
+  bool without_root(Rank rank) const;
 
   // An adoption report: `orphan`, with its new `incarnation`, is now a child of
   // `adopter`. Reports are applied in one total order, (incarnation, adopter rank):
@@ -70,7 +85,8 @@ class TreeView {
   // so their first choices differ in count by at most one, whatever their ranks.
   // Cost: O(fan-out + limit) subtree checks, independent of the tree's size.
   // Asked while the parent is alive, it answers as if the parent had failed (the
-  // first of them is where a standby link goes).
+  // first of them is where a standby link goes). An orphan without_root() has one
+  // potential adopter: the heir (none if it is the heir).
   std::vector<Rank> potential_adopters(Rank orphan, std::size_t limit = 16) const;
 
  private:

@@ -387,6 +387,17 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
                  ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)", ErrorKind::invalid_input};
   }
+  if (const auto& ft = options.fault_tolerance; ft.keep_tree_for.count() > 0) {
+    if (!ft.enabled) return Error{"keeping the tree after the front-end (keep_tree_for) needs fault tolerance on",
+                                  ErrorKind::invalid_input};
+    const auto& root = options.topology.root();
+    if (std::none_of(root.children.begin(), root.children.end(),
+                     [&](Rank r) { return options.topology.at(r).role == Role::commnode; })) {
+      return Error{"keeping the tree after the front-end (keep_tree_for) needs a commnode under the front-end to "
+                   "take its place; this topology has back-ends only there",
+                   ErrorKind::invalid_input};
+    }
+  }
   // The topology's gossip settings apply unless the options turn gossip on themselves.
   if (options.fault_tolerance.gossip.schedule == GossipSchedule::off && options.topology.gossip()) {
     options.fault_tolerance.gossip = *options.topology.gossip();

@@ -233,6 +233,8 @@ struct FaultTolerance {
   gossipPingTimeoutMs @8 :UInt32;  # 0: lostMs
   standbyLinks @9 :Bool;         # every process keeps a standby link to its first
                                  # potential adopter (docs/fault-tolerance.md)
+  keepTreeForMs @10 :UInt32;     # 0: losing the front-end stops the tree; else its
+                                 # grace period (docs/fault-tolerance.md)
 }
 
 struct Adopted {

@@ -733,6 +733,13 @@ int main(int argc, char** argv) {
       ->check(canopy::tools::in_range(1, 3600000));
   run_cmd->add_flag_function("--no-healing", [&opt](std::int64_t) { opt.fault.enabled = false; },
                              "Do not heal: losing its parent stops a process and its subtree");
+  run_cmd->add_option_function<double>(
+              "--keep-tree-for",
+              [&opt](double v) { opt.fault.keep_tree_for = std::chrono::milliseconds(std::llround(v * 1000)); },
+              "Seconds the tree outlives this front-end if it dies: the lowest commnode under it takes the root's "
+              "place, and `canopy attach-frontend` may carry the run on (docs/fault-tolerance.md); 0, the default: "
+              "every process exits with it")
+      ->check(canopy::tools::in_range(0.0, 86400.0));
   run_cmd->add_flag_function("--standby-links", [&opt](std::int64_t) { opt.fault.standby_links = true; },
                              "Every process keeps an idle connection to its first potential adopter, so that "
                              "adoption is one message (docs/fault-tolerance.md); one connection per process");

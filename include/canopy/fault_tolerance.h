@@ -55,6 +55,14 @@ struct FaultToleranceOptions {
   // Plain TCP links only: a process whose first potential adopter is reached by a
   // striped link connects when it needs to, as without this option.
   bool standby_links = false;
+  // How long the tree outlives its front-end (paper 004 §IV-C; docs/fault-tolerance.md,
+  // "When the front-end fails"). 0, the default: losing the front-end stops every
+  // process at once. Otherwise the lowest live commnode among the front-end's
+  // children is promoted to the root's place, adopts the others and keeps the
+  // state of every stream, and a new front-end may re-attach
+  // (Network::reattach, `canopy attach-frontend`) within this long; if none does,
+  // every process exits. Needs `enabled`.
+  std::chrono::milliseconds keep_tree_for{0};
   // End-to-end failure detection among the back-ends, on top of the links' own.
   GossipOptions gossip;
 };

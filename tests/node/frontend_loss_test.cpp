@@ -1,0 +1,130 @@
+// The front-end's own failure (paper 004 §IV-C; docs/fault-tolerance.md, "When the
+// front-end fails"), in process on manual time (tree_harness.h): without a grace
+// period the tree stops with its front-end; with one, the lowest live child of the
+// front-end is promoted to the root's place and adopts the others, the promoted
+// root's own loss is handled the same way again, and the tree stops when the grace
+// period ends without a front-end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tree_harness.h"
+
+namespace canopy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr Rank FE = kFirstInternalRank;
+// b:3^2: FE+1 (back-ends 0-2), FE+2 (3-5) and FE+3 (6-8) under the front-end.
+
+bool promoted(const core::NodeEvent& e) { return std::holds_alternative<core::events::Promoted>(e); }
+
+bool heard_promotion(TreeHarness& tree, Rank rank) {
+  const auto& events = tree.heard(rank).events;
+  return std::any_of(events.begin(), events.end(), promoted);
+}
+
+std::vector<Rank> everyone_but(TreeHarness& tree, std::set<Rank> gone) {
+  std::vector<Rank> out;
+  for (const auto& n : tree.topology().nodes()) {
+    if (!gone.count(n.rank)) out.push_back(n.rank);
+  }
+  return out;
+}
+
+// The rank every live process would name as its parent's, agreed by all of them.
+bool all_see_parent(TreeHarness& tree, const std::vector<Rank>& viewers, Rank rank, Rank parent) {
+  return std::all_of(viewers.begin(), viewers.end(), [&](Rank v) {
+    const auto* view = tree.node(v).view();
+    return view && view->parent(rank) == parent && view->alive(parent);
+  });
+}
+
+FaultToleranceOptions kept_for(std::chrono::milliseconds grace) {
+  FaultToleranceOptions fault;
+  fault.keep_tree_for = grace;
+  return fault;
+}
+
+TEST(FrontendLoss, WithoutAGracePeriodEveryProcessStopsWithTheFrontEnd) {
+  TreeHarness tree("b:3^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  tree.kill(FE);
+  const auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return std::all_of(rest.begin(), rest.end(), [&](Rank r) { return tree.heard(r).stopped.has_value(); }); },
+      5s));
+  for (Rank r : rest) EXPECT_FALSE(heard_promotion(tree, r)) << r;
+  EXPECT_NE(tree.heard(FE + 1).stopped->find("lost parent"), std::string::npos) << *tree.heard(FE + 1).stopped;
+}
+
+// The lowest child of the front-end, FE+1, takes the root's place; FE+2 and FE+3
+// ask it to adopt them (the only potential adopter of a process left without the
+// root), though it is no taller than they; every process agrees on the new shape.
+// The state of a recoverable stream is composed at FE+1: the back-ends' integers
+// sent before the loss are in its filter state. When the grace period ends with no
+// front-end, every process stops, and says why.
+TEST(FrontendLoss, TheLowestChildOfTheFrontEndIsPromotedAndAdoptsTheOthers) {
+  const auto grace = 20s;
+  TreeHarness tree("b:3^2", kept_for(grace));
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("incremental_union");
+  for (Rank b = 0; b < 9; ++b) tree.runtime(b).streams.send_up(stream, Packet{0, {std::vector<std::int32_t>{int(b) * 10}}});
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(FE).upstream.empty(); }, 2s));
+  tree.kill(FE);
+  const auto killed_at = tree.elapsed();
+  const auto rest = everyone_but(tree, {FE});
+
+  ASSERT_TRUE(tree.run_until([&] { return heard_promotion(tree, FE + 1); }, 1s));
+  EXPECT_TRUE(tree.node(FE + 1).promoted());
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  for (Rank r : {FE + 2, FE + 3}) {
+    EXPECT_FALSE(heard_promotion(tree, r)) << r;
+    ASSERT_FALSE(tree.heard(r).recovered.empty()) << r;
+    EXPECT_EQ(tree.heard(r).recovered.back().adopter, FE + 1) << r;
+    EXPECT_EQ(tree.node(r).phase(), core::Phase::running) << r;
+  }
+  for (Rank r : rest) {
+    EXPECT_FALSE(tree.heard(r).stopped) << r << ": " << *tree.heard(r).stopped;
+    EXPECT_FALSE(tree.node(r).view()->alive(FE)) << r;
+    EXPECT_EQ(tree.node(r).view()->heir(), FE + 1) << r;
+  }
+  EXPECT_EQ(tree.node(FE + 1).children().size(), 5u) << "its three back-ends and its two former siblings";
+
+  ASSERT_TRUE(tree.run_until(
+      [&] { return std::all_of(rest.begin(), rest.end(), [&](Rank r) { return tree.heard(r).stopped.has_value(); }); },
+      grace + 10s));
+  EXPECT_GE(tree.elapsed() - killed_at, grace);
+  EXPECT_NE(tree.heard(FE + 1).stopped->find("no front-end re-attached within 20000 ms"), std::string::npos)
+      << *tree.heard(FE + 1).stopped;
+  EXPECT_NE(tree.heard(7).stopped->find("no front-end re-attached"), std::string::npos) << *tree.heard(7).stopped;
+}
+
+// The promoted root fails too: the processes it leaves (its own back-ends and the
+// former siblings it adopted) are left without the root again, and the lowest of
+// them, FE+2, takes its place and adopts the rest.
+TEST(FrontendLoss, WhenThePromotedRootFailsTheNextHeirTakesItsPlace) {
+  TreeHarness tree("b:3^2", kept_for(30s));
+  ASSERT_TRUE(tree.launch());
+  tree.kill(FE);
+  auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  tree.kill(FE + 1);
+  rest = everyone_but(tree, {FE, FE + 1});
+  ASSERT_TRUE(tree.run_until([&] { return heard_promotion(tree, FE + 2); }, 10s));
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        return all_see_parent(tree, rest, FE + 3, FE + 2) && all_see_parent(tree, rest, 0, FE + 2) &&
+               all_see_parent(tree, rest, 1, FE + 2) && all_see_parent(tree, rest, 2, FE + 2);
+      },
+      10s));
+  EXPECT_FALSE(heard_promotion(tree, FE + 3));
+  for (Rank r : rest) EXPECT_FALSE(tree.heard(r).stopped) << r;
+}
+
+}  // namespace
+}  // namespace canopy::testing
