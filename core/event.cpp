@@ -9,6 +9,9 @@ std::string_view to_string(Event::Kind kind) {
     case Event::Kind::recovered: return "recovered";
     case Event::Kind::view: return "view";
     case Event::Kind::gossip: return "gossip";
+    case Event::Kind::frontend_lost: return "frontend_lost";
+    case Event::Kind::promoted: return "promoted";
+    case Event::Kind::reattached: return "reattached";
   }
   return "event";
 }
@@ -32,7 +35,16 @@ std::string to_json(const Event& e) {
              ",\"stabilise_us\":" + std::to_string(e.stabilise.count());
       break;
     case Event::Kind::failure:
+    case Event::Kind::frontend_lost:
       out += ",\"reason\":" + to_json(Value{e.reason});
+      break;
+    case Event::Kind::promoted:
+      out += ",\"failed_parent\":" + std::to_string(e.failed_parent) + ",\"adopted\":" + std::to_string(e.adopted) +
+             ",\"after_us\":" + std::to_string(e.after.count());
+      break;
+    case Event::Kind::reattached:
+      out += ",\"after_us\":" + std::to_string(e.after.count()) + ",\"connect_us\":" + std::to_string(e.connect.count()) +
+             ",\"incomplete_streams\":" + ranks_json(e.incomplete_streams);
       break;
     case Event::Kind::gossip:
       out += ",\"detector\":" + std::to_string(e.detector) + ",\"silent_ms\":" + std::to_string(e.silent.count());

@@ -301,6 +301,84 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
   }
 }
 
+// ---- a front-end re-attaching ----
+
+void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<void(Result<void>)> done) {
+  if (topology_ || reattaching_.link) {
+    link->abort("already attached");
+    return done(Error{"this front-end has attached already"});
+  }
+  const Link* raw = link.get();
+  reattaching_ = {link, acceptor, std::move(done)};
+  link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
+              [this, raw](std::string_view reason) {
+                up_handshakes_.erase(raw);
+                if (reattaching_.link.get() == raw) return reattach_failed(std::string(reason));
+                on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
+              });
+  begin_hello(*link, 0, false, acceptor);
+  log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
+}
+
+void Node::reattach_failed(const std::string& why) {
+  auto r = std::exchange(reattaching_, {});
+  if (!r.link) return;
+  up_handshakes_.erase(r.link.get());
+  r.link->abort(why);
+  log().warn("re-attaching to {} failed: {}", r.acceptor, why);
+  if (r.done) r.done(Error{why});
+}
+
+// The acceptor's handshake, then its topology; from then on it is this node's child.
+void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
+  if (up_handshakes_.count(raw) && !on_up_handshake(raw, message)) return;
+  if (child_of_link_.count(raw)) return on_accepted_message(raw, message);
+  if (reattaching_.link.get() != raw) return;
+  auto msg = message.getRoot<wire::Message>();
+  auto body = msg.getBody();
+  if (body.isShutdown()) return reattach_failed(body.getShutdown().getReason());
+  if (!body.isTopology() || msg.getSenderRank() != reattaching_.acceptor) {
+    return reattach_failed("it sent something other than the topology first");
+  }
+  auto topology = decode_topology(body.getTopology());
+  if (!topology) return reattach_failed("it sent an invalid topology: " + topology.error());
+  const Rank acceptor = reattaching_.acceptor;
+  if (topology->root().rank != id_.rank) return reattach_failed("its tree's front-end has another rank");
+  if (!topology->find(acceptor) || topology->at(acceptor).role != Role::commnode) {
+    return reattach_failed("rank " + std::to_string(acceptor) + " is not a commnode of its tree");
+  }
+  auto r = std::exchange(reattaching_, {});
+  plan_ = decode_plan(body.getTopology());
+  plan_.reattached = true;
+  adopt_topology(std::move(*topology));
+  // A port of its own: the lost front-end's may still be taken, or on another host.
+  publish_endpoints({{id_.rank, 0}});
+  if (auto listening = listen(); !listening) {
+    topology_.reset();
+    tree_.reset();
+    children_ = ChildTable{};
+    r.link->abort("cannot listen");
+    return r.done(Error{listening.error()});
+  }
+  // The acceptor is this node's one child; the others were adopted under it, or are lost.
+  auto index = children_.index_of(acceptor);
+  if (!index) {
+    index = children_.add(acceptor, Role::commnode);
+    tree_->note_child(acceptor, *index);
+  }
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (i == *index) continue;
+    set_child_state(i, ChildState::gone, "not a child of this front-end: the tree lost its front-end before it");
+    children_[i].loss_reported = true;
+  }
+  take_link(*index, r.link);
+  set_child_state(*index, ChildState::ready, "re-attached to it at " + r.link->peer());
+  log().info("re-attached to {}: {} processes in the topology", describe(acceptor), topology_->size());
+  publish_endpoints({{id_.rank, listener_.port()}});  // orphans may ask this front-end to adopt them
+  emit(events::Started{});
+  if (r.done) r.done({});
+}
+
 // ---- the parent ----
 
 // Messages on a link up go to the parent while it is the parent, and to the
@@ -340,6 +418,7 @@ bool Node::on_up_handshake(const Link* raw, capnp::MessageReader& message) {
   std::shared_ptr<Link> link = parent_.get() == raw ? parent_ : nullptr;
   if (auto* o = std::get_if<Orphaned>(&phase_); !link && o && o->trying.get() == raw) link = o->trying;
   if (!link && standby_.link.get() == raw) link = standby_.link;
+  if (!link && reattaching_.link.get() == raw) link = reattaching_.link;
   if (!link) return false;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
@@ -672,6 +751,9 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
     return abandon("declared lost (" + reason + ")");
   }
   if (!tree_) return;
+  // A re-attached front-end hears of the loss of the one before it (the heir's live
+  // tree): not news of this process.
+  if (rank == id_.rank && is_root()) return;
   const std::uint32_t known = incarnation.value_or(tree_->view().contains(rank) ? tree_->view().incarnation(rank) : 0);
   if (!tree_->apply_failure(rank, known)) return;  // not news, or stale
   log().info("failure report: {} ({})", describe(rank), reason);

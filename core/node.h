@@ -101,6 +101,16 @@ class Node {
   // Commnode or back-end: connects to the parent and says hello; Started follows
   // once the parent's topology has arrived.
   Result<void> start_as_child(const ParentLink& parent);
+  // A front-end re-attaching to a tree that outlived its front-end
+  // (FaultToleranceOptions::keep_tree_for), its identity the lost front-end's rank
+  // and the network's id and secret: asks the process at the other end of `link`,
+  // `acceptor`, to take this node as its parent. Only the process promoted in the
+  // root's place accepts (the others refuse, saying why); it sends the topology and
+  // the live tree, then its services' state (state composition) and what it held
+  // back. `done` is called once: with success when the topology has arrived (Started
+  // follows at once, then the node runs with the acceptor as its child), or with the
+  // reason of a refusal or a lost link (the node is unchanged: ask another).
+  void reattach(std::shared_ptr<transport::Link> link, Rank acceptor, std::function<void(Result<void>)> done);
   // Orderly stop of the whole subtree; the observer's on_stopped follows.
   void shutdown(const std::string& reason);
 
@@ -272,6 +282,11 @@ class Node {
   void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
                    bool standby = false);
   void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  // A proved hello of a front-end re-attaching (role front-end): only a promoted
+  // node takes it, as its parent.
+  void accept_frontend(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  void on_reattach_message(const transport::Link* link, capnp::MessageReader& message);
+  void reattach_failed(const std::string& why);
   void on_standby_message(const transport::Link* link, wire::Message::Reader message);
   void send_topology(transport::Link& link, bool update);
   void adopt_topology(Topology topology);
@@ -365,6 +380,14 @@ class Node {
   Timer news_timer_;
   std::size_t news_received_ = 0;
   std::size_t parent_probes_ = 0;
+  // The re-attach under way (Node::reattach): the link to the acceptor until the
+  // topology has arrived, and the continuation.
+  struct Reattaching {
+    std::shared_ptr<transport::Link> link;
+    Rank acceptor = 0;
+    std::function<void(Result<void>)> done;
+  };
+  Reattaching reattaching_;
   // This node's standby link to its first potential adopter (null: none).
   struct Standby {
     std::shared_ptr<transport::Link> link;

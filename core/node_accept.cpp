@@ -78,6 +78,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
 }
 
 void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {
+  if (parent_.get() == link) return on_parent_message(message);  // a front-end that re-attached here
   auto msg = message.getRoot<wire::Message>();
   if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
     const std::size_t index = it->second;
@@ -112,6 +113,7 @@ void Node::on_accepted_closed(const Link* link, std::string_view reason) {
   hello_deadlines_.erase(link);
   pending_hellos_.erase(link);
   release_held_adoption(link);
+  if (parent_.get() == link) return on_parent_closed(reason);
   if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
     std::size_t index = it->second;
     child_of_link_.erase(it);
@@ -204,6 +206,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
       return refuse(*why);
     }
   }
+  if (from_wire(hello.getRole()) == Role::frontend) return accept_frontend(link, hello);
   if (hello.getStandby()) return accept_standby(link, hello);
   if (hello.getAdopt()) return accept_orphan(link, hello);
   auto index = children_.index_of(hello.getRank());
@@ -276,6 +279,51 @@ void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
   }
   pending_.push_back(standby.link);  // as a new connection's, until adopted or refused
   admit(standby.link, body.getHello());
+}
+
+// ---- a front-end re-attaching ----
+
+// A front-end re-attaching after the tree lost its own: this node, promoted in the
+// root's place, takes it as its parent. It sends the topology and every report of
+// the live tree, is adopted by the root under a fresh incarnation (the report
+// floods: every process knows the root alive again), and its services send their
+// state (state composition: the complete state of every recoverable stream), then
+// the output it held back.
+void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing the front-end that re-attaches from {}: {}", link->peer(), why);
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+    link->send(stop.builder());
+    link->close(why);
+  };
+  if (!tree_ || stopping()) return refuse("this node is not running");
+  const Rank root = tree_->view().root();
+  if (hello.getRank() != root) return refuse("rank " + std::to_string(hello.getRank()) + " is not this tree's front-end");
+  if (!promoted()) {
+    const Rank heir = tree_->view().heir();
+    return refuse(tree_->view().alive(root) ? "the tree's front-end is alive"
+                  : heir != TreeView::kNone ? "it does not stand in the root's place; " + describe(heir) + " does"
+                                            : "it does not stand in the root's place");
+  }
+  hello_deadlines_.erase(link.get());
+  pending_hellos_.erase(link.get());
+  std::erase(pending_, link);
+  auto& o = std::get<Orphaned>(phase_);
+  const Rank failed = o.failed_parent;
+  auto held = std::move(o.held);
+  parent_ = link;
+  const Link* raw = link.get();
+  link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
+    if (parent_.get() == raw) set_upstream_full(above);
+  });
+  id_.incarnation = tree_->next_incarnation(id_.incarnation);
+  set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
+  send_topology(*link, false);
+  send_live_tree(*link);
+  on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
+  emit(events::Adopted{root, id_.incarnation, failed});
+  held.send_all(*parent_);
 }
 
 // ---- adopting an orphan ----

@@ -18,6 +18,10 @@ struct LaunchPlan {
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
+  // This node is a front-end that re-attached to a tree which outlived its front-end
+  // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
+  // Not on the wire.
+  bool reattached = false;
   FaultToleranceOptions fault;
 };
 

@@ -139,6 +139,16 @@ bool TreeView::without_root(Rank rank) const {
   return contains(rank) && rank != root_ && !entry(root_).alive && entry(rank).alive && live_ancestor(rank) == kNone;
 }
 
+std::vector<Rank> TreeView::left_without_root() const {
+  std::vector<Rank> out;
+  if (entry(root_).alive) return out;
+  for (const auto& [rank, e] : index_) {
+    if (without_root(rank)) out.push_back(rank);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) const {
   std::vector<Rank> out;
   if (!contains(orphan) || limit == 0) return out;

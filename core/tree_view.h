@@ -64,6 +64,8 @@ class TreeView {
   // a process that lost the front-end (or the promoted root) above it, and that the
   // heir adopts, or the heir itself.
   bool without_root(Rank rank) const;
+  // Every live process without_root(), ascending. O(size of the tree).
+  std::vector<Rank> left_without_root() const;
 
   // An adoption report: `orphan`, with its new `incarnation`, is now a child of
   // `adopter`. Reports are applied in one total order, (incarnation, adopter rank):

@@ -66,7 +66,14 @@ void MembershipService::on_event(const core::NodeEvent& event) {
   } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
     cut_.erase(adopted->child);
     pass_down(adopted->child);  // the orphan may have missed views while it was cut off
-  } else if (std::holds_alternative<Adopted>(event)) {
+  } else if (auto* adopted = std::get_if<Adopted>(&event)) {
+    // Adopted by the root: a front-end re-attached to this node, which held the tree
+    // while it had none. The view goes to it first (it starts without one).
+    if (const auto* tree = node_.view(); started_ && tree && adopted->adopter == tree->root()) {
+      core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+      write_view(message.init<wire::membership::ViewChange>());
+      node_.send_up(message);
+    }
     // A report sent just before the old parent died may have died with it.
     if (!unacked_.empty()) send_reports();
   } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
@@ -112,7 +119,8 @@ void MembershipService::initialise() {
   });
   view_.id = 0;
   view_.members.clear();
-  if (!node_.plan().attach) view_.members = node_.topology()->backends();
+  // A front-end that re-attached gets the view from the heir that held it.
+  if (!node_.plan().attach && !node_.plan().reattached) view_.members = node_.topology()->backends();
   std::sort(view_.members.begin(), view_.members.end());
   reported_ = view_;
 }
@@ -337,6 +345,18 @@ void MembershipService::stable() {
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
   if (observer_) observer_->on_view(done);
   start_change();
+}
+
+// A re-attached front-end: the view the heir held, once, before any change this
+// front-end orders (the heir's held reports follow it).
+void MembershipService::inherit_view(wire::membership::ViewChange::Reader change) {
+  if (inherited_ || change_) return;
+  inherited_ = true;
+  auto [next, epochs] = read_view(change);
+  ViewChange applied = apply(std::move(next), epochs);
+  reported_ = view_;
+  applied.joined = view_.members;  // this front-end held none before
+  if (observer_) observer_->on_view(applied);
 }
 
 // ---- every process: apply, pass down, acknowledge up ----
@@ -575,6 +595,9 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       if (from.kind != core::Peer::Kind::parent) break;
       return on_det_ack(body.getAs<wire::membership::DetAck>(), kind);
     case Kind::VIEW_CHANGE:
+      if (from.kind == core::Peer::Kind::child && node_.is_root() && node_.plan().reattached) {
+        return inherit_view(body.getAs<wire::membership::ViewChange>());
+      }
       if (from.kind != core::Peer::Kind::parent) break;
       return on_view_change(body.getAs<wire::membership::ViewChange>());
     case Kind::STALE_DROPPED: {

@@ -126,6 +126,7 @@ class MembershipService final : public core::Service {
   void start_change();
   void arm_supersede();
   void stable();
+  void inherit_view(wire::membership::ViewChange::Reader change);
   // Every process.
   void on_view_change(wire::membership::ViewChange::Reader change);
   static std::pair<View, std::map<Rank, std::uint32_t>> read_view(wire::membership::ViewChange::Reader change);
@@ -168,6 +169,7 @@ class MembershipService final : public core::Service {
 
   // Root.
   std::optional<Change> change_;
+  bool inherited_ = false;  // a re-attached front-end has the heir's view
   View reported_;  // the last view the observer was told of
   Timer supersede_;
   bool supersede_armed_ = false;

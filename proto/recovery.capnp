@@ -10,6 +10,7 @@ const serviceId :UInt16 = 5;
 
 enum Kind {
   recovered @0;                  # body: Recovered
+  promoted @1;                   # body: Promoted
 }
 
 struct Recovered {
@@ -26,4 +27,19 @@ struct Recovered {
   attempts @8 :UInt32;           # adopters tried
   incompleteStreams @9 :List(UInt32);  # streams whose filters are not state recoverable
   standby @10 :Bool;             # adopted over its standby link (no new connection)
+}
+
+struct Promoted {
+  # The heir -> a front-end that re-attached to it, once its state has gone up: how
+  # the tree outlived its front-end (docs/fault-tolerance.md, "When the front-end
+  # fails"). Times in microseconds.
+  heir @0 :UInt32;
+  failedRoot @1 :UInt32;         # the lost front-end's rank (or the lost heir's)
+  reason @2 :Text;               # how the heir found it lost
+  lostAtUs @3 :Int64;            # when, on the heir's system clock, since the epoch
+  promotedAfterUs @4 :UInt64;    # from then to the last process left without the
+                                 # root adopted by the heir; 0: some never were
+  reattachedAfterUs @5 :UInt64;  # from then to this front-end's acceptance
+  adopted @6 :UInt32;            # processes the heir adopted meanwhile
+  incompleteStreams @7 :List(UInt32);  # streams whose filters are not state recoverable
 }

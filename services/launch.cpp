@@ -77,6 +77,11 @@ void LaunchService::on_event(const core::NodeEvent& event) {
       report_launch_failed(node_.identity().rank, node_.describe(node_.identity().rank) + ": " + started->error);
       return;
     }
+    if (node_.plan().reattached) {
+      // A front-end that re-attached: its tree is up already, its endpoints published.
+      up_ = true;
+      return node_.subtree_up();
+    }
     if (node_.listen_port() != 0) endpoints_[node_.identity().rank] = node_.listen_port();
     launch_children();
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {

@@ -44,7 +44,19 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     choose_ = {};
     attempts_ = 0;
     start_round();
+  } else if (auto* promoted = std::get_if<core::events::Promoted>(&event)) {
+    promotion_ = Promotion{.failed_root = promoted->failed_root, .reason = promoted->reason,
+                           .lost_at = std::chrono::system_clock::now(), .since = NodeClock::now()};
+    check_promotion();
+  } else if (auto* adopted = std::get_if<core::events::Adopted>(&event);
+             adopted && promotion_ && node_.view() && adopted->adopter == node_.view()->root()) {
+    report_promotion();
+    check_standby_after(kStandbySettle);
+  } else if (std::holds_alternative<core::events::ChildAdopted>(event) && promotion_) {
+    ++promotion_->adopted;
+    check_promotion();
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
+    promotion_.reset();
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
     std::uniform_int_distribution<std::int64_t> spread(0, kStandbyFirst.count());
@@ -54,6 +66,7 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     check_standby_after(first);
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
              std::holds_alternative<core::events::Adopted>(event)) {
+    if (promotion_) check_promotion();
     // Settles first: a storm of reports moves the link once, not once per report.
     check_standby_after(kStandbySettle);
   }
@@ -127,6 +140,9 @@ std::optional<asio::ip::tcp::endpoint> RecoveryService::endpoint_of(Rank candida
 
 void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   if (from.kind != core::Peer::Kind::child) return;
+  if (static_cast<wire::recovery::Kind>(kind) == wire::recovery::Kind::PROMOTED) {
+    return on_promotion_report(body.getAs<wire::recovery::Promoted>());
+  }
   if (static_cast<wire::recovery::Kind>(kind) != wire::recovery::Kind::RECOVERED) {
     log().warn("ignoring recovery message of unknown kind {}", kind);
     return;
@@ -306,6 +322,61 @@ void RecoveryService::stop() {
   }
   striped_attempt_ = 0;  // a striped connection under way is aborted when it completes
   asking_ = false;
+}
+
+// ---- the heir of a lost front-end ----
+
+void RecoveryService::check_promotion() {
+  const auto* view = node_.view();
+  if (!promotion_ || promotion_->complete.count() != 0 || !view) return;
+  const auto left = view->left_without_root();
+  if (left.size() > 1 || (left.size() == 1 && left.front() != node_.identity().rank)) return;
+  promotion_->complete = std::max(std::chrono::microseconds(1), us(NodeClock::now() - promotion_->since));
+  log().info("promotion complete: every process left without the front-end is adopted here ({} adopted, {} us "
+             "after its loss)",
+             promotion_->adopted, promotion_->complete.count());
+}
+
+void RecoveryService::report_promotion() {
+  const Promotion p = *std::exchange(promotion_, std::nullopt);
+  core::Outgoing message(node_.identity(), id(), wire::recovery::Kind::PROMOTED);
+  auto r = message.init<wire::recovery::Promoted>();
+  r.setHeir(node_.identity().rank);
+  r.setFailedRoot(p.failed_root);
+  r.setReason(p.reason);
+  r.setLostAtUs(std::chrono::duration_cast<std::chrono::microseconds>(p.lost_at.time_since_epoch()).count());
+  r.setPromotedAfterUs(p.complete.count());
+  r.setReattachedAfterUs(us(NodeClock::now() - p.since).count());
+  r.setAdopted(p.adopted);
+  const auto& incomplete = streams_.incomplete_after_adoption();
+  auto list = r.initIncompleteStreams(incomplete.size());
+  for (std::size_t i = 0; i < incomplete.size(); ++i) list.set(i, incomplete[i]);
+  node_.send_up(message);
+}
+
+void RecoveryService::on_promotion_report(wire::recovery::Promoted::Reader r) {
+  if (!node_.is_root() || !observer_) return;
+  const auto lost_at = std::chrono::system_clock::time_point(std::chrono::microseconds(r.getLostAtUs()));
+  Event lost;
+  lost.kind = Event::Kind::frontend_lost;
+  lost.rank = node_.identity().rank;
+  lost.reason = r.getReason();
+  lost.time = lost_at;
+  Event promoted;
+  promoted.kind = Event::Kind::promoted;
+  promoted.rank = r.getHeir();
+  promoted.failed_parent = r.getFailedRoot();
+  promoted.after = std::chrono::microseconds(r.getPromotedAfterUs());
+  promoted.adopted = r.getAdopted();
+  promoted.time = lost_at + promoted.after;
+  Event reattached;
+  reattached.kind = Event::Kind::reattached;
+  reattached.rank = r.getHeir();
+  reattached.adopter = node_.identity().rank;
+  reattached.after = std::chrono::microseconds(r.getReattachedAfterUs());
+  reattached.time = std::chrono::system_clock::now();
+  for (auto s : r.getIncompleteStreams()) reattached.incomplete_streams.push_back(s);
+  observer_->on_promotion({std::move(lost), std::move(promoted), std::move(reattached)});
 }
 
 void RecoveryService::report(const RecoveryReport& report) {

@@ -20,6 +20,8 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "canopy/event.h"
@@ -42,6 +44,10 @@ class RecoveryService final : public core::Service {
     virtual ~Observer() = default;
     // At the root, every orphan's report; at an orphan, its own.
     virtual void on_recovered(const RecoveryReport& report) {}
+    // At a front-end that re-attached, how the tree outlived the front-end before
+    // it: events frontend_lost, promoted and reattached (the last without `connect`,
+    // which only the front-end knows).
+    virtual void on_promotion(std::vector<Event> events) {}
   };
 
   // Everything is borrowed; `observer` may be null.
@@ -62,6 +68,11 @@ class RecoveryService final : public core::Service {
   void report(const RecoveryReport& report);
   // Where `candidate` listens (first address of its host), if it can be resolved.
   std::optional<asio::ip::tcp::endpoint> endpoint_of(Rank candidate);
+  // The heir: how long until every process left without the root is adopted here;
+  // on a front-end's re-attach, the report of it (PROMOTED) goes to that front-end.
+  void check_promotion();
+  void report_promotion();
+  void on_promotion_report(wire::recovery::Promoted::Reader report);
   // Standby links: check after `delay` (an earlier check stands).
   void check_standby_after(std::chrono::milliseconds delay);
   void check_standby();
@@ -90,6 +101,16 @@ class RecoveryService final : public core::Service {
   Rank standby_target_ = 0;
   NodeClock::time_point standby_not_before_{};  // no first standby link before
   Timer standby_timer_;
+  // While this node stands in the root's place (events::Promoted).
+  struct Promotion {
+    Rank failed_root = 0;
+    std::string reason;
+    std::chrono::system_clock::time_point lost_at;
+    NodeClock::time_point since;  // the node's clock: virtual in tests, like the grace period
+    std::chrono::microseconds complete{0};  // 0: not every process is adopted yet
+    std::uint32_t adopted = 0;
+  };
+  std::optional<Promotion> promotion_;
 };
 
 }  // namespace canopy::services

@@ -19,21 +19,32 @@ namespace canopy {
 // gossip detector, as one process saw it: the front-end (Network::next_event) or a
 // back-end (Backend::next_event).
 struct Event {
-  enum class Kind : std::uint8_t { failure, adoption, recovered, view, gossip };
+  // frontend_lost, promoted, reattached: the tree outlived its front-end
+  // (FaultToleranceOptions::keep_tree_for); heard by the front-end that re-attached.
+  enum class Kind : std::uint8_t { failure, adoption, recovered, view, gossip, frontend_lost, promoted, reattached };
   Kind kind = Kind::failure;
   std::chrono::system_clock::time_point time;  // when this process learned of it
   Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan;
-                              // gossip: the member found failed
+                              // gossip: the member found failed; frontend_lost: the lost
+                              // front-end's rank; promoted, reattached: the heir
   Rank adopter = 0;           // adoption, recovered
-  Rank failed_parent = 0;     // recovered
+  Rank failed_parent = 0;     // recovered; promoted: the lost front-end (or heir)
   std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
-  std::string reason;         // failure: why (exit status, closed connection, silence)
+  std::string reason;         // failure, frontend_lost: why (exit status, closed connection,
+                              // silence)
   // recovered: the orphan's times to choose an adopter, to be accepted by it, to send
   // its filter states and held-back output, and to update tables and send reports.
   std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
   std::uint32_t attempts = 0;     // recovered: adopters tried
   bool standby = false;           // recovered: adopted over its standby link
-  std::vector<StreamId> incomplete_streams;  // recovered: streams that may lack data
+  std::vector<StreamId> incomplete_streams;  // recovered, reattached: streams that may lack data
+  // promoted: from the front-end's loss (frontend_lost's time, on the heir's clock) to
+  // the last process left without it adopted by the heir (0: some never were), and
+  // how many the heir adopted; reattached: from the loss to the new front-end's
+  // acceptance by the heir, and (`connect`) from this front-end's first connection
+  // to the heir's topology.
+  std::chrono::microseconds after{0};
+  std::uint32_t adopted = 0;
   // view: the view this process now holds, and who left and joined since the view
   // it held before (one event per view it applied, in view order; a process that
   // was cut off while views changed gets one event for the changes it missed).

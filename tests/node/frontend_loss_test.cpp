@@ -126,5 +126,87 @@ TEST(FrontendLoss, WhenThePromotedRootFailsTheNextHeirTakesItsPlace) {
   for (Rank r : rest) EXPECT_FALSE(tree.heard(r).stopped) << r;
 }
 
+std::set<std::int32_t> union_at(TreeHarness& tree, Rank rank) {
+  std::set<std::int32_t> out;
+  for (const auto& packet : tree.heard(rank).upstream) {
+    for (const auto& v : packet.values()) {
+      if (auto* xs = std::get_if<std::vector<std::int32_t>>(&v)) out.insert(xs->begin(), xs->end());
+    }
+  }
+  return out;
+}
+
+std::size_t promotions(TreeHarness& tree, Rank rank) {
+  const auto& events = tree.heard(rank).events;
+  return static_cast<std::size_t>(std::count_if(events.begin(), events.end(), promoted));
+}
+
+// A new front-end re-attaches within the grace period. A process that does not
+// stand in the root's place refuses it, saying who does; the promoted FE+1 takes
+// it, and it gets the topology and the live tree, the membership view, the events
+// of the promotion, and the complete state of the recoverable stream: the union of
+// what the back-ends sent before the loss and while the tree had no front-end. The
+// tree then runs under it (new integers, a back-end's failure and the view without
+// it), and losing this front-end is handled the same way again.
+TEST(FrontendLoss, ANewFrontEndReattachesToThePromotedRootAndGetsTheWholeState) {
+  TreeHarness tree("b:3^2", kept_for(30s));
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("incremental_union");
+  auto send = [&](Rank b, std::int32_t x) {
+    tree.runtime(b).streams.send_up(stream, Packet{0, {std::vector<std::int32_t>{x}}});
+  };
+  std::set<std::int32_t> sent;
+  for (Rank b = 0; b < 9; ++b) send(b, int(b)), sent.insert(int(b));
+  ASSERT_TRUE(tree.run_until([&] { return union_at(tree, FE).size() == 9; }, 2s));
+  tree.kill(FE);
+  auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  for (Rank b = 0; b < 9; ++b) send(b, 100 + int(b)), sent.insert(100 + int(b));
+  tree.run_for(1s);
+
+  tree.reattach_frontend(FE + 2);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).reattached.has_value(); }, 5s));
+  EXPECT_NE(tree.heard(FE).reattached->find("does not stand in the root's place; commnode 1000001"),
+            std::string::npos)
+      << *tree.heard(FE).reattached;
+
+  tree.reattach_frontend(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).reattached.has_value(); }, 5s));
+  ASSERT_EQ(*tree.heard(FE).reattached, "");
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).promotion.size() == 3 && union_at(tree, FE) == sent; }, 5s))
+      << union_at(tree, FE).size() << " of " << sent.size() << " integers";
+  const auto& p = tree.heard(FE).promotion;
+  EXPECT_EQ(p[0].kind, Event::Kind::frontend_lost);
+  EXPECT_EQ(p[0].rank, FE);
+  EXPECT_EQ(p[1].kind, Event::Kind::promoted);
+  EXPECT_EQ(p[1].rank, FE + 1);
+  EXPECT_EQ(p[1].adopted, 2u);
+  EXPECT_GT(p[1].after.count(), 0);
+  EXPECT_EQ(p[2].kind, Event::Kind::reattached);
+  EXPECT_GE(p[2].after, 1s);
+  EXPECT_TRUE(p[2].incomplete_streams.empty());
+  ASSERT_FALSE(tree.heard(FE).views.empty());
+  EXPECT_EQ(tree.heard(FE).views.back().view.members.size(), 9u);
+  rest = everyone_but(tree, {});
+  ASSERT_TRUE(tree.run_until([&] { return all_see_parent(tree, rest, FE + 1, FE); }, 2s));
+  EXPECT_EQ(tree.node(FE + 1).phase(), core::Phase::running);
+
+  send(0, 200);
+  ASSERT_TRUE(tree.run_until([&] { return union_at(tree, FE).count(200) != 0; }, 2s));
+  tree.kill(4);
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        const auto& views = tree.heard(FE).views;
+        return !views.empty() && views.back().left == std::vector<Rank>{4};
+      },
+      10s));
+  EXPECT_GT(tree.heard(FE).views.back().view.id, tree.heard(FE).views.front().view.id);
+
+  tree.kill(FE);
+  ASSERT_TRUE(tree.run_until([&] { return promotions(tree, FE + 1) == 2; }, 5s));
+  EXPECT_TRUE(tree.node(FE + 1).promoted());
+}
+
 }  // namespace
 }  // namespace canopy::testing

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/log.h"
+#include "transport/tcp_link.h"
 
 namespace canopy::testing {
 
@@ -154,6 +155,16 @@ void TreeHarness::run_for(std::chrono::milliseconds duration) {
 }
 
 void TreeHarness::kill(Rank rank) { members_.erase(rank); }
+
+void TreeHarness::reattach_frontend(Rank acceptor) {
+  const std::uint16_t port = node(acceptor).listen_port();
+  Member& m = add(root(), Role::frontend);
+  boost::asio::ip::tcp::socket socket(m.io);
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  Recorder* heard = &m.heard;
+  m.runtime->node.reattach(transport::TcpLink::create(std::move(socket)), acceptor,
+                           [heard](Result<void> done) { heard->reattached = done ? "" : done.error(); });
+}
 
 StreamId TreeHarness::open_stream(const std::string& filter) {
   services::StreamSpec spec;

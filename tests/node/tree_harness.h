@@ -60,6 +60,7 @@ struct Recorder : core::Node::Observer,
     gossip_reports.emplace_back(rank, detector);
   }
   void on_confirmed(Rank rank, std::chrono::milliseconds silent) override { confirmed[rank] = silent; }
+  void on_promotion(std::vector<Event> events) override { promotion = std::move(events); }
 
   // The live-tree changes this process applied, in order.
   std::vector<core::events::TreeChanged> tree_changes() const;
@@ -77,6 +78,8 @@ struct Recorder : core::Node::Observer,
   std::vector<membership::ViewChange> views;
   std::vector<std::pair<Rank, Rank>> gossip_reports;       // root: (failed, detector)
   std::map<Rank, std::chrono::milliseconds> confirmed;     // by this member's gossip
+  std::vector<Event> promotion;                             // a re-attached front-end's
+  std::optional<std::string> reattached;                    // its outcome: "" or the error
 };
 
 class TreeHarness final : public services::Launcher {
@@ -116,6 +119,9 @@ class TreeHarness final : public services::Launcher {
   Rank root() const { return topology_.root().rank; }
 
   void kill(Rank rank);
+  // A new front-end process in place of the killed one asks `acceptor` to take it as
+  // its parent (Node::reattach); heard(root()).reattached says how it went.
+  void reattach_frontend(Rank acceptor);
   // Opens a stream over every back-end with upstream filter `filter` from the root,
   // and runs until the root has its acknowledgement (a test failure if it does not
   // come within 5 s or carries an error). Stream ids count up from 1.
