@@ -6,7 +6,7 @@
 #include <functional>
 #include <mutex>
 
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/loop_thread.h"

@@ -517,7 +517,9 @@ void Node::become_orphan(const std::string& reason) {
   // Left without the root (the front-end lost, the tree kept): the heir takes the
   // root's place, the others have until the grace period ends to reach it.
   const bool without_root = tree_->view().without_root(id_.rank);
-  if (without_root && tree_->view().heir() == id_.rank) return promote(plan_.fault.keep_tree_for);
+  if (without_root && tree_->view().heir() == id_.rank) {
+    return promote(plan_.fault.keep_tree_for, describe(failed) + ": " + reason);
+  }
   const auto timeout = without_root ? plan_.fault.keep_tree_for : plan_.fault.adoption_timeout;
   auto& o = std::get<Orphaned>(phase_);
   o.deadline = std::make_unique<Timer>(io_, timeout);
@@ -533,7 +535,7 @@ bool Node::promoted() const {
   return o && o->promoted;
 }
 
-void Node::promote(std::chrono::milliseconds grace) {
+void Node::promote(std::chrono::milliseconds grace, const std::string& reason) {
   auto& o = std::get<Orphaned>(phase_);
   o.promoted = true;
   log().info("promoted in the place of the lost {}: the tree waits {} ms for a front-end to re-attach",
@@ -544,7 +546,7 @@ void Node::promote(std::chrono::milliseconds grace) {
     begin_stop("no front-end re-attached within " + std::to_string(grace.count()) + " ms");
   });
   review_held_adoptions();  // orphans that asked before this node knew it was the heir
-  emit(events::Promoted{o.failed_parent, "lost " + describe(o.failed_parent)});
+  emit(events::Promoted{o.failed_parent, reason});
 }
 
 void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::function<void(Result<Adoption>)> done) {

@@ -300,8 +300,9 @@ class Node {
   void on_trying_closed(std::string_view reason);
   void become_orphan(const std::string& reason);
   // Orphaned, and no longer looking for an adopter: this node stands in the root's
-  // place. Stops the tree once `grace` has passed without a front-end.
-  void promote(std::chrono::milliseconds grace);
+  // place (`reason`: how the root was lost). Stops the tree once `grace` has passed
+  // without a front-end.
+  void promote(std::chrono::milliseconds grace, const std::string& reason);
   // Orphaned and looking for an adopter (not promoted): such a node adopts no one.
   bool seeking_adopter() const { return phase() == Phase::orphaned && !promoted(); }
   void adopted_by(wire::Adopted::Reader adopted);

@@ -1,5 +1,7 @@
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,11 +16,12 @@
 #include <string_view>
 
 #include "canopy/frontend.h"
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
+#include "transport/tcp_link.h"
 
 namespace canopy {
 
@@ -66,44 +69,32 @@ std::string absolute_program(const std::string& program) {
   return ec ? program : abs.lexically_normal().string();
 }
 
-// Writes the attach file atomically (docs/attach.md), so that a back-end that finds
-// the file never reads half of it, and readable by its owner only: it holds the
-// network's secret (docs/security.md).
-Result<void> write_attach_file(const std::string& path, const Topology& topology, std::uint64_t network_id,
-                               const core::Secret& secret) {
-  std::string text = "canopy-attach " + std::to_string(attach::kVersion) + "\n";
-  char id[17];
-  std::snprintf(id, sizeof id, "%016" PRIx64, network_id);
-  text += std::string("network ") + id + "\n";
-  text += "secret " + core::to_hex(secret) + "\n";
-  for (Rank b : topology.backends()) {
-    const auto& parent = topology.at(*topology.at(b).parent);
-    text += "backend " + std::to_string(b) + " " + std::to_string(parent.rank) + " " +
-            topology.address_of(parent.host) + " " + std::to_string(parent.port) + "\n";
+// A TCP connection to `address`:`port` within `timeout`, as a descriptor, or why not.
+Result<int> connect_within(const std::string& address, std::uint16_t port, std::chrono::milliseconds timeout) {
+  boost::system::error_code ec;
+  const auto ip = boost::asio::ip::make_address(address, ec);
+  if (ec) return Error{"address '" + address + "': " + ec.message()};
+  const boost::asio::ip::tcp::endpoint endpoint(ip, port);
+  const int fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error{std::string("socket: ") + std::strerror(errno)};
+  auto failed = [fd](const std::string& why) {
+    ::close(fd);
+    return Error{why};
+  };
+  if (::connect(fd, endpoint.data(), endpoint.size()) != 0 && errno != EINPROGRESS) {
+    return failed(std::strerror(errno));
   }
-  std::string temporary = path + ".tmp." + std::to_string(getpid());
-  // O_EXCL: never write the secret into a file someone else made (and may read).
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Error{"cannot write attach file " + temporary + ": " + std::strerror(errno)};
-  std::string_view left = text;
-  while (!left.empty()) {
-    const ssize_t n = ::write(fd, left.data(), left.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string why = std::strerror(errno);
-      ::close(fd);
-      std::remove(temporary.c_str());
-      return Error{"cannot write attach file " + temporary + ": " + why};
-    }
-    left.remove_prefix(static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return Error{"cannot write attach file " + path + ": " + why};
-  }
-  return {};
+  pollfd p{fd, POLLOUT, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return failed("no answer within " + std::to_string(timeout.count()) + " ms");
+  int error = 0;
+  socklen_t length = sizeof error;
+  if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return failed(std::strerror(errno));
+  if (error != 0) return failed(std::strerror(error));
+  return fd;
 }
 
 }  // namespace
@@ -117,11 +108,18 @@ struct Network::Impl final : core::Node::Observer,
                              services::RequestService::Observer,
                              services::RecoveryService::Observer,
                              membership::MembershipService::Observer {
-  explicit Impl(LaunchOptions opts) : options(std::move(opts)) {
-    std::random_device random;
-    identity.network_id = (std::uint64_t(random()) << 32) | random();
-    identity.secret = core::new_secret();
-    identity.rank = options.topology.root().rank;
+  // A new network's front-end (a fresh id and secret), or, with `given`, the
+  // front-end of a network that exists (re-attaching).
+  explicit Impl(LaunchOptions opts, std::optional<core::NodeIdentity> given = std::nullopt)
+      : options(std::move(opts)) {
+    if (given) {
+      identity = *given;
+    } else {
+      std::random_device random;
+      identity.network_id = (std::uint64_t(random()) << 32) | random();
+      identity.secret = core::new_secret();
+      identity.rank = options.topology.root().rank;
+    }
     identity.role = Role::frontend;
     runtime = std::make_unique<services::Runtime>(
         loop.io(), identity, filters,
@@ -198,6 +196,25 @@ struct Network::Impl final : core::Node::Observer,
       }
     }
     push_event(report);
+  }
+  // A re-attached front-end: how the tree outlived the one before it. Its streams
+  // that are not state recoverable may have lost data.
+  void on_promotion(std::vector<Event> promotion) override {
+    for (auto& e : promotion) {
+      if (e.kind == Event::Kind::reattached) {
+        e.connect = reattach_connect;
+        for (StreamId s : e.incomplete_streams) {
+          inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: the front-end was lost (" +
+                               promotion.front().reason + "), and the stream's filter is not state recoverable (or "
+                               "its output outgrew what the promoted root held back)",
+                           ErrorKind::disconnected});
+        }
+      }
+      events.push(e);
+    }
+    std::lock_guard lock(mutex);
+    promotion_heard = true;
+    changed.notify_all();
   }
   void report_incomplete(const Event& report) {
     for (StreamId s : report.incomplete_streams) {
@@ -361,6 +378,12 @@ struct Network::Impl final : core::Node::Observer,
   bool stop_reported = false;  // receive() has returned the "network stopped" error
   bool shut_down = false;
   bool attach_file_written = false;  // removed again at shutdown: it holds the secret
+  bool reattach_file_written = false;  // the same
+  // Re-attaching: the outcome of the request to the commnode asked, from the first
+  // connection to the topology, and whether the heir's report has arrived.
+  std::optional<Result<void>> reattach_outcome;
+  std::chrono::microseconds reattach_connect{0};
+  bool promotion_heard = false;
   std::map<StreamId, std::string> acks;
   std::map<StreamId, std::string> stream_filters;  // upstream filter of each stream made
   std::map<Rank, std::string> failure_reasons;     // loop thread only
@@ -386,6 +409,10 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
       ft.enabled && !(ft.heartbeat.count() > 0 && ft.heartbeat < ft.suspect && ft.suspect < ft.lost)) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
                  ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)", ErrorKind::invalid_input};
+  }
+  if (!options.reattach_file.empty() && options.fault_tolerance.keep_tree_for.count() == 0) {
+    return Error{"a re-attach file is for a tree kept after its front-end: set keep_tree_for too",
+                 ErrorKind::invalid_input};
   }
   if (const auto& ft = options.fault_tolerance; ft.keep_tree_for.count() > 0) {
     if (!ft.enabled) return Error{"keeping the tree after the front-end (keep_tree_for) needs fault tolerance on",
@@ -468,9 +495,22 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
   // The topology with the listening ports chosen at start-up.
   impl.options.topology = impl.loop.call([&] { return *impl.runtime->node.topology(); });
+  if (!impl.options.reattach_file.empty()) {
+    if (auto written = attach::write_secret_file(
+            impl.options.reattach_file,
+            attach::reattach_file_text(impl.options.topology, impl.identity.network_id, impl.identity.secret),
+            "re-attach file");
+        !written) {
+      (void)network->shutdown();
+      return Error{written.error()};
+    }
+    impl.reattach_file_written = true;
+  }
   if (attach) {
-    if (auto written = write_attach_file(impl.options.attach_file, impl.options.topology, impl.identity.network_id,
-                                         impl.identity.secret);
+    if (auto written = attach::write_secret_file(
+            impl.options.attach_file,
+            attach::attach_file_text(impl.options.topology, impl.identity.network_id, impl.identity.secret),
+            "attach file");
         !written) {
       (void)network->shutdown();
       return Error{written.error()};
@@ -480,6 +520,96 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return network;
   }
   core::log().info("network up: {} processes", impl.options.topology.size());
+  return network;
+}
+
+Result<std::unique_ptr<Network>> Network::reattach(ReattachOptions options) {
+  auto file = attach::read_attach_file(options.reattach_file);
+  if (!file) return Error{file.error(), ErrorKind::invalid_input};
+  if (!file->frontend || file->commnodes.empty()) {
+    return Error{options.reattach_file + " is not a re-attach file: it has no 'frontend' and 'commnode' lines (an "
+                                         "attach file, for back-ends?)",
+                 ErrorKind::invalid_input};
+  }
+  core::init_logging(Role::frontend, *file->frontend);
+  LaunchOptions launch_options;
+  launch_options.startup_timeout = options.timeout;
+  launch_options.reattach_file = options.reattach_file;
+  core::NodeIdentity identity{.rank = *file->frontend, .network_id = file->network_id, .secret = file->secret};
+  std::unique_ptr<Network> network(new Network(std::make_unique<Impl>(std::move(launch_options), identity)));
+  Impl& impl = *network->impl_;
+  const auto deadline = Clock::now() + options.timeout;
+  std::string refusals;
+  bool accepted = false;
+  // The heir is a commnode, most often the lowest-ranked live child of the lost
+  // front-end: each is asked in rank order; the others refuse, saying why.
+  for (const auto& c : file->commnodes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    const auto start = Clock::now();
+    auto fd = connect_within(c.address, c.port, std::min(left, std::chrono::milliseconds(1000)));
+    if (!fd) {
+      refusals += "; " + std::to_string(c.rank) + ": " + fd.error();
+      continue;
+    }
+    {
+      std::lock_guard lock(impl.mutex);
+      impl.reattach_outcome.reset();
+    }
+    impl.loop.call([&] {
+      boost::asio::ip::tcp::socket socket(impl.loop.io());
+      boost::system::error_code ec;
+      socket.assign(boost::asio::ip::make_address(c.address).is_v6() ? boost::asio::ip::tcp::v6()
+                                                                        : boost::asio::ip::tcp::v4(),
+                    *fd, ec);
+      if (ec) {
+        ::close(*fd);
+        std::lock_guard lock(impl.mutex);
+        impl.reattach_outcome = Error{ec.message()};
+        return;
+      }
+      impl.runtime->node.reattach(transport::TcpLink::create(std::move(socket)), c.rank,
+                                  [&impl, start](Result<void> outcome) {
+                                    std::lock_guard lock(impl.mutex);
+                                    impl.reattach_connect = std::chrono::duration_cast<std::chrono::microseconds>(
+                                        Clock::now() - start);
+                                    impl.reattach_outcome = std::move(outcome);
+                                    impl.changed.notify_all();
+                                  });
+    });
+    if (!impl.wait_until(deadline, [&] { return impl.reattach_outcome.has_value(); })) {
+      refusals += "; " + std::to_string(c.rank) + ": no answer";
+      break;
+    }
+    std::lock_guard lock(impl.mutex);
+    if (*impl.reattach_outcome) {
+      accepted = true;
+      break;
+    }
+    refusals += "; " + std::to_string(c.rank) + ": " + impl.reattach_outcome->error();
+  }
+  auto give_up = [&](const std::string& why) {
+    core::log().error("{}", why);
+    (void)network->shutdown();
+    return Error{why};
+  };
+  if (!accepted) {
+    return give_up("no process of the tree took this front-end (" + (refusals.empty() ? "none asked" : refusals.substr(2)) +
+                   "); has the tree's grace period (keep_tree_for) run out?");
+  }
+  // The heir's state, then its report, follow the topology.
+  if (!impl.wait_until(deadline, [&] { return impl.promotion_heard || impl.stopped; })) {
+    return give_up("re-attached, but the heir did not send its state within " +
+                   std::to_string(options.timeout.count()) + " ms");
+  }
+  impl.options.topology = impl.loop.call([&] { return *impl.runtime->node.topology(); });
+  const auto streams = impl.loop.call([&] { return impl.runtime->streams.stream_ids(); });
+  std::lock_guard lock(impl.mutex);
+  if (impl.stopped) return Error{"re-attached, but the tree stopped", ErrorKind::stopped};
+  if (!streams.empty()) impl.next_stream = streams.back() + 1;  // the tree's streams keep their ids
+  impl.ready = true;
+  impl.reattach_file_written = true;  // kept for the next front-end; removed at an orderly shutdown
+  core::log().info("re-attached: {} processes, {} streams", impl.options.topology.size(), streams.size());
   return network;
 }
 
@@ -677,6 +807,7 @@ Result<void> Network::shutdown() {
   }
   // No back-end can join a tree that is stopping; the file's secret goes with it.
   if (impl.attach_file_written) std::remove(impl.options.attach_file.c_str());
+  if (impl.reattach_file_written) std::remove(impl.options.reattach_file.c_str());
   impl.loop.run_or_post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
   // Each node gives its children a grace period, longer with height, then kills them.
   auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);

@@ -50,7 +50,11 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     check_promotion();
   } else if (auto* adopted = std::get_if<core::events::Adopted>(&event);
              adopted && promotion_ && node_.view() && adopted->adopter == node_.view()->root()) {
-    report_promotion();
+    // Once every service has sent its state and the core the output held back: the
+    // report closes what the heir hands the new front-end.
+    asio::post(node_.io(), [this] {
+      if (promotion_ && !node_.stopping()) report_promotion();
+    });
     check_standby_after(kStandbySettle);
   } else if (std::holds_alternative<core::events::ChildAdopted>(event) && promotion_) {
     ++promotion_->adopted;

@@ -552,6 +552,13 @@ Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packe
   return {};
 }
 
+std::vector<StreamId> StreamService::stream_ids() const {
+  std::vector<StreamId> out;
+  for (const auto& [id, stream] : streams_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
   std::vector<std::size_t> out;
   auto it = streams_.find(id);

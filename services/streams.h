@@ -84,6 +84,8 @@ class StreamService final : public core::Service {
   // one of its filters (applied where the node has children); its member children
   // that are commnodes.
   bool has_stream(StreamId id) const { return streams_.count(id) != 0; }
+  // Every stream this node is on, ascending.
+  std::vector<StreamId> stream_ids() const;
   Result<void> set_params(StreamId id, FilterSlot slot, const Packet& params);
   std::vector<std::size_t> member_commnodes(StreamId id) const;
   // For the recovery service: the streams of this node's latest adoption that may

@@ -144,7 +144,7 @@ void StatusWriter::publish(const std::string& run_fields) {
   std::string events;
   for (const auto& e : events_) events += (events.empty() ? "" : ",") + json_string(e);
   last_publish_ = now;
-  dashboard_->publish("{" + tree_ + ",\n" + run_fields + process_ + ",\"time_ms\":" + std::to_string(now_ms()) +
+  dashboard_->publish("{" + tree_ + ",\n" + run_fields + info_ + process_ + ",\"time_ms\":" + std::to_string(now_ms()) +
                       ",\"streams\":[" + streams + "],\"events\":[" + events + "]}\n");
 }
 
@@ -156,7 +156,7 @@ void StatusWriter::finish(int exit_status) {
 
 bool StatusWriter::write(const std::string& run_fields) {
   last_ = std::chrono::steady_clock::now();
-  const std::string json = "{" + tree_ + ",\n" + run_fields + process_ + ",\"time_ms\":" + std::to_string(now_ms()) + "}\n";
+  const std::string json = "{" + tree_ + ",\n" + run_fields + info_ + process_ + ",\"time_ms\":" + std::to_string(now_ms()) + "}\n";
   const std::string temporary = path_ + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -348,6 +348,31 @@ int status_command(const std::string& path, const std::string& format, bool watc
   }
   std::cout << frame->text;
   return exit_status_of(frame->state);
+}
+
+Result<RunRecord> read_run_record(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"cannot read " + path + ": " + std::strerror(errno), ErrorKind::invalid_input};
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  RunRecord record;
+  try {
+    const YAML::Node doc = YAML::Load(text);  // JSON is YAML
+    if (!doc.IsMap() || !doc["run"]) return Error{path + " is not a status file (no \"run\")", ErrorKind::invalid_input};
+    RunState state;
+    std::tie(record.state_line, state) = run_line(doc);
+    record.stale = state == RunState::stale;
+    record.finished = state == RunState::finished;
+    if (doc["workload"]) record.workload = doc["workload"].as<std::string>();
+    if (doc["union_until_ms"]) {
+      record.union_until = std::chrono::system_clock::time_point(
+          std::chrono::milliseconds(doc["union_until_ms"].as<std::int64_t>()));
+    }
+    if (doc["record"]) record.record_dir = doc["record"].as<std::string>();
+    if (doc["reattach_file"]) record.reattach_file = doc["reattach_file"].as<std::string>();
+  } catch (const YAML::Exception& e) {
+    return Error{path + " is not a status file: " + e.what(), ErrorKind::invalid_input};
+  }
+  return record;
 }
 
 }  // namespace canopy::tools

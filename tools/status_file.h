@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "canopy/frontend.h"
@@ -37,6 +38,9 @@ class StatusWriter {
   void set_dashboard(Dashboard* dashboard) { dashboard_ = dashboard; }
   // An event, as one line of text; the dashboard shows the latest 50.
   void note(std::string event);
+  // JSON members (`"a":1,"b":"x"`) about the run, written in the file from now on
+  // (what `canopy attach-frontend` reads: RunRecord).
+  void add_run_info(const std::string& members) { info_ += "," + members; }
   // A packet arrived at the front-end on `stream`.
   void count(StreamId stream) { ++streams_[stream].packets; }
 
@@ -51,6 +55,7 @@ class StatusWriter {
 
   std::string path_;
   std::string process_;  // ,"host":…,"pid":…,"pid_start":…: this process, written once
+  std::string info_;     // ,"workload":… (set_run_info)
   std::string tree_ = "\"nodes\":[]";  // the "nodes" and "view" members of the last write
   std::chrono::steady_clock::time_point last_{};
   Dashboard* dashboard_ = nullptr;
@@ -58,6 +63,19 @@ class StatusWriter {
   std::deque<std::string> events_;
   std::map<StreamId, StreamCount> streams_;
 };
+
+// What `canopy attach-frontend` reads of a status file: whether its run's front-end
+// is gone without finishing (stale) or finished, and what the run was doing.
+struct RunRecord {
+  std::string state_line;  // as `canopy status` prints it
+  bool stale = false;
+  bool finished = false;
+  std::string workload;    // "union", or "" (not recorded)
+  std::optional<std::chrono::system_clock::time_point> union_until;  // when the back-ends stop sending
+  std::string record_dir;  // the union workload's --record, absolute, or ""
+  std::string reattach_file;
+};
+Result<RunRecord> read_run_record(const std::string& path);
 
 // `canopy status FILE [--format json] [--watch [--interval S]]`. Exit status: 0 for a
 // running or finished run, 1 for a stale file (its run is gone without finishing),

@@ -81,6 +81,12 @@ struct LaunchOptions {
   // streams. Empty = normal mode: every back-end is started by its parent.
   std::string attach_file;
 
+  // With fault_tolerance.keep_tree_for: where launch() writes the re-attach file
+  // (network id, secret, every commnode's endpoint; mode 0600), with which a new
+  // front-end can carry on if this one dies (Network::reattach). Removed again by an
+  // orderly shutdown(). Empty: none is written.
+  std::string reattach_file;
+
   // How the tree detects failures and heals (docs/fault-tolerance.md), and the
   // gossip detector among the back-ends (docs/gossip.md): with gossip off here, the
   // topology's `gossip:` settings apply, if it has them (to launch without gossip
@@ -88,11 +94,34 @@ struct LaunchOptions {
   FaultToleranceOptions fault_tolerance;
 };
 
+// How a new front-end re-attaches to a tree that outlived its own
+// (FaultToleranceOptions::keep_tree_for; docs/fault-tolerance.md).
+struct ReattachOptions {
+  // The re-attach file the lost front-end wrote (LaunchOptions::reattach_file). The
+  // new front-end keeps it, and removes it at its own orderly shutdown.
+  std::string reattach_file;
+  // How long to look for the process that stands in the root's place and receive
+  // its state.
+  std::chrono::milliseconds timeout{10000};
+};
+
 class Network {
  public:
   // Launches the tree and returns once every process is up, or fails with an error
   // naming a node that did not come up and why. Nothing is left running on failure.
   static Result<std::unique_ptr<Network>> launch(LaunchOptions options);
+  // Re-attaches a new front-end to a tree whose front-end was lost, within the grace
+  // period it was launched with: asks each commnode of the re-attach file, in rank
+  // order, to take it as its parent; the one promoted in the root's place does. It
+  // returns once that process has sent the topology, the live tree, the membership
+  // view and the state of every stream: receive() then gives, first, each
+  // state-recoverable stream's output regenerated from the whole tree's state (the
+  // complete union so far, say), then what the tree held back meanwhile, then new
+  // results; next_event() gives frontend_lost, promoted and reattached (with
+  // timings), and a stream that is not state recoverable is reported by receive() as
+  // an error (it may have lost data). Streams created from now on get new ids. The
+  // front-end must run on the lost front-end's host (it listens there for orphans).
+  static Result<std::unique_ptr<Network>> reattach(ReattachOptions options);
   ~Network();
 
   const Topology& topology() const;

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 #include "canopy.capnp.h"
 #include "canopy/frontend.h"
 #include "core/loop_thread.h"

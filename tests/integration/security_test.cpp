@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 #include <capnp/serialize.h>
 
 #include "canopy.capnp.h"

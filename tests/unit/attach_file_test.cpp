@@ -1,4 +1,4 @@
-// The attach file reader (backend-lib/attach_file.h, docs/attach.md): the whole file
+// The attach file reader (core/attach_file.h, docs/attach.md): the whole file
 // is checked, and every error names the file and line.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 #include "canopy/backend.h"
 #include "core/auth.h"
 

@@ -1,8 +1,13 @@
-#include "backend-lib/attach_file.h"
+#include "core/attach_file.h"
 
 #include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -103,6 +108,29 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
       continue;
     }
     if (key == "secret") return bad("a second 'secret' line");
+    if (key == "frontend") {
+      if (file.frontend) return bad("a second 'frontend' line");
+      auto rank = words.size() == 2 ? number(words[1], 10, kMaxRank) : std::nullopt;
+      if (!rank) return bad("expected 'frontend RANK'");
+      file.frontend = static_cast<Rank>(*rank);
+      continue;
+    }
+    if (key == "commnode") {
+      if (words.size() != 4) return bad("expected 'commnode RANK ADDRESS PORT', found " + std::to_string(words.size()) +
+                                        " fields");
+      auto rank = number(words[1], 10, kMaxRank);
+      if (!rank) return bad("commnode rank '" + std::string(words[1]) + "' is not a rank");
+      auto port = number(words[3], 10, 65535);
+      if (!port || *port == 0) return bad("port '" + std::string(words[3]) + "' is not a port (1 to 65535)");
+      CommnodeEntry entry{static_cast<Rank>(*rank), std::string(words[2]), static_cast<std::uint16_t>(*port),
+                          line_number};
+      if (auto [it, fresh] = line_of_rank.emplace(entry.rank, line_number); !fresh) {
+        return bad("duplicate rank " + std::to_string(entry.rank) + " (first at line " + std::to_string(it->second) +
+                   ")");
+      }
+      file.commnodes.push_back(std::move(entry));
+      continue;
+    }
     if (key != "backend") return bad("unknown key '" + key + "'; " + backend_form);
     if (words.size() != 5) return bad(backend_form + ", found " + std::to_string(words.size()) + " fields");
     BackendEntry entry;
@@ -129,7 +157,7 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
   if (expect == Expect::header) return bad("no header 'canopy-attach " + std::to_string(kVersion) + "': the file is empty");
   if (expect == Expect::network) return bad("no 'network HEX' line");
   if (expect == Expect::secret) return bad("no 'secret HEX' line");
-  if (file.backends.empty()) return bad("no 'backend' lines");
+  if (file.backends.empty() && file.commnodes.empty()) return bad("no 'backend' lines");
   return file;
 }
 
@@ -139,6 +167,63 @@ Result<AttachFile> read_attach_file(const std::string& path) {
   std::string text((std::istreambuf_iterator<char>(in)), {});
   if (in.bad()) return Error{"cannot read attach file " + path + ": " + std::strerror(errno), ErrorKind::invalid_input};
   return parse_attach_file(text, path);
+}
+
+namespace {
+
+std::string header(std::uint64_t network_id, const core::Secret& secret) {
+  char id[17];
+  std::snprintf(id, sizeof id, "%016" PRIx64, network_id);
+  return "canopy-attach " + std::to_string(kVersion) + "\nnetwork " + id + "\nsecret " + core::to_hex(secret) + "\n";
+}
+
+}  // namespace
+
+std::string attach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret) {
+  std::string text = header(network_id, secret);
+  for (Rank b : topology.backends()) {
+    const auto& parent = topology.at(*topology.at(b).parent);
+    text += "backend " + std::to_string(b) + " " + std::to_string(parent.rank) + " " +
+            topology.address_of(parent.host) + " " + std::to_string(parent.port) + "\n";
+  }
+  return text;
+}
+
+std::string reattach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret) {
+  std::string text = header(network_id, secret);
+  text += "frontend " + std::to_string(topology.root().rank) + "\n";
+  for (const auto& n : topology.nodes()) {
+    if (n.role != Role::commnode) continue;
+    text += "commnode " + std::to_string(n.rank) + " " + topology.address_of(n.host) + " " + std::to_string(n.port) +
+            "\n";
+  }
+  return text;
+}
+
+Result<void> write_secret_file(const std::string& path, const std::string& text, const std::string& what) {
+  std::string temporary = path + ".tmp." + std::to_string(getpid());
+  // O_EXCL: never write the secret into a file someone else made (and may read).
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{"cannot write " + what + " " + temporary + ": " + std::strerror(errno)};
+  std::string_view left = text;
+  while (!left.empty()) {
+    const ssize_t n = ::write(fd, left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      std::remove(temporary.c_str());
+      return Error{"cannot write " + what + " " + temporary + ": " + why};
+    }
+    left.remove_prefix(static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Error{"cannot write " + what + " " + path + ": " + why};
+  }
+  return {};
 }
 
 }  // namespace canopy::attach

@@ -1,0 +1,149 @@
+// The front-end's own failure with real processes (docs/fault-tolerance.md, "When the
+// front-end fails"): `canopy run --keep-tree-for` keeps the tree after its front-end
+// is SIGKILLed, `canopy attach-frontend STATUSFILE` carries the union run to its end
+// with the complete union and its check, and the tree exits by itself when the grace
+// period ends without a front-end; no process is left behind either way.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "process_guard.h"
+#include "run_canopy.h"
+#include "union_record.h"
+
+using namespace std::chrono_literals;
+using canopy::testing::exit_code;
+using canopy::testing::Output;
+using canopy::testing::ProcessGuard;
+using canopy::testing::run_canopy;
+using canopy::testing::slurp;
+using canopy::testing::start_canopy;
+using canopy::testing::wait_for;
+
+namespace {
+
+const std::vector<std::string> kQuickDetection{"--heartbeat", "100", "--suspect", "300", "--lost", "800"};
+
+class FrontendLoss : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/canopy-fe-loss-XXXXXX";
+    dir_ = mkdtemp(dir);
+  }
+  void TearDown() override {
+    EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty()) << "processes left behind";
+    std::filesystem::remove_all(dir_);
+  }
+  // Starts `canopy run` with `args` and the status file; its pid.
+  pid_t start_run(std::vector<std::string> args) {
+    args.insert(args.begin(), "run");
+    args.insert(args.end(), {"--status", status()});
+    args.insert(args.end(), kQuickDetection.begin(), kQuickDetection.end());
+    return start_canopy(args, dir_ + "/run.out");
+  }
+  std::string status() const { return dir_ + "/status.json"; }
+  // Waits (bounded) until the run's workload has started, then `settle` more.
+  bool workload_started(std::chrono::milliseconds settle) {
+    const bool started = wait_for([&] { return slurp(status()).find("union_until_ms") != std::string::npos; }, 20s);
+    std::this_thread::sleep_for(settle);
+    return started;
+  }
+  static void kill_and_reap(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+
+  ProcessGuard guard_;
+  std::string dir_;
+};
+
+std::set<std::int32_t> integers_in(const std::string& path) {
+  std::set<std::int32_t> out;
+  std::ifstream in(path);
+  for (std::int32_t x; in >> x;) out.insert(x);
+  return out;
+}
+
+// The issue's demo, shortened: the front-end of a union run is SIGKILLed, a new one
+// re-attaches and finishes the run. Its union is the union of every back-end's
+// record, the events say what happened, and the re-attach file is gone once the run
+// ends in order.
+TEST_F(FrontendLoss, AttachFrontendCarriesTheUnionRunToItsEndAfterTheFrontEndIsKilled) {
+  const std::string record = dir_ + "/record";
+  const pid_t run = start_run({"--tree", "b:4^2", "--workload", "union", "--rate", "20", "--duration", "5",
+                               "--record", record, "--keep-tree-for", "30"});
+  ASSERT_GT(run, 0);
+  ASSERT_TRUE(workload_started(1500ms));
+  EXPECT_TRUE(std::filesystem::exists(status() + ".reattach"));
+  EXPECT_EQ(std::filesystem::status(status() + ".reattach").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  // While the front-end lives, no other may take its place.
+  Output early = run_canopy({"attach-frontend", status()});
+  EXPECT_EQ(exit_code(early), 2) << early.err;
+  EXPECT_NE(early.err.find("is still running"), std::string::npos) << early.err;
+
+  kill_and_reap(run);
+  std::this_thread::sleep_for(1s);
+  Output out = run_canopy({"attach-frontend", status(), "--format", "jsonl"});
+  EXPECT_EQ(exit_code(out), 0) << out.out << out.err;
+  for (const char* event : {"\"event\":\"frontend_lost\"", "\"event\":\"promoted\"", "\"event\":\"reattached\""}) {
+    EXPECT_NE(out.out.find(event), std::string::npos) << event << " missing from\n" << out.out;
+  }
+  EXPECT_NE(out.out.find("\"check\":\"ok\""), std::string::npos) << out.out;
+
+  std::set<std::int32_t> sent;
+  for (canopy::Rank r = 0; r < 16; ++r) {
+    auto values = canopy::demo::read_record(record + "/be-" + std::to_string(r) + ".txt");
+    ASSERT_TRUE(values) << values.error();
+    ASSERT_FALSE(values->empty()) << "back-end " << r << " sent nothing";
+    for (const auto& v : *values) sent.insert(v.value);
+  }
+  EXPECT_EQ(integers_in(record + "/frontend.txt"), sent);
+  EXPECT_FALSE(std::filesystem::exists(status() + ".reattach")) << "the secret outlived the run";
+  EXPECT_NE(slurp(status()).find("\"run\":\"finished\""), std::string::npos);
+}
+
+// Nobody re-attaches: every process exits when the grace period ends, and a front-end
+// that comes too late is told why.
+TEST_F(FrontendLoss, WithoutANewFrontEndTheTreeExitsWhenTheGracePeriodEnds) {
+  const pid_t run =
+      start_run({"--tree", "b:2^2", "--workload", "union", "--duration", "60", "--keep-tree-for", "1.5"});
+  ASSERT_GT(run, 0);
+  ASSERT_TRUE(workload_started(200ms));
+  kill_and_reap(run);
+  const auto left = ProcessGuard::wait_for_none(10s);
+  EXPECT_TRUE(left.empty()) << left.size() << " processes still running after the grace period";
+  Output late = run_canopy({"attach-frontend", status(), "--timeout", "2"});
+  EXPECT_EQ(exit_code(late), 1) << late.err;
+  EXPECT_NE(late.err.find("no process of the tree took this front-end"), std::string::npos) << late.err;
+}
+
+// Bad input is refused before anything runs, with exit status 2.
+TEST_F(FrontendLoss, BadInputIsRefusedWithTheReason) {
+  Output no_status = run_canopy({"run", "--tree", "b:2^2", "--keep-tree-for", "5"});
+  EXPECT_EQ(exit_code(no_status), 2);
+  EXPECT_NE(no_status.err.find("--keep-tree-for needs --status FILE"), std::string::npos) << no_status.err;
+
+  Output missing = run_canopy({"attach-frontend", dir_ + "/none.json"});
+  EXPECT_EQ(exit_code(missing), 2);
+  EXPECT_NE(missing.err.find("cannot read"), std::string::npos) << missing.err;
+
+  // A run that was not kept after its front-end: finished, and without a re-attach file.
+  Output plain = run_canopy({"run", "--tree", "b:2^2", "--waves", "2", "--status", status()});
+  ASSERT_EQ(exit_code(plain), 0) << plain.err;
+  Output over = run_canopy({"attach-frontend", status()});
+  EXPECT_EQ(exit_code(over), 2);
+  EXPECT_NE(over.err.find("is over"), std::string::npos) << over.err;
+}
+
+}  // namespace
