@@ -157,7 +157,9 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
   if (expect == Expect::header) return bad("no header 'canopy-attach " + std::to_string(kVersion) + "': the file is empty");
   if (expect == Expect::network) return bad("no 'network HEX' line");
   if (expect == Expect::secret) return bad("no 'secret HEX' line");
-  if (file.backends.empty() && file.commnodes.empty()) return bad("no 'backend' lines");
+  if (file.backends.empty() && file.commnodes.empty()) {
+    return bad(file.frontend ? "no 'commnode' lines" : "no 'backend' lines");
+  }
   return file;
 }
 

@@ -416,6 +416,25 @@ TEST_F(Security, AStandbyLinkIsRefusedInATreeWithoutThem) {
   EXPECT_NE(log.find("standby links are off in this tree"), std::string::npos) << log;
 }
 
+// A front-end's hello (re-attaching, docs/fault-tolerance.md) is taken only by a
+// process promoted in the place of a lost front-end: while the tree's front-end
+// lives, a process with the secret that says hello to a commnode as the front-end
+// is told why and cut off, and the commnode keeps its parent.
+TEST_F(Security, NoOneTakesTheFrontEndsPlaceWhileItLivesEvenWithTheSecret) {
+  HostileClient client(second_commnode().address, second_commnode().port);
+  ASSERT_EQ(client.error(), "");
+  const HelloSpec spec{.rank = FE, .role = canopy::wire::Role::FRONTEND, .network_id = attach_.network_id};
+  ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
+  auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.topology; }, 20s);
+  EXPECT_FALSE(heard.topology) << "a commnode took a second front-end as its parent";
+  ASSERT_TRUE(heard.shutdown) << "refused without a reason";
+  EXPECT_NE(heard.shutdown->find("the tree's front-end is alive"), std::string::npos) << *heard.shutdown;
+  auto second = status_of(FE + 2);
+  EXPECT_EQ(second.parent, std::optional<Rank>(FE));
+  EXPECT_EQ(second.incarnation, 0u);
+  expect_backend_0_untouched();
+}
+
 // Garbage before a hello closes the connection with the "bad frame" warning that
 // docs/protocol.md promises (it was closed silently, issue 16).
 TEST_F(Security, GarbageBeforeAHelloIsLoggedAsABadFrame) {

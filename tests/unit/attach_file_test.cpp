@@ -112,8 +112,10 @@ TEST(AttachFile, AMalformedLineAfterTheRanksOwnLineIsRefused) {
             "f:8: back-end rank '-4' is not a rank (0 to 4294967295)");
   EXPECT_EQ(error_of(std::string(kGood) + "backend 4 100000x 127.0.0.1 40313\n"),
             "f:8: parent rank '100000x' is not a rank");
-  EXPECT_EQ(error_of(std::string(kGood) + "commnode 4 1000002 127.0.0.1 40313\n").rfind("f:8: unknown key 'commnode'", 0),
+  EXPECT_EQ(error_of(std::string(kGood) + "relay 4 1000002 127.0.0.1 40313\n").rfind("f:8: unknown key 'relay'", 0),
             0u);
+  EXPECT_EQ(error_of(std::string(kGood) + "commnode 4 1000002 127.0.0.1 40313\n"),
+            "f:8: expected 'commnode RANK ADDRESS PORT', found 5 fields");
   EXPECT_EQ(error_of(std::string(kGood) + "network 12\n"), "f:8: a second 'network' line");
   EXPECT_EQ(error_of(std::string(kGood) + "canopy-attach 2\n"), "f:8: a second header line");
 }
@@ -148,6 +150,49 @@ TEST(AttachFile, AMissingFileIsNamed) {
   auto file = canopy::attach::read_attach_file("/nonexistent/canopy.attach");
   ASSERT_FALSE(file);
   EXPECT_EQ(file.error(), "cannot read attach file /nonexistent/canopy.attach: No such file or directory");
+}
+
+}  // namespace
+
+namespace {
+
+// The re-attach file (docs/fault-tolerance.md) of b:2x2 whose commnodes listen on
+// known ports: written as Network::launch writes it, read back whole.
+TEST(ReattachFile, WhatTheFrontEndWritesIsReadBack) {
+  auto topology = canopy::generate_topology("b:2x2");
+  ASSERT_TRUE(topology) << topology.error();
+  auto nodes = topology->nodes();
+  for (auto& n : nodes) {
+    if (n.role == canopy::Role::commnode) n.port = static_cast<std::uint16_t>(40000 + n.rank % 100);
+  }
+  auto ported = canopy::Topology::make(nodes, topology->hosts());
+  ASSERT_TRUE(ported) << ported.error();
+  canopy::core::Secret secret{};
+  secret[0] = 0xab;
+  const std::string text = canopy::attach::reattach_file_text(*ported, 0x1234, secret);
+  auto file = parse_attach_file(text, "f");
+  ASSERT_TRUE(file) << file.error();
+  EXPECT_EQ(file->network_id, 0x1234u);
+  EXPECT_EQ(file->secret, secret);
+  EXPECT_EQ(file->frontend, std::optional<canopy::Rank>(canopy::kFirstInternalRank));
+  EXPECT_TRUE(file->backends.empty());
+  ASSERT_EQ(file->commnodes.size(), 2u);
+  EXPECT_EQ(file->commnodes[0].rank, canopy::kFirstInternalRank + 1);
+  EXPECT_EQ(file->commnodes[0].port, 40001);
+  EXPECT_EQ(file->commnodes[1].port, 40002);
+  EXPECT_EQ(file->commnodes[1].line, 6);
+}
+
+TEST(ReattachFile, BadCommnodeAndFrontendLinesNameTheirLine) {
+  const std::string head =
+      "canopy-attach 2\nnetwork 1\nsecret 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  EXPECT_EQ(error_of(head + "commnode 1000001 127.0.0.1\n"), "f:4: expected 'commnode RANK ADDRESS PORT', found 3 fields");
+  EXPECT_EQ(error_of(head + "commnode 1000001 127.0.0.1 0\n"), "f:4: port '0' is not a port (1 to 65535)");
+  EXPECT_EQ(error_of(head + "commnode x 127.0.0.1 1\n"), "f:4: commnode rank 'x' is not a rank");
+  EXPECT_EQ(error_of(head + "commnode 5 a 1\ncommnode 5 a 2\n"), "f:5: duplicate rank 5 (first at line 4)");
+  EXPECT_EQ(error_of(head + "frontend 7\nfrontend 7\ncommnode 5 a 1\n"), "f:5: a second 'frontend' line");
+  EXPECT_EQ(error_of(head + "frontend\ncommnode 5 a 1\n"), "f:4: expected 'frontend RANK'");
+  EXPECT_EQ(error_of(head + "frontend 7\n"), "f:4: no 'commnode' lines");
 }
 
 }  // namespace
