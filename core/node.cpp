@@ -508,18 +508,23 @@ void Node::on_parent_closed(std::string_view reason) {
 void Node::become_orphan(const std::string& reason) {
   const Rank failed = tree_->view().parent(id_.rank);
   log().info("parent {} lost ({}): orphaned", describe(failed), reason);
+  // Left without the root (the front-end lost, the tree kept), the heir takes the
+  // root's place. Known before anything else: requests of the others held here
+  // meanwhile are then taken, not refused as if this node were looking for an
+  // adopter itself (they would ask again 100 ms later).
+  TreeView after = tree_->view();
+  after.apply_failure(failed);
+  const bool without_root = after.without_root(id_.rank);
+  const bool heir = without_root && after.heir() == id_.rank;
   parent_.reset();
   Orphaned orphaned;
   orphaned.failed_parent = failed;
+  orphaned.promoted = heir;
   set_phase(std::move(orphaned), "lost parent " + std::to_string(failed));
-  review_held_adoptions();  // refused: an orphan adopts no one
+  review_held_adoptions();  // refused: an orphan adopts no one (the heir adopts)
   on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
-  // Left without the root (the front-end lost, the tree kept): the heir takes the
-  // root's place, the others have until the grace period ends to reach it.
-  const bool without_root = tree_->view().without_root(id_.rank);
-  if (without_root && tree_->view().heir() == id_.rank) {
-    return promote(plan_.fault.keep_tree_for, describe(failed) + ": " + reason);
-  }
+  if (heir) return promote(plan_.fault.keep_tree_for, describe(failed) + ": " + reason);
+  // The others have until the grace period ends to reach the heir.
   const auto timeout = without_root ? plan_.fault.keep_tree_for : plan_.fault.adoption_timeout;
   auto& o = std::get<Orphaned>(phase_);
   o.deadline = std::make_unique<Timer>(io_, timeout);

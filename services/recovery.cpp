@@ -336,9 +336,8 @@ void RecoveryService::check_promotion() {
   const auto left = view->left_without_root();
   if (left.size() > 1 || (left.size() == 1 && left.front() != node_.identity().rank)) return;
   promotion_->complete = std::max(std::chrono::microseconds(1), us(NodeClock::now() - promotion_->since));
-  log().info("promotion complete: every process left without the front-end is adopted here ({} adopted, {} us "
-             "after its loss)",
-             promotion_->adopted, promotion_->complete.count());
+  log().info("promotion complete: every process left without the front-end is adopted here, {} us after its loss",
+             promotion_->complete.count());
 }
 
 void RecoveryService::report_promotion() {

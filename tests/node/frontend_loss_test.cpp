@@ -103,6 +103,35 @@ TEST(FrontendLoss, TheLowestChildOfTheFrontEndIsPromotedAndAdoptsTheOthers) {
   EXPECT_NE(tree.heard(7).stopped->find("no front-end re-attached"), std::string::npos) << *tree.heard(7).stopped;
 }
 
+// The front-end hangs rather than dies: its children find it lost by silence, each at
+// its own moment, and some ask the heir before the heir knows it is one. Their
+// requests are held, not refused, and taken once the heir is promoted: nobody waits
+// for a retry. (Refused by a heir that was still an orphan itself, they asked again
+// 100 ms later.)
+TEST(FrontendLoss, OrphansWhoAskTheHeirBeforeItKnowsAreAdoptedWithoutARetry) {
+  FaultToleranceOptions fault = kept_for(30s);
+  TreeHarness tree("b:3^2", fault);
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  // The heir hears from the front-end last: a packet for back-end 0, below it, half a
+  // heartbeat after the others heard their last.
+  tree.run_for(fault.heartbeat / 2);
+  tree.runtime(FE).streams.send_down(stream, Packet{1, {}}, Rank{0});
+  tree.run_for(1ms);
+  tree.freeze(FE);
+  ASSERT_TRUE(tree.run_until([&] { return heard_promotion(tree, FE + 1); }, fault.lost * 3));
+  const auto promoted_at = tree.elapsed();
+  const auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  EXPECT_LT(tree.elapsed() - promoted_at, 50ms) << "an orphan was refused and asked again";
+  for (Rank r : {FE + 2, FE + 3}) {
+    ASSERT_FALSE(tree.heard(r).recovered.empty()) << r;
+    EXPECT_EQ(tree.heard(r).recovered.back().attempts, 1u) << r;
+  }
+  tree.kill(FE);
+}
+
 // The promoted root fails too: the processes it leaves (its own back-ends and the
 // former siblings it adopted) are left without the root again, and the lowest of
 // them, FE+2, takes its place and adopts the rest.
