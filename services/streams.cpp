@@ -231,6 +231,11 @@ Result<void> StreamService::make_filters(Stream& stream) {
     if (filter && (*filter)->state_recoverable()) stream.filter = std::move(*filter);
     return {};
   }
+  if (node_.plan().reattached && !spec.upstream_plugin.empty()) {
+    // A front-end that re-attached has loaded no plugin: a state-recoverable filter's
+    // comes with the stream, as back-ends load it.
+    if (auto loaded = filters_.load(spec.upstream_plugin, spec.upstream_filter); !loaded) return loaded;
+  }
   auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);

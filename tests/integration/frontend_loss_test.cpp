@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process_guard.h"
@@ -74,9 +75,9 @@ std::set<std::int32_t> integers_in(const std::string& path) {
 }
 
 // The demo, shortened: the front-end of a union run is SIGKILLed, a new one
-// re-attaches and finishes the run. Its union is the union of every back-end's
-// record, the events say what happened, and the re-attach file is gone once the run
-// ends in order.
+// re-attaches and is SIGKILLed in turn, and a third re-attaches and finishes the run.
+// Its union is the union of every back-end's record, the events say what happened,
+// and the re-attach file is gone once the run ends in order.
 TEST_F(FrontendLoss, AttachFrontendCarriesTheUnionRunToItsEndAfterTheFrontEndIsKilled) {
   const std::string record = dir_ + "/record";
   const pid_t run = start_run({"--tree", "b:4^2", "--workload", "union", "--rate", "20", "--duration", "5",
@@ -94,6 +95,16 @@ TEST_F(FrontendLoss, AttachFrontendCarriesTheUnionRunToItsEndAfterTheFrontEndIsK
 
   kill_and_reap(run);
   std::this_thread::sleep_for(1s);
+  // The first new front-end dies too, a second after it re-attached: handled the same
+  // way again, and a third carries the run to its end.
+  const pid_t second = start_canopy({"attach-frontend", status(), "--format", "jsonl"}, dir_ + "/second.out");
+  ASSERT_GT(second, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(dir_ + "/second.out").find("\"reattached\"") != std::string::npos; }, 15s))
+      << slurp(dir_ + "/second.out");
+  std::this_thread::sleep_for(1s);
+  kill_and_reap(second);
+  EXPECT_TRUE(std::filesystem::exists(status() + ".reattach")) << "the second front-end took the file with it";
+  std::this_thread::sleep_for(500ms);
   Output out = run_canopy({"attach-frontend", status(), "--format", "jsonl"});
   EXPECT_EQ(exit_code(out), 0) << out.out << out.err;
   for (const char* event : {"\"event\":\"frontend_lost\"", "\"event\":\"promoted\"", "\"event\":\"reattached\""}) {

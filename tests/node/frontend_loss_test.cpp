@@ -237,5 +237,39 @@ TEST(FrontendLoss, ANewFrontEndReattachesToThePromotedRootAndGetsTheWholeState) 
   EXPECT_TRUE(tree.node(FE + 1).promoted());
 }
 
+// A stream whose state-recoverable filter came from a plugin: the re-attached
+// front-end, which loaded no plugin, loads it from the path the stream carries, and
+// gets the regenerated maximum, without a stream error.
+TEST(FrontendLoss, AReattachedFrontEndLoadsTheStreamsRecoverablePluginFilter) {
+  TreeHarness tree("b:3^2", kept_for(30s));
+  ASSERT_TRUE(tree.launch());
+  tree.runtime(FE).requests.load_filter(1, CANOPY_WHERE_FILTERS, "where_max");
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).request_acks.count(1) != 0; }, 5s));
+  ASSERT_EQ(tree.heard(FE).request_acks[1], "");
+  const StreamId stream = tree.open_stream("where_max");
+  for (Rank b = 0; b < 9; ++b) tree.runtime(b).streams.send_up(stream, Packet{0, {std::int32_t(b * 10)}});
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(FE).upstream.empty(); }, 2s));
+  tree.kill(FE);
+  const auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  tree.runtime(4).streams.send_up(stream, Packet{0, {std::int32_t(500)}});
+  tree.run_for(100ms);
+  tree.reattach_frontend(FE + 1);
+  // The states the heir had not yet filtered (its waves wait for stragglers) follow
+  // its own, as its output.
+  auto max_heard = [&] {
+    std::int32_t max = INT32_MIN;
+    for (const auto& p : tree.heard(FE).upstream) {
+      std::int32_t v = 0;
+      if (p.unpack("%d", v)) max = std::max(max, v);
+    }
+    return max;
+  };
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).promotion.size() == 3 && max_heard() == 500; }, 5s))
+      << "the new front-end's maximum is " << max_heard();
+  EXPECT_TRUE(tree.heard(FE).errors.empty()) << tree.heard(FE).errors.front();
+}
+
 }  // namespace
 }  // namespace canopy::testing
