@@ -21,6 +21,7 @@ packages=(
   libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
   tmux                        # a real terminal for the test of canopy status --watch
   chromium curl               # a real browser (and an HTTP client) for the test of canopy run --dashboard
+  slurmctld slurmd slurm-client munge  # a real Slurm cluster in network namespaces for the tests (tests/slurm)
 )
 
 missing=()
