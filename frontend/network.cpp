@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "canopy/frontend.h"
 #include "core/attach_file.h"
@@ -361,6 +362,43 @@ struct Network::Impl final : core::Node::Observer,
     return true;
   }
 
+  // Re-attaching: asks commnode `c` to take this front-end as its parent; nothing if
+  // it did, else why not.
+  std::optional<std::string> ask_to_reattach(const attach::CommnodeEntry& c, Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto start = Clock::now();
+    auto fd = connect_within(c.address, c.port, std::clamp(left, std::chrono::milliseconds(1),
+                                                           std::chrono::milliseconds(1000)));
+    if (!fd) return fd.error();
+    {
+      std::lock_guard lock(mutex);
+      reattach_outcome.reset();
+    }
+    loop.call([&] {
+      boost::asio::ip::tcp::socket socket(loop.io());
+      boost::system::error_code ec;
+      socket.assign(boost::asio::ip::make_address(c.address).is_v6() ? boost::asio::ip::tcp::v6()
+                                                                        : boost::asio::ip::tcp::v4(),
+                    *fd, ec);
+      if (ec) {
+        ::close(*fd);
+        std::lock_guard lock(mutex);
+        reattach_outcome = Error{ec.message()};
+        return;
+      }
+      runtime->node.reattach(transport::TcpLink::create(std::move(socket)), c.rank, [this, start](Result<void> outcome) {
+        std::lock_guard lock(mutex);
+        reattach_connect = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+        reattach_outcome = std::move(outcome);
+        changed.notify_all();
+      });
+    });
+    if (!wait_until(deadline, [&] { return reattach_outcome.has_value(); })) return std::string("no answer");
+    std::lock_guard lock(mutex);
+    if (*reattach_outcome) return std::nullopt;
+    return reattach_outcome->error();
+  }
+
   LaunchOptions options;
   core::NodeIdentity identity;
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
@@ -542,51 +580,21 @@ Result<std::unique_ptr<Network>> Network::reattach(ReattachOptions options) {
   std::string refusals;
   bool accepted = false;
   // The heir is a commnode, most often the lowest-ranked live child of the lost
-  // front-end: each is asked in rank order; the others refuse, saying why.
-  for (const auto& c : file->commnodes) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    const auto start = Clock::now();
-    auto fd = connect_within(c.address, c.port, std::min(left, std::chrono::milliseconds(1000)));
-    if (!fd) {
-      refusals += "; " + std::to_string(c.rank) + ": " + fd.error();
-      continue;
-    }
-    {
-      std::lock_guard lock(impl.mutex);
-      impl.reattach_outcome.reset();
-    }
-    impl.loop.call([&] {
-      boost::asio::ip::tcp::socket socket(impl.loop.io());
-      boost::system::error_code ec;
-      socket.assign(boost::asio::ip::make_address(c.address).is_v6() ? boost::asio::ip::tcp::v6()
-                                                                        : boost::asio::ip::tcp::v4(),
-                    *fd, ec);
-      if (ec) {
-        ::close(*fd);
-        std::lock_guard lock(impl.mutex);
-        impl.reattach_outcome = Error{ec.message()};
-        return;
+  // front-end: each is asked in rank order; the others refuse, saying why. Until the
+  // time-out, rounds follow every 200 ms: the tree may not have found its front-end
+  // lost yet (a hung one takes `lost` to be), nor promoted its heir.
+  for (int round = 0; !accepted && Clock::now() < deadline; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    refusals.clear();
+    for (const auto& c : file->commnodes) {
+      if (Clock::now() >= deadline) break;
+      auto refused = impl.ask_to_reattach(c, deadline);
+      if (!refused) {
+        accepted = true;
+        break;
       }
-      impl.runtime->node.reattach(transport::TcpLink::create(std::move(socket)), c.rank,
-                                  [&impl, start](Result<void> outcome) {
-                                    std::lock_guard lock(impl.mutex);
-                                    impl.reattach_connect = std::chrono::duration_cast<std::chrono::microseconds>(
-                                        Clock::now() - start);
-                                    impl.reattach_outcome = std::move(outcome);
-                                    impl.changed.notify_all();
-                                  });
-    });
-    if (!impl.wait_until(deadline, [&] { return impl.reattach_outcome.has_value(); })) {
-      refusals += "; " + std::to_string(c.rank) + ": no answer";
-      break;
+      refusals += "; " + std::to_string(c.rank) + ": " + *refused;
     }
-    std::lock_guard lock(impl.mutex);
-    if (*impl.reattach_outcome) {
-      accepted = true;
-      break;
-    }
-    refusals += "; " + std::to_string(c.rank) + ": " + impl.reattach_outcome->error();
   }
   auto give_up = [&](const std::string& why) {
     core::log().error("{}", why);

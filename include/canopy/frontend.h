@@ -112,7 +112,9 @@ class Network {
   static Result<std::unique_ptr<Network>> launch(LaunchOptions options);
   // Re-attaches a new front-end to a tree whose front-end was lost, within the grace
   // period it was launched with: asks each commnode of the re-attach file, in rank
-  // order, to take it as its parent; the one promoted in the root's place does. It
+  // order, to take it as its parent, in rounds every 200 ms until options.timeout
+  // (the tree may not have found its front-end lost yet); the one promoted in the
+  // root's place accepts. It
   // returns once that process has sent the topology, the live tree, the membership
   // view and the state of every stream: receive() then gives, first, each
   // state-recoverable stream's output regenerated from the whole tree's state (the
