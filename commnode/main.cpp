@@ -2,7 +2,9 @@
 // passes its identity in the environment (CANOPY_PARENT, CANOPY_RANK,
 // CANOPY_NETWORK_ID) with the network's secret (CANOPY_SECRET, or on standard input
 // through a launcher: core/auth.h). All the logic lives in the node core and its
-// services (services::Runtime).
+// services (services::Runtime). Exit status: 0 after an orderly shutdown, 1 when it
+// stopped for a failure (parent lost without healing, no adopter, left the tree),
+// 2 for bad input (its environment).
 #include <signal.h>
 
 #include <cstdio>
@@ -71,5 +73,7 @@ int main() {
     return 1;
   }
   io.run();
-  return 0;
+  // 1 when it stopped for a failure rather than on its parent's order: a launcher
+  // (srun, a script) sees that something went wrong.
+  return runtime.node.stopped_in_order() ? 0 : 1;
 }

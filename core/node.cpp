@@ -462,6 +462,7 @@ void Node::on_parent_message(capnp::MessageReader& message) {
     case Body::SHUTDOWN: {
       // The reason comes down from the front-end through every level: said once.
       const std::string reason = body.getShutdown().getReason();
+      if (!stopping()) stopped_in_order_ = true;
       return begin_stop(reason.starts_with("shutdown: ") ? reason : "shutdown: " + reason);
     }
     default:
@@ -840,7 +841,10 @@ std::optional<std::size_t> Node::route_to(Rank backend) const {
 
 // ---- stopping ----
 
-void Node::shutdown(const std::string& reason) { begin_stop(reason); }
+void Node::shutdown(const std::string& reason) {
+  if (!stopping()) stopped_in_order_ = true;
+  begin_stop(reason);
+}
 
 void Node::begin_stop(const std::string& reason) {
   if (stopping()) return;

@@ -113,6 +113,11 @@ class Node {
   void reattach(std::shared_ptr<transport::Link> link, Rank acceptor, std::function<void(Result<void>)> done);
   // Orderly stop of the whole subtree; the observer's on_stopped follows.
   void shutdown(const std::string& reason);
+  // Whether this node stopped (or is stopping) in order: shut down here or by its
+  // parent's shutdown. False when it stopped for a failure (its parent lost without
+  // healing, no adopter, left the tree, no front-end within the grace period): the
+  // commnode's exit status says which (0 or 1).
+  bool stopped_in_order() const { return stopped_in_order_; }
 
   // ---- what services read ----
   asio::io_context& io() { return io_; }
@@ -335,6 +340,7 @@ class Node {
 
   std::shared_ptr<transport::Link> parent_;
   bool upstream_full_ = false;  // reading from the children is paused
+  bool stopped_in_order_ = false;
   Listener listener_;
   std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
   std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
