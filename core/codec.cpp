@@ -210,6 +210,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
   t.setAttachMode(plan.attach);
   t.setMrnetBackendArgs(plan.mrnet_backend_args);
+  t.setBulkLaunch(plan.bulk);
   auto ft = t.initFaultTolerance();
   ft.setEnabled(plan.fault.enabled);
   ft.setHeartbeatMs(static_cast<std::uint32_t>(plan.fault.heartbeat.count()));
@@ -234,6 +235,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.attach = t.getAttachMode();
   for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
   plan.mrnet_backend_args = t.getMrnetBackendArgs();
+  plan.bulk = t.getBulkLaunch();
   auto ft = t.getFaultTolerance();
   plan.fault.enabled = ft.getEnabled();
   plan.fault.heartbeat = milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));

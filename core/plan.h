@@ -18,6 +18,9 @@ struct LaunchPlan {
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
+  // The front-end starts every process through the resource manager, one step per
+  // level (docs/launch.md); parents start none and wait for their children.
+  bool bulk = false;
   // This node is a front-end that re-attached to a tree which outlived its front-end
   // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
   // Not on the wire.

@@ -55,7 +55,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
                                                           const Environment& env,
                                                           const std::string& stdin_data) {
   if (argv.empty()) return Error{"cannot start a process: empty command"};
-  if (stdin_data.size() > 4096) return Error{"cannot start '" + argv[0] + "': more than 4 KiB for its standard input"};
+  // Written at once into the socket, whose buffer is made to hold it.
+  if (stdin_data.size() > 60000) return Error{"cannot start '" + argv[0] + "': more than 60,000 bytes for its standard input"};
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
@@ -85,9 +86,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(asio::io_context& io,
       return Error{std::string("cannot start a process (socketpair): ") + strerror(errno)};
     }
     // Written before the child exists, while this process holds the reading end: it
-    // fits the socket's buffer (4 KiB at most, checked above), so it never blocks,
+    // fits the socket's buffer (60,000 bytes at most, checked above), so it never blocks,
     // and a child that exits at once without reading it (a launcher that starts
     // nothing) is seen exiting, not taken for a failure to start it.
+    const int buffer = 128 * 1024;
+    (void)::setsockopt(input[1], SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
     if (::send(input[1], stdin_data.data(), stdin_data.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(stdin_data.size())) {
       const int err = errno ? errno : EIO;

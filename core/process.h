@@ -41,7 +41,7 @@ class ChildProcess {
  public:
   // Starts argv[0] (searched in PATH if it has no '/') with the current
   // environment plus `env`. `stdin_data`, if not empty, is all the child reads on its
-  // standard input (a socket, closed after it; at most 4 KiB), for what must not appear
+  // standard input (a socket, closed after it; at most 60,000 bytes), for what must not appear
   // on a command line (the secret through a launcher: core/auth.h); otherwise the
   // child inherits this process's. The error names the program and the reason.
   static Result<std::unique_ptr<ChildProcess>> spawn(asio::io_context& io,

@@ -144,6 +144,9 @@ struct Topology {
   mrnetBackendArgs @10 :Bool;   # append MRNet's five arguments to each back-end's
                                 # command line (docs/mrnet.md): parent host, parent
                                 # port, parent rank, own host, own rank
+  bulkLaunch @11 :Bool;         # true: the front-end starts every process through the
+                                # resource manager, level by level (docs/launch.md);
+                                # parents start none and wait for their children
 
   enum LinkKind {
     automatic @0;               # striped when both hosts have two NICs or more

@@ -11,6 +11,14 @@ enum Kind {
   launched @0;                   # body: Launched
   ready @1;                      # body: Ready
   launchFailed @2;               # body: LaunchFailed
+  listening @3;                  # body: Listening
+}
+
+struct Listening {
+  # A commnode started in bulk (docs/launch.md) -> parent, forwarded to the
+  # front-end: it listens on `port` now, so its children can be started.
+  rank @0 :UInt32;
+  port @1 :UInt16;
 }
 
 struct Launched {

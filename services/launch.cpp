@@ -1,6 +1,7 @@
 #include "services/launch.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -83,6 +84,27 @@ void LaunchService::on_event(const core::NodeEvent& event) {
       return node_.subtree_up();
     }
     if (node_.listen_port() != 0) endpoints_[node_.identity().rank] = node_.listen_port();
+    if (node_.plan().bulk) {
+      if (!node_.is_root() && node_.listen_port() != 0) report_listening(node_.identity().rank, node_.listen_port());
+      if (node_.is_root()) {
+        bulk_ = std::make_unique<BulkLaunch>(node_, [this](std::size_t level, int status) {
+          if (up_ || node_.stopping() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;
+          // The step ended before the tree was up: its processes that did not connect
+          // will not.
+          for (Rank r : bulk_->level(level)) {
+            const char* nodes = std::getenv("SLURM_JOB_NODELIST");
+            report_launch_failed(r, node_.describe(r) + ": the srun step of level " + std::to_string(level) + " " +
+                                        core::describe_wait_status(status) +
+                                        " before the tree was up (srun's error above says why; every host of the "
+                                        "topology must be a node of the allocation" +
+                                        (nodes ? std::string(", ") + nodes : std::string()) + ")");
+            break;  // one report names the step; the start-up time-out names the rest
+          }
+        });
+        listening_[node_.identity().rank] = node_.listen_port();
+        start_bulk_level(1);
+      }
+    }
     launch_children();
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
     if (!connected->rejoined) report_launched(connected->rank);  // a rejoin is the membership's news
@@ -99,6 +121,31 @@ void LaunchService::on_event(const core::NodeEvent& event) {
   }
 }
 
+void LaunchService::report_listening(Rank rank, std::uint16_t port) {
+  if (!node_.is_root()) {
+    core::Outgoing message(node_.identity(), id(), Kind::LISTENING);
+    auto l = message.init<wire::launch::Listening>();
+    l.setRank(rank);
+    l.setPort(port);
+    node_.send_up(message);
+    return;
+  }
+  if (!bulk_) return;
+  listening_[rank] = port;
+  if (bulk_level_ < bulk_->levels() && bulk_->listening(bulk_level_, listening_)) start_bulk_level(bulk_level_ + 1);
+}
+
+void LaunchService::start_bulk_level(std::size_t level) {
+  if (level > bulk_->levels() || node_.stopping()) return;
+  bulk_level_ = level;
+  if (auto started = bulk_->start(level, listening_); !started) {
+    report_launch_failed(bulk_->level(level).front(), started.error());
+    return;
+  }
+  // A level of back-ends only (or of commnodes without children) is the last.
+  if (bulk_->listening(level, listening_) && level < bulk_->levels()) start_bulk_level(level + 1);
+}
+
 void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
   switch (static_cast<Kind>(kind)) {
     case Kind::LAUNCHED:
@@ -106,6 +153,10 @@ void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::LAUNCH_FAILED: {
       auto f = body.getAs<wire::launch::LaunchFailed>();
       return report_launch_failed(f.getRank(), f.getReason());
+    }
+    case Kind::LISTENING: {
+      auto l = body.getAs<wire::launch::Listening>();
+      return report_listening(l.getRank(), l.getPort());
     }
     case Kind::READY: {
       if (from.kind != core::Peer::Kind::child) return;
@@ -129,6 +180,7 @@ void LaunchService::launch_children() {
       continue;
     }
     waiting = true;
+    if (plan.bulk) continue;  // started by the front-end's step of its level
     auto process = launcher_.start(node_, children[i].rank);
     if (!process) {
       node_.give_up_child(i, "cannot be started");

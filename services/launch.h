@@ -6,6 +6,9 @@
 // hello; LaunchFailed when one does not come up; Ready, with the listening ports of
 // the subtree's commnodes, once every child's subtree is up. At the root these
 // become the observer's calls, and the endpoints are published to the whole tree.
+// With a bulk launch (LaunchPlan::bulk, docs/launch.md) no parent starts its
+// children: the front-end starts each level of the tree with one srun step
+// (BulkLaunch) once the level above listens, and the parents wait for their children.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -15,6 +18,7 @@
 
 #include "core/node.h"
 #include "launch.capnp.h"
+#include "services/bulk_launch.h"
 
 namespace canopy::services {
 
@@ -61,6 +65,10 @@ class LaunchService final : public core::Service {
   void check_subtree_ready();
   void report_launched(Rank rank);
   void report_launch_failed(Rank rank, const std::string& reason);
+  // Bulk launch (LaunchPlan::bulk): a commnode's port, up to the front-end, which
+  // starts the next level once every commnode of a level listens.
+  void report_listening(Rank rank, std::uint16_t port);
+  void start_bulk_level(std::size_t level);
 
   core::Node& node_;
   Launcher& launcher_;
@@ -68,6 +76,10 @@ class LaunchService final : public core::Service {
   Timer startup_timer_;
   bool up_ = false;                          // Ready sent (or, at the root, reported)
   std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
+  // Root, bulk launch: the steps, the ports reported so far, the last level started.
+  std::unique_ptr<BulkLaunch> bulk_;
+  std::map<Rank, std::uint16_t> listening_;
+  std::size_t bulk_level_ = 0;
 };
 
 }  // namespace canopy::services

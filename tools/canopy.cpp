@@ -65,6 +65,7 @@ struct RunOptions {
   std::string format = "text";
   int startup_timeout_ms = 10000;
   std::string launcher = "ssh {host} {command}";
+  canopy::LaunchMethod launch_method = canopy::LaunchMethod::spawn;
   std::string plugin;       // load --filter from this shared object
   std::string attach_file;  // attach mode: back-ends are started by someone else
   std::string workload = "demo";
@@ -499,6 +500,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
                                               : opt.backend;
   }
   launch.launcher = opt.launcher;
+  launch.method = opt.launch_method;
   launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
   launch.fault_tolerance = opt.fault;
   if (opt.fault.keep_tree_for.count() > 0) {
@@ -851,6 +853,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--startup-timeout", opt.startup_timeout_ms, "Milliseconds each parent waits for its children")
       ->capture_default_str()
       ->check(canopy::tools::in_range(100, 3600000));
+  run_cmd->add_option_function<std::string>(
+              "--launch",
+              [&opt](const std::string& v) {
+                opt.launch_method = v == "slurm" ? canopy::LaunchMethod::slurm : canopy::LaunchMethod::spawn;
+              },
+              "spawn (default): each parent starts its children, through --launcher on another host; slurm: inside "
+              "an allocation, one srun step per level of the tree starts every process (docs/launch.md)")
+      ->check(CLI::IsMember({"spawn", "slurm"}));
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
   run_cmd->add_option("--workload", opt.workload,

@@ -52,8 +52,20 @@ struct NodeStatus {
 };
 
 
+// How the processes of the tree are started (docs/launch.md).
+enum class LaunchMethod : std::uint8_t {
+  // Each parent starts its children: a local process, or the launcher template
+  // (ssh, srun -w {host}, ...) for another host, one command per child.
+  spawn,
+  // Inside a Slurm allocation, the front-end starts every process itself, one srun
+  // step per level of the tree (tasks placed on their topology hosts, which must be
+  // the allocation's node names); links are plain.
+  slurm,
+};
+
 struct LaunchOptions {
   Topology topology;
+  LaunchMethod method = LaunchMethod::spawn;
   // The back-end program and its arguments, started once per back-end of the tree.
   // It must use Canopy::backend (canopy::Backend::connect()).
   std::vector<std::string> backend_argv;

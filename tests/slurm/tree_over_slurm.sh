@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # A Canopy tree on a real Slurm cluster (cluster_lib.sh: slurmctld and three slurmds,
-# each node a network namespace): inside `salloc -N3`, `canopy run` starts the
-# commnodes on the other nodes with the launcher template
-# `srun --overlap -N1 -n1 -w {host} {command}`, one step per remote commnode, which
-# start their back-ends locally. The union workload must check out, each remote node
-# must have run exactly one step, and nothing may be left in any node.
+# each node a network namespace), inside `salloc -N3`, started in one of two ways:
+#   spawn  `canopy run --launcher 'srun --overlap -N1 -n1 -w {host} {command}'`: one
+#          step per remote commnode, which starts its back-ends locally (each remote
+#          node runs one step);
+#   slurm  `canopy run --launch slurm`: one step per level of the tree, the front-end
+#          starting every process (each node runs two steps: its commnode, then its
+#          back-ends; docs/launch.md).
+# The union workload must check out, and nothing may be left in any node.
+#   badnode  `--launch slurm` in an allocation of n1 and n2 only, the topology naming
+#          n3: the launch fails with the step's error and the allocation's nodes, and
+#          nothing is left.
 #
-# Usage: tree_over_slurm.sh BIN_DIR     (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -40,29 +47,49 @@ edges:
   - {parent: 1000003, children: [4, 5]}
 T
 
+allocation=(-N3)
+case "$mode" in
+  spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); nodes=(n2 n3); expected=1 ;;
+  slurm) how=(--launch slurm); nodes=(n1 n2 n3); expected=2 ;;
+  badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
+  *) netns_fail "unknown mode $mode" ;;
+esac
 status=0
-slurm_on n1 salloc -N3 --exclusive "$bin/canopy" run --topology "$work/tree.yaml" \
-  --launcher 'srun --overlap -N1 -n1 -w {host} {command}' --workload union --duration 2 --record "$work/record" \
-  > "$work/out" 2> "$work/err" || status=$?
-[ "$status" = 0 ] || netns_fail "canopy run under salloc exited with $status: $(cat "$work/err")"
-grep -q "check: ok" "$work/out" || netns_fail "the union did not check out: $(tail -3 "$work/out")"
-for node in n2 n3; do
-  steps=$(grep -c "launch task" "$SLURM_DIR/slurmd-$node.log" || true)
-  [ "$steps" = 1 ] || netns_fail "node $node ran $steps steps, expected 1 (its commnode): $(cat "$SLURM_DIR/slurmd-$node.log")"
-done
-# The steps end with the run; slurmstepd may take a moment after the allocation ends.
+slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run --topology "$work/tree.yaml" "${how[@]}" \
+  --workload union --duration 2 --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
+if [ "$mode" = badnode ]; then
+  [ "$status" = 1 ] || netns_fail "canopy run with a node outside the allocation exited with $status: $(cat "$work/err")"
+  grep -q "the srun step of level 1 exited with status 1 before the tree was up" "$work/err" ||
+    netns_fail "the error does not name the failed step: $(cat "$work/err")"
+  grep -q "every host of the topology must be a node of the allocation, n\[1-2\]" "$work/err" ||
+    netns_fail "the error does not name the allocation's nodes: $(cat "$work/err")"
+else
+  [ "$status" = 0 ] || netns_fail "canopy run under salloc exited with $status: $(cat "$work/err")"
+  grep -q "check: ok" "$work/out" || netns_fail "the union did not check out: $(tail -3 "$work/out")"
+  for node in "${nodes[@]}"; do
+    steps=$(grep -c "launch task" "$SLURM_DIR/slurmd-$node.log" || true)
+    [ "$steps" = "$expected" ] ||
+      netns_fail "node $node ran $steps steps, expected $expected ($mode): $(cat "$SLURM_DIR/slurmd-$node.log")"
+  done
+fi
+# The steps end with the run; slurmstepd may take a moment after the allocation
+# ends. The daemons themselves run in the nodes until the teardown: only they may stay.
+leftovers() {
+  local ns pid comm
+  for ns in $NETNS_ALL; do
+    for pid in $(ip netns pids "$ns"); do
+      comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
+      case "$comm" in
+        slurmd|slurmctld|slurmscriptd|sh|"") ;;
+        *) echo "$pid ($comm) in $ns" ;;
+      esac
+    done
+  done
+}
 for _ in $(seq 50); do
-  netns_expect_no_processes 2>/dev/null && break
+  [ -z "$(leftovers)" ] && break
   sleep 0.1
 done
-# slurmd itself runs in each node until the teardown: only it may be left.
-for ns in $NETNS_ALL; do
-  for pid in $(ip netns pids "$ns"); do
-    comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-    case "$comm" in
-      slurmd|slurmctld|slurmscriptd|sh) ;;
-      *) netns_fail "process $pid ($comm) left in $ns after the run" ;;
-    esac
-  done
-done
-echo "PASS: a tree over 3 Slurm nodes, remote commnodes started by srun, union checked"
+left="$(leftovers)"
+[ -z "$left" ] || netns_fail "processes left after the run: $left"
+echo "PASS: a tree over 3 Slurm nodes, $mode"

@@ -1,0 +1,120 @@
+#include "services/bulk_launch.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/auth.h"
+#include "core/log.h"
+
+namespace canopy::services {
+
+using core::log;
+
+BulkLaunch::BulkLaunch(core::Node& node, std::function<void(std::size_t, int)> on_step_exit)
+    : node_(node), on_step_exit_(std::move(on_step_exit)) {
+  const Topology& topology = *node.topology();
+  std::vector<Rank> current{topology.root().rank};
+  while (true) {
+    std::vector<Rank> next;
+    for (Rank r : current) {
+      const auto& children = topology.at(r).children;
+      next.insert(next.end(), children.begin(), children.end());
+    }
+    if (next.empty()) break;
+    levels_.push_back(next);
+    current = std::move(next);
+  }
+}
+
+BulkLaunch::~BulkLaunch() {
+  stop(std::chrono::seconds(3));
+  steps_.clear();  // SIGKILL to whatever is left, reaped
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+bool BulkLaunch::listening(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const {
+  const Topology& topology = *node_.topology();
+  for (Rank r : this->level(level)) {
+    if (topology.at(r).role == Role::commnode && !ports.count(r)) return false;
+  }
+  return true;
+}
+
+Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint16_t>& ports) {
+  const Topology& topology = *node_.topology();
+  const core::LaunchPlan& plan = node_.plan();
+  if (dir_.empty()) {
+    char dir[] = "/tmp/canopy-bulk-XXXXXX";
+    if (!mkdtemp(dir)) return Error{std::string("cannot make a directory for the steps' host files: ") + std::strerror(errno)};
+    dir_ = dir;
+  }
+  const std::string hostfile = dir_ + "/level-" + std::to_string(level) + ".hosts";
+  char network[17];
+  std::snprintf(network, sizeof network, "%016" PRIx64, node_.identity().network_id);
+  std::string table = core::to_hex(node_.identity().secret) + "\nnetwork " + network + "\n";
+  {
+    std::ofstream hosts(hostfile, std::ios::trunc);
+    for (Rank r : this->level(level)) {
+      const auto& n = topology.at(r);
+      const auto& parent = topology.at(*n.parent);
+      auto port = ports.find(parent.rank);
+      if (port == ports.end()) return Error{"the port of " + node_.describe(parent.rank) + " is not known"};
+      hosts << n.host << "\n";
+      table += std::to_string(r) + " " + (n.role == Role::commnode ? "commnode" : "backend") + " " +
+               topology.address_of(parent.host) + ":" + std::to_string(port->second) + "\n";
+    }
+    if (!hosts.flush()) return Error{"cannot write " + hostfile};
+  }
+  const std::string task = std::filesystem::path(plan.commnode_exe).parent_path() / "canopy-slurm-task";
+  std::vector<std::string> argv{"srun", "--overlap", "--input=all", "--distribution=arbitrary",
+                                "--ntasks=" + std::to_string(this->level(level).size()),
+                                "--job-name=canopy-level-" + std::to_string(level), task, plan.commnode_exe};
+  argv.insert(argv.end(), plan.backend_argv.begin(), plan.backend_argv.end());
+  auto step = core::ChildProcess::spawn(node_.io(), argv, {{"SLURM_HOSTFILE", hostfile}}, table);
+  if (!step) return Error{"cannot start the srun step of level " + std::to_string(level) + ": " + step.error()};
+  log().info("level {}: {} processes started by one srun step (pid {})", level, this->level(level).size(),
+             (*step)->pid());
+  (*step)->watch([this, level](int status) {
+    log().info("the srun step of level {} {}", level, core::describe_wait_status(status));
+    if (on_step_exit_) on_step_exit_(level, status);
+  });
+  steps_.push_back(std::move(*step));
+  return {};
+}
+
+void BulkLaunch::stop(std::chrono::milliseconds grace) {
+  bool any = false;
+  for (auto& step : steps_) {
+    if (step->running()) {
+      step->kill(SIGTERM);  // srun ends its step, and with it the tasks
+      any = true;
+    }
+  }
+  if (!any) return;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (auto& step : steps_) {
+    while (step->running() && std::chrono::steady_clock::now() < deadline) {
+      // Exited? Asked without reaping it: the ChildProcess reaps its own.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(step->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != 0) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace canopy::services

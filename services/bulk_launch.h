@@ -1,0 +1,58 @@
+// BulkLaunch: the front-end's side of a launch through Slurm (docs/launch.md).
+//
+// Instead of every parent starting each of its children (local spawn, or one
+// launcher command per remote child), the front-end starts every process of the tree
+// itself, one `srun` step per level: the step of level d runs one task per process
+// of depth d, placed on that process's host by a host file (--distribution=arbitrary),
+// each task `canopy-slurm-task`, which reads its rank and its parent's endpoint from
+// the step's table on standard input (with the secret, as a launcher's child reads
+// it) and runs the commnode or back-end program. A level starts once every commnode
+// of the level above listens (they report it: Listening).
+//
+// The steps are this node's child processes: srun ends when its tasks end. stop()
+// ends those still running (SIGTERM, which srun passes to its tasks), and waits a
+// little for them.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "canopy/result.h"
+#include "core/node.h"
+#include "core/process.h"
+
+namespace canopy::services {
+
+class BulkLaunch {
+ public:
+  // Root only; `node` is borrowed. `on_step_exit(level, status)` is called when a
+  // step's srun exits.
+  BulkLaunch(core::Node& node, std::function<void(std::size_t level, int status)> on_step_exit);
+  ~BulkLaunch();
+  BulkLaunch(const BulkLaunch&) = delete;
+  BulkLaunch& operator=(const BulkLaunch&) = delete;
+
+  // Levels below the root (1 is the root's children), and their ranks.
+  std::size_t levels() const { return levels_.size(); }
+  const std::vector<Rank>& level(std::size_t level) const { return levels_.at(level - 1); }
+  // Whether every commnode of `level` has its port in `ports`.
+  bool listening(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const;
+  // Starts the step of `level`; the ports of every parent of its processes must be
+  // in `ports` (the root's too).
+  Result<void> start(std::size_t level, const std::map<Rank, std::uint16_t>& ports);
+  // Ends the steps still running: SIGTERM, then up to `grace` for them to exit.
+  void stop(std::chrono::milliseconds grace);
+
+ private:
+  core::Node& node_;
+  std::function<void(std::size_t, int)> on_step_exit_;
+  std::vector<std::vector<Rank>> levels_;
+  std::vector<std::unique_ptr<core::ChildProcess>> steps_;
+  std::string dir_;  // the steps' host files
+};
+
+}  // namespace canopy::services
