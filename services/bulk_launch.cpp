@@ -24,13 +24,15 @@ BulkLaunch::BulkLaunch(core::Node& node, std::function<void(std::size_t, int)> o
   const Topology& topology = *node.topology();
   std::vector<Rank> current{topology.root().rank};
   while (true) {
-    std::vector<Rank> next;
+    std::vector<Rank> next, remote;
     for (Rank r : current) {
-      const auto& children = topology.at(r).children;
-      next.insert(next.end(), children.begin(), children.end());
+      for (Rank c : topology.at(r).children) {
+        next.push_back(c);
+        if (topology.at(c).host != topology.at(r).host) remote.push_back(c);
+      }
     }
     if (next.empty()) break;
-    levels_.push_back(next);
+    levels_.push_back(std::move(remote));
     current = std::move(next);
   }
 }
@@ -44,10 +46,10 @@ BulkLaunch::~BulkLaunch() {
   }
 }
 
-bool BulkLaunch::listening(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const {
+bool BulkLaunch::ready(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const {
   const Topology& topology = *node_.topology();
   for (Rank r : this->level(level)) {
-    if (topology.at(r).role == Role::commnode && !ports.count(r)) return false;
+    if (!ports.count(*topology.at(r).parent)) return false;
   }
   return true;
 }
@@ -55,6 +57,7 @@ bool BulkLaunch::listening(std::size_t level, const std::map<Rank, std::uint16_t
 Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint16_t>& ports) {
   const Topology& topology = *node_.topology();
   const core::LaunchPlan& plan = node_.plan();
+  if (this->level(level).empty()) return {};
   if (dir_.empty()) {
     char dir[] = "/tmp/canopy-bulk-XXXXXX";
     if (!mkdtemp(dir)) return Error{std::string("cannot make a directory for the steps' host files: ") + std::strerror(errno)};
@@ -78,7 +81,9 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
     if (!hosts.flush()) return Error{"cannot write " + hostfile};
   }
   const std::string task = std::filesystem::path(plan.commnode_exe).parent_path() / "canopy-slurm-task";
-  std::vector<std::string> argv{"srun", "--overlap", "--input=all", "--distribution=arbitrary",
+  // --overcommit: tool processes are light; a level may have more of them on a node
+  // than the node has CPUs (a commnode's back-ends, say).
+  std::vector<std::string> argv{"srun", "--overlap", "--overcommit", "--input=all", "--distribution=arbitrary",
                                 "--ntasks=" + std::to_string(this->level(level).size()),
                                 "--job-name=canopy-level-" + std::to_string(level), task, plan.commnode_exe};
   argv.insert(argv.end(), plan.backend_argv.begin(), plan.backend_argv.end());

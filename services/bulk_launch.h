@@ -1,13 +1,14 @@
 // BulkLaunch: the front-end's side of a launch through Slurm (docs/launch.md).
 //
-// Instead of every parent starting each of its children (local spawn, or one
-// launcher command per remote child), the front-end starts every process of the tree
-// itself, one `srun` step per level: the step of level d runs one task per process
-// of depth d, placed on that process's host by a host file (--distribution=arbitrary),
-// each task `canopy-slurm-task`, which reads its rank and its parent's endpoint from
-// the step's table on standard input (with the secret, as a launcher's child reads
-// it) and runs the commnode or back-end program. A level starts once every commnode
-// of the level above listens (they report it: Listening).
+// Instead of every parent starting each of its remote children with one launcher
+// command each, the front-end starts them all itself, one `srun` step per level: the
+// step of level d runs one task per process of depth d that is not on its parent's
+// host, placed on its own host by a host file (--distribution=arbitrary), each task
+// `canopy-slurm-task`, which reads its rank and its parent's endpoint from the step's
+// table on standard input (with the secret, as a launcher's child reads it) and runs
+// the commnode or back-end program. A child on its parent's host is started by the
+// parent, locally, as always (a commnode's back-ends, most often). A level starts
+// once every parent of its processes listens (commnodes report it: Listening).
 //
 // The steps are this node's child processes: srun ends when its tasks end. stop()
 // ends those still running (SIGTERM, which srun passes to its tasks), and waits a
@@ -36,13 +37,14 @@ class BulkLaunch {
   BulkLaunch(const BulkLaunch&) = delete;
   BulkLaunch& operator=(const BulkLaunch&) = delete;
 
-  // Levels below the root (1 is the root's children), and their ranks.
+  // Levels below the root (1 is the root's children), and the ranks each starts
+  // (those not on their parent's host; may be none).
   std::size_t levels() const { return levels_.size(); }
   const std::vector<Rank>& level(std::size_t level) const { return levels_.at(level - 1); }
-  // Whether every commnode of `level` has its port in `ports`.
-  bool listening(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const;
-  // Starts the step of `level`; the ports of every parent of its processes must be
-  // in `ports` (the root's too).
+  // Whether every parent of `level`'s processes has its port in `ports`.
+  bool ready(std::size_t level, const std::map<Rank, std::uint16_t>& ports) const;
+  // Starts the step of `level` (nothing if it starts no process); the ports of every
+  // parent of its processes must be in `ports` (the root's too).
   Result<void> start(std::size_t level, const std::map<Rank, std::uint16_t>& ports);
   // Ends the steps still running: SIGTERM, then up to `grace` for them to exit.
   void stop(std::chrono::milliseconds grace);

@@ -95,14 +95,14 @@ void LaunchService::on_event(const core::NodeEvent& event) {
             const char* nodes = std::getenv("SLURM_JOB_NODELIST");
             report_launch_failed(r, node_.describe(r) + ": the srun step of level " + std::to_string(level) + " " +
                                         core::describe_wait_status(status) +
-                                        " before the tree was up (srun's error above says why; every host of the "
-                                        "topology must be a node of the allocation" +
-                                        (nodes ? std::string(", ") + nodes : std::string()) + ")");
+                                        " before the tree was up (srun's error above says why; is every host "
+                                        "of the topology a node of the allocation" +
+                                        (nodes ? std::string(", ") + nodes : std::string()) + "?)");
             break;  // one report names the step; the start-up time-out names the rest
           }
         });
         listening_[node_.identity().rank] = node_.listen_port();
-        start_bulk_level(1);
+        start_bulk_levels();
       }
     }
     launch_children();
@@ -132,18 +132,17 @@ void LaunchService::report_listening(Rank rank, std::uint16_t port) {
   }
   if (!bulk_) return;
   listening_[rank] = port;
-  if (bulk_level_ < bulk_->levels() && bulk_->listening(bulk_level_, listening_)) start_bulk_level(bulk_level_ + 1);
+  start_bulk_levels();
 }
 
-void LaunchService::start_bulk_level(std::size_t level) {
-  if (level > bulk_->levels() || node_.stopping()) return;
-  bulk_level_ = level;
-  if (auto started = bulk_->start(level, listening_); !started) {
-    report_launch_failed(bulk_->level(level).front(), started.error());
-    return;
+void LaunchService::start_bulk_levels() {
+  while (bulk_level_ < bulk_->levels() && !node_.stopping() && bulk_->ready(bulk_level_ + 1, listening_)) {
+    const std::size_t level = ++bulk_level_;
+    if (auto started = bulk_->start(level, listening_); !started) {
+      report_launch_failed(bulk_->level(level).front(), started.error());
+      return;
+    }
   }
-  // A level of back-ends only (or of commnodes without children) is the last.
-  if (bulk_->listening(level, listening_) && level < bulk_->levels()) start_bulk_level(level + 1);
 }
 
 void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
@@ -180,7 +179,10 @@ void LaunchService::launch_children() {
       continue;
     }
     waiting = true;
-    if (plan.bulk) continue;  // started by the front-end's step of its level
+    // Bulk launch: a child on another host is started by the front-end's step of its
+    // level; one on this host, here.
+    const Topology& topology = *node_.topology();
+    if (plan.bulk && topology.at(children[i].rank).host != topology.at(node_.identity().rank).host) continue;
     auto process = launcher_.start(node_, children[i].rank);
     if (!process) {
       node_.give_up_child(i, "cannot be started");

@@ -6,9 +6,9 @@
 // hello; LaunchFailed when one does not come up; Ready, with the listening ports of
 // the subtree's commnodes, once every child's subtree is up. At the root these
 // become the observer's calls, and the endpoints are published to the whole tree.
-// With a bulk launch (LaunchPlan::bulk, docs/launch.md) no parent starts its
-// children: the front-end starts each level of the tree with one srun step
-// (BulkLaunch) once the level above listens, and the parents wait for their children.
+// With a bulk launch (LaunchPlan::bulk, docs/launch.md) a parent starts only the
+// children on its own host: the front-end starts the others, each level of the tree
+// with one srun step (BulkLaunch) once their parents listen.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -68,7 +68,8 @@ class LaunchService final : public core::Service {
   // Bulk launch (LaunchPlan::bulk): a commnode's port, up to the front-end, which
   // starts the next level once every commnode of a level listens.
   void report_listening(Rank rank, std::uint16_t port);
-  void start_bulk_level(std::size_t level);
+  // Starts every level whose parents all listen, in order, from the next one.
+  void start_bulk_levels();
 
   core::Node& node_;
   Launcher& launcher_;

@@ -2,20 +2,23 @@
 # A Canopy tree on a real Slurm cluster (cluster_lib.sh: slurmctld and three slurmds,
 # each node a network namespace), inside `salloc -N3`, started in one of two ways:
 #   spawn  `canopy run --launcher 'srun --overlap -N1 -n1 -w {host} {command}'`: one
-#          step per remote commnode, which starts its back-ends locally (each remote
-#          node runs one step);
-#   slurm  `canopy run --launch slurm`: one step per level of the tree, the front-end
-#          starting every process (each node runs two steps: its commnode, then its
-#          back-ends; docs/launch.md).
+#          step per process not on its parent's host (the commnodes of n2 and n3, and
+#          back-end 5, on n1 under n3's commnode): three steps;
+#   slurm  `canopy run --launch slurm`: one step per level of the tree for those
+#          processes, the two commnodes in one, back-end 5 in another (docs/launch.md).
+# Either way each node runs one task.
 # The union workload must check out, and nothing may be left in any node.
+#   heal   `--launch slurm` with the union running 4 s, and the commnode of n2 (started
+#          by the level's step) SIGKILLed after 1.5 s: its back-ends are adopted, the
+#          union still checks out, the failure is reported.
 #   badnode  `--launch slurm` in an allocation of n1 and n2 only, the topology naming
 #          n3: the launch fails with the step's error and the allocation's nodes, and
 #          nothing is left.
 #
-# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode   (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode}"
-mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|badnode}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -39,7 +42,7 @@ nodes:
   - {rank: 2, role: backend, host: n2}
   - {rank: 3, role: backend, host: n2}
   - {rank: 4, role: backend, host: n3}
-  - {rank: 5, role: backend, host: n3}
+  - {rank: 5, role: backend, host: n1}
 edges:
   - {parent: 1000000, children: [1000001, 1000002, 1000003]}
   - {parent: 1000001, children: [0, 1]}
@@ -48,29 +51,46 @@ edges:
 T
 
 allocation=(-N3)
+duration=2
 case "$mode" in
-  spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); nodes=(n2 n3); expected=1 ;;
-  slurm) how=(--launch slurm); nodes=(n1 n2 n3); expected=2 ;;
+  spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); expected=3 ;;
+  slurm) how=(--launch slurm); expected=2 ;;
+  heal) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
   *) netns_fail "unknown mode $mode" ;;
 esac
+if [ "$mode" = heal ]; then
+  (
+    sleep 1.5
+    ns_var="NETNS_N2"
+    for pid in $(ip netns pids "${!ns_var}"); do
+      case "$(cat "/proc/$pid/comm" 2>/dev/null)" in canopy-commnod*) kill -KILL "$pid" && echo "$pid" > "$work/killed" ;; esac
+    done
+  ) &
+  netns_on_exit "kill $! 2>/dev/null || true"
+fi
 status=0
 slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run --topology "$work/tree.yaml" "${how[@]}" \
-  --workload union --duration 2 --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
+  --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
+if [ "$mode" = heal ]; then
+  [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
+  grep -q "event: failure of 1000002" "$work/out" || netns_fail "the commnode's loss was not reported: $(cat "$work/out")"
+fi
 if [ "$mode" = badnode ]; then
   [ "$status" = 1 ] || netns_fail "canopy run with a node outside the allocation exited with $status: $(cat "$work/err")"
   grep -q "the srun step of level 1 exited with status 1 before the tree was up" "$work/err" ||
     netns_fail "the error does not name the failed step: $(cat "$work/err")"
-  grep -q "every host of the topology must be a node of the allocation, n\[1-2\]" "$work/err" ||
+  grep -qF "is every host of the topology a node of the allocation, n[1-2]?" "$work/err" ||
     netns_fail "the error does not name the allocation's nodes: $(cat "$work/err")"
 else
   [ "$status" = 0 ] || netns_fail "canopy run under salloc exited with $status: $(cat "$work/err")"
   grep -q "check: ok" "$work/out" || netns_fail "the union did not check out: $(tail -3 "$work/out")"
-  for node in "${nodes[@]}"; do
-    steps=$(grep -c "launch task" "$SLURM_DIR/slurmd-$node.log" || true)
-    [ "$steps" = "$expected" ] ||
-      netns_fail "node $node ran $steps steps, expected $expected ($mode): $(cat "$SLURM_DIR/slurmd-$node.log")"
+  for node in n1 n2 n3; do
+    tasks=$(grep -c "launch task" "$SLURM_DIR/slurmd-$node.log" || true)
+    [ "$tasks" = 1 ] || netns_fail "node $node ran $tasks tasks, expected 1 ($mode)"
   done
+  steps=$(cat "$SLURM_DIR"/slurmd-*.log | grep -o "launch task StepId=[0-9.]*" | sort -u | wc -l)
+  [ "$steps" = "$expected" ] || netns_fail "$steps srun steps, expected $expected ($mode)"
 fi
 # The steps end with the run; slurmstepd may take a moment after the allocation
 # ends. The daemons themselves run in the nodes until the teardown: only they may stay.
