@@ -271,5 +271,23 @@ TEST(FrontendLoss, AReattachedFrontEndLoadsTheStreamsRecoverablePluginFilter) {
   EXPECT_TRUE(tree.heard(FE).errors.empty()) << tree.heard(FE).errors.front();
 }
 
+// A stream whose filter is not state recoverable (sum) cannot be regenerated: the
+// re-attached front-end is told so (reattached.incomplete_streams, and receive()'s
+// error in the library), while the recoverable one is complete.
+TEST(FrontendLoss, AStreamThatIsNotStateRecoverableIsReportedAtTheReattach) {
+  TreeHarness tree("b:3^2", kept_for(30s));
+  ASSERT_TRUE(tree.launch());
+  const StreamId sum = tree.open_stream("sum");
+  const StreamId unite = tree.open_stream("incremental_union");
+  tree.kill(FE);
+  const auto rest = everyone_but(tree, {FE});
+  ASSERT_TRUE(tree.run_until(
+      [&] { return all_see_parent(tree, rest, FE + 2, FE + 1) && all_see_parent(tree, rest, FE + 3, FE + 1); }, 5s));
+  tree.reattach_frontend(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).promotion.size() == 3; }, 5s));
+  EXPECT_EQ(tree.heard(FE).promotion[2].incomplete_streams, std::vector<StreamId>{sum});
+  (void)unite;
+}
+
 }  // namespace
 }  // namespace canopy::testing

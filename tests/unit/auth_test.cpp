@@ -184,7 +184,17 @@ TEST(ChildProcessInput, TheChildReadsExactlyTheGivenInput) {
   io.run_for(10s);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child read something else, or more";
-  EXPECT_FALSE(ChildProcess::spawn(io, {"/bin/true"}, {}, std::string(5000, 'x')));
+  // A bulk launch's table (docs/launch.md) is read whole, up to 60,000 bytes; more is
+  // refused.
+  auto big = ChildProcess::spawn(io, {"/bin/sh", "-c", "test \"$(wc -c)\" -eq 50000"}, {}, std::string(50000, 'x'));
+  ASSERT_TRUE(big) << big.error();
+  status = -1;
+  (*big)->watch([&](int s) { status = s; });
+  io.restart();
+  io.run_for(10s);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not read all 50,000 bytes";
+  EXPECT_FALSE(ChildProcess::spawn(io, {"/bin/true"}, {}, std::string(60001, 'x')));
 }
 
 }  // namespace
