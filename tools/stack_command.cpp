@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -107,6 +108,56 @@ std::string end_job(pid_t job) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   return "; the job it started (mpirun pid " + std::to_string(job) + ") was ended";
+}
+
+// What /bin/sh prints for `command` (standard error too), and its exit status.
+std::pair<std::string, int> shell_output(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {"", -1};
+  char buffer[4096];
+  while (std::size_t n = fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// The ranks of Slurm job `job`, as STAT finds them without the launcher's MPIR: one
+// task of an overlapping step on each node of the job lists the ranks there
+// (canopy-stackd --list-slurm-job: the job's processes of another step, by their
+// environment). A job with ranks in more than one step is refused: say which.
+Result<std::vector<stack::RankProcess>> slurm_proctable(const std::string& job) {
+  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
+    return Error{"--slurm-job " + job + ": expected a job id"};
+  }
+  auto [count, status] = shell_output("squeue -h -j " + job + " -o %D");
+  if (status != 0 || count.empty() || count.find_first_not_of("0123456789\n") != std::string::npos) {
+    return Error{"Slurm job " + job + " is not running (squeue: " + count.substr(0, count.find('\n')) + ")"};
+  }
+  count.erase(count.find_last_not_of('\n') + 1);
+  auto [out, listed] = shell_output("srun --jobid=" + job + " --overlap --overcommit -N " + count +
+                                    " --ntasks-per-node=1 " + sibling_program("canopy-stackd") +
+                                    " --list-slurm-job " + job);
+  if (listed != 0) return Error{"cannot list the ranks of Slurm job " + job + ": " + out};
+  std::vector<stack::RankProcess> table;
+  std::set<std::string> steps;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string host, step, exe;
+    std::uint32_t rank = 0;
+    pid_t pid = 0;
+    if (!(words >> host >> step >> rank >> pid >> exe)) continue;  // srun's own messages
+    steps.insert(step);
+    table.push_back({rank, host, exe, pid});
+  }
+  if (table.empty()) return Error{"Slurm job " + job + " has no ranks running (no process of another step)"};
+  if (steps.size() > 1) {
+    std::string list;
+    for (const auto& s : steps) list += (list.empty() ? "" : ", ") + s;
+    return Error{"Slurm job " + job + " has ranks in several steps (" + list + "); walk one job step at a time"};
+  }
+  std::sort(table.begin(), table.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return table;
 }
 
 // Where the daemons go: one per host of the job, in the order the hosts first appear
@@ -254,6 +305,11 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
                                  "Start this job (e.g. \"mpirun -np 64 ./app\"), wait for its ranks, then walk them; "
                                  "the job goes on afterwards");
   pid->excludes(launch);
+  auto* slurm = cmd->add_option("--slurm-job", opt.slurm_job,
+                                "The id of a running Slurm job: its ranks are found on its nodes by an overlapping "
+                                "step, and the daemons started into it with srun (docs/launch.md)");
+  slurm->excludes(pid);
+  slurm->excludes(launch);
   cmd->add_option("--after", opt.after_ms, "With --mpirun-cmd: wait this long (ms) once the ranks are up")
       ->capture_default_str()
       ->check(canopy::tools::in_range(0, 3600000));
@@ -301,7 +357,9 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
 
 int run_stack(const StackOptions& opt) {
   const auto start = Clock::now();
-  if (!opt.mpirun && opt.mpirun_cmd.empty()) return fail("give --mpirun PID or --mpirun-cmd \"mpirun ... ./app\"");
+  if (!opt.mpirun && opt.mpirun_cmd.empty() && opt.slurm_job.empty()) {
+    return fail("give --mpirun PID, --mpirun-cmd \"mpirun ... ./app\" or --slurm-job JOBID");
+  }
   std::map<std::string, std::string> addresses;
   for (const auto& a : opt.addresses) {
     const auto eq = a.find('=');
@@ -313,7 +371,9 @@ int run_stack(const StackOptions& opt) {
   // 1. The job's process table.
   pid_t launcher = 0;
   Result<std::vector<stack::RankProcess>> table = Error{""};
-  if (opt.mpirun) {
+  if (!opt.slurm_job.empty()) {
+    table = slurm_proctable(opt.slurm_job);
+  } else if (opt.mpirun) {
     launcher = *opt.mpirun;
     table = stack::read_proctable(launcher);
   } else {
@@ -326,7 +386,7 @@ int run_stack(const StackOptions& opt) {
   }
   if (!table) return fail(table.error());
   const double proctable_ms = ms_since(start);
-  if (!opt.mpirun && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
+  if (!opt.mpirun_cmd.empty() && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
 
   // 2. One daemon per host, in a tree.
   const auto placement = place(*table);
@@ -338,6 +398,11 @@ int run_stack(const StackOptions& opt) {
                        .launcher = opt.launcher,
                        .startup_timeout = milliseconds(opt.startup_timeout_ms)};
   launch.commnode_exe = sibling_program("canopy-commnode");
+  if (!opt.slurm_job.empty()) {
+    // The daemons go into the job, as overlapping steps (one per level of the tree).
+    setenv("SLURM_JOB_ID", opt.slurm_job.c_str(), 1);
+    launch.method = LaunchMethod::slurm;
+  }
   // Ranks spinning in MPI calls on an oversubscribed host delay every other process's
   // wake-ups, by 2.3 s measured here with 128 ranks on 2 cores: the tree's own
   // heartbeats must not take that for a hang (docs/stack.md).
@@ -372,14 +437,18 @@ int run_stack(const StackOptions& opt) {
   std::set_difference(all.begin(), all.end(), walked.begin(), walked.end(), std::back_inserter(missing));
   const std::string summary = std::to_string(all.size()) + (all.size() == 1 ? " rank" : " ranks") + " on " +
                               std::to_string(placement.hosts.size()) +
-                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (mpirun " +
-                              std::to_string(launcher) + ", " + std::to_string(opt.samples) +
+                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (" +
+                              (opt.slurm_job.empty() ? "mpirun " + std::to_string(launcher)
+                                                     : "Slurm job " + opt.slurm_job) +
+                              ", " + std::to_string(opt.samples) +
                               (opt.samples == 1 ? " sample" : " samples") + ")";
   Result<void> written;
   if (opt.format == "text") {
     written = write_output("Stack traces of " + summary + ":\n\n" + stack::to_text(*tree), opt.output);
   } else if (opt.format == "json") {
-    const std::string extra = "\"mpirun\":" + std::to_string(launcher) + ",\"hosts\":" +
+    const std::string job = opt.slurm_job.empty() ? "\"mpirun\":" + std::to_string(launcher)
+                                                  : "\"slurm_job\":" + opt.slurm_job;
+    const std::string extra = job + ",\"hosts\":" +
                               std::to_string(placement.hosts.size()) + ",\"samples\":" + std::to_string(opt.samples) +
                               ",\"missing\":\"" + format_rank_ranges(missing) + "\",";
     written = write_output(stack::to_json(*tree, extra), opt.output);

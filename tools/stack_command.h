@@ -17,6 +17,7 @@ namespace canopy::tools {
 struct StackOptions {
   std::optional<pid_t> mpirun;     // the launcher of a running job
   std::string mpirun_cmd;          // or: start this job, then walk it
+  std::string slurm_job;           // or: the ranks of this Slurm job (docs/launch.md)
   int after_ms = 0;                // launch form: wait this long once the job is up
   int proctable_timeout_ms = 60000;
   unsigned samples = 1;

@@ -177,7 +177,8 @@ TEST_F(StackCli, JsonDotSvgAndEveryThread) {
 TEST_F(StackCli, BadInputGetsAClearMessage) {
   auto none = run_canopy({"stack"});
   EXPECT_EQ(exit_code(none), 1);
-  EXPECT_NE(none.err.find("give --mpirun PID or --mpirun-cmd"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("give --mpirun PID, --mpirun-cmd \"mpirun ... ./app\" or --slurm-job JOBID"), std::string::npos)
+      << none.err;
 
   const pid_t sleeper = spawn({"sleep", "60"});
   auto not_mpi = run_canopy({"stack", "--mpirun", std::to_string(sleeper)});
