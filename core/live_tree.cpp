@@ -57,7 +57,7 @@ std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std
   if (view_.role(self_) == Role::backend) return "a back-end adopts no one";
   // The heir takes every process left without the root, whatever its height: it
   // stands in the root's place.
-  const bool to_heir = view_.heir() == self_ && view_.without_root(orphan);
+  const bool to_heir = view_.without_root(orphan) && view_.heir() == self_;
   if (!to_heir && view_.height(self_) < view_.height(orphan) + 1) return "adoption would make the tree deeper";
   if (incarnation <= view_.incarnation(orphan)) return "stale incarnation";
   return std::nullopt;

@@ -512,11 +512,15 @@ void Node::become_orphan(const std::string& reason) {
   // Left without the root (the front-end lost, the tree kept), the heir takes the
   // root's place. Known before anything else: requests of the others held here
   // meanwhile are then taken, not refused as if this node were looking for an
-  // adopter itself (they would ask again 100 ms later).
-  TreeView after = tree_->view();
-  after.apply_failure(failed);
-  const bool without_root = after.without_root(id_.rank);
-  const bool heir = without_root && after.heir() == id_.rank;
+  // adopter itself (they would ask again 100 ms later). Only when the root is the
+  // parent or already lost: the view is copied for it, not on every adoption.
+  bool without_root = false, heir = false;
+  if (const TreeView& view = tree_->view(); failed == view.root() || !view.alive(view.root())) {
+    TreeView after = view;
+    after.apply_failure(failed);
+    without_root = after.without_root(id_.rank);
+    heir = without_root && after.heir() == id_.rank;
+  }
   parent_.reset();
   Orphaned orphaned;
   orphaned.failed_parent = failed;
