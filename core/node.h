@@ -288,7 +288,7 @@ class Node {
                    bool standby = false);
   void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   // A proved hello of a front-end re-attaching (role front-end): only a promoted
-  // node takes it, as its parent.
+  // node takes it, as its parent (node_reattach.cpp, with the front-end's side).
   void accept_frontend(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void on_reattach_message(const transport::Link* link, capnp::MessageReader& message);
   void reattach_failed(const std::string& why);

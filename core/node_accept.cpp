@@ -281,51 +281,6 @@ void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
   admit(standby.link, body.getHello());
 }
 
-// ---- a front-end re-attaching ----
-
-// A front-end re-attaching after the tree lost its own: this node, promoted in the
-// root's place, takes it as its parent. It sends the topology and every report of
-// the live tree, is adopted by the root under a fresh incarnation (the report
-// floods: every process knows the root alive again), and its services send their
-// state (state composition: the complete state of every recoverable stream), then
-// the output it held back.
-void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing the front-end that re-attaches from {}: {}", link->peer(), why);
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-    link->send(stop.builder());
-    link->close(why);
-  };
-  if (!tree_ || stopping()) return refuse("this node is not running");
-  const Rank root = tree_->view().root();
-  if (hello.getRank() != root) return refuse("rank " + std::to_string(hello.getRank()) + " is not this tree's front-end");
-  if (!promoted()) {
-    const Rank heir = tree_->view().heir();
-    return refuse(tree_->view().alive(root) ? "the tree's front-end is alive"
-                  : heir != TreeView::kNone ? "it does not stand in the root's place; " + describe(heir) + " does"
-                                            : "it does not stand in the root's place");
-  }
-  hello_deadlines_.erase(link.get());
-  pending_hellos_.erase(link.get());
-  std::erase(pending_, link);
-  auto& o = std::get<Orphaned>(phase_);
-  const Rank failed = o.failed_parent;
-  auto held = std::move(o.held);
-  parent_ = link;
-  const Link* raw = link.get();
-  link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
-    if (parent_.get() == raw) set_upstream_full(above);
-  });
-  id_.incarnation = tree_->next_incarnation(id_.incarnation);
-  set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
-  send_topology(*link, false);
-  send_live_tree(*link);
-  on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
-  emit(events::Adopted{root, id_.incarnation, failed});
-  held.send_all(*parent_);
-}
-
 // ---- adopting an orphan ----
 
 // An adopter takes an orphan only once it knows the orphan's parent is gone: its

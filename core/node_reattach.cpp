@@ -1,0 +1,136 @@
+// A front-end re-attaching to a tree that outlived its own (docs/fault-tolerance.md,
+// "When the front-end fails"), both ends: the new front-end's request and its
+// handshake up to the heir's topology, and the heir's acceptance, which makes the
+// new front-end its parent.
+#include "core/codec.h"
+#include "core/log.h"
+#include "core/node.h"
+
+namespace canopy::core {
+
+using transport::Link;
+
+// ---- the new front-end ----
+
+void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<void(Result<void>)> done) {
+  if (topology_ || reattaching_.link) {
+    link->abort("already attached");
+    return done(Error{"this front-end has attached already"});
+  }
+  const Link* raw = link.get();
+  reattaching_ = {link, acceptor, std::move(done)};
+  link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
+              [this, raw](std::string_view reason) {
+                up_handshakes_.erase(raw);
+                if (reattaching_.link.get() == raw) return reattach_failed(std::string(reason));
+                on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
+              });
+  begin_hello(*link, 0, false, acceptor);
+  log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
+}
+
+void Node::reattach_failed(const std::string& why) {
+  auto r = std::exchange(reattaching_, {});
+  if (!r.link) return;
+  up_handshakes_.erase(r.link.get());
+  r.link->abort(why);
+  log().warn("re-attaching to {} failed: {}", r.acceptor, why);
+  if (r.done) r.done(Error{why});
+}
+
+// The acceptor's handshake, then its topology; from then on it is this node's child.
+void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
+  if (up_handshakes_.count(raw) && !on_up_handshake(raw, message)) return;
+  if (child_of_link_.count(raw)) return on_accepted_message(raw, message);
+  if (reattaching_.link.get() != raw) return;
+  auto msg = message.getRoot<wire::Message>();
+  auto body = msg.getBody();
+  if (body.isShutdown()) return reattach_failed(body.getShutdown().getReason());
+  if (!body.isTopology() || msg.getSenderRank() != reattaching_.acceptor) {
+    return reattach_failed("it sent something other than the topology first");
+  }
+  auto topology = decode_topology(body.getTopology());
+  if (!topology) return reattach_failed("it sent an invalid topology: " + topology.error());
+  const Rank acceptor = reattaching_.acceptor;
+  if (topology->root().rank != id_.rank) return reattach_failed("its tree's front-end has another rank");
+  if (!topology->find(acceptor) || topology->at(acceptor).role != Role::commnode) {
+    return reattach_failed("rank " + std::to_string(acceptor) + " is not a commnode of its tree");
+  }
+  auto r = std::exchange(reattaching_, {});
+  plan_ = decode_plan(body.getTopology());
+  plan_.reattached = true;
+  adopt_topology(std::move(*topology));
+  // A port of its own: the lost front-end's may still be taken, or on another host.
+  publish_endpoints({{id_.rank, 0}});
+  if (auto listening = listen(); !listening) {
+    topology_.reset();
+    tree_.reset();
+    children_ = ChildTable{};
+    r.link->abort("cannot listen");
+    return r.done(Error{listening.error()});
+  }
+  // The acceptor is this node's one child; the others were adopted under it, or are lost.
+  auto index = children_.index_of(acceptor);
+  if (!index) {
+    index = children_.add(acceptor, Role::commnode);
+    tree_->note_child(acceptor, *index);
+  }
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (i == *index) continue;
+    set_child_state(i, ChildState::gone, "not a child of this front-end: the tree lost its front-end before it");
+    children_[i].loss_reported = true;
+  }
+  take_link(*index, r.link);
+  set_child_state(*index, ChildState::ready, "re-attached to it at " + r.link->peer());
+  log().info("re-attached to {}: {} processes in the topology", describe(acceptor), topology_->size());
+  publish_endpoints({{id_.rank, listener_.port()}});  // orphans may ask this front-end to adopt them
+  emit(events::Started{});
+  if (r.done) r.done({});
+}
+
+// ---- the heir ----
+
+// A front-end re-attaching after the tree lost its own: this node, promoted in the
+// root's place, takes it as its parent. It sends the topology and every report of
+// the live tree, is adopted by the root under a fresh incarnation (the report
+// floods: every process knows the root alive again), and its services send their
+// state (state composition: the complete state of every recoverable stream), then
+// the output it held back.
+void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing the front-end that re-attaches from {}: {}", link->peer(), why);
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+    link->send(stop.builder());
+    link->close(why);
+  };
+  if (!tree_ || stopping()) return refuse("this node is not running");
+  const Rank root = tree_->view().root();
+  if (hello.getRank() != root) return refuse("rank " + std::to_string(hello.getRank()) + " is not this tree's front-end");
+  if (!promoted()) {
+    const Rank heir = tree_->view().heir();
+    return refuse(tree_->view().alive(root) ? "the tree's front-end is alive"
+                  : heir != TreeView::kNone ? "it does not stand in the root's place; " + describe(heir) + " does"
+                                            : "it does not stand in the root's place");
+  }
+  hello_deadlines_.erase(link.get());
+  pending_hellos_.erase(link.get());
+  std::erase(pending_, link);
+  auto& o = std::get<Orphaned>(phase_);
+  const Rank failed = o.failed_parent;
+  auto held = std::move(o.held);
+  parent_ = link;
+  const Link* raw = link.get();
+  link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
+    if (parent_.get() == raw) set_upstream_full(above);
+  });
+  id_.incarnation = tree_->next_incarnation(id_.incarnation);
+  set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
+  send_topology(*link, false);
+  send_live_tree(*link);
+  on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
+  emit(events::Adopted{root, id_.incarnation, failed});
+  held.send_all(*parent_);
+}
+
+}  // namespace canopy::core
