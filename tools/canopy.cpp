@@ -1,15 +1,17 @@
 // canopy: the command-line tool.
-//   canopy run      launch a tree, run a workload, print aggregated results
+//   canopy run      launch a tree, run a workload, print aggregated results (the union
+//                   workload: union_workload.h)
+//   canopy attach-frontend  carry on the run of a tree that outlived its front-end
+//                   (attach_frontend_command.h)
+//   canopy status   draw a run's status file (status_file.h)
 //   canopy topgen   write a generated topology (topgen_command.h)
 //   canopy stack    merged stack traces of an MPI job (stack_command.h)
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -31,29 +33,17 @@
 #include "demo_protocol.h"
 #include "programs.h"
 #include "cli_checks.h"
+#include "attach_frontend_command.h"
+#include "run_output.h"
 #include "stack_command.h"
 #include "status_file.h"
 #include "topgen_command.h"
 #include "union_record.h"
+#include "union_workload.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-std::atomic<int> g_signal{0};
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string json_string(const std::string& s) { return canopy::to_json(canopy::Value{s}); }
-
-// "1 back-end", "16 back-ends".
-std::string count(std::size_t n, const std::string& noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-using canopy::tools::sibling_program;
-using canopy::tools::StatusWriter;
+using namespace canopy::tools;
 
 struct RunOptions {
   std::string topology_file;
@@ -88,279 +78,6 @@ struct RunOptions {
   std::optional<canopy::LinkChecksum> checksum;
   std::optional<double> corrupt;
 };
-
-// "[1, 2]"
-std::string rank_list(const std::vector<canopy::Rank>& ranks) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "]";
-}
-
-// An event as one line of text ("failure of 7: ...").
-std::string event_text(const canopy::Event& e) {
-  char line[1024];
-  if (e.kind == canopy::Event::Kind::failure) {
-    std::snprintf(line, sizeof line, "failure of %u: %s", e.rank, e.reason.c_str());
-  } else if (e.kind == canopy::Event::Kind::adoption) {
-    std::snprintf(line, sizeof line, "%u adopted by %u (incarnation %u)", e.rank, e.adopter, e.incarnation);
-  } else if (e.kind == canopy::Event::Kind::gossip) {
-    std::snprintf(line, sizeof line, "gossip: back-end %u found back-end %u failed (its heartbeat still for %lld ms)",
-                  e.detector, e.rank, static_cast<long long>(e.silent.count()));
-  } else if (e.kind == canopy::Event::Kind::view) {
-    std::snprintf(line, sizeof line, "view %llu: %zu members, left %s, joined %s, stabilised in %lld us",
-                  static_cast<unsigned long long>(e.view.id), e.view.members.size(), rank_list(e.left).c_str(),
-                  rank_list(e.joined).c_str(), static_cast<long long>(e.stabilise.count()));
-  } else if (e.kind == canopy::Event::Kind::frontend_lost) {
-    std::snprintf(line, sizeof line, "the front-end was lost: %s", e.reason.c_str());
-  } else if (e.kind == canopy::Event::Kind::promoted) {
-    std::snprintf(line, sizeof line, "commnode %u took the root's place and adopted %u process(es) in %lld us",
-                  e.rank, e.adopted, static_cast<long long>(e.after.count()));
-  } else if (e.kind == canopy::Event::Kind::reattached) {
-    std::snprintf(line, sizeof line,
-                  "re-attached to commnode %u, %.3f s after the front-end was lost (connect and handshake %lld us)%s",
-                  e.rank, static_cast<double>(e.after.count()) / 1e6, static_cast<long long>(e.connect.count()),
-                  e.incomplete_streams.empty() ? "" : "; some streams may have lost data");
-  } else {
-    std::snprintf(line, sizeof line,
-                  "%u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
-                  "compensate %lld us, cleanup %lld us%s",
-                  e.rank, e.adopter, e.attempts, static_cast<long long>(e.choose.count()),
-                  static_cast<long long>(e.connect.count()), static_cast<long long>(e.compensate.count()),
-                  static_cast<long long>(e.cleanup.count()),
-                  e.incomplete_streams.empty() ? "" : " (some streams may have lost data)");
-  }
-  return line;
-}
-
-// Prints every event that has arrived (failures, adoptions, recoveries, views), keeps
-// the status file and the dashboard current, and returns the events for the
-// workload to act on.
-std::vector<canopy::Event> print_events(canopy::Network& net, bool jsonl, StatusWriter& status) {
-  std::vector<canopy::Event> events;
-  while (auto e = net.next_event(std::chrono::milliseconds(0))) {
-    const std::string text = event_text(*e);
-    if (jsonl) {
-      std::printf("%s\n", canopy::to_json(*e).c_str());
-    } else {
-      std::printf("event: %s\n", text.c_str());
-    }
-    std::fflush(stdout);
-    status.note(text);
-    events.push_back(std::move(*e));
-  }
-  if (events.empty()) {
-    status.refresh(net);
-  } else {
-    status.update(net);
-  }
-  return events;
-}
-
-// Sleeps until a packet or an event is ready, or `timeout` has passed. Waiting on
-// both, not on packets alone, lets the run print a failure when it is heard, even
-// when no packet follows it (a loss between two slow waves, or after the last).
-void wait_for_packet_or_event(const canopy::Network& net, std::chrono::milliseconds timeout) {
-  pollfd fds[2] = {{net.event_fd(), POLLIN, 0}, {net.events_fd(), POLLIN, 0}};
-  poll(fds, 2, static_cast<int>(timeout.count()));  // EINTR (a signal) just ends the wait early
-}
-
-// The union workload (docs/demo.md): random integers through incremental_union,
-// healed through failures. The run waits for the end marker of every back-end that
-// has not left the membership view; a back-end that fails leaves the view (a view
-// event) and is not waited for. The final union is checked against what the back-ends recorded
-// (union_record.h): all of the survivors', and what each failed back-end recorded
-// more than a second before the front-end learned of its failure.
-//
-// collect_union() is the part a front-end that re-attached (canopy attach-frontend)
-// carries on: it starts from the union the heir regenerated, and knows nothing of the
-// back-ends that left the view before it: `gone_before` (their failure times are taken
-// from their records: the check asks for what each recorded more than a second
-// before it stopped).
-struct UnionOutcome {
-  std::set<std::int32_t> result;
-  std::map<canopy::Rank, canopy::demo::WallClock::time_point> failed;  // left the view, and since when
-  std::set<canopy::Rank> gone_before;
-  std::size_t packets = 0;
-  double seconds = 0;
-};
-
-int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const std::vector<canopy::Rank>& backends,
-                  std::chrono::milliseconds limit, UnionOutcome& out,
-                  const std::function<int(const std::string&, int)>& fail) {
-  using canopy::demo::WallClock;
-  auto run_start = Clock::now();
-  // Waited for: every back-end that has not left the membership view. (Not the
-  // members of Network::view(): in attach mode a back-end that has attached may not
-  // have joined the view yet when the workload starts.)
-  std::set<canopy::Rank> finished;  // back-ends whose end marker arrived
-  std::map<canopy::Rank, WallClock::time_point> failure_time;  // back-ends' failure events
-  auto& failed = out.failed;
-  const std::set<canopy::Rank> is_backend(backends.begin(), backends.end());
-  std::size_t waiting = backends.size() - out.gone_before.size();
-  auto handle_events = [&] {
-    for (const auto& e : print_events(net, jsonl, status)) {
-      if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
-        failure_time.emplace(e.rank, e.time);
-      } else if (e.kind == canopy::Event::Kind::gossip && is_backend.count(e.rank)) {
-        // A hung member: it stopped about when its heartbeat was last seen growing.
-        failure_time.emplace(e.rank, e.time - e.silent);
-      } else if (e.kind == canopy::Event::Kind::view) {
-        // A back-end leaves the view after its failure event; a view event's own time
-        // stands in if there was none (it is later: the check is then more lenient).
-        for (auto r : e.left) {
-          auto it = failure_time.find(r);
-          if (!out.gone_before.count(r) && failed.emplace(r, it != failure_time.end() ? it->second : e.time).second &&
-              is_backend.count(r) && !finished.count(r)) {
-            --waiting;
-          }
-        }
-      }
-    }
-  };
-  auto unfinished = [&] {
-    std::vector<canopy::Rank> ranks;
-    for (auto r : backends) {
-      if (!finished.count(r) && !failed.count(r) && !out.gone_before.count(r)) ranks.push_back(r);
-    }
-    return ranks;
-  };
-  double last_report = 0;
-  std::size_t last_size = out.result.size();
-  auto& result = out.result;
-  while (true) {
-    handle_events();
-    if (waiting == 0) break;
-    if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
-    if (Clock::now() - run_start > limit) {
-      return fail("back-ends " + rank_list(unfinished()) + " did not finish within " +
-                  std::to_string(limit.count() / 1000) + " s (and did not leave the membership view)", 1);
-    }
-    wait_for_packet_or_event(net, std::chrono::milliseconds(100));
-    auto in = net.receive(std::chrono::milliseconds(0));
-    if (!in) {
-      handle_events();  // what went wrong, as the front-end heard it
-      return fail(in.error(), 1);
-    }
-    if (*in) {
-      ++out.packets;
-      status.count((*in)->stream);
-      for (const auto& v : (*in)->packet.values()) {
-        auto* xs = std::get_if<std::vector<std::int32_t>>(&v);
-        if (!xs) continue;
-        for (auto x : *xs) {
-          if (x < 0) {
-            auto r = static_cast<canopy::Rank>(-1 - x);  // canopy::demo::union_end_marker
-            if (is_backend.count(r) && finished.insert(r).second && !failed.count(r) && !out.gone_before.count(r)) {
-              --waiting;
-            }
-          } else {
-            result.insert(x);
-          }
-        }
-      }
-    }
-    double t = seconds_since(run_start);
-    if (t - last_report >= 1.0) {
-      std::size_t size = result.size();
-      if (jsonl) {
-        std::printf("{\"time\":%.3f,\"union_size\":%zu,\"new_per_second\":%.1f,\"packets\":%zu}\n", t, size,
-                    (size - last_size) / (t - last_report), out.packets);
-      } else {
-        std::printf("%.1f s: union has %zu integers (+%.0f/s)\n", t, size, (size - last_size) / (t - last_report));
-      }
-      std::fflush(stdout);
-      last_report = t;
-      last_size = size;
-    }
-  }
-  out.seconds = seconds_since(run_start);
-  return 0;
-}
-
-// Writes DIR/frontend.txt, checks the union against the records, prints the summary
-// and shuts the tree down.
-int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir,
-                 const std::vector<canopy::Rank>& backends, UnionOutcome& out,
-                 const std::function<int(const std::string&, int)>& fail) {
-  const auto& result = out.result;
-  auto& failed = out.failed;
-  std::string check = "skipped";
-  canopy::demo::UnionCheck counts;
-  if (!record_dir.empty()) {
-    std::ofstream file(std::filesystem::path(record_dir) / "frontend.txt", std::ios::trunc);
-    for (auto x : result) file << x << '\n';
-    if (!file.flush()) return fail("cannot write " + record_dir + "/frontend.txt", 1);
-    std::map<canopy::Rank, std::vector<canopy::demo::RecordedValue>> records;
-    for (auto r : backends) {
-      auto path = std::filesystem::path(record_dir) / ("be-" + std::to_string(r) + ".txt");
-      // A back-end that failed before the start packet reached it wrote nothing.
-      if ((failed.count(r) || out.gone_before.count(r)) && !std::filesystem::exists(path)) continue;
-      auto values = canopy::demo::read_record(path);
-      if (!values) return fail(values.error(), 1);
-      if (out.gone_before.count(r)) {
-        // Gone before this front-end: it failed about when it recorded its last integer.
-        canopy::demo::WallClock::time_point last{};
-        for (const auto& v : *values) last = std::max(last, v.time.value_or(last));
-        failed.emplace(r, last);
-      }
-      records.emplace(r, std::move(*values));
-    }
-    counts = canopy::demo::check_union(result, records, failed);
-    check = counts.ok() ? "ok" : "failed";
-  } else {
-    for (auto r : out.gone_before) failed.emplace(r, canopy::demo::WallClock::time_point{});
-  }
-  if (jsonl) {
-    std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
-                "\"missing\":%zu,\"extra\":%zu,\"failed_backends\":%zu,\"late_values\":%zu,\"late_arrived\":%zu,"
-                "\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
-                backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
-                counts.late_values, counts.late_arrived, out.seconds, check.c_str());
-  } else {
-    std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
-                count(backends.size(), "back-end").c_str(), out.seconds, check.c_str());
-    if (check != "skipped") {
-      std::printf(" (%zu expected, %zu missing, %zu extra)", counts.expected, counts.missing, counts.extra);
-    }
-    if (!failed.empty()) {
-      std::vector<canopy::Rank> ranks;
-      for (const auto& [r, t] : failed) ranks.push_back(r);
-      std::printf("; %zu failed back-end(s) %s", failed.size(), rank_list(ranks).c_str());
-      if (check != "skipped") {
-        std::printf(": %zu of %zu late integers arrived", counts.late_arrived, counts.late_values);
-      }
-    }
-    std::printf("\n");
-  }
-  std::fflush(stdout);
-  auto stopped = net.shutdown();
-  if (check == "failed") return fail("the union differs from what the back-ends sent", 1);
-  if (!stopped) return fail(stopped.error(), 1);
-  return 0;
-}
-
-int run_union(canopy::Network& net, const RunOptions& opt, StatusWriter& status, const std::vector<canopy::Rank>& backends,
-              const std::function<int(const std::string&, int)>& fail) {
-  const bool jsonl = opt.format == "jsonl";
-  auto stream = net.create_stream({.upstream_filter = "incremental_union"});
-  if (!stream) return fail(stream.error(), 1);
-  const auto duration_ms = static_cast<std::int32_t>(opt.duration_s * 1000);
-  std::string record = opt.record_dir.empty() ? "" : std::filesystem::absolute(opt.record_dir).string();
-  if (auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {opt.rate_hz, duration_ms, record}});
-      !r) {
-    return fail(r.error(), 1);
-  }
-  // What a front-end re-attaching to this tree needs to carry the run on.
-  const auto until = std::chrono::system_clock::now() + std::chrono::milliseconds(duration_ms);
-  status.add_run_info("\"workload\":\"union\",\"union_until_ms\":" +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count()) +
-                      ",\"record\":" + json_string(record));
-  status.update(net);
-  UnionOutcome out;
-  const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
-  if (int code = collect_union(net, jsonl, status, backends, limit, out, fail); code != 0) return code;
-  return finish_union(net, jsonl, opt.record_dir, backends, out, fail);
-}
 
 const std::vector<std::string> kBuiltinFilters{"sum", "min", "max", "avg", "concat", "union"};
 
@@ -556,7 +273,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   }
   if (opt.workload == "union") {
     if (!opt.backend.empty()) return fail("--workload union runs the demo back-end; drop --backend", 2);
-    return run_union(net, opt, status, backends, fail);
+    return run_union(net, jsonl, opt.rate_hz, opt.duration_s, opt.record_dir, status, backends, fail);
   }
 
   auto stream = net.create_stream({.upstream_filter = opt.filter});
@@ -683,111 +400,6 @@ int run(const RunOptions& opt) {
     return 2;
   }
   const int code = run_tree(opt, status);
-  status.finish(code);
-  return code;
-}
-
-// `canopy attach-frontend STATUSFILE`: a new front-end for a tree that outlived its
-// own (`canopy run --keep-tree-for`; docs/fault-tolerance.md, "When the front-end
-// fails"). It re-attaches through the re-attach file named in STATUSFILE, takes the
-// status file over, and carries the run on: the union workload to its end and its
-// check, as `canopy run` would have; any other run, by printing results and events
-// until it is interrupted (which shuts the tree down).
-struct AttachFrontendOptions {
-  std::string status_file;
-  std::string format = "text";
-  std::string record_dir;  // default: the run's own --record
-  double timeout_s = 10;
-};
-
-int attach_frontend(const AttachFrontendOptions& opt) {
-  const bool jsonl = opt.format == "jsonl";
-  auto fail = [&](const std::string& message, int code = 1) {
-    if (jsonl) std::cout << "{\"error\":" << json_string(message) << "}" << std::endl;
-    std::cerr << "canopy attach-frontend: " << message << "\n";
-    return code;
-  };
-  auto run = canopy::tools::read_run_record(opt.status_file);
-  if (!run) return fail(run.error(), 2);
-  if (run->finished) return fail("the run of " + opt.status_file + " is over: " + run->state_line, 2);
-  if (!run->stale) {
-    return fail("the front-end of " + opt.status_file + " is still running (" + run->state_line +
-                "); re-attach once it is gone", 2);
-  }
-  if (run->reattach_file.empty()) {
-    return fail("the run of " + opt.status_file + " was not started with --keep-tree-for: its tree did not outlive its "
-                "front-end", 2);
-  }
-  const std::string record_dir = opt.record_dir.empty() ? run->record_dir : opt.record_dir;
-  if (!record_dir.empty() && run->workload != "union") return fail("--record is for a run of the union workload", 2);
-  const auto started = Clock::now();
-  auto network = canopy::Network::reattach(
-      {.reattach_file = run->reattach_file,
-       .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opt.timeout_s * 1000))});
-  if (!network) return fail(network.error(), network.error_kind() == canopy::ErrorKind::invalid_input ? 2 : 1);
-  auto& net = **network;
-  const double took = seconds_since(started);
-  StatusWriter status(opt.status_file);
-  if (!run->workload.empty()) {
-    status.add_run_info("\"workload\":" + json_string(run->workload));
-    if (run->union_until) {
-      status.add_run_info("\"union_until_ms\":" +
-                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             run->union_until->time_since_epoch())
-                                             .count()));
-    }
-    status.add_run_info("\"record\":" + json_string(record_dir));
-  }
-  status.add_run_info("\"reattach_file\":" + json_string(run->reattach_file));
-  status.update(net);
-  const auto backends = net.topology().backends();
-  const auto view = net.view();
-  if (jsonl) {
-    std::printf("{\"reattached\":{\"seconds\":%.3f,\"processes\":%zu,\"members\":%zu}}\n", took,
-                net.topology().size(), view.members.size());
-  } else {
-    std::printf("re-attached in %.3f s: %zu processes, %s of view %llu\n", took, net.topology().size(),
-                count(view.members.size(), "member").c_str(), static_cast<unsigned long long>(view.id));
-  }
-  std::fflush(stdout);
-  int code = 0;
-  if (run->workload == "union") {
-    UnionOutcome out;
-    for (auto r : backends) {
-      if (!view.contains(r)) out.gone_before.insert(r);
-    }
-    const auto left = run->union_until ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             *run->union_until - std::chrono::system_clock::now())
-                                       : std::chrono::milliseconds(0);
-    const auto limit = std::max(left, std::chrono::milliseconds(0)) + std::chrono::seconds(30);
-    code = collect_union(net, jsonl, status, backends, limit, out, fail);
-    if (code == 0) code = finish_union(net, jsonl, record_dir, backends, out, fail);
-  } else {
-    // Results and events, as they come, until interrupted or the tree stops.
-    while (!g_signal) {
-      (void)print_events(net, jsonl, status);
-      wait_for_packet_or_event(net, std::chrono::milliseconds(100));
-      auto in = net.receive(std::chrono::milliseconds(0));
-      if (!in) {
-        if (in.error_kind() == canopy::ErrorKind::stopped) break;
-        std::fprintf(stderr, "canopy attach-frontend: %s\n", in.error().c_str());
-        continue;
-      }
-      if (!*in) continue;
-      std::string values;
-      for (const auto& v : (*in)->packet.values()) {
-        values += (values.empty() ? "" : jsonl ? "," : " ") + (jsonl ? canopy::to_json(v) : canopy::to_string(v));
-      }
-      if (jsonl) {
-        std::printf("{\"stream\":%u,\"tag\":%d,\"values\":[%s]}\n", (*in)->stream, (*in)->packet.tag(),
-                    values.c_str());
-      } else {
-        std::printf("stream %u, tag %d: %s\n", (*in)->stream, (*in)->packet.tag(), values.c_str());
-      }
-      std::fflush(stdout);
-    }
-    if (auto stopped = net.shutdown(); !stopped) code = fail(stopped.error(), 1);
-  }
   status.finish(code);
   return code;
 }
@@ -971,22 +583,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(canopy::tools::in_range(0.05, 3600.0));
 
-  AttachFrontendOptions attach_fe_opt;
-  auto* attach_fe_cmd = app.add_subcommand(
-      "attach-frontend",
-      "Re-attach a new front-end to a tree that outlived its own (canopy run --keep-tree-for ... --status FILE) and "
-      "carry its run on (docs/fault-tolerance.md)");
-  attach_fe_cmd->add_option("file", attach_fe_opt.status_file, "The status file of the run")->required();
-  attach_fe_cmd->add_option("--format", attach_fe_opt.format, "Output: text or jsonl (one JSON object a line)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "jsonl"}));
-  attach_fe_cmd->add_option("--record", attach_fe_opt.record_dir,
-                            "Union workload: the directory of the back-ends' records, where DIR/frontend.txt is "
-                            "written and checked (default: the run's own --record)");
-  attach_fe_cmd->add_option("--timeout", attach_fe_opt.timeout_s,
-                            "Seconds to find the process in the root's place and receive the tree's state")
-      ->capture_default_str()
-      ->check(canopy::tools::in_range(0.1, 3600.0));
+  canopy::tools::AttachFrontendOptions attach_fe_opt;
+  auto* attach_fe_cmd = canopy::tools::add_attach_frontend_command(app, attach_fe_opt);
 
   canopy::tools::StackOptions stack_opt;
   auto* stack_cmd = canopy::tools::add_stack_command(app, stack_opt);
@@ -1019,17 +617,11 @@ int main(int argc, char** argv) {
   if (*status_cmd) return canopy::tools::status_command(status_path, status_format, status_watch, status_interval);
   if (*stack_cmd) return canopy::tools::run_stack(stack_opt);
   if (*attach_fe_cmd) {
-    struct sigaction sa {};
-    sa.sa_handler = [](int sig) { g_signal = sig; };
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    return attach_frontend(attach_fe_opt);
+    canopy::tools::catch_interrupts();
+    return canopy::tools::run_attach_frontend(attach_fe_opt);
   }
   if (*topgen_cmd) return canopy::tools::run_topgen(topgen_opt);
   opt.backend = backend_command;
-  struct sigaction sa {};
-  sa.sa_handler = [](int sig) { g_signal = sig; };
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  canopy::tools::catch_interrupts();
   return run(opt);
 }

@@ -1,0 +1,187 @@
+#include "union_workload.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "demo_protocol.h"
+#include "run_output.h"
+
+namespace canopy::tools {
+
+int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const std::vector<canopy::Rank>& backends,
+                  std::chrono::milliseconds limit, UnionOutcome& out,
+                  const Fail& fail) {
+  using canopy::demo::WallClock;
+  auto run_start = Clock::now();
+  // Waited for: every back-end that has not left the membership view. (Not the
+  // members of Network::view(): in attach mode a back-end that has attached may not
+  // have joined the view yet when the workload starts.)
+  std::set<canopy::Rank> finished;  // back-ends whose end marker arrived
+  std::map<canopy::Rank, WallClock::time_point> failure_time;  // back-ends' failure events
+  auto& failed = out.failed;
+  const std::set<canopy::Rank> is_backend(backends.begin(), backends.end());
+  std::size_t waiting = backends.size() - out.gone_before.size();
+  auto handle_events = [&] {
+    for (const auto& e : print_events(net, jsonl, status)) {
+      if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
+        failure_time.emplace(e.rank, e.time);
+      } else if (e.kind == canopy::Event::Kind::gossip && is_backend.count(e.rank)) {
+        // A hung member: it stopped about when its heartbeat was last seen growing.
+        failure_time.emplace(e.rank, e.time - e.silent);
+      } else if (e.kind == canopy::Event::Kind::view) {
+        // A back-end leaves the view after its failure event; a view event's own time
+        // stands in if there was none (it is later: the check is then more lenient).
+        for (auto r : e.left) {
+          auto it = failure_time.find(r);
+          if (!out.gone_before.count(r) && failed.emplace(r, it != failure_time.end() ? it->second : e.time).second &&
+              is_backend.count(r) && !finished.count(r)) {
+            --waiting;
+          }
+        }
+      }
+    }
+  };
+  auto unfinished = [&] {
+    std::vector<canopy::Rank> ranks;
+    for (auto r : backends) {
+      if (!finished.count(r) && !failed.count(r) && !out.gone_before.count(r)) ranks.push_back(r);
+    }
+    return ranks;
+  };
+  double last_report = 0;
+  std::size_t last_size = out.result.size();
+  auto& result = out.result;
+  while (true) {
+    handle_events();
+    if (waiting == 0) break;
+    if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
+    if (Clock::now() - run_start > limit) {
+      return fail("back-ends " + rank_list(unfinished()) + " did not finish within " +
+                  std::to_string(limit.count() / 1000) + " s (and did not leave the membership view)", 1);
+    }
+    wait_for_packet_or_event(net, std::chrono::milliseconds(100));
+    auto in = net.receive(std::chrono::milliseconds(0));
+    if (!in) {
+      handle_events();  // what went wrong, as the front-end heard it
+      return fail(in.error(), 1);
+    }
+    if (*in) {
+      ++out.packets;
+      status.count((*in)->stream);
+      for (const auto& v : (*in)->packet.values()) {
+        auto* xs = std::get_if<std::vector<std::int32_t>>(&v);
+        if (!xs) continue;
+        for (auto x : *xs) {
+          if (x < 0) {
+            auto r = static_cast<canopy::Rank>(-1 - x);  // canopy::demo::union_end_marker
+            if (is_backend.count(r) && finished.insert(r).second && !failed.count(r) && !out.gone_before.count(r)) {
+              --waiting;
+            }
+          } else {
+            result.insert(x);
+          }
+        }
+      }
+    }
+    double t = seconds_since(run_start);
+    if (t - last_report >= 1.0) {
+      std::size_t size = result.size();
+      if (jsonl) {
+        std::printf("{\"time\":%.3f,\"union_size\":%zu,\"new_per_second\":%.1f,\"packets\":%zu}\n", t, size,
+                    (size - last_size) / (t - last_report), out.packets);
+      } else {
+        std::printf("%.1f s: union has %zu integers (+%.0f/s)\n", t, size, (size - last_size) / (t - last_report));
+      }
+      std::fflush(stdout);
+      last_report = t;
+      last_size = size;
+    }
+  }
+  out.seconds = seconds_since(run_start);
+  return 0;
+}
+
+int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir,
+                 const std::vector<canopy::Rank>& backends, UnionOutcome& out,
+                 const Fail& fail) {
+  const auto& result = out.result;
+  auto& failed = out.failed;
+  std::string check = "skipped";
+  canopy::demo::UnionCheck counts;
+  if (!record_dir.empty()) {
+    std::ofstream file(std::filesystem::path(record_dir) / "frontend.txt", std::ios::trunc);
+    for (auto x : result) file << x << '\n';
+    if (!file.flush()) return fail("cannot write " + record_dir + "/frontend.txt", 1);
+    std::map<canopy::Rank, std::vector<canopy::demo::RecordedValue>> records;
+    for (auto r : backends) {
+      auto path = std::filesystem::path(record_dir) / ("be-" + std::to_string(r) + ".txt");
+      // A back-end that failed before the start packet reached it wrote nothing.
+      if ((failed.count(r) || out.gone_before.count(r)) && !std::filesystem::exists(path)) continue;
+      auto values = canopy::demo::read_record(path);
+      if (!values) return fail(values.error(), 1);
+      if (out.gone_before.count(r)) {
+        // Gone before this front-end: it failed about when it recorded its last integer.
+        canopy::demo::WallClock::time_point last{};
+        for (const auto& v : *values) last = std::max(last, v.time.value_or(last));
+        failed.emplace(r, last);
+      }
+      records.emplace(r, std::move(*values));
+    }
+    counts = canopy::demo::check_union(result, records, failed);
+    check = counts.ok() ? "ok" : "failed";
+  } else {
+    for (auto r : out.gone_before) failed.emplace(r, canopy::demo::WallClock::time_point{});
+  }
+  if (jsonl) {
+    std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
+                "\"missing\":%zu,\"extra\":%zu,\"failed_backends\":%zu,\"late_values\":%zu,\"late_arrived\":%zu,"
+                "\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
+                backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
+                counts.late_values, counts.late_arrived, out.seconds, check.c_str());
+  } else {
+    std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
+                count(backends.size(), "back-end").c_str(), out.seconds, check.c_str());
+    if (check != "skipped") {
+      std::printf(" (%zu expected, %zu missing, %zu extra)", counts.expected, counts.missing, counts.extra);
+    }
+    if (!failed.empty()) {
+      std::vector<canopy::Rank> ranks;
+      for (const auto& [r, t] : failed) ranks.push_back(r);
+      std::printf("; %zu failed back-end(s) %s", failed.size(), rank_list(ranks).c_str());
+      if (check != "skipped") {
+        std::printf(": %zu of %zu late integers arrived", counts.late_arrived, counts.late_values);
+      }
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  auto stopped = net.shutdown();
+  if (check == "failed") return fail("the union differs from what the back-ends sent", 1);
+  if (!stopped) return fail(stopped.error(), 1);
+  return 0;
+}
+
+int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const std::string& record_dir,
+              StatusWriter& status, const std::vector<Rank>& backends, const Fail& fail) {
+  auto stream = net.create_stream({.upstream_filter = "incremental_union"});
+  if (!stream) return fail(stream.error(), 1);
+  const auto duration_ms = static_cast<std::int32_t>(duration_s * 1000);
+  std::string record = record_dir.empty() ? "" : std::filesystem::absolute(record_dir).string();
+  if (auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {rate_hz, duration_ms, record}});
+      !r) {
+    return fail(r.error(), 1);
+  }
+  // What a front-end re-attaching to this tree needs to carry the run on.
+  const auto until = std::chrono::system_clock::now() + std::chrono::milliseconds(duration_ms);
+  status.add_run_info("\"workload\":\"union\",\"union_until_ms\":" +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count()) +
+                      ",\"record\":" + json_string(record));
+  status.update(net);
+  UnionOutcome out;
+  const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
+  if (int code = collect_union(net, jsonl, status, backends, limit, out, fail); code != 0) return code;
+  return finish_union(net, jsonl, record_dir, backends, out, fail);
+}
+
+}  // namespace canopy::tools
