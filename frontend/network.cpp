@@ -560,27 +560,27 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
   // The topology with the listening ports chosen at start-up.
   impl.options.topology = impl.loop.call([&] { return *impl.runtime->node.topology(); });
-  if (!impl.options.reattach_file.empty()) {
-    if (auto written = attach::write_secret_file(
-            impl.options.reattach_file,
-            attach::reattach_file_text(impl.options.topology, impl.identity.network_id, impl.identity.secret),
-            "re-attach file");
-        !written) {
+  // The files that hold the secret (either may be asked for), removed again by shutdown().
+  const auto& topology = impl.options.topology;
+  const auto& id = impl.identity;
+  struct SecretFile {
+    const std::string& path;
+    std::string text;
+    const char* what;
+    bool& written;
+  };
+  for (SecretFile f : {SecretFile{impl.options.reattach_file, attach::reattach_file_text(topology, id.network_id, id.secret),
+                                  "re-attach file", impl.reattach_file_written},
+                       SecretFile{impl.options.attach_file, attach::attach_file_text(topology, id.network_id, id.secret),
+                                  "attach file", impl.attach_file_written}}) {
+    if (f.path.empty()) continue;
+    if (auto ok = attach::write_secret_file(f.path, f.text, f.what); !ok) {
       (void)network->shutdown();
-      return Error{written.error()};
+      return Error{ok.error()};
     }
-    impl.reattach_file_written = true;
+    f.written = true;
   }
   if (attach) {
-    if (auto written = attach::write_secret_file(
-            impl.options.attach_file,
-            attach::attach_file_text(impl.options.topology, impl.identity.network_id, impl.identity.secret),
-            "attach file");
-        !written) {
-      (void)network->shutdown();
-      return Error{written.error()};
-    }
-    impl.attach_file_written = true;
     core::log().info("commnodes up; attach file {} written", impl.options.attach_file);
     return network;
   }

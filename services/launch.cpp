@@ -91,15 +91,14 @@ void LaunchService::on_event(const core::NodeEvent& event) {
           if (up_ || node_.stopping() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;
           // The step ended before the tree was up: its processes that did not connect
           // will not.
-          for (Rank r : bulk_->level(level)) {
-            const char* nodes = std::getenv("SLURM_JOB_NODELIST");
-            report_launch_failed(r, node_.describe(r) + ": the srun step of level " + std::to_string(level) + " " +
-                                        core::describe_wait_status(status) +
-                                        " before the tree was up (srun's error above says why; is every host "
-                                        "of the topology a node of the allocation" +
-                                        (nodes ? std::string(", ") + nodes : std::string()) + "?)");
-            break;  // one report names the step; the start-up time-out names the rest
-          }
+          // One report names the step (its first process); the start-up time-out names the rest.
+          const Rank r = bulk_->level(level).front();  // a step starts only for a level with processes
+          const char* nodes = std::getenv("SLURM_JOB_NODELIST");
+          report_launch_failed(r, node_.describe(r) + ": the srun step of level " + std::to_string(level) + " " +
+                                      core::describe_wait_status(status) +
+                                      " before the tree was up (srun's error above says why; is every host of "
+                                      "the topology a node of the allocation" +
+                                      (nodes ? std::string(", ") + nodes : std::string()) + "?)");
         });
         listening_[node_.identity().rank] = node_.listen_port();
         start_bulk_levels();

@@ -55,17 +55,15 @@ int main(int argc, char** argv) {
     std::string key;
     if (!(words >> key >> network) || key != "network") return fail("the table's second line is not 'network HEX'");
   }
-  std::string mine;
   for (unsigned long i = 0; i <= task; ++i) {
     if (!std::getline(std::cin, line)) {
       return fail("the table has no line for task " + std::to_string(task) + " (it has " + std::to_string(i) + ")");
     }
   }
-  mine = line;
-  std::istringstream fields(mine);
+  std::istringstream fields(line);
   std::string rank, role, parent;
   if (!(fields >> rank >> role >> parent) || (role != "commnode" && role != "backend")) {
-    return fail("line of task " + std::to_string(task) + " is not 'RANK ROLE PARENT-ADDRESS:PORT': '" + mine + "'");
+    return fail("line of task " + std::to_string(task) + " is not 'RANK ROLE PARENT-ADDRESS:PORT': '" + line + "'");
   }
   if (auto ok = canopy::core::parse_secret(secret); !ok) return fail(ok.error());
   setenv(canopy::core::kEnvRank, rank.c_str(), 1);
