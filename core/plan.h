@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct LaunchPlan {
   // The front-end starts every process through the resource manager, one step per
   // level (docs/launch.md); parents start none and wait for their children.
   bool bulk = false;
+  // What starts a level's processes in a bulk launch: srun or mpirun. The root's
+  // alone (it runs the steps); not on the wire.
+  enum class BulkTool : std::uint8_t { srun, mpirun } bulk_tool = BulkTool::srun;
   // This node is a front-end that re-attached to a tree which outlived its front-end
   // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
   // Not on the wire.

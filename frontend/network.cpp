@@ -448,21 +448,24 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
                  ", " + std::to_string(ft.suspect.count()) + " and " + std::to_string(ft.lost.count()) + " ms)", ErrorKind::invalid_input};
   }
-  if (options.method == LaunchMethod::slurm) {
-    if (attach) return Error{"attach mode and a launch through Slurm exclude each other", ErrorKind::invalid_input};
+  if (options.method != LaunchMethod::spawn) {
+    const bool slurm = options.method == LaunchMethod::slurm;
+    const std::string through = slurm ? "a launch through Slurm" : "a launch through mpirun";
+    if (attach) return Error{"attach mode and " + through + " exclude each other", ErrorKind::invalid_input};
     if (options.mrnet_backend_args) {
-      return Error{"a launch through Slurm does not give back-ends MRNet's arguments", ErrorKind::invalid_input};
+      return Error{through + " does not give back-ends MRNet's arguments", ErrorKind::invalid_input};
     }
     const char* job = std::getenv("SLURM_JOB_ID");
-    if (!job || !*job) {
+    if (slurm && (!job || !*job)) {
       return Error{"a launch through Slurm runs inside an allocation (salloc, sbatch): SLURM_JOB_ID is not set",
                    ErrorKind::invalid_input};
     }
-    if (!on_path("srun")) return Error{"a launch through Slurm needs srun, which is not on PATH", ErrorKind::invalid_input};
+    const char* tool = slurm ? "srun" : "mpirun";
+    if (!on_path(tool)) return Error{through + " needs " + tool + ", which is not on PATH", ErrorKind::invalid_input};
     for (const auto& n : options.topology.nodes()) {
       if (n.parent && options.topology.link_between(n, options.topology.at(*n.parent)) == LinkKind::striped) {
-        return Error{"a launch through Slurm starts plain links only; the link of " + std::string(to_string(n.role)) +
-                         " " + std::to_string(n.rank) + " would be striped (use links: plain, or canopy run --links plain)",
+        return Error{through + " starts plain links only; the link of " + std::string(to_string(n.role)) + " " +
+                         std::to_string(n.rank) + " would be striped (use links: plain, or canopy run --links plain)",
                      ErrorKind::invalid_input};
       }
     }
@@ -520,11 +523,13 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;
-  plan.bulk = options.method == LaunchMethod::slurm;
+  plan.bulk = options.method != LaunchMethod::spawn;
+  plan.bulk_tool = options.method == LaunchMethod::mpirun ? core::LaunchPlan::BulkTool::mpirun
+                                                           : core::LaunchPlan::BulkTool::srun;
   if (plan.bulk) {
-    const auto task = std::filesystem::path(options.commnode_exe).parent_path() / "canopy-slurm-task";
+    const auto task = std::filesystem::path(options.commnode_exe).parent_path() / "canopy-bulk-task";
     if (access(task.c_str(), X_OK) != 0) {
-      return Error{"a launch through Slurm runs " + task.string() + " on the nodes: " + std::strerror(errno),
+      return Error{"a bulk launch runs " + task.string() + " on the nodes: " + std::strerror(errno),
                    ErrorKind::invalid_input};
     }
   }

@@ -63,47 +63,72 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
     if (!mkdtemp(dir)) return Error{std::string("cannot make a directory for the steps' host files: ") + std::strerror(errno)};
     dir_ = dir;
   }
-  const std::string hostfile = dir_ + "/level-" + std::to_string(level) + ".hosts";
+  const bool mpirun = plan.bulk_tool == core::LaunchPlan::BulkTool::mpirun;
+  const std::string hostfile = dir_ + "/level-" + std::to_string(level) + (mpirun ? ".ranks" : ".hosts");
   char network[17];
   std::snprintf(network, sizeof network, "%016" PRIx64, node_.identity().network_id);
   std::string table = core::to_hex(node_.identity().secret) + "\nnetwork " + network + "\n";
   {
     std::ofstream hosts(hostfile, std::ios::trunc);
+    std::size_t task = 0;
     for (Rank r : this->level(level)) {
       const auto& n = topology.at(r);
       const auto& parent = topology.at(*n.parent);
       auto port = ports.find(parent.rank);
       if (port == ports.end()) return Error{"the port of " + node_.describe(parent.rank) + " is not known"};
-      hosts << n.host << "\n";
+      // srun: a host per line, in task order; mpirun: a rank file. Slot 0 for every
+      // task of a host (tool processes are light: --oversubscribe, not bound).
+      if (mpirun) hosts << "rank " << task << "=" << n.host << " slot=0\n";
+      else hosts << n.host << "\n";
+      ++task;
       table += std::to_string(r) + " " + (n.role == Role::commnode ? "commnode" : "backend") + " " +
                topology.address_of(parent.host) + ":" + std::to_string(port->second) + "\n";
     }
     if (!hosts.flush()) return Error{"cannot write " + hostfile};
   }
-  const std::string task = std::filesystem::path(plan.commnode_exe).parent_path() / "canopy-slurm-task";
-  // --overcommit: tool processes are light; a level may have more of them on a node
-  // than the node has CPUs (a commnode's back-ends, say).
-  std::vector<std::string> argv{"srun", "--overlap", "--overcommit", "--input=all", "--distribution=arbitrary",
-                                "--ntasks=" + std::to_string(this->level(level).size()),
-                                "--job-name=canopy-level-" + std::to_string(level), task, plan.commnode_exe};
+  const std::string task = std::filesystem::path(plan.commnode_exe).parent_path() / "canopy-bulk-task";
+  const std::string ntasks = std::to_string(this->level(level).size());
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string input;
+  if (mpirun) {
+    // The table goes in the environment (-x): mpirun gives standard input to its
+    // first process only. mpirun's environment is this process's to read alone, and
+    // -x values travel in its launch message, not on the remote daemons' command lines.
+    argv = {"mpirun", "--rankfile", hostfile, "--oversubscribe", "--bind-to", "none", "--enable-recovery",
+            "-x", "CANOPY_BULK_TABLE", "-np", ntasks, task, plan.commnode_exe};
+    env = {{"CANOPY_BULK_TABLE", table}};
+  } else {
+    // --overcommit: tool processes are light; a level may have more of them on a node
+    // than the node has CPUs (a commnode's back-ends, say).
+    argv = {"srun", "--overlap", "--overcommit", "--input=all", "--distribution=arbitrary", "--ntasks=" + ntasks,
+            "--job-name=canopy-level-" + std::to_string(level), task, plan.commnode_exe};
+    env = {{"SLURM_HOSTFILE", hostfile}};
+    input = table;
+  }
   argv.insert(argv.end(), plan.backend_argv.begin(), plan.backend_argv.end());
-  auto step = core::ChildProcess::spawn(node_.io(), argv, {{"SLURM_HOSTFILE", hostfile}}, table);
-  if (!step) return Error{"cannot start the srun step of level " + std::to_string(level) + ": " + step.error()};
-  log().info("level {}: {} processes started by one srun step (pid {})", level, this->level(level).size(),
-             (*step)->pid());
+  auto step = core::ChildProcess::spawn(node_.io(), argv, env, input);
+  if (!step) return Error{"cannot start the " + step_name(level) + ": " + step.error()};
+  log().info("level {}: {} processes started by one {} (pid {})", level, this->level(level).size(),
+             mpirun ? "mpirun" : "srun step", (*step)->pid());
   (*step)->watch([this, level](int status) {
-    log().info("the srun step of level {} {}", level, core::describe_wait_status(status));
+    log().info("the {} {}", step_name(level), core::describe_wait_status(status));
     if (on_step_exit_) on_step_exit_(level, status);
   });
   steps_.push_back(std::move(*step));
   return {};
 }
 
+std::string BulkLaunch::step_name(std::size_t level) const {
+  const bool mpirun = node_.plan().bulk_tool == core::LaunchPlan::BulkTool::mpirun;
+  return std::string(mpirun ? "mpirun" : "srun step") + " of level " + std::to_string(level);
+}
+
 void BulkLaunch::stop(std::chrono::milliseconds grace) {
   bool any = false;
   for (auto& step : steps_) {
     if (step->running()) {
-      step->kill(SIGTERM);  // srun ends its step, and with it the tasks
+      step->kill(SIGTERM);  // srun ends its step (mpirun its job), and with it the tasks
       any = true;
     }
   }

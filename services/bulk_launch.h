@@ -1,18 +1,22 @@
-// BulkLaunch: the front-end's side of a launch through Slurm (docs/launch.md).
+// BulkLaunch: the front-end's side of a launch through Slurm or mpirun (docs/launch.md).
 //
 // Instead of every parent starting each of its remote children with one launcher
 // command each, the front-end starts them all itself, one `srun` step per level: the
 // step of level d runs one task per process of depth d that is not on its parent's
 // host, placed on its own host by a host file (--distribution=arbitrary), each task
-// `canopy-slurm-task`, which reads its rank and its parent's endpoint from the step's
+// `canopy-bulk-task`, which reads its rank and its parent's endpoint from the step's
 // table on standard input (with the secret, as a launcher's child reads it) and runs
 // the commnode or back-end program. A child on its parent's host is started by the
 // parent, locally, as always (a commnode's back-ends, most often). A level starts
 // once every parent of its processes listens (commnodes report it: Listening).
 //
+// With mpirun (LaunchPlan::BulkTool::mpirun) a level is one `mpirun`: a rank file
+// places the tasks, the table travels in the environment, and --enable-recovery keeps
+// a process's failure from ending its level's others (the tree heals it).
+//
 // The steps are this node's child processes: srun ends when its tasks end. stop()
-// ends those still running (SIGTERM, which srun passes to its tasks), and waits a
-// little for them.
+// ends those still running (SIGTERM, which srun and mpirun pass to their tasks), and
+// waits a little for them.
 #pragma once
 
 #include <chrono>
@@ -48,6 +52,8 @@ class BulkLaunch {
   Result<void> start(std::size_t level, const std::map<Rank, std::uint16_t>& ports);
   // Ends the steps still running: SIGTERM, then up to `grace` for them to exit.
   void stop(std::chrono::milliseconds grace);
+  // "srun step of level 2", "mpirun of level 2": for messages.
+  std::string step_name(std::size_t level) const;
 
  private:
   core::Node& node_;

@@ -94,11 +94,13 @@ void LaunchService::on_event(const core::NodeEvent& event) {
           // One report names the step (its first process); the start-up time-out names the rest.
           const Rank r = bulk_->level(level).front();  // a step starts only for a level with processes
           const char* nodes = std::getenv("SLURM_JOB_NODELIST");
-          report_launch_failed(r, node_.describe(r) + ": the srun step of level " + std::to_string(level) + " " +
-                                      core::describe_wait_status(status) +
-                                      " before the tree was up (srun's error above says why; is every host of "
-                                      "the topology a node of the allocation" +
-                                      (nodes ? std::string(", ") + nodes : std::string()) + "?)");
+          const bool slurm = node_.plan().bulk_tool == core::LaunchPlan::BulkTool::srun;
+          report_launch_failed(r, node_.describe(r) + ": the " + bulk_->step_name(level) + " " +
+                                      core::describe_wait_status(status) + " before the tree was up (" +
+                                      (slurm ? "srun" : "mpirun") + "'s error above says why; " +
+                                      (slurm ? "is every host of the topology a node of the allocation" +
+                                                   (nodes ? std::string(", ") + nodes : std::string()) + "?)"
+                                             : std::string("can mpirun reach every host of the topology?)")));
         });
         listening_[node_.identity().rank] = node_.listen_port();
         start_bulk_levels();

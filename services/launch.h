@@ -8,7 +8,7 @@
 // become the observer's calls, and the endpoints are published to the whole tree.
 // With a bulk launch (LaunchPlan::bulk, docs/launch.md) a parent starts only the
 // children on its own host: the front-end starts the others, each level of the tree
-// with one srun step (BulkLaunch) once their parents listen.
+// with one srun step or mpirun (BulkLaunch) once their parents listen.
 #pragma once
 
 #include <boost/asio.hpp>

@@ -468,11 +468,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option_function<std::string>(
               "--launch",
               [&opt](const std::string& v) {
-                opt.launch_method = v == "slurm" ? canopy::LaunchMethod::slurm : canopy::LaunchMethod::spawn;
+                opt.launch_method = v == "slurm"    ? canopy::LaunchMethod::slurm
+                                    : v == "mpirun" ? canopy::LaunchMethod::mpirun
+                                                    : canopy::LaunchMethod::spawn;
               },
               "spawn (default): each parent starts its children, through --launcher on another host; slurm: inside "
-              "an allocation, one srun step per level of the tree starts every process (docs/launch.md)")
-      ->check(CLI::IsMember({"spawn", "slurm"}));
+              "an allocation, one srun step per level of the tree starts every process; mpirun: the same with one "
+              "Open MPI mpirun per level (docs/launch.md)")
+      ->check(CLI::IsMember({"spawn", "slurm", "mpirun"}));
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
   run_cmd->add_option("--workload", opt.workload,

@@ -61,6 +61,10 @@ enum class LaunchMethod : std::uint8_t {
   // step per level of the tree (tasks placed on their topology hosts, which must be
   // the allocation's node names); links are plain.
   slurm,
+  // Where no Slurm is present, the same with one Open MPI `mpirun` per level (a
+  // rank file places the tasks; mpirun reaches other hosts as it is configured to,
+  // ssh by default). Links are plain.
+  mpirun,
 };
 
 struct LaunchOptions {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "process_test.h"
@@ -138,6 +139,37 @@ TEST_F(CliMessages, ALauncherThatStartsNothingIsShownWithTheCommandItRan) {
             std::string::npos)
       << o.err;
   EXPECT_NE(o.err.find("exec true otherhost "), std::string::npos) << o.err;
+}
+
+TEST_F(CliMessages, ABulkLaunchSaysWhatItNeedsBeforeItStartsAnything) {
+  // Restores a variable of this process's environment, which run_canopy passes on.
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+    explicit Saved(const char* n) : name(n) {
+      if (const char* v = std::getenv(n)) value = v;
+    }
+    ~Saved() { value ? setenv(name, value->c_str(), 1) : unsetenv(name); }
+  };
+  {
+    Saved job("SLURM_JOB_ID");
+    unsetenv("SLURM_JOB_ID");
+    auto o = run_canopy({"run", "--launch", "slurm"});
+    EXPECT_EQ(exit_code(o), 2);
+    EXPECT_NE(o.err.find("a launch through Slurm runs inside an allocation (salloc, sbatch): SLURM_JOB_ID is not set"),
+              std::string::npos)
+        << o.err;
+  }
+  {
+    Saved path("PATH");
+    setenv("PATH", "/nonexistent", 1);
+    auto o = run_canopy({"run", "--launch", "mpirun"});
+    EXPECT_EQ(exit_code(o), 2);
+    EXPECT_NE(o.err.find("a launch through mpirun needs mpirun, which is not on PATH"), std::string::npos) << o.err;
+  }
+  auto o = run_canopy({"run", "--launch", "ssh"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("--launch: ssh not in {spawn,slurm,mpirun}"), std::string::npos) << o.err;
 }
 
 }  // namespace
