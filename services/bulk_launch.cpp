@@ -124,6 +124,28 @@ std::string BulkLaunch::step_name(std::size_t level) const {
   return std::string(mpirun ? "mpirun" : "srun step") + " of level " + std::to_string(level);
 }
 
+void BulkLaunch::ask_allocation_state(std::function<void(const std::string&)> done) {
+  if (squeue_ && squeue_->running()) return;
+  // The state comes back as the exit status: a pipe for its output would be one more
+  // thing to read on the loop, for one word.
+  static const std::vector<std::string> states{"RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING",
+                                               "CANCELLED", "TIMEOUT",  "FAILED",     "NODE_FAIL",
+                                               "PREEMPTED", "DEADLINE", "OUT_OF_MEMORY", "COMPLETED"};
+  std::string script = "state=$(squeue -h -j \"$SLURM_JOB_ID\" -o %T 2>/dev/null) || exit 100; case \"$state\" in";
+  for (std::size_t i = 0; i < states.size(); ++i) script += " " + states[i] + ") exit " + std::to_string(i) + ";;";
+  script += " esac; exit 100";
+  auto process = core::ChildProcess::spawn(node_.io(), {"/bin/sh", "-c", script}, {});
+  if (!process) {
+    log().warn("cannot ask squeue for the allocation's state: {}", process.error());
+    return done("");
+  }
+  (*process)->watch([done = std::move(done)](int status) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+    done(code < static_cast<int>(states.size()) ? states[code] : std::string());
+  });
+  squeue_ = std::move(*process);
+}
+
 void BulkLaunch::stop(std::chrono::milliseconds grace) {
   bool any = false;
   for (auto& step : steps_) {

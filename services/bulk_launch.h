@@ -54,12 +54,18 @@ class BulkLaunch {
   void stop(std::chrono::milliseconds grace);
   // "srun step of level 2", "mpirun of level 2": for messages.
   std::string step_name(std::size_t level) const;
+  // Under Slurm: asks squeue, without blocking the loop, whether the allocation
+  // (SLURM_JOB_ID) still runs, and calls `done(state)` with the job's state (RUNNING,
+  // CANCELLED, TIMEOUT, ...), or with "" where squeue could not say. A call while a
+  // question is under way is dropped.
+  void ask_allocation_state(std::function<void(const std::string& state)> done);
 
  private:
   core::Node& node_;
   std::function<void(std::size_t, int)> on_step_exit_;
   std::vector<std::vector<Rank>> levels_;
   std::vector<std::unique_ptr<core::ChildProcess>> steps_;
+  std::unique_ptr<core::ChildProcess> squeue_;  // the question under way
   std::string dir_;  // the steps' host files
 };
 

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -87,21 +88,7 @@ void LaunchService::on_event(const core::NodeEvent& event) {
     if (node_.plan().bulk) {
       if (!node_.is_root() && node_.listen_port() != 0) report_listening(node_.identity().rank, node_.listen_port());
       if (node_.is_root()) {
-        bulk_ = std::make_unique<BulkLaunch>(node_, [this](std::size_t level, int status) {
-          if (up_ || node_.stopping() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;
-          // The step ended before the tree was up: its processes that did not connect
-          // will not.
-          // One report names the step (its first process); the start-up time-out names the rest.
-          const Rank r = bulk_->level(level).front();  // a step starts only for a level with processes
-          const char* nodes = std::getenv("SLURM_JOB_NODELIST");
-          const bool slurm = node_.plan().bulk_tool == core::LaunchPlan::BulkTool::srun;
-          report_launch_failed(r, node_.describe(r) + ": the " + bulk_->step_name(level) + " " +
-                                      core::describe_wait_status(status) + " before the tree was up (" +
-                                      (slurm ? "srun" : "mpirun") + "'s error above says why; " +
-                                      (slurm ? "is every host of the topology a node of the allocation" +
-                                                   (nodes ? std::string(", ") + nodes : std::string()) + "?)"
-                                             : std::string("can mpirun reach every host of the topology?)")));
-        });
+        bulk_ = std::make_unique<BulkLaunch>(node_, [this](std::size_t level, int status) { on_step_exit(level, status); });
         listening_[node_.identity().rank] = node_.listen_port();
         start_bulk_levels();
       }
@@ -120,6 +107,41 @@ void LaunchService::on_event(const core::NodeEvent& event) {
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     startup_timer_.cancel();
   }
+}
+
+void LaunchService::on_step_exit(std::size_t level, int status) {
+  if (node_.stopping() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;
+  const bool slurm = node_.plan().bulk_tool == core::LaunchPlan::BulkTool::srun;
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (up_) {
+    // A step ends early when all its processes failed (the tree heals), or when Slurm
+    // ended them with the allocation (cancelled, out of time): then what runs
+    // outside the steps (this front-end, its local children) must not run on as if
+    // healed. squeue says which.
+    if (!slurm) return;
+    bulk_->ask_allocation_state([this, job = std::string(job ? job : "")](const std::string& state) {
+      if (node_.stopping() || state.empty() || state == "RUNNING" || state == "CONFIGURING" || state == "SUSPENDED") {
+        return;
+      }
+      std::string lower = state;
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      log().warn("the Slurm allocation {} is {}: stopping the tree", job, lower);
+      node_.shutdown("the Slurm allocation " + job + " ended (" + lower +
+                     "), and Slurm ended the tree's processes in its steps with it");
+    });
+    return;
+  }
+  // The step ended before the tree was up: its processes that did not connect will
+  // not. One report names the step (its first process); the start-up time-out names
+  // the rest.
+  const Rank r = bulk_->level(level).front();  // a step starts only for a level with processes
+  const char* nodes = std::getenv("SLURM_JOB_NODELIST");
+  report_launch_failed(r, node_.describe(r) + ": the " + bulk_->step_name(level) + " " +
+                              core::describe_wait_status(status) + " before the tree was up (" +
+                              (slurm ? "srun" : "mpirun") + "'s error above says why; " +
+                              (slurm ? "is every host of the topology a node of the allocation" +
+                                           (nodes ? std::string(", ") + nodes : std::string()) + "?)"
+                                     : std::string("can mpirun reach every host of the topology?)")));
 }
 
 void LaunchService::report_listening(Rank rank, std::uint16_t port) {

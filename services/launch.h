@@ -70,6 +70,9 @@ class LaunchService final : public core::Service {
   void report_listening(Rank rank, std::uint16_t port);
   // Starts every level whose parents all listen, in order, from the next one.
   void start_bulk_levels();
+  // A level's srun (mpirun) exited: before the tree is up, a launch failure; after,
+  // under Slurm, the tree stops if the allocation ended (squeue says).
+  void on_step_exit(std::size_t level, int status);
 
   core::Node& node_;
   Launcher& launcher_;

@@ -11,14 +11,22 @@
 #   heal   `--launch slurm` with the union running 4 s, and the commnode of n2 (started
 #          by the level's step) SIGKILLed after 1.5 s: its back-ends are adopted, the
 #          union still checks out, the failure is reported.
+#   slurmd  `--launch slurm` with the union running 4 s, and the slurmd of n2 stopped
+#          (SIGTERM, as an administrator stops it) after 1.5 s: the step's tasks run on
+#          under their slurmstepd, the union checks out, no failure is reported, and
+#          nothing is left.
+#   cancel  `--launch slurm` with the union running 4 s, and the allocation cancelled
+#          (scancel) after 1.5 s: Slurm ends the steps' processes, and canopy run
+#          stops with an error naming the allocation (it ran on for 30 s and
+#          exited 0 before), leaving nothing.
 #   badnode  `--launch slurm` in an allocation of n1 and n2 only, the topology naming
 #          n3: the launch fails with the step's error and the allocation's nodes, and
 #          nothing is left.
 #
-# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode   (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode}"
-mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|badnode}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -55,10 +63,27 @@ duration=2
 case "$mode" in
   spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); expected=3 ;;
   slurm) how=(--launch slurm); expected=2 ;;
-  heal) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
+  heal | slurmd | cancel) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
   *) netns_fail "unknown mode $mode" ;;
 esac
+if [ "$mode" = cancel ]; then
+  (
+    sleep 1.5
+    job="$(slurm_on n1 squeue -h -o %i)"
+    slurm_on n1 scancel "$job" && echo "$job" > "$work/cancelled"
+  ) &
+  netns_on_exit "kill $! 2>/dev/null || true"
+fi
+if [ "$mode" = slurmd ]; then
+  (
+    sleep 1.5
+    for pid in $(ip netns pids "$NETNS_N2"); do
+      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmd ] && kill -TERM "$pid" && echo "$pid" > "$work/stopped"
+    done
+  ) &
+  netns_on_exit "kill $! 2>/dev/null || true"
+fi
 if [ "$mode" = heal ]; then
   (
     sleep 1.5
@@ -76,7 +101,20 @@ if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
   grep -q "event: failure of 1000002" "$work/out" || netns_fail "the commnode's loss was not reported: $(cat "$work/out")"
 fi
-if [ "$mode" = badnode ]; then
+if [ "$mode" = slurmd ]; then
+  [ -s "$work/stopped" ] || netns_fail "no slurmd was found in n2 to stop"
+  for _ in $(seq 50); do kill -0 "$(cat "$work/stopped")" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$(cat "$work/stopped")" 2>/dev/null && netns_fail "n2's slurmd did not stop"
+  if grep -q "event: failure" "$work/out"; then
+    netns_fail "a process was lost when only n2's slurmd stopped: $(cat "$work/out")"
+  fi
+fi
+if [ "$mode" = cancel ]; then
+  [ -s "$work/cancelled" ] || netns_fail "the allocation was not cancelled"
+  [ "$status" = 1 ] || netns_fail "canopy run exited with $status after its allocation was cancelled: $(cat "$work/err")"
+  grep -q "network stopped: the Slurm allocation $(cat "$work/cancelled") ended" "$work/err" ||
+    netns_fail "the error does not say the allocation ended: $(cat "$work/err")"
+elif [ "$mode" = badnode ]; then
   [ "$status" = 1 ] || netns_fail "canopy run with a node outside the allocation exited with $status: $(cat "$work/err")"
   grep -q "the srun step of level 1 exited with status 1 before the tree was up" "$work/err" ||
     netns_fail "the error does not name the failed step: $(cat "$work/err")"
