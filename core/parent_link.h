@@ -33,6 +33,9 @@ struct ParentLink {
 transport::StripedOptions striped_options(const LinkSettings& links);
 // CANOPY_PARENT_LINK's value for `paths` (their port is not part of it).
 std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths);
+// CANOPY_PARENT_LINK's value for `child` under `parent`, which listens on `port`:
+// "" where their link is plain.
+std::string parent_link_for(const Topology& topology, const Node& child, const Node& parent, std::uint16_t port);
 // Reads CANOPY_PARENT ("address:port") and, if set, CANOPY_PARENT_LINK; the error
 // names the variable and what is wrong with it.
 Result<ParentLink> parent_link_from(const char* parent, const char* parent_link);

@@ -462,13 +462,6 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     }
     const char* tool = slurm ? "srun" : "mpirun";
     if (!on_path(tool)) return Error{through + " needs " + tool + ", which is not on PATH", ErrorKind::invalid_input};
-    for (const auto& n : options.topology.nodes()) {
-      if (n.parent && options.topology.link_between(n, options.topology.at(*n.parent)) == LinkKind::striped) {
-        return Error{through + " starts plain links only; the link of " + std::string(to_string(n.role)) + " " +
-                         std::to_string(n.rank) + " would be striped (use links: plain, or canopy run --links plain)",
-                     ErrorKind::invalid_input};
-      }
-    }
   }
   if (!options.reattach_file.empty() && options.fault_tolerance.keep_tree_for.count() == 0) {
     return Error{"a re-attach file is for a tree kept after its front-end: set keep_tree_for too",

@@ -14,6 +14,7 @@
 
 #include "core/auth.h"
 #include "core/log.h"
+#include "core/parent_link.h"
 
 namespace canopy::services {
 
@@ -81,8 +82,11 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
       if (mpirun) hosts << "rank " << task << "=" << n.host << " slot=0\n";
       else hosts << n.host << "\n";
       ++task;
+      // A striped link's description (CANOPY_PARENT_LINK) ends the line.
+      const std::string link = core::parent_link_for(topology, n, parent, port->second);
       table += std::to_string(r) + " " + (n.role == Role::commnode ? "commnode" : "backend") + " " +
-               topology.address_of(parent.host) + ":" + std::to_string(port->second) + "\n";
+               topology.address_of(parent.host) + ":" + std::to_string(port->second) +
+               (link.empty() ? "" : " " + link) + "\n";
     }
     if (!hosts.flush()) return Error{"cannot write " + hostfile};
   }
@@ -96,7 +100,13 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
     // first process only. mpirun's environment is this process's to read alone, and
     // -x values travel in its launch message, not on the remote daemons' command lines.
     argv = {"mpirun", "--rankfile", hostfile, "--oversubscribe", "--bind-to", "none", "--enable-recovery",
-            "-x", "CANOPY_BULK_TABLE", "-np", ntasks, task, plan.commnode_exe};
+            "-x", "CANOPY_BULK_TABLE"};
+    // The logging settings a launcher's child is given too (srun passes the whole
+    // environment on).
+    for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL", "CANOPY_LOG_STDERR"}) {
+      if (std::getenv(name)) argv.insert(argv.end(), {"-x", name});
+    }
+    argv.insert(argv.end(), {"-np", ntasks, task, plan.commnode_exe});
     env = {{"CANOPY_BULK_TABLE", table}};
   } else {
     // --overcommit: tool processes are light; a level may have more of them on a node

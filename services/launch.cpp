@@ -41,13 +41,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
   };
   // Empty for a plain link: a child inherits its parent's environment, and with it
   // the description of the parent's own link.
-  std::string link;
-  if (topology.link_between(child, me) == LinkKind::striped) {
-    auto paths =
-        transport::paths_between(topology.nics_of(child.host), topology.nics_of(me.host), parent.listen_port());
-    link = core::encode_parent_link(topology.links(), paths);
-  }
-  env.emplace_back(core::kEnvParentLink, link);
+  env.emplace_back(core::kEnvParentLink, core::parent_link_for(topology, child, me, parent.listen_port()));
   std::vector<std::string> argv = command;
   // The secret never goes on a command line (ps shows those to every user): in the
   // environment of a local child, on the standard input of a launcher, which the

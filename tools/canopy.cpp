@@ -28,6 +28,7 @@
 #include <set>
 
 #include "canopy/frontend.h"
+#include "canopy/slurm.h"
 #include "canopy/topology.h"
 #include "canopy.capnp.h"
 #include "demo_protocol.h"
@@ -124,6 +125,12 @@ canopy::Result<canopy::Topology> run_topology(const RunOptions& opt) {
   const bool attach = !opt.attach_file.empty();
   if (opt.backends && !attach) return canopy::Error{"--backends is for attach mode (--attach FILE)"};
   if (opt.topology_file.empty()) {
+    if (opt.launch_method == canopy::LaunchMethod::slurm && !attach) {
+      // Spread over the allocation's nodes, each subtree on one (docs/launch.md).
+      auto allocation = canopy::slurm_allocation();
+      if (!allocation) return canopy::Error{"--launch slurm places --tree on the allocation's nodes: " + allocation.error()};
+      return canopy::generate_spread_topology(opt.tree, allocation->this_host, allocation->nodes);
+    }
     if (!opt.backends) return canopy::generate_topology(opt.tree);
     auto tree = canopy::generate_topology(opt.tree, {}, canopy::Leaves::commnodes);
     if (!tree) return tree;
@@ -438,7 +445,7 @@ int main(int argc, char** argv) {
                        ->check(CLI::ExistingFile);
   run_cmd->add_option("--tree", opt.tree, "Generated tree when no --topology: b:F^D (fan-out F, depth D), b:FxFx... (fan-out per "
                       "level), k:K@N (k-nomial, N processes), g:N:N,N:... (child counts level by level); "
-                      "docs/topology.md")
+                      "docs/topology.md. With --launch slurm it is spread over the allocation's nodes")
       ->capture_default_str()
       ->excludes(topo_opt);
   run_cmd->add_option("--filter", opt.filter,

@@ -7,12 +7,13 @@
 //
 //   line 1   the network's secret (64 hex digits)
 //   line 2   network HEX
-//   then, one line per task in task order:  RANK ROLE PARENT-ADDRESS:PORT
+//   then, one line per task in task order:  RANK ROLE PARENT-ADDRESS:PORT [LINK]
+//   (LINK: the rest of the line, a striped link's CANOPY_PARENT_LINK)
 //
 // It takes the line of its task (OMPI_COMM_WORLD_RANK under mpirun, else
 // SLURM_PROCID), puts the identity in the environment
 // as a parent does for a child it starts (CANOPY_RANK, CANOPY_PARENT,
-// CANOPY_NETWORK_ID, CANOPY_SECRET) and executes the process's program:
+// CANOPY_NETWORK_ID, CANOPY_SECRET, CANOPY_PARENT_LINK) and executes the process's program:
 //
 //   canopy-bulk-task COMMNODE-PROGRAM BACKEND-PROGRAM [BACKEND-ARGS...]
 //
@@ -77,16 +78,22 @@ int main(int argc, char** argv) {
     }
   }
   std::istringstream fields(line);
-  std::string rank, role, parent;
+  std::string rank, role, parent, link;
   if (!(fields >> rank >> role >> parent) || (role != "commnode" && role != "backend")) {
-    return fail("line of task " + std::to_string(task) + " is not 'RANK ROLE PARENT-ADDRESS:PORT': '" + line + "'");
+    return fail("line of task " + std::to_string(task) + " is not 'RANK ROLE PARENT-ADDRESS:PORT [LINK]': '" + line +
+                "'");
   }
+  std::getline(fields >> std::ws, link);  // a striped link's description, or nothing
   if (auto ok = canopy::core::parse_secret(secret); !ok) return fail(ok.error());
   setenv(canopy::core::kEnvRank, rank.c_str(), 1);
   setenv(canopy::core::kEnvParent, parent.c_str(), 1);
   setenv(canopy::core::kEnvNetworkId, network.c_str(), 1);
   setenv(canopy::core::kEnvSecret, secret.c_str(), 1);
-  unsetenv(canopy::core::kEnvParentLink);  // a plain link (bulk launch starts no striped ones)
+  if (link.empty()) {
+    unsetenv(canopy::core::kEnvParentLink);  // a plain link
+  } else {
+    setenv(canopy::core::kEnvParentLink, link.c_str(), 1);
+  }
   unsetenv(canopy::core::kEnvSecretOnStdin);
 
   std::vector<char*> program;

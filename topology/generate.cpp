@@ -1,5 +1,6 @@
 // Generated trees: the topgen specs (MRNet's b:, k: and g:), their placement on a
-// host list, and back-ends added to a tree of commnodes.
+// host list or spread over a cluster's nodes, and back-ends added to a tree of
+// commnodes.
 //
 // A spec gives only a shape; detail::number_tree() gives it ranks and roles by the
 // same rule as MRNet's format, so a generated tree written with to_mrnet() reads
@@ -234,6 +235,68 @@ Result<Topology> generate_topology(std::string_view spec, const std::vector<Host
     if (auto placed = place_on_hosts(*shape, hosts, spec); !placed) return Error{placed.error()};
   }
   return detail::number_tree(*shape, leaves, source_of(spec));
+}
+
+Result<Topology> generate_spread_topology(std::string_view spec, std::string_view frontend_host,
+                                          const std::vector<Host>& nodes) {
+  if (nodes.empty()) return Error{"no nodes to spread topology spec '" + std::string(spec) + "' over"};
+  if (frontend_host.empty()) return Error{"the front-end's host has an empty name"};
+  std::vector<Host> hosts;
+  for (const Host& node : nodes) {
+    if (node.name.empty()) return Error{"a node to spread the tree over has an empty name"};
+    if (std::any_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == node.name; })) {
+      return Error{"node '" + node.name + "' is named twice among the nodes to spread the tree over"};
+    }
+    hosts.push_back(node);
+  }
+  auto shape = shape_from_spec(spec);
+  if (!shape) return Error{shape.error()};
+  // The levels, and the one whose subtrees are spread: the shallowest with at least
+  // as many commnodes as nodes, else the deepest with commnodes; level 1 when the
+  // root's children are all leaves (then they are spread one by one).
+  std::vector<std::vector<std::size_t>> levels{{0}};
+  while (true) {
+    std::vector<std::size_t> next;
+    for (std::size_t at : levels.back()) next.insert(next.end(), (*shape)[at].children.begin(), (*shape)[at].children.end());
+    if (next.empty()) break;
+    levels.push_back(std::move(next));
+  }
+  auto commnodes = [&](std::size_t level) {
+    std::vector<std::size_t> out;
+    for (std::size_t at : levels[level]) {
+      if (!(*shape)[at].children.empty()) out.push_back(at);
+    }
+    return out;
+  };
+  std::size_t spread = 1;
+  for (std::size_t level = 1; level < levels.size() && !commnodes(level).empty(); ++level) {
+    spread = level;
+    if (commnodes(level).size() >= nodes.size()) break;
+  }
+  std::vector<std::size_t> roots = commnodes(spread);
+  if (roots.empty()) roots = levels.at(1);  // a flat tree: its back-ends
+  for (std::size_t j = 0; j < roots.size(); ++j) {
+    const std::string& host = nodes[j * nodes.size() / roots.size()].name;
+    for (std::size_t at : detail::breadth_first(*shape, roots[j])) (*shape)[at].host = host;
+  }
+  // Above the spread level, from the bottom up: a commnode goes where its first child is.
+  for (std::size_t level = spread; level-- > 1;) {
+    for (std::size_t at : levels[level]) {
+      auto& node = (*shape)[at];
+      if (!node.children.empty()) node.host = (*shape)[node.children.front()].host;
+    }
+  }
+  (*shape)[0].host = std::string(frontend_host);
+  if (std::none_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == frontend_host; })) {
+    hosts.insert(hosts.begin(), Host{std::string(frontend_host), "", {}, 0});
+  }
+  // The hosts the tree uses, in the nodes' order.
+  std::erase_if(hosts, [&](const Host& h) {
+    return std::none_of(shape->begin(), shape->end(), [&](const detail::ShapeNode& n) { return n.host == h.name; });
+  });
+  auto tree = detail::number_tree(*shape, Leaves::backends, source_of(spec));
+  if (!tree) return tree;
+  return Topology::make(tree->nodes(), std::move(hosts), source_of(spec));
 }
 
 Result<Topology> attach_backends(const Topology& commnode_tree, std::size_t count) {

@@ -57,13 +57,14 @@ enum class LaunchMethod : std::uint8_t {
   // Each parent starts its children: a local process, or the launcher template
   // (ssh, srun -w {host}, ...) for another host, one command per child.
   spawn,
-  // Inside a Slurm allocation, the front-end starts every process itself, one srun
-  // step per level of the tree (tasks placed on their topology hosts, which must be
-  // the allocation's node names); links are plain.
+  // Inside a Slurm allocation, the front-end starts every process not on its
+  // parent's host itself, one srun step per level of the tree (tasks placed on their topology hosts, which must be
+  // the allocation's node names; canopy run --tree spreads a generated tree over
+  // them, see slurm.h).
   slurm,
   // Where no Slurm is present, the same with one Open MPI `mpirun` per level (a
   // rank file places the tasks; mpirun reaches other hosts as it is configured to,
-  // ssh by default). Links are plain.
+  // ssh by default).
   mpirun,
 };
 

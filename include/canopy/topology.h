@@ -210,6 +210,18 @@ Result<Topology> generate_topology(std::string_view spec, std::string_view host 
 Result<Topology> generate_topology(std::string_view spec, const std::vector<HostSlots>& hosts,
                                    Leaves leaves = Leaves::backends);
 
+// Generates a tree from a spec and spreads it over `nodes` (a cluster allocation's,
+// in order, each with the address it is reached by) for a launch by level
+// (docs/launch.md), keeping whole subtrees on one node so that a commnode's children
+// are local to it: at the shallowest level of commnodes with at least as many of
+// them as there are nodes (else the deepest), commnode j and everything below it go
+// on node floor(j * N / count); a commnode above that level goes on its first
+// child's node. A tree without commnodes spreads its back-ends that way. The
+// front-end is on `frontend_host`: one of `nodes` by name, or a host of its own whose
+// name must resolve. Fails on an empty node list, an empty or repeated name.
+Result<Topology> generate_spread_topology(std::string_view spec, std::string_view frontend_host,
+                                          const std::vector<Host>& nodes);
+
 // Adds `count` back-ends, ranks 0..count-1, to a tree whose leaves are commnodes:
 // with L leaf commnodes in depth-first, left-to-right order, back-end r goes below
 // leaf floor(r*L/count), so each leaf gets a contiguous block of ranks. A back-end

@@ -156,6 +156,20 @@ TEST_F(CliMessages, ABulkLaunchSaysWhatItNeedsBeforeItStartsAnything) {
     unsetenv("SLURM_JOB_ID");
     auto o = run_canopy({"run", "--launch", "slurm"});
     EXPECT_EQ(exit_code(o), 2);
+    EXPECT_NE(o.err.find("--launch slurm places --tree on the allocation's nodes: not inside a Slurm allocation "
+                         "(salloc, sbatch): SLURM_JOB_ID is not set"),
+              std::string::npos)
+        << o.err;
+    // With a topology file, the launch itself says so.
+    auto topology = run_canopy({"topgen", "b:2"});
+    ASSERT_EQ(exit_code(topology), 0) << topology.err;
+    char dir[] = "/tmp/canopy-cli-slurm-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string file = std::string(dir) + "/tree.yaml";
+    std::ofstream(file) << topology.out;
+    o = run_canopy({"run", "--launch", "slurm", "--topology", file});
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(exit_code(o), 2);
     EXPECT_NE(o.err.find("a launch through Slurm runs inside an allocation (salloc, sbatch): SLURM_JOB_ID is not set"),
               std::string::npos)
         << o.err;

@@ -9,20 +9,25 @@
 #   heal     the union running 4 s, the commnode of n2 SIGKILLed after 1.5 s: its
 #            back-ends are adopted, the failure is reported, the union still checks
 #            out, and n3's commnode (same mpirun) was not taken down with it
+#   striped  each host with two NICs, so that every link between hosts is striped:
+#            the commnodes of n2 and n3 (mpirun's tasks) connect over two striped
+#            paths, as does back-end 5; the union checks out
 #   badhost  the topology names a host mpirun cannot reach: a clear error naming the
 #            mpirun of level 1, nothing left
 #
-# Usage: tree_over_mpirun.sh BIN_DIR union|heal|badhost   (ctest passes the build's bin directory)
+# Usage: tree_over_mpirun.sh BIN_DIR union|heal|striped|badhost   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_mpirun.sh BIN_DIR union|heal|badhost}"
-mode="${2:?usage: tree_over_mpirun.sh BIN_DIR union|heal|badhost}"
+bin="${1:?usage: tree_over_mpirun.sh BIN_DIR union|heal|striped|badhost}"
+mode="${2:?usage: tree_over_mpirun.sh BIN_DIR union|heal|striped|badhost}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 
 for tool in mpirun nsenter unshare; do
   command -v "$tool" >/dev/null || netns_skip "$tool is not installed (scripts/setup.sh installs Open MPI)"
 done
-NETNS_NICS=1 netns_setup n1 n2 n3
+nics=1
+[ "$mode" = striped ] && nics=2
+NETNS_NICS=$nics netns_setup n1 n2 n3
 netns_deadline 100
 work="$(mktemp -d /tmp/canopy-mpirun-XXXXXX)"
 [ -n "${KEEP:-}" ] || netns_on_exit "rm -rf $work"
@@ -52,9 +57,9 @@ hosts="n1 n2 n3"
 set -- $hosts
 cat > "$work/tree.yaml" <<T
 hosts:
-  - {name: $1, nics: [$NETNS_N1_NIC1]}
-  - {name: $2, nics: [$NETNS_N2_NIC1]}
-  - {name: $3, nics: [$NETNS_N3_NIC1]}
+  - {name: $1, nics: [$NETNS_N1_NICS]}
+  - {name: $2, nics: [$NETNS_N2_NICS]}
+  - {name: $3, nics: [$NETNS_N3_NICS]}
 nodes:
   - {rank: 1000000, role: frontend, host: $1}
   - {rank: 1000001, role: commnode, host: $1}
@@ -76,7 +81,7 @@ T
 how=(--launch mpirun)
 duration=2
 case "$mode" in
-  union) ;;
+  union | striped) ;;
   heal) how+=(--heartbeat 100 --suspect 300 --lost 800); duration=4 ;;
   badhost) how+=(--startup-timeout 5000) ;;
   *) netns_fail "unknown mode $mode" ;;
@@ -91,7 +96,8 @@ if [ "$mode" = heal ]; then
   netns_on_exit "kill $! 2>/dev/null || true"
 fi
 status=0
-PATH="$work/path:$PATH" OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+mkdir -p "$work/logs"
+CANOPY_LOG_DIR="$work/logs" PATH="$work/path:$PATH" OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   nsenter --net="/run/netns/$NETNS_N1" unshare --uts sh -c 'hostname n1; exec "$@"' n1 \
   "$bin/canopy" run --topology "$work/tree.yaml" "${how[@]}" \
   --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
@@ -113,6 +119,12 @@ if [ "$mode" = heal ]; then
   if grep -q "event: failure of 1000003" "$work/out"; then
     netns_fail "n3's commnode, of the same mpirun, went down with n2's: $(cat "$work/out")"
   fi
+fi
+if [ "$mode" = striped ]; then
+  for log in commnode-1000002 commnode-1000003 backend-5; do
+    grep -q "connected to parent .* over 2 striped paths" "$work/logs/$log.log" ||
+      netns_fail "$log did not connect over two striped paths: $(grep -h "parent" "$work/logs/$log.log" | head -3)"
+  done
 fi
 for _ in $(seq 50); do
   left="$(for ns in $NETNS_ALL; do ip netns pids "$ns"; done)"

@@ -19,14 +19,17 @@
 #          (scancel) after 1.5 s: Slurm ends the steps' processes, and canopy run
 #          stops with an error naming the allocation (it ran on for 30 s and
 #          exited 0 before), leaving nothing.
+#   tree    `--launch slurm --tree b:3^2` with no topology file: the tree is spread
+#          over the allocation's nodes by itself (a commnode and its back-ends on
+#          each of n1, n2, n3), one step of two tasks starts the remote commnodes.
 #   badnode  `--launch slurm` in an allocation of n1 and n2 only, the topology naming
 #          n3: the launch fails with the step's error and the allocation's nodes, and
 #          nothing is left.
 #
-# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode   (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode}"
-mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|badnode}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -64,6 +67,7 @@ case "$mode" in
   spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); expected=3 ;;
   slurm) how=(--launch slurm); expected=2 ;;
   heal | slurmd | cancel) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
+  tree) how=(--launch slurm); expected=1 ;;
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
   *) netns_fail "unknown mode $mode" ;;
 esac
@@ -95,7 +99,9 @@ if [ "$mode" = heal ]; then
   netns_on_exit "kill $! 2>/dev/null || true"
 fi
 status=0
-slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run --topology "$work/tree.yaml" "${how[@]}" \
+topology=(--topology "$work/tree.yaml")
+[ "$mode" = tree ] && topology=(--tree b:3^2)
+slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
   --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
 if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
@@ -125,8 +131,13 @@ else
   grep -q "check: ok" "$work/out" || netns_fail "the union did not check out: $(tail -3 "$work/out")"
   for node in n1 n2 n3; do
     tasks=$(grep -c "launch task" "$SLURM_DIR/slurmd-$node.log" || true)
-    [ "$tasks" = 1 ] || netns_fail "node $node ran $tasks tasks, expected 1 ($mode)"
+    want=1
+    [ "$mode" = tree ] && [ "$node" = n1 ] && want=0  # the front-end's node: its commnode is local
+    [ "$tasks" = "$want" ] || netns_fail "node $node ran $tasks tasks, expected $want ($mode)"
   done
+  if [ "$mode" = tree ]; then
+    grep -q "launched 13/13 processes" "$work/out" || netns_fail "not the b:3^2 tree: $(head -2 "$work/out")"
+  fi
   steps=$(cat "$SLURM_DIR"/slurmd-*.log | grep -o "launch task StepId=[0-9.]*" | sort -u | wc -l)
   [ "$steps" = "$expected" ] || netns_fail "$steps srun steps, expected $expected ($mode)"
 fi

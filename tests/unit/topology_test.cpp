@@ -435,7 +435,7 @@ TEST(TopologyErrors, YamlNestedTooDeepSaysSo) {
 // fuzz_topology; the input is kept in fuzz/regressions/topology/ too): each is an
 // error now, at once.
 TEST(TopologyErrors, MalformedYamlThatLoopedTheParserIsAnError) {
-  for (const std::string text : {std::string(","), std::string(",\xcc\x03" "b:2x332xAxxA"), std::string("nodes: []\n,\n")}) {
+  for (const std::string& text : {std::string(","), std::string(",\xcc\x03" "b:2x332xAxxA"), std::string("nodes: []\n,\n")}) {
     auto e = error_of(text);
     EXPECT_FALSE(e.empty()) << "accepted: " << text;
   }
