@@ -121,14 +121,29 @@ std::pair<std::string, int> shell_output(const std::string& command) {
   return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
 }
 
-// The ranks of Slurm job `job`, as STAT finds them without the launcher's MPIR: one
+// "JOB" or "JOB.STEP", as --slurm-job takes it.
+struct SlurmJob {
+  std::string job, step;  // step "": every step (there must be one with ranks)
+  std::string describe() const { return step.empty() ? "Slurm job " + job : "Slurm job step " + job + "." + step; }
+};
+
+Result<SlurmJob> parse_slurm_job(const std::string& text) {
+  const auto dot = text.find('.');
+  SlurmJob j{text.substr(0, dot), dot == std::string::npos ? "" : text.substr(dot + 1)};
+  auto number = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  if (!number(j.job) || (dot != std::string::npos && !number(j.step))) {
+    return Error{"--slurm-job " + text + ": expected a job id, or JOB.STEP"};
+  }
+  return j;
+}
+
+// The ranks of a Slurm job, as STAT finds them without the launcher's MPIR: one
 // task of an overlapping step on each node of the job lists the ranks there
 // (canopy-stackd --list-slurm-job: the job's processes of another step, by their
-// environment). A job with ranks in more than one step is refused: say which.
-Result<std::vector<stack::RankProcess>> slurm_proctable(const std::string& job) {
-  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
-    return Error{"--slurm-job " + job + ": expected a job id"};
-  }
+// environment). Those of `step` alone when it is given; without it, a job with
+// ranks in more than one step is refused, naming them.
+Result<std::vector<stack::RankProcess>> slurm_proctable(const SlurmJob& slurm) {
+  const std::string& job = slurm.job;
   auto [count, status] = shell_output("squeue -h -j " + job + " -o %D");
   if (status != 0 || count.empty() || count.find_first_not_of("0123456789\n") != std::string::npos) {
     return Error{"Slurm job " + job + " is not running (squeue: " + count.substr(0, count.find('\n')) + ")"};
@@ -148,13 +163,17 @@ Result<std::vector<stack::RankProcess>> slurm_proctable(const std::string& job) 
     pid_t pid = 0;
     if (!(words >> host >> step >> rank >> pid >> exe)) continue;  // srun's own messages
     steps.insert(step);
-    table.push_back({rank, host, exe, pid});
+    if (slurm.step.empty() || step == slurm.step) table.push_back({rank, host, exe, pid});
   }
-  if (table.empty()) return Error{"Slurm job " + job + " has no ranks running (no process of another step)"};
-  if (steps.size() > 1) {
-    std::string list;
-    for (const auto& s : steps) list += (list.empty() ? "" : ", ") + s;
-    return Error{"Slurm job " + job + " has ranks in several steps (" + list + "); walk one job step at a time"};
+  std::string list;
+  for (const auto& s : steps) list += (list.empty() ? "" : ", ") + job + "." + s;
+  if (table.empty()) {
+    return Error{slurm.describe() + " has no ranks running" +
+                 (steps.empty() ? std::string(" (no process of another step)") : " (steps with ranks: " + list + ")")};
+  }
+  if (steps.size() > 1 && slurm.step.empty()) {
+    return Error{"Slurm job " + job + " has ranks in several steps (" + list + "); walk one at a time: --slurm-job " +
+                 job + "." + *steps.begin()};
   }
   std::sort(table.begin(), table.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   return table;
@@ -306,8 +325,9 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
                                  "the job goes on afterwards");
   pid->excludes(launch);
   auto* slurm = cmd->add_option("--slurm-job", opt.slurm_job,
-                                "The id of a running Slurm job: its ranks are found on its nodes by an overlapping "
-                                "step, and the daemons started into it with srun (docs/launch.md)");
+                                "The id of a running Slurm job (JOB, or JOB.STEP for one step's ranks): its ranks are "
+                                "found on its nodes by an overlapping step, and the daemons started into it with srun "
+                                "(docs/launch.md)");
   slurm->excludes(pid);
   slurm->excludes(launch);
   cmd->add_option("--after", opt.after_ms, "With --mpirun-cmd: wait this long (ms) once the ranks are up")
@@ -371,8 +391,12 @@ int run_stack(const StackOptions& opt) {
   // 1. The job's process table.
   pid_t launcher = 0;
   Result<std::vector<stack::RankProcess>> table = Error{""};
+  SlurmJob slurm;
   if (!opt.slurm_job.empty()) {
-    table = slurm_proctable(opt.slurm_job);
+    auto parsed = parse_slurm_job(opt.slurm_job);
+    if (!parsed) return fail(parsed.error());
+    slurm = *parsed;
+    table = slurm_proctable(slurm);
   } else if (opt.mpirun) {
     launcher = *opt.mpirun;
     table = stack::read_proctable(launcher);
@@ -400,7 +424,7 @@ int run_stack(const StackOptions& opt) {
   launch.commnode_exe = sibling_program("canopy-commnode");
   if (!opt.slurm_job.empty()) {
     // The daemons go into the job, as overlapping steps (one per level of the tree).
-    setenv("SLURM_JOB_ID", opt.slurm_job.c_str(), 1);
+    setenv("SLURM_JOB_ID", slurm.job.c_str(), 1);
     launch.method = LaunchMethod::slurm;
   }
   // Ranks spinning in MPI calls on an oversubscribed host delay every other process's
@@ -438,16 +462,16 @@ int run_stack(const StackOptions& opt) {
   const std::string summary = std::to_string(all.size()) + (all.size() == 1 ? " rank" : " ranks") + " on " +
                               std::to_string(placement.hosts.size()) +
                               (placement.hosts.size() == 1 ? " host" : " hosts") + " (" +
-                              (opt.slurm_job.empty() ? "mpirun " + std::to_string(launcher)
-                                                     : "Slurm job " + opt.slurm_job) +
+                              (opt.slurm_job.empty() ? "mpirun " + std::to_string(launcher) : slurm.describe()) +
                               ", " + std::to_string(opt.samples) +
                               (opt.samples == 1 ? " sample" : " samples") + ")";
   Result<void> written;
   if (opt.format == "text") {
     written = write_output("Stack traces of " + summary + ":\n\n" + stack::to_text(*tree), opt.output);
   } else if (opt.format == "json") {
-    const std::string job = opt.slurm_job.empty() ? "\"mpirun\":" + std::to_string(launcher)
-                                                  : "\"slurm_job\":" + opt.slurm_job;
+    const std::string job =
+        opt.slurm_job.empty() ? "\"mpirun\":" + std::to_string(launcher)
+                              : "\"slurm_job\":" + slurm.job + (slurm.step.empty() ? "" : ",\"slurm_step\":" + slurm.step);
     const std::string extra = job + ",\"hosts\":" +
                               std::to_string(placement.hosts.size()) + ",\"samples\":" + std::to_string(opt.samples) +
                               ",\"missing\":\"" + format_rank_ranges(missing) + "\",";

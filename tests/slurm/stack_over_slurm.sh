@@ -6,11 +6,15 @@
 # its ranks on each node, the daemons are started into the job by srun, and the
 # merged traces must show the two classes of the 6 ranks on the 3 hosts. The ranks
 # run on untraced; the job is then cancelled and nothing is left.
+#   steps  the job runs a second MPI step of 3 ranks beside the first: without a step
+#          canopy stack is refused, naming both steps; --slurm-job JOB.STEP walks the
+#          6 ranks of the first (as above), then the 3 of the second.
 #
-# Usage: stack_over_slurm.sh BIN_DIR MPI_HANG
+# Usage: stack_over_slurm.sh BIN_DIR MPI_HANG [one|steps]
 set -euo pipefail
-bin="${1:?usage: stack_over_slurm.sh BIN_DIR MPI_HANG}"
-hang="${2:?usage: stack_over_slurm.sh BIN_DIR MPI_HANG}"
+bin="${1:?usage: stack_over_slurm.sh BIN_DIR MPI_HANG [one|steps]}"
+hang="${2:?usage: stack_over_slurm.sh BIN_DIR MPI_HANG [one|steps]}"
+mode="${3:-one}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -28,7 +32,16 @@ fail() {
   exit 1
 }
 
-slurm_on n1 salloc -N3 --exclusive srun --mpi=pmix --overcommit -n6 "$hang" 100 > "$work/job.out" 2>&1 &
+if [ "$mode" = steps ]; then
+  # The second step once the first exists.
+  slurm_on n1 salloc -N3 --exclusive sh -c '
+    srun --mpi=pmix --overcommit -n6 "$0" 100 &
+    until squeue -h -s -j "$SLURM_JOB_ID" -o %i | grep -qx "$SLURM_JOB_ID.0"; do sleep 0.1; done
+    srun --mpi=pmix --overlap --overcommit -n3 "$0" 100 &
+    wait' "$hang" > "$work/job.out" 2>&1 &
+else
+  slurm_on n1 salloc -N3 --exclusive srun --mpi=pmix --overcommit -n6 "$hang" 100 > "$work/job.out" 2>&1 &
+fi
 netns_on_exit "kill $! 2>/dev/null || true"
 job=""
 for _ in $(seq 100); do
@@ -39,8 +52,32 @@ done
 [ -n "$job" ] || fail "the MPI job did not start"
 netns_on_exit "slurm_on n1 scancel $job 2>/dev/null || true"
 
+target="$job"
+if [ "$mode" = steps ]; then
+  # The two MPI steps' ids (other steps come and go: canopy stack's own listing).
+  mpi_steps=""
+  for _ in $(seq 100); do
+    mpi_steps="$(slurm_on n1 squeue -h -s -j "$job" -o '%i %j' | awk '$2 == "mpi_hang" {print $1}' | sort -t. -k2n | tr '\n' ' ')"
+    [ "$(echo $mpi_steps | wc -w)" = 2 ] && break
+    sleep 0.1
+  done
+  set -- $mpi_steps
+  [ $# = 2 ] || fail "the job's two MPI steps did not start: '$mpi_steps'"
+  first="$1" second="$2"
+  # Until both steps' ranks are up: then the job alone is refused, naming them.
+  for _ in $(seq 60); do
+    status=0
+    slurm_on n1 timeout 60 "$bin/canopy" stack --slurm-job "$job" >"$work/out" 2>"$work/err" || status=$?
+    grep -q "has ranks in several steps" "$work/err" && break
+    sleep 0.5
+  done
+  [ "$status" = 1 ] || fail "canopy stack on a job of two steps exited with $status"
+  grep -qF "Slurm job $job has ranks in several steps ($first, $second); walk one at a time: --slurm-job $first" \
+    "$work/err" || fail "the refusal does not name the steps"
+  target="$first"
+fi
 stack() {
-  slurm_on n1 env CANOPY_LOG_DIR="$work/logs" timeout 60 "$bin/canopy" stack --slurm-job "$job" \
+  slurm_on n1 env CANOPY_LOG_DIR="$work/logs" timeout 60 "$bin/canopy" stack --slurm-job "$target" \
     --address "n1=$SLURM_NODE_N1" --address "n2=$SLURM_NODE_N2" --address "n3=$SLURM_NODE_N3" "$@" \
     >"$work/out" 2>"$work/err"
 }
@@ -53,12 +90,21 @@ for _ in $(seq 60); do
 done
 [ "$status" = 0 ] || fail "canopy stack exited with status $status"
 
-grep -q "^Stack traces of 6 ranks on 3 hosts (Slurm job $job, 1 sample)" "$work/out" || fail "not 6 ranks on 3 hosts"
+what="Slurm job $job"
+[ "$mode" = steps ] && what="Slurm job step $first"
+grep -q "^Stack traces of 6 ranks on 3 hosts ($what, 1 sample)" "$work/out" || fail "not 6 ranks on 3 hosts"
 grep -q "^  5 ranks \[0-2,4-5\]: MPI_Barrier ← main$" "$work/out" || fail "no class of ranks 0-2,4-5 in MPI_Barrier"
 grep -q "^  1 rank \[3\]: .*← compute ← solve ← main$" "$work/out" || fail "no class of rank 3 in compute"
 grep -q "^2 classes of 6 ranks:$" "$work/out" || fail "not exactly two classes"
 
-# The ranks run on, untraced, two in each node.
+if [ "$mode" = steps ]; then
+  target="$second"
+  stack || fail "canopy stack --slurm-job $target exited with $?"
+  grep -q "^Stack traces of 3 ranks on 3 hosts (Slurm job step $second, 1 sample)" "$work/out" ||
+    fail "not the 3 ranks of the second step"
+fi
+
+# The ranks run on, untraced, two in each node (three with the second step).
 for node in N1 N2 N3; do
   ns_var="NETNS_$node"
   ranks=0
@@ -68,7 +114,9 @@ for node in N1 N2 N3; do
     tracer=$(awk '/^TracerPid/ {print $2}' /proc/$pid/status)
     [ "$tracer" = 0 ] || fail "rank process $pid in $node is still traced by $tracer"
   done
-  [ "$ranks" = 2 ] || fail "$ranks rank processes in $node, expected 2"
+  expected=2
+  [ "$mode" = steps ] && expected=3
+  [ "$ranks" = "$expected" ] || fail "$ranks rank processes in $node, expected $expected"
 done
 # No daemon or commnode is left once canopy stack is done.
 for ns in $NETNS_ALL; do
@@ -76,4 +124,4 @@ for ns in $NETNS_ALL; do
     case "$(cat /proc/$pid/comm 2>/dev/null)" in canopy*) fail "$(cat /proc/$pid/comm) $pid left in $ns" ;; esac
   done
 done
-echo "PASS: canopy stack --slurm-job $job: 6 ranks on 3 Slurm nodes, two classes, ranks untraced"
+echo "PASS: canopy stack --slurm-job ($mode): the ranks on 3 Slurm nodes, two classes, ranks untraced"
