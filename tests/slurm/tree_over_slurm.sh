@@ -7,7 +7,8 @@
 #   slurm  `canopy run --launch slurm`: one step per level of the tree for those
 #          processes, the two commnodes in one, back-end 5 in another (docs/launch.md).
 # Either way each node runs one task.
-# The union workload must check out, and nothing may be left in any node.
+# The union workload must check out (and the demo's waves, for slurm and tree), and
+# nothing may be left in any node.
 #   heal   `--launch slurm` with the union running 4 s, and the commnode of n2 (started
 #          by the level's step) SIGKILLed after 1.5 s: its back-ends are adopted, the
 #          union still checks out, the failure is reported.
@@ -140,6 +141,13 @@ else
   fi
   steps=$(cat "$SLURM_DIR"/slurmd-*.log | grep -o "launch task StepId=[0-9.]*" | sort -u | wc -l)
   [ "$steps" = "$expected" ] || netns_fail "$steps srun steps, expected $expected ($mode)"
+  if [ "$mode" = slurm ] || [ "$mode" = tree ]; then
+    # The demo workload too: checked waves of sums.
+    slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" --waves 200 \
+      > "$work/demo.out" 2> "$work/demo.err" || netns_fail "the demo workload failed: $(cat "$work/demo.err")"
+    grep -q "200 waves of sum over [0-9]* back-ends.*check: ok" "$work/demo.out" ||
+      netns_fail "the demo workload did not check out: $(tail -2 "$work/demo.out")"
+  fi
 fi
 # The steps end with the run; slurmstepd may take a moment after the allocation
 # ends. The daemons themselves run in the nodes until the teardown: only they may stay.
