@@ -157,10 +157,29 @@ class Service {
   virtual std::optional<std::string> refuse_hello(wire::Hello::Reader hello) { return std::nullopt; }
 };
 
+// The first segment of an outgoing message's builder, from a small per-thread pool.
+// A builder of its own callocs 8 KB for each message, and glibc gives the pages
+// back and faults them in again: with small packets streamed, page faults, memset
+// and malloc were a fifth of a back-end's time. The builder zeroes the words it used
+// when it is destroyed, as capnp requires of a first segment given to it, so a
+// segment goes back to the pool ready for the next message.
+class ScratchSegment {
+ public:
+  static constexpr std::size_t kWords = 1024;  // capnp's default first segment
+  ScratchSegment();
+  ~ScratchSegment();
+  ScratchSegment(const ScratchSegment&) = delete;
+  ScratchSegment& operator=(const ScratchSegment&) = delete;
+  kj::ArrayPtr<capnp::word> words() { return {words_, kWords}; }
+
+ private:
+  capnp::word* words_;
+};
+
 // One outgoing protocol message, stamped with the sender's identity.
 class Message {
  public:
-  explicit Message(const NodeIdentity& sender) : root_(builder_.initRoot<wire::Message>()) {
+  explicit Message(const NodeIdentity& sender) : builder_(scratch_.words()), root_(builder_.initRoot<wire::Message>()) {
     root_.setSenderRank(sender.rank);
     root_.setSenderIncarnation(sender.incarnation);
     if (sender.epoch != 0) {
@@ -173,6 +192,7 @@ class Message {
   capnp::MessageBuilder& builder() { return builder_; }
 
  private:
+  ScratchSegment scratch_;  // before builder_: outlives it, which zeroes it
   capnp::MallocMessageBuilder builder_;
   wire::Message::Builder root_;
 };
