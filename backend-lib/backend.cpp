@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "core/attach_file.h"
 #include "core/codec.h"
@@ -66,39 +68,71 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   // Back-pressure (docs/protocol.md, "Resource bounds"): a caller's packet waits
   // while the link to the parent is full or while the packets handed to the loop and
   // not yet sent pass the same bound; never in a handler (a handler's send goes out
-  // at once). Sends `packet` up as `send` does: on this thread when it runs the loop
-  // (a handler), or can hold it while the way up is idle (the caller-thread fast
-  // path: the packet leaves at once), else through the thread that runs the loop,
-  // which coalesces a burst. False if the network stopped meanwhile (nothing was
-  // sent).
-  template <typename Send>
-  bool send_up(const Packet& packet, Send send) {
+  // at once). Sends `packet` on `stream`, up (or to back-end `to`, sent down by the
+  // tree): on this thread when it runs the loop (a handler), or can hold it while the
+  // way up is idle (the caller-thread fast path: the packet leaves at once), else
+  // queued for the thread that runs the loop, which sends what is queued in one pass:
+  // one wake-up for a burst, not one per packet. False if the network stopped
+  // meanwhile (nothing was sent).
+  bool send(StreamId stream, std::optional<Rank> to, const Packet& packet) {
     {
+      // try_hold() refuses while a drain is posted and unrun: nothing queued is
+      // overtaken.
       auto hold = loop.try_hold();
       if (hold && (hold->nested() || runtime->node.links_idle())) {
         if (stopped.load()) return false;
-        send(packet);
+        deliver(stream, to, packet);
         return true;
       }
     }
     const std::size_t bytes = core::packet_payload_bytes(packet);
-    {
-      loop.kick();  // someone must run the loop for room to come
-      std::unique_lock lock(flow_mutex);
-      flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
-      if (stopped.load()) return false;
-      posted_bytes += bytes;
-    }
-    loop.post([this, bytes, packet, send] {
-      send(packet);
-      {
-        std::lock_guard lock(flow_mutex);
-        posted_bytes -= bytes;
-      }
-      flow.notify_all();
-    });
+    loop.kick();  // someone must run the loop for room to come
+    std::unique_lock lock(flow_mutex);
+    flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
+    if (stopped.load()) return false;
+    posted_bytes += bytes;
+    queued.push_back({packet, stream, to, bytes});
+    // The first of a burst posts the drain, under the lock: a later packet finds the
+    // drain posted (or running) and joins the queue.
+    if (queued.size() == 1) loop.post([this] { drain(); });
     return true;
   }
+
+  void deliver(StreamId stream, std::optional<Rank> to, const Packet& packet) {
+    if (to) {
+      runtime->streams.send_to_backend(*to, stream, packet);
+    } else {
+      runtime->streams.send_up(stream, packet);
+    }
+  }
+
+  // On the loop: sends every queued packet, in order.
+  void drain() {
+    {
+      std::lock_guard lock(flow_mutex);
+      draining.swap(queued);
+    }
+    std::size_t bytes = 0;
+    for (const auto& q : draining) {
+      deliver(q.stream, q.to, q.packet);
+      bytes += q.bytes;
+    }
+    draining.clear();  // keeps its capacity for the next burst
+    {
+      std::lock_guard lock(flow_mutex);
+      posted_bytes -= bytes;
+    }
+    flow.notify_all();
+  }
+
+  struct QueuedSend {
+    Packet packet;
+    StreamId stream;
+    std::optional<Rank> to;
+    std::size_t bytes;
+  };
+  std::vector<QueuedSend> queued;    // under flow_mutex; one drain() posted while not empty
+  std::vector<QueuedSend> draining;  // the loop's, in drain()
 
   Backend::Handler handler;  // set before the node starts; called on the loop thread
   Backend* owner = nullptr;
@@ -210,8 +244,8 @@ Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
   // On this thread when it runs the loop (a handler) or can hold it while the way
-  // up is idle; else queued, after waiting while the way up is full.
-  if (!i.send_up(packet, [&i, stream](const Packet& p) { i.runtime->streams.send_up(stream, p); })) {
+  // up is idle; else queued, after waiting while the way up is full (Impl::send).
+  if (!i.send(stream, std::nullopt, packet)) {
     return Error{"the network has stopped", ErrorKind::stopped};
   }
   return {};
@@ -221,7 +255,7 @@ Result<void> Backend::send_to(Rank backend, StreamId stream, const Packet& packe
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   Impl& i = *impl_;
-  if (!i.send_up(packet, [&i, backend, stream](const Packet& p) { i.runtime->streams.send_to_backend(backend, stream, p); })) {
+  if (!i.send(stream, backend, packet)) {
     return Error{"the network has stopped", ErrorKind::stopped};
   }
   return {};
