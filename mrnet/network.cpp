@@ -322,10 +322,13 @@ int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** f
 
 int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const Packet& packet) {
   if (packet.has_Error()) return fail(ERR_PACKING, packet.impl().error);
+  return send(canopy_id, to, codec::to_canopy(packet));
+}
+
+int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const canopy::Packet& out) {
   if (frontend) {
     if (auto r = open_per_backend_stream(); !r) return fail(ERR_NETWORK_FAILURE, r.error());
   }
-  const canopy::Packet out = codec::to_canopy(packet);
   canopy::Result<void> sent;
   if (backend) {
     sent = backend->send(canopy_id, out);

@@ -101,6 +101,8 @@ struct Network::Impl {
   // Sends one MRNet packet down (front-end: to `backend`, or all of the stream if
   // UnknownRank) or up (back-end). 0 or -1.
   int send(canopy::StreamId canopy_id, Rank backend, const Packet& packet);
+  // The same for a packet already in Canopy's form (codec::to_canopy, pack_canopy).
+  int send(canopy::StreamId canopy_id, Rank backend, const canopy::Packet& packet);
   // Records an error from Canopy's result on the network. Returns -1.
   int fail(ErrorCode code, const std::string& why);
 

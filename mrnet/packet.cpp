@@ -333,17 +333,51 @@ canopy::Result<std::vector<DataType>> parse_format_uncached(const std::string& f
 
 }  // namespace
 
+namespace {
+
 // Tools use a handful of formats, each for every packet: they are parsed once per
-// thread (a bounded cache; errors are not kept).
-canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
+// thread (a bounded cache; errors are not kept). The directives of `format`, valid
+// until the next call on this thread; null, with `error`, for a bad format.
+const std::vector<DataType>* cached_format(const std::string& format, std::string& error) {
   thread_local std::unordered_map<std::string, std::vector<DataType>> parsed;
-  if (auto it = parsed.find(format); it != parsed.end()) return it->second;
+  if (auto it = parsed.find(format); it != parsed.end()) return &it->second;
   auto types = parse_format_uncached(format);
-  if (types) {
-    if (parsed.size() >= 256) parsed.clear();
-    parsed.emplace(format, *types);
+  if (!types) {
+    error = types.error();
+    return nullptr;
   }
-  return types;
+  if (parsed.size() >= 256) parsed.clear();
+  return &parsed.emplace(format, std::move(*types)).first->second;
+}
+
+}  // namespace
+
+canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
+  std::string error;
+  const auto* types = cached_format(format, error);
+  if (!types) return canopy::Error{error};
+  return *types;
+}
+
+canopy::Result<canopy::Packet> pack_canopy(int tag, const char* format, va_list values) {
+  const std::string text = format ? format : "";
+  std::string error;
+  const auto* types = cached_format(text, error);
+  if (!types) return canopy::Error{error};
+  std::vector<Value> out;
+  out.reserve(types->size() + 1);
+  out.emplace_back(text);
+  va_list args;
+  va_copy(args, values);
+  Source from(&args);
+  for (DataType t : *types) {
+    if (!pack_one(t, from, out, error)) {
+      va_end(args);
+      return canopy::Error{error};
+    }
+  }
+  va_end(args);
+  return canopy::Packet(tag, std::move(out));
 }
 
 canopy::Packet to_canopy(const Packet& packet) {

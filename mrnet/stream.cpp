@@ -25,28 +25,28 @@ Stream::~Stream() {
   }
 }
 
-int Stream::send_packet(const Packet& packet) {
-  auto& impl = *network_->impl_;
+Rank Stream::destination() const {
   // The front-end's per-back-end stream goes to its one back-end; a back-end's
   // packets all go up.
-  const Rank to = impl.is_frontend() && canopy_id_ == layer::kPerBackendStream ? id_ : UnknownRank;
-  return impl.send(canopy_id_, to, packet);
+  return network_->impl_->is_frontend() && canopy_id_ == layer::kPerBackendStream ? id_ : UnknownRank;
 }
+
+int Stream::send_packet(const Packet& packet) { return network_->impl_->send(canopy_id_, destination(), packet); }
 
 int Stream::send(int tag, const char* format, ...) {
   va_list values;
   va_start(values, format);
-  Packet packet(format, values, id_, tag);
+  const int sent = send(format, values, tag);
   va_end(values);
-  return send_packet(packet);
+  return sent;
 }
 
 int Stream::send(const char* format, va_list values, int tag) {
-  va_list copy;
-  va_copy(copy, values);
-  Packet packet(format, copy, id_, tag);
-  va_end(copy);
-  return send_packet(packet);
+  // Straight into Canopy's packet: no MRNet packet to build and copy from.
+  auto packet = codec::pack_canopy(tag, format, values);
+  auto& impl = *network_->impl_;
+  if (!packet) return impl.fail(ERR_PACKING, packet.error());
+  return impl.send(canopy_id_, destination(), *packet);
 }
 
 int Stream::send(int tag, const void** values, const char* format) {

@@ -63,6 +63,9 @@ class Stream {
   friend class Network;
   Stream(Network* network, unsigned int id, unsigned int canopy_id, std::set<Rank> endpoints);
   int send_packet(const Packet& packet);
+  // Where this stream's packets go: its one back-end (the front-end's per-back-end
+  // stream), else UnknownRank (all of the stream, or up).
+  Rank destination() const;
 
   Network* network_;
   unsigned int id_;

@@ -385,6 +385,15 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
     }
   }
   EXPECT_EQ(adopted, (std::set<Rank>{0, 1}));
+  // The callback runs on the layer's event thread: it may come after the events
+  // left for next_Event() (it did, 2 runs in 20 under load).
+  for (auto deadline = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < deadline;) {
+    {
+      std::lock_guard lock(seen.mutex);
+      if (!seen.events.empty()) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
   {
     std::lock_guard lock(seen.mutex);
     ASSERT_EQ(seen.events.size(), 1u);
