@@ -74,7 +74,8 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   // queued for the thread that runs the loop, which sends what is queued in one pass:
   // one wake-up for a burst, not one per packet. False if the network stopped
   // meanwhile (nothing was sent).
-  bool send(StreamId stream, std::optional<Rank> to, const Packet& packet) {
+  template <typename P>  // const Packet& or Packet&&: queued by copy or by move
+  bool send(StreamId stream, std::optional<Rank> to, P&& packet) {
     {
       // try_hold() refuses while a drain is posted and unrun: nothing queued is
       // overtaken.
@@ -91,7 +92,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
     if (stopped.load()) return false;
     posted_bytes += bytes;
-    queued.push_back({packet, stream, to, bytes});
+    queued.push_back({std::forward<P>(packet), stream, to, bytes});
     // The first of a burst posts the drain, under the lock: a later packet finds the
     // drain posted (or running) and joins the queue.
     if (queued.size() == 1) loop.post([this] { drain(); });
@@ -242,12 +243,16 @@ Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeo
 Result<void> Backend::send(StreamId stream, const Packet& packet) {
   if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
-  Impl& i = *impl_;
   // On this thread when it runs the loop (a handler) or can hold it while the way
   // up is idle; else queued, after waiting while the way up is full (Impl::send).
-  if (!i.send(stream, std::nullopt, packet)) {
-    return Error{"the network has stopped", ErrorKind::stopped};
-  }
+  if (!impl_->send(stream, std::nullopt, packet)) return Error{"the network has stopped", ErrorKind::stopped};
+  return {};
+}
+
+Result<void> Backend::send(StreamId stream, Packet&& packet) {
+  if (impl_->stopped.load()) return Error{"the network has stopped", ErrorKind::stopped};
+  if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
+  if (!impl_->send(stream, std::nullopt, std::move(packet))) return Error{"the network has stopped", ErrorKind::stopped};
   return {};
 }
 

@@ -325,13 +325,13 @@ int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const Packet& packe
   return send(canopy_id, to, codec::to_canopy(packet));
 }
 
-int Network::Impl::send(canopy::StreamId canopy_id, Rank to, const canopy::Packet& out) {
+int Network::Impl::send(canopy::StreamId canopy_id, Rank to, canopy::Packet&& out) {
   if (frontend) {
     if (auto r = open_per_backend_stream(); !r) return fail(ERR_NETWORK_FAILURE, r.error());
   }
   canopy::Result<void> sent;
   if (backend) {
-    sent = backend->send(canopy_id, out);
+    sent = backend->send(canopy_id, std::move(out));
   } else if (to != UnknownRank) {
     sent = frontend->send_to(canopy_id, to, out);
   } else {

@@ -102,7 +102,7 @@ struct Network::Impl {
   // UnknownRank) or up (back-end). 0 or -1.
   int send(canopy::StreamId canopy_id, Rank backend, const Packet& packet);
   // The same for a packet already in Canopy's form (codec::to_canopy, pack_canopy).
-  int send(canopy::StreamId canopy_id, Rank backend, const canopy::Packet& packet);
+  int send(canopy::StreamId canopy_id, Rank backend, canopy::Packet&& packet);
   // Records an error from Canopy's result on the network. Returns -1.
   int fail(ErrorCode code, const std::string& why);
 

@@ -46,7 +46,7 @@ int Stream::send(const char* format, va_list values, int tag) {
   auto packet = codec::pack_canopy(tag, format, values);
   auto& impl = *network_->impl_;
   if (!packet) return impl.fail(ERR_PACKING, packet.error());
-  return impl.send(canopy_id_, destination(), *packet);
+  return impl.send(canopy_id_, destination(), std::move(*packet));
 }
 
 int Stream::send(int tag, const void** values, const char* format) {

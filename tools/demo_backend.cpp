@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     for (std::int32_t w = 0; w < waves; ++w) {
       std::int32_t v = canopy::demo::demo_value(w, be.rank());
       canopy::Packet out = shape ? canopy::Packet{w, {std::vector<std::int32_t>{v}}} : canopy::Packet{w, {v}};
-      if (!be.send(stream, out)) return 0;
+      if (!be.send(stream, std::move(out))) return 0;
       if (interval_ms > 0 && !pause(be, std::chrono::milliseconds(interval_ms), later)) return 0;
     }
   }

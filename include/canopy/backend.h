@@ -70,6 +70,9 @@ class Backend {
   // than this sender; docs/protocol.md, "Resource bounds"). From a handler on the
   // network's thread it never waits. An error if the network stopped meanwhile.
   Result<void> send(StreamId stream, const Packet& packet);
+  // The same, taking the packet: when it must wait for the network's thread it is
+  // queued without a copy.
+  Result<void> send(StreamId stream, Packet&& packet);
 
   // Sends a packet to another back-end, through the tree: up to the nearest common
   // ancestor, then down. It arrives at `backend`'s receive() with stream `stream`
