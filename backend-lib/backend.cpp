@@ -135,6 +135,9 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   std::vector<QueuedSend> queued;    // under flow_mutex; one drain() posted while not empty
   std::vector<QueuedSend> draining;  // the loop's, in drain()
 
+  // What receive() and try_receive() give for what the inbox gave.
+  Result<std::optional<Received>> received(std::optional<std::variant<Received, Error>> item);
+
   Backend::Handler handler;  // set before the node starts; called on the loop thread
   Backend* owner = nullptr;
   filters::FilterRegistry filters = filters::FilterRegistry::with_builtins();
@@ -230,11 +233,22 @@ Result<std::optional<Received>> Backend::receive(std::chrono::milliseconds timeo
     std::lock_guard lock(impl_->stop_mutex);
     if (impl_->stop_error) return *impl_->stop_error;
   }
-  auto item = impl_->loop.receive(impl_->inbox, timeout);
+  return impl_->received(impl_->loop.receive(impl_->inbox, timeout));
+}
+
+Result<std::optional<Received>> Backend::try_receive() {
+  {
+    std::lock_guard lock(impl_->stop_mutex);
+    if (impl_->stop_error) return *impl_->stop_error;
+  }
+  return impl_->received(impl_->inbox.pop(std::chrono::milliseconds::zero()));
+}
+
+Result<std::optional<Received>> Backend::Impl::received(std::optional<std::variant<Received, Error>> item) {
   if (!item) return std::optional<Received>();
   if (auto* error = std::get_if<Error>(&*item)) {
-    std::lock_guard lock(impl_->stop_mutex);
-    impl_->stop_error = *error;
+    std::lock_guard lock(stop_mutex);
+    stop_error = *error;
     return *error;
   }
   return std::optional<Received>(std::move(std::get<Received>(*item)));

@@ -283,6 +283,17 @@ struct Network::Impl final : core::Node::Observer,
     return changed.wait_until(lock, deadline, predicate);
   }
 
+  // What receive() and try_receive() give for what the inbox gave.
+  Result<std::optional<Received>> received(std::optional<std::variant<Received, Error>> item) {
+    if (!item) return std::optional<Received>();
+    if (auto* error = std::get_if<Error>(&*item)) {
+      std::lock_guard lock(mutex);
+      if (error->kind == ErrorKind::stopped) stop_reported = true;
+      return *error;
+    }
+    return std::optional<Received>(std::move(std::get<Received>(*item)));
+  }
+
   std::string describe_missing() {
     std::lock_guard lock(mutex);
     std::string out;
@@ -761,14 +772,15 @@ Result<std::optional<Received>> Network::receive(std::chrono::milliseconds timeo
     // Once stopped, and the stop itself reported, fail at once rather than wait.
     if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped", ErrorKind::stopped};
   }
-  auto item = impl_->loop.receive(impl_->inbox, timeout);
-  if (!item) return std::optional<Received>();
-  if (auto* error = std::get_if<Error>(&*item)) {
+  return impl_->received(impl_->loop.receive(impl_->inbox, timeout));
+}
+
+Result<std::optional<Received>> Network::try_receive() {
+  {
     std::lock_guard lock(impl_->mutex);
-    if (error->kind == ErrorKind::stopped) impl_->stop_reported = true;
-    return *error;
+    if (impl_->stopped && impl_->stop_reported) return Error{"the network has stopped", ErrorKind::stopped};
   }
-  return std::optional<Received>(std::move(std::get<Received>(*item)));
+  return impl_->received(impl_->inbox.pop(std::chrono::milliseconds::zero()));
 }
 
 int Network::event_fd() const { return impl_->inbox.fd(); }

@@ -243,17 +243,17 @@ bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::millis
   std::vector<canopy::Received> batch;
   std::optional<canopy::Error> failure;
   // One receive; false once nothing more is there, or Canopy reported something.
-  auto take = [&](std::chrono::milliseconds wait) {
-    auto got = frontend ? frontend->receive(wait) : backend->receive(wait);
+  auto take = [&](auto got) {
     if (!got) failure = canopy::Error{got.error(), got.error_kind()};
     if (!got || !*got) return false;
     batch.push_back(std::move(**got));
     return true;
   };
-  // What is there already comes along, without waiting; a report met on the way is
-  // kept, never dropped.
-  if (take(timeout)) {
-    for (int more = 0; more < 64 && take(0ms); ++more) {
+  // What has arrived already comes along, without polling the network again (the
+  // first receive read what was ready); a report met on the way is kept, never
+  // dropped.
+  if (take(frontend ? frontend->receive(timeout) : backend->receive(timeout))) {
+    for (int more = 0; more < 64 && take(frontend ? frontend->try_receive() : backend->try_receive()); ++more) {
     }
   }
   lock.lock();

@@ -64,6 +64,9 @@ class Backend {
   // if the time ran out; an error once the network has shut down or the parent is
   // gone (then the program should exit).
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
+  // What has already arrived, if anything, without running the network (no system
+  // call): to take the rest of a batch after a receive() without polling for more.
+  Result<std::optional<Received>> try_receive();
 
   // Sends a packet up a stream. Waits while the way up is full: more than 16 MiB
   // queued towards the parent, or handed over and not yet queued (the tree is slower

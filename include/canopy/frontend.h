@@ -177,6 +177,9 @@ class Network {
   // fails is not an error: it leaves the membership view (next_event, view()) and
   // the streams go on with the others.
   Result<std::optional<Received>> receive(std::chrono::milliseconds timeout);
+  // What has already arrived, if anything, without running the network (no system
+  // call): to take the rest of a batch after a receive() without polling for more.
+  Result<std::optional<Received>> try_receive();
 
   // Readable while receive() would return at once (for poll/epoll users).
   int event_fd() const;

@@ -6,6 +6,10 @@
 //   tag kGossip: reply the gossip settings this back-end runs with.
 //   tag kEcho,   "%ad": reply {rank, the array}: what reached the back-end, after
 //                the stream's downstream filters.
+//   tag kDrain,  "%d": (n): takes the next n packets (kItem) with try_receive()
+//                alone, waiting 5 ms whenever nothing is there (the network's own
+//                thread reads them meanwhile), up to 20 s; then one try_receive()
+//                more must give nothing; replies {n} (-1 if it did not).
 //   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
 //                point-to-point to back-end `to`, which checks the packet's source
 //                and answers up the stream with kRelayed {from, to}.
@@ -54,6 +58,21 @@ int main(int argc, char** argv) {
     } else if (packet.tag() == kEcho) {
       const auto* array = packet.size() == 1 ? std::get_if<std::vector<std::int32_t>>(&packet[0]) : nullptr;
       if (array) (void)be.send(stream, canopy::Packet{kEcho, {me, *array}});
+    } else if (packet.tag() == kDrain) {
+      std::int32_t n = 0, taken = 0;
+      if (!packet.unpack("%d", n)) continue;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (taken < n && std::chrono::steady_clock::now() < until) {
+        auto item = be.try_receive();
+        if (!item) return 0;
+        if (!*item) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
+        if ((*item)->packet.tag() == kItem) ++taken;
+      }
+      auto more = be.try_receive();
+      (void)be.send(stream, canopy::Packet{kDrain, {more && !*more ? taken : -1}});
     } else if (packet.tag() == kRelay) {
       std::uint32_t from = 0, to = 0;
       if (packet.unpack("%ud %ud", from, to) && from == be.rank()) {

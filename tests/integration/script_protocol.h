@@ -14,6 +14,9 @@ inline constexpr std::int32_t kUnion = 14;    // "%d %d": count, interval ms -> 
 inline constexpr std::int32_t kGossip = 15;   // no arguments -> {[schedule, period ms, ping time-out ms]}
                                               // of Backend::gossip()
 inline constexpr std::int32_t kEcho = 16;     // "%ad": any int32 array -> {rank, the array as received}
+inline constexpr std::int32_t kDrain = 17;    // "%d": n -> takes n kItem packets with try_receive()
+                                              // alone, then {n taken, or -1 if one more came}
+inline constexpr std::int32_t kItem = 18;     // taken by kDrain
 
 inline std::int32_t union_value(std::uint32_t rank, std::int32_t i) {
   return static_cast<std::int32_t>(rank) * 100000 + i;

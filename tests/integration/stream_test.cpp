@@ -679,3 +679,38 @@ TEST_F(Streams, ANetworkRefusesAStreamPastItsBoundAndKeepsTheOthers) {
   ASSERT_TRUE(*in) << "no reply on the last stream within 10 s";
   EXPECT_EQ((*in)->stream, last);
 }
+
+// try_receive() gives what has arrived without running the network: at a back-end
+// (script_backend's kDrain takes its packets with it alone, while the network's
+// thread reads them) and at the front-end (the replies, taken the same way).
+TEST_F(Streams, TryReceiveGivesWhatHasArrivedWithoutWaiting) {
+  auto* net = launch("b:2");
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "sum"});
+  ASSERT_TRUE(stream) << stream.error();
+  auto none = net->try_receive();
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_FALSE(*none) << "nothing was sent yet";
+  constexpr std::int32_t kItems = 5;
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{canopy::script::kDrain, {kItems}}));
+  for (std::int32_t i = 0; i < kItems; ++i) {
+    ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{canopy::script::kItem, {i}}));
+  }
+  std::optional<canopy::Received> reply;
+  for (auto until = std::chrono::steady_clock::now() + 30s; !reply && std::chrono::steady_clock::now() < until;) {
+    auto in = net->try_receive();
+    ASSERT_TRUE(in) << in.error();
+    if (*in) {
+      reply = std::move(**in);
+    } else {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ASSERT_TRUE(reply) << "no reply taken with try_receive() within 30 s";
+  EXPECT_EQ(reply->packet.tag(), canopy::script::kDrain);
+  EXPECT_EQ(int_at(reply->packet, 0), 2 * kItems) << "each back-end took its items with try_receive(), and no more";
+  ASSERT_TRUE(net->shutdown());
+  auto after = net->try_receive();
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error_kind(), canopy::ErrorKind::stopped) << after.error();
+}
