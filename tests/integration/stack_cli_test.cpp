@@ -199,6 +199,12 @@ TEST_F(StackCli, BadInputGetsAClearMessage) {
   auto address = run_canopy({"stack", "--mpirun", "1", "--address", "nohost"});
   EXPECT_EQ(exit_code(address), 1);
   EXPECT_NE(address.err.find("--address nohost: expected HOST=ADDRESS"), std::string::npos) << address.err;
+  for (const char* job : {"abc", "12.x", "12."}) {
+    auto bad_job = run_canopy({"stack", "--slurm-job", job});
+    EXPECT_EQ(exit_code(bad_job), 1) << job;
+    EXPECT_NE(bad_job.err.find(std::string("--slurm-job ") + job + ": expected a job id, or JOB.STEP"), std::string::npos)
+        << bad_job.err;
+  }
 }
 
 // The launch form of a job whose ranks never call MPI_Init (not an MPI program): the
