@@ -115,3 +115,47 @@ bench_prologue() {
   bin=$(cd "$build/bin" && pwd)
   work=$(mktemp -d)
 }
+
+# The launch benchmarks' (slurm_launch.sh, mpirun_launch.sh) common parts.
+# launch_tree_yaml F HOST=ADDRESS...: b:F^2 as YAML on stdout, the front-end on the
+# first host, commnode i and its F back-ends on host (i - 1) mod (number of hosts).
+launch_tree_yaml() {
+  local f=$1 i j b=0 kids=""
+  shift
+  local hosts=("$@") names=()
+  echo "hosts:"
+  for h in "${hosts[@]}"; do
+    names+=("${h%%=*}")
+    echo "  - {name: ${h%%=*}, nics: [${h#*=}]}"
+  done
+  echo "nodes:"
+  echo "  - {rank: 1000000, role: frontend, host: ${names[0]}}"
+  for ((i = 1; i <= f; i++)); do echo "  - {rank: $((1000000 + i)), role: commnode, host: ${names[(i - 1) % ${#names[@]}]}}"; done
+  for ((i = 1; i <= f; i++)); do
+    for ((j = 0; j < f; j++)); do echo "  - {rank: $b, role: backend, host: ${names[(i - 1) % ${#names[@]}]}}"; b=$((b + 1)); done
+  done
+  echo "edges:"
+  for ((i = 1; i <= f; i++)); do kids="${kids:+$kids, }$((1000000 + i))"; done
+  echo "  - {parent: 1000000, children: [$kids]}"
+  b=0
+  for ((i = 1; i <= f; i++)); do
+    kids=""
+    for ((j = 0; j < f; j++)); do kids="${kids:+$kids, }$b"; b=$((b + 1)); done
+    echo "  - {parent: $((1000000 + i)), children: [$kids]}"
+  done
+}
+# launch_row LINE: "PROCESSES,SECONDS" from canopy run's "launched 73/73 processes in
+# 0.412 s (64 back-ends)".
+launch_row() {
+  echo "$1" | sed -E 's#launched ([0-9]+)/[0-9]+ processes in ([0-9.]+) s.*#\1,\2#'
+}
+# launch_medians CSV MODE_A MODE_B FANOUTS: per tree, "b:F^2,_N_processes A B" (the
+# medians in ms of CSV's rows tree,mode,rep,processes,launch_s), for plot_two_bars.
+launch_medians() {
+  local csv=$1 a=$2 b=$3 f
+  for f in $4; do
+    echo "b:${f}^2,_$(awk -F, -v t="b:$f^2" '$1 == t { print $4; exit }' "$csv")_processes" \
+      "$(awk -F, -v t="b:$f^2" -v m="$a" '$1 == t && $2 == m { print $5 * 1000 }' "$csv" | median)" \
+      "$(awk -F, -v t="b:$f^2" -v m="$b" '$1 == t && $2 == m { print $5 * 1000 }' "$csv" | median)"
+  done
+}

@@ -38,62 +38,27 @@ exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0"; exec sh -c "$1"' 
 A
 chmod +x "$work/agent"
 
-# topology F: b:F^2 over the four namespaces (host names are the namespaces' names).
-topology() {
-  local f=$1 i j b=0 out="$work/b$f.yaml" host
-  host_of() { local v="NETNS_N$((($1 - 1) % 4 + 1))"; echo "${!v}"; }
-  {
-    echo "hosts:"
-    for n in 1 2 3 4; do
-      local ns="NETNS_N$n" addr="NETNS_N${n}_NIC1"
-      echo "  - {name: ${!ns}, nics: [${!addr}]}"
-    done
-    echo "nodes:"
-    echo "  - {rank: 1000000, role: frontend, host: $NETNS_N1}"
-    for ((i = 1; i <= f; i++)); do echo "  - {rank: $((1000000 + i)), role: commnode, host: $(host_of "$i")}"; done
-    for ((i = 1; i <= f; i++)); do
-      host=$(host_of "$i")
-      for ((j = 0; j < f; j++)); do echo "  - {rank: $b, role: backend, host: $host}"; b=$((b + 1)); done
-    done
-    echo "edges:"
-    local kids=""
-    for ((i = 1; i <= f; i++)); do kids="${kids:+$kids, }$((1000000 + i))"; done
-    echo "  - {parent: 1000000, children: [$kids]}"
-    b=0
-    for ((i = 1; i <= f; i++)); do
-      kids=""
-      for ((j = 0; j < f; j++)); do kids="${kids:+$kids, }$b"; b=$((b + 1)); done
-      echo "  - {parent: $((1000000 + i)), children: [$kids]}"
-    done
-  } > "$out"
-  echo "$out"
-}
+# b:F^2 over the four namespaces (host names are the namespaces' names).
+hosts=()
+for n in 1 2 3 4; do ns="NETNS_N$n" addr="NETNS_N${n}_NIC1"; hosts+=("${!ns}=${!addr}"); done
 
 echo "tree,mode,rep,processes,launch_s" > "$out/mpirun_launch.csv"
 for ((rep = 1; rep <= reps; rep++)); do
   for f in $fanouts; do
-    yaml=$(topology "$f")
+    yaml="$work/b$f.yaml"
+    launch_tree_yaml "$f" "${hosts[@]}" > "$yaml"
     for mode in spawn mpirun; do
       if [ "$mode" = spawn ]; then how=(--launcher 'ip netns exec {host} {command}'); else how=(--launch mpirun); fi
       line=$(OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         ip netns exec "$NETNS_N1" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$NETNS_N1" \
         "$bin/canopy" run --topology "$yaml" "${how[@]}" --waves 1 2>"$work/err" |
         grep -m1 "^launched") || { echo "mpirun_launch: b:$f^2 $mode failed: $(cat "$work/err")" >&2; exit 1; }
-      # "launched 73/73 processes in 0.412 s (64 back-ends)"
-      processes=$(echo "$line" | sed -E 's#launched ([0-9]+)/.*#\1#')
-      seconds=$(echo "$line" | sed -E 's#.* in ([0-9.]+) s.*#\1#')
-      echo "b:$f^2,$mode,$rep,$processes,$seconds" >> "$out/mpirun_launch.csv"
+      echo "b:$f^2,$mode,$rep,$(launch_row "$line")" >> "$out/mpirun_launch.csv"
     done
   done
 done
 
-: > "$work/medians.dat"
-for f in $fanouts; do
-  s=$(awk -F, -v t="b:$f^2" '$1 == t && $2 == "spawn" { print $5 * 1000 }' "$out/mpirun_launch.csv" | median)
-  m=$(awk -F, -v t="b:$f^2" '$1 == t && $2 == "mpirun" { print $5 * 1000 }' "$out/mpirun_launch.csv" | median)
-  n=$(awk -F, -v t="b:$f^2" '$1 == t { print $4; exit }' "$out/mpirun_launch.csv")
-  echo "b:${f}^2,_${n}_processes $s $m" >> "$work/medians.dat"
-done
+launch_medians "$out/mpirun_launch.csv" spawn mpirun "$fanouts" > "$work/medians.dat"
 plot_two_bars "$work/medians.dat" "$out/mpirun_launch.png" \
   "Launch over 4 namespace hosts, no Slurm (medians of $reps runs)" "milliseconds to every process connected" "%.0f" \
   "ip netns exec per remote commnode (--launcher)" "one mpirun per level (--launch mpirun)"
