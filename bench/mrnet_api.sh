@@ -4,18 +4,24 @@
 #
 #   bench/mrnet_api.sh [--reps N] [--mrnet-prefix DIR] BUILD_DIR OUT_DIR
 #     --reps N            repetitions (default 3); in each, every tree is run by each
-#                         system in turn (layer, MRNet, native), so that all three see
-#                         the same machine in the same minute
+#                         system in turn (layer, layer-lw, MRNet, MRNet-lw, native),
+#                         so that all see the same machine in the same minute
 #     --mrnet-prefix DIR  an MRNet 5.0.1 installation (its include/, lib/ and
-#                         bin/mrnet_commnode): bench/mrnet_api_bench{,_be}.cpp are
+#                         bin/mrnet_commnode): bench/mrnet_api_bench{,_be}.cpp and
+#                         the lightweight back-end bench/mrnet_api_bench_lw.c are
 #                         compiled against it into OUT_DIR/mrnet-bin; without it, no
 #                         MRNet runs
 #     BUILD_DIR           Canopy's build tree: bin/canopy-mrnet-bench,
-#                         canopy-mrnet-bench-be, canopy-bench (built if missing) and
+#                         canopy-mrnet-bench-be, canopy-mrnet-bench-lw, canopy-bench
+#                         (built if missing) and
 #                         lib/libcanopy_mrnet.so with its filter plug-in
 #                         canopy_mrnet_filters.so beside it (or named by
 #                         $CANOPY_MRNET_FILTERS)
 #
+# Systems: "layer" and "layer-lw" are the MRNet-API front-end on Canopy's MRNet layer
+# with the C++ back-end (Canopy::mrnet) and the lightweight C back-end
+# (Canopy::mrnet_lightweight); "mrnet" and "mrnet-lw" the same sources on MRNet 5.0.1
+# (libmrnet, libmrnet_lightweight); "native" is canopy-bench on Canopy's own API.
 # Trees (MRNet's format, every process on localhost; Canopy's native spec alike):
 #   1x2x4 = b:2^2 (2 commnodes, 4 back-ends), 4x4 = b:4^2 (4, 16), 16x16 = b:16^2 (16, 256)
 # Measures: instantiate (CreateNetworkFE / Network::launch until it returns), the
@@ -69,9 +75,17 @@ tree_spec() { case $1 in 1x2x4) echo "b:2^2" ;; 4x4) echo "b:4^2" ;; 16x16) echo
 tree_backends() { local n=1 f; for f in $(tree_fanouts "$1"); do n=$((n * f)); done; echo "$n"; }
 tree_waves() { [ "$(tree_backends "$1")" -gt 100 ] && echo 500 || echo 2000; }
 for t in $trees; do tree_fanouts "$t" >/dev/null || { echo "bench/mrnet_api.sh: unknown tree $t" >&2; exit 2; }; done
-systems="layer"
-[ -n "$prefix" ] && systems="$systems mrnet"
+all_systems="layer layer-lw mrnet mrnet-lw native"
+systems="layer layer-lw"
+[ -n "$prefix" ] && systems="$systems mrnet mrnet-lw"
 systems="$systems native"
+system_label() {
+  case $1 in
+    layer) echo "Canopy's MRNet layer, C++ back-ends" ;; layer-lw) echo "Canopy's MRNet layer, lightweight C back-ends" ;;
+    mrnet) echo "MRNet 5.0.1, C++ back-ends" ;; mrnet-lw) echo "MRNet 5.0.1, lightweight C back-ends" ;;
+    native) echo "Canopy native API" ;;
+  esac
+}
 
 bin="$build/bin"
 mrnet_bin="$out/mrnet-bin"
@@ -79,7 +93,8 @@ mkdir -p "$out/runs" "$out/topologies"
 
 # ---- the programs ----
 if [ "$plot_only" != 1 ]; then
-  if [ ! -x "$bin/canopy-mrnet-bench" ] || [ ! -x "$bin/canopy-mrnet-bench-be" ] || [ ! -x "$bin/canopy-bench" ]; then
+  if [ ! -x "$bin/canopy-mrnet-bench" ] || [ ! -x "$bin/canopy-mrnet-bench-be" ] ||
+     [ ! -x "$bin/canopy-mrnet-bench-lw" ] || [ ! -x "$bin/canopy-bench" ]; then
     cmake --build "$build" -j1 --target canopy-mrnet-bench canopy-bench
   fi
   filters=${CANOPY_MRNET_FILTERS:-$build/lib/canopy_mrnet_filters.so}
@@ -108,6 +123,8 @@ if [ "$plot_only" != 1 ]; then
       g++ -std=c++17 -O2 -g -Dos_linux "${includes[@]}" -o "$mrnet_bin/$name" "$here/$prog.cpp" \
         -L"$prefix/lib" -Wl,--disable-new-dtags,-rpath,"$prefix/lib" -lmrnet -lxplat -lpthread -ldl
     done
+    gcc -std=gnu99 -O2 -g -Dos_linux "${includes[@]}" -o "$mrnet_bin/canopy-mrnet-bench-lw" "$here/mrnet_api_bench_lw.c" \
+      -L"$prefix/lib" -Wl,--disable-new-dtags,-rpath,"$prefix/lib" -lmrnet_lightweight -lxplat_lightweight -lpthread -ldl -lm
     # MRNet starts its commnodes from this path, and, on localhost, forks them (and
     # they their back-ends) without a remote shell.
     export MRNET_COMM_PATH="$prefix/bin/mrnet_commnode"
@@ -183,7 +200,9 @@ run_one() {
     --timeout $((limit - 10)))
   case $system in
     layer) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-be" ;;
+    layer-lw) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-lw" ;;
     mrnet) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-be" ;;
+    mrnet-lw) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-lw" ;;
     native) run_tree "$log" "$bin/canopy-bench" --quick --instantiations 1 --topologies "$(tree_spec "$tree")" ;;
   esac
   local rows
@@ -229,7 +248,7 @@ fi
 csv="$out/mrnet_api.csv"
 echo "topology,canopy_spec,backends,system,measure,unit,median,run_min,run_max,p10,p90,runs" > "$csv"
 for t in $trees; do
-  for s in layer mrnet native; do
+  for s in $all_systems; do
     for m in instantiate first_roundtrip roundtrip throughput; do
       case $m in
         instantiate) key="instantiate,create_network_fe" unit=ms
@@ -258,43 +277,55 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf 
 show() { [ -n "$1" ] && awk -v v="$1" 'BEGIN { printf (v >= 100 ? "%.0f" : "%.3g"), v }' || echo "-"; }
 {
   echo "medians over the runs ($(awk -F, 'NR > 1 { print $12 }' "$csv" | sort -n -u | paste -sd/ -) runs), load average before the first: $(cat "$out"/runs/1-*-layer.loadavg 2>/dev/null | head -1)"
-  echo "tree | measure | Canopy MRNet layer | MRNet 5.0.1 | Canopy native | layer/native | layer/MRNet"
+  echo "(-lw: lightweight C back-ends)"
+  echo "tree | measure | Canopy MRNet layer | layer-lw | MRNet 5.0.1 | MRNet-lw | Canopy native | layer/native | layer/MRNet | layer-lw/MRNet-lw"
   for t in $trees; do
     for m in instantiate first_roundtrip roundtrip throughput; do
-      l=$(value "$t" layer "$m") r=$(value "$t" mrnet "$m") n=$(value "$t" native "$m")
+      l=$(value "$t" layer "$m") ll=$(value "$t" layer-lw "$m") r=$(value "$t" mrnet "$m") rl=$(value "$t" mrnet-lw "$m")
+      n=$(value "$t" native "$m")
       unit=$(awk -F, -v t="$t" -v m="$m" '$1 == t && $5 == m { print $6; exit }' "$csv")
-      echo "$t | $m ($unit) | $(show "$l") | $(show "$r") | $(show "$n") | $(ratio "$l" "$n") | $(ratio "$l" "$r")"
+      echo "$t | $m ($unit) | $(show "$l") | $(show "$ll") | $(show "$r") | $(show "$rl") | $(show "$n") | $(ratio "$l" "$n") | $(ratio "$l" "$r") | $(ratio "$ll" "$rl")"
     done
   done
 } | tee "$out/summary.txt"
 
 # ---- the figure: one panel per measure, bars grouped by tree ----
-# Each .dat line: x, median, run_min, run_max, system index, label
+# The systems with figures, in the order of $all_systems; each keeps its colour
+# (its place in $all_systems) whichever are present.
+present=()
+for s in $all_systems; do
+  awk -F, -v s="$s" 'NR > 1 && $4 == s { found = 1 } END { exit !found }' "$csv" && present+=("$s")
+done
+group=$(( ${#present[@]} + 1 ))
+colour() { local k=1 s; for s in $all_systems; do [ "$s" = "$1" ] && echo "$k" && return; k=$((k + 1)); done; }
+# Each .dat line: x, median, run_min, run_max, colour, label
 read -r -a tree_list <<< "$trees"
 xtics=""
 for i in "${!tree_list[@]}"; do
   t=${tree_list[$i]}
-  xtics="$xtics${xtics:+, }\"$t\\n$(tree_spec "$t"), $(tree_backends "$t") BEs\" $((i * 4 + 1))"
+  xtics="$xtics${xtics:+, }\"$t\\n$(tree_spec "$t"), $(tree_backends "$t") BEs\" $((i * group + (group - 2) / 2))"
 done
 for m in instantiate first_roundtrip roundtrip throughput; do
   : > "$out/plot-$m.dat"
   for i in "${!tree_list[@]}"; do
     j=0
-    for s in layer mrnet native; do
-      awk -F, -v t="${tree_list[$i]}" -v s="$s" -v m="$m" -v x=$((i * 4 + j)) -v j="$j" '
+    for s in "${present[@]}"; do
+      awk -F, -v t="${tree_list[$i]}" -v s="$s" -v m="$m" -v x=$((i * group + j)) -v c="$(colour "$s")" '
         $1 == t && $4 == s && $5 == m {
           # three significant digits at most: 0.62, 21, 728, 8235, 15.7k, 229k
           v = $7; label = (v >= 10 ? sprintf("%.0f", v) : sprintf("%.2g", v))
           if (v >= 10000) label = (v >= 100000 ? sprintf("%.0fk", v / 1000) : sprintf("%.1fk", v / 1000))
-          print x, v, $8, $9, j, label }' "$csv" >> "$out/plot-$m.dat"
+          print x, v, $8, $9, c, label }' "$csv" >> "$out/plot-$m.dat"
       j=$((j + 1))
     done
   done
 done
+legend=""
+for s in "${present[@]}"; do legend="$legend, NaN with boxes lc $(colour "$s") title \"$(system_label "$s")\""; done
 panel() {  # title, ylabel, measure[, key]: bars from a decade below the smallest value
-  local lo hi legend=""
+  local lo hi keys=""
   local key_line="unset key"
-  [ "${4:-}" = key ] && key_line='set key top left font ",11" opaque box' && legend=', NaN with boxes lc 1 title "Canopy'"'"'s MRNet layer", NaN with boxes lc 2 title "MRNet 5.0.1", NaN with boxes lc 3 title "Canopy native API"'
+  [ "${4:-}" = key ] && key_line='set key top left font ",10" opaque box' && keys=$legend
 
   lo=$(awk 'NR == 1 || $3 < m { m = $3 } END { if (NR == 0 || m <= 0) m = 1; print 10 ^ (int(log(m / 2) / log(10) + 100) - 100) }' "$out/plot-$3.dat")
   hi=$(awk 'NR == 1 || $4 > m { m = $4 } END { if (NR == 0) m = 10; print m * 6 }' "$out/plot-$3.dat")
@@ -303,19 +334,21 @@ $key_line
 set title "$1"
 set ylabel "$2"
 set yrange [$lo:$hi]
-plot "$out/plot-$3.dat" using 1:2:(\$1 - 0.45):(\$1 + 0.45):($lo):2:(\$5 + 1) with boxxyerror lc variable notitle, \\
+plot "$out/plot-$3.dat" using 1:2:(\$1 - 0.45):(\$1 + 0.45):($lo):2:5 with boxxyerror lc variable notitle, \\
      "" using 1:3:(0):(\$4 - \$3) with vectors nohead lw 1.5 lc rgb "black" notitle, \\
-     "" using 1:4:6 with labels font ",10" offset 0,0.8 notitle$legend
+     "" using 1:4:6 with labels font ",9" offset 0,0.8 notitle$keys
 GP
 }
-last_x=$(( (${#tree_list[@]} - 1) * 4 + 3 ))
+last_x=$(( (${#tree_list[@]} - 1) * group + group - 1 ))
 runs_done=$(awk -F, 'NR > 1 && $12 > n { n = $12 } END { print n + 0 }' "$csv")
 cat > "$out/mrnet_api.gp" <<GP
-set terminal pngcairo size 1400,1080 noenhanced font ",12"
+set terminal pngcairo size 1600,1150 noenhanced font ",12"
 set output "$out/mrnet_api.png"
 set linetype 1 lc rgb "#3b75af"
-set linetype 2 lc rgb "#d1495b"
-set linetype 3 lc rgb "#5aa05a"
+set linetype 2 lc rgb "#9cc3e6"
+set linetype 3 lc rgb "#d1495b"
+set linetype 4 lc rgb "#f0a3ad"
+set linetype 5 lc rgb "#5aa05a"
 set style fill solid 0.75 border rgb "black"
 set multiplot layout 2,2 title "The same MRNet-API program on Canopy's MRNet layer and on MRNet 5.0.1, and Canopy's native API (localhost, 2 cores)\nmedian of $runs_done run(s), interleaved; whiskers: min-max of the runs' medians; log scale" font ",13"
 set logscale y

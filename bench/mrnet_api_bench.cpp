@@ -42,7 +42,6 @@
 #include "bench_util.h"
 
 using namespace MRN;
-using namespace mrnet_api_bench;
 
 namespace {
 

@@ -12,7 +12,6 @@
 #include "mrnet_api_protocol.h"
 
 using namespace MRN;
-using namespace mrnet_api_bench;
 
 namespace {
 
