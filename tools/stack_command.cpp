@@ -42,6 +42,13 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// Bad usage that CLI11 cannot see (a missing choice, a malformed value): exit status
+// 2, as for CLI11's own (docs/stack.md).
+int usage_error(const std::string& message) {
+  fail(message);
+  return 2;
+}
+
 std::string this_host() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
@@ -378,13 +385,13 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
 int run_stack(const StackOptions& opt) {
   const auto start = Clock::now();
   if (!opt.mpirun && opt.mpirun_cmd.empty() && opt.slurm_job.empty()) {
-    return fail("give --mpirun PID, --mpirun-cmd \"mpirun ... ./app\" or --slurm-job JOBID");
+    return usage_error("give --mpirun PID, --mpirun-cmd \"mpirun ... ./app\" or --slurm-job JOBID");
   }
   std::map<std::string, std::string> addresses;
   for (const auto& a : opt.addresses) {
     const auto eq = a.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
-      return fail("--address " + a + ": expected HOST=ADDRESS");
+      return usage_error("--address " + a + ": expected HOST=ADDRESS");
     addresses[a.substr(0, eq)] = a.substr(eq + 1);
   }
 
@@ -394,7 +401,7 @@ int run_stack(const StackOptions& opt) {
   SlurmJob slurm;
   if (!opt.slurm_job.empty()) {
     auto parsed = parse_slurm_job(opt.slurm_job);
-    if (!parsed) return fail(parsed.error());
+    if (!parsed) return usage_error(parsed.error());
     slurm = *parsed;
     table = slurm_proctable(slurm);
   } else if (opt.mpirun) {

@@ -175,8 +175,9 @@ TEST_F(StackCli, JsonDotSvgAndEveryThread) {
 }
 
 TEST_F(StackCli, BadInputGetsAClearMessage) {
+  // Bad usage, found by canopy stack rather than by CLI11, is exit status 2 too.
   auto none = run_canopy({"stack"});
-  EXPECT_EQ(exit_code(none), 1);
+  EXPECT_EQ(exit_code(none), 2);
   EXPECT_NE(none.err.find("give --mpirun PID, --mpirun-cmd \"mpirun ... ./app\" or --slurm-job JOBID"), std::string::npos)
       << none.err;
 
@@ -197,11 +198,11 @@ TEST_F(StackCli, BadInputGetsAClearMessage) {
   EXPECT_EQ(exit_code(run_canopy({"stack", "--mpirun", "1", "--format", "xml"})), 2);
   EXPECT_EQ(exit_code(run_canopy({"stack", "--mpirun", "1", "--mpirun-cmd", "x"})), 2);
   auto address = run_canopy({"stack", "--mpirun", "1", "--address", "nohost"});
-  EXPECT_EQ(exit_code(address), 1);
+  EXPECT_EQ(exit_code(address), 2);
   EXPECT_NE(address.err.find("--address nohost: expected HOST=ADDRESS"), std::string::npos) << address.err;
   for (const char* job : {"abc", "12.x", "12."}) {
     auto bad_job = run_canopy({"stack", "--slurm-job", job});
-    EXPECT_EQ(exit_code(bad_job), 1) << job;
+    EXPECT_EQ(exit_code(bad_job), 2) << job;
     EXPECT_NE(bad_job.err.find(std::string("--slurm-job ") + job + ": expected a job id, or JOB.STEP"), std::string::npos)
         << bad_job.err;
   }
