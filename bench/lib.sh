@@ -78,8 +78,9 @@ descendants() {
 }
 
 # plot_two_bars DAT PNG TITLE YLABEL FORMAT A B: a bar chart of DAT's rows ("label
-# a b", underscores in labels drawn as spaces), two bars per row titled A and B, each
-# with its value printed above it in FORMAT (a printf format, e.g. "%.2f").
+# a b", underscores in labels drawn as spaces, "\n" as a line break), two bars per row
+# titled A and B, each with its value printed above it in FORMAT (a printf format,
+# e.g. "%.2f"). The key sits in the room left above the bars.
 plot_two_bars() {
   local dat=$1 png=$2 title=$3 ylabel=$4 format=$5 a=$6 b=$7
   gnuplot <<GP
@@ -93,8 +94,9 @@ set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid ytics
 set yrange [0:*]
-set offsets 0, 0, graph 0.1, 0
+set offsets 0, 0, graph 0.25, 0
 set key top left
+set bmargin 5
 set xtics scale 0
 plot "$dat" using 2:xtic(system("echo '".stringcolumn(1)."' | tr _ ' '")) title "$a", "" using 3 title "$b", \\
      "" using (\$0 - 0.15):2:(sprintf("$format", \$2)) with labels offset 0,0.7 font ",9" notitle, \\

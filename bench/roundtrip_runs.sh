@@ -45,27 +45,10 @@ for f in "$out"/run-*.csv; do
 done | sort -t, -k1n >> "$csv"
 
 dat=$(mktemp)
-awk -F, 'NR > 1 { printf "run %s\\n%.2fx\\nload %.0f\t%s\t%s\n", $1, $6, $2, $5, $4 }' "$csv" > "$dat"
-gnuplot <<GP
-set terminal pngcairo size 1000,600 noenhanced
-set output "$out/roundtrip_runs.png"
-set title "b:2^2 round trip against two raw TCP round trips in the same run\nunder each run: the ratio (goal: under 4x in every run) and the load average before it"
-set ylabel "microseconds (median of 2,000)"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set boxwidth 0.9
-set grid ytics
-set yrange [0:*]
-set offsets 0, 0, graph 0.3, 0
-set key top left
-set bmargin 5
-set xtics scale 0
-set datafile separator "\t"
-plot "$dat" using 2:xtic(1) title "Canopy, b:2^2 round trip (0 B)", "" using 3 title "2 x raw TCP round trip (1 B)", \\
-     "" using (\$0 - 0.15):2:(sprintf("%.0f", \$2)) with labels offset 0,0.7 font ",9" notitle, \\
-     "" using (\$0 + 0.15):3:(sprintf("%.0f", \$3)) with labels offset 0,0.7 font ",9" notitle
-GP
+awk -F, 'NR > 1 { printf "run_%s\\n%.2fx\\nload_%.0f %s %s\n", $1, $6, $2, $5, $4 }' "$csv" > "$dat"
+plot_two_bars "$dat" "$out/roundtrip_runs.png" \
+  "b:2^2 round trip against two raw TCP round trips in the same run\nunder each run: the ratio (goal: under 4x in every run) and the load average before it" \
+  "microseconds (median of 2,000)" "%.0f" "Canopy, b:2^2 round trip (0 B)" "2 x raw TCP round trip (1 B)"
 rm -f "$dat"
 column -s, -t "$csv" >&2
 echo "wrote $csv and $out/roundtrip_runs.png" >&2
