@@ -39,7 +39,7 @@ BulkLaunch::BulkLaunch(core::Node& node, std::function<void(std::size_t, int)> o
 }
 
 BulkLaunch::~BulkLaunch() {
-  stop(std::chrono::seconds(3));
+  stop(std::chrono::seconds(2), std::chrono::seconds(3));
   steps_.clear();  // SIGKILL to whatever is left, reaped
   if (!dir_.empty()) {
     std::error_code ignored;
@@ -156,19 +156,11 @@ void BulkLaunch::ask_allocation_state(std::function<void(const std::string&)> do
   squeue_ = std::move(*process);
 }
 
-void BulkLaunch::stop(std::chrono::milliseconds grace) {
-  bool any = false;
-  for (auto& step : steps_) {
-    if (step->running()) {
-      step->kill(SIGTERM);  // srun ends its step (mpirun its job), and with it the tasks
-      any = true;
-    }
-  }
-  if (!any) return;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  for (auto& step : steps_) {
+// Waits until every step has exited or `deadline` has passed, without reaping them
+// (each ChildProcess reaps its own).
+void BulkLaunch::wait_for_steps(std::chrono::steady_clock::time_point deadline) const {
+  for (const auto& step : steps_) {
     while (step->running() && std::chrono::steady_clock::now() < deadline) {
-      // Exited? Asked without reaping it: the ChildProcess reaps its own.
       siginfo_t info{};
       if (waitid(P_PID, static_cast<id_t>(step->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
           info.si_pid != 0) {
@@ -177,6 +169,23 @@ void BulkLaunch::stop(std::chrono::milliseconds grace) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+}
+
+void BulkLaunch::stop(std::chrono::milliseconds settle, std::chrono::milliseconds grace) {
+  // After an orderly shutdown the tasks are leaving: each step then ends by itself,
+  // and Slurm records it as completed rather than cancelled.
+  wait_for_steps(std::chrono::steady_clock::now() + settle);
+  bool any = false;
+  for (auto& step : steps_) {
+    siginfo_t info{};
+    const bool exited = waitid(P_PID, static_cast<id_t>(step->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+                        info.si_pid != 0;
+    if (step->running() && !exited) {
+      step->kill(SIGTERM);  // srun ends its step (mpirun its job), and with it the tasks
+      any = true;
+    }
+  }
+  if (any) wait_for_steps(std::chrono::steady_clock::now() + grace);
 }
 
 }  // namespace canopy::services

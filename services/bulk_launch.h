@@ -15,8 +15,8 @@
 // a process's failure from ending its level's others (the tree heals it).
 //
 // The steps are this node's child processes: srun ends when its tasks end. stop()
-// ends those still running (SIGTERM, which srun and mpirun pass to their tasks), and
-// waits a little for them.
+// gives them a moment to end so, then ends those still running (SIGTERM, which srun
+// and mpirun pass to their tasks), and waits a little for them.
 #pragma once
 
 #include <chrono>
@@ -50,8 +50,10 @@ class BulkLaunch {
   // Starts the step of `level` (nothing if it starts no process); the ports of every
   // parent of its processes must be in `ports` (the root's too).
   Result<void> start(std::size_t level, const std::map<Rank, std::uint16_t>& ports);
-  // Ends the steps still running: SIGTERM, then up to `grace` for them to exit.
-  void stop(std::chrono::milliseconds grace);
+  // Ends the steps: up to `settle` for them to end by themselves (their tasks leave
+  // at an orderly shutdown), then SIGTERM to those still running and up to `grace`
+  // for them to exit.
+  void stop(std::chrono::milliseconds settle, std::chrono::milliseconds grace);
   // "srun step of level 2", "mpirun of level 2": for messages.
   std::string step_name(std::size_t level) const;
   // Under Slurm: asks squeue, without blocking the loop, whether the allocation
@@ -61,6 +63,7 @@ class BulkLaunch {
   void ask_allocation_state(std::function<void(const std::string& state)> done);
 
  private:
+  void wait_for_steps(std::chrono::steady_clock::time_point deadline) const;
   core::Node& node_;
   std::function<void(std::size_t, int)> on_step_exit_;
   std::vector<std::vector<Rank>> levels_;

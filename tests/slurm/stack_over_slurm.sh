@@ -148,6 +148,10 @@ what="Slurm job $job"
 [ "$mode" = steps ] && what="Slurm job step $first"
 grep -q "^Stack traces of 6 ranks on 3 hosts ($what, 1 sample)" "$work/out" || fail "not 6 ranks on 3 hosts"
 hang_classes || fail "not the two classes: ranks 0-2,4-5 in MPI_Barrier, rank 3 in compute"
+# The daemons' steps end by themselves once canopy stack is done: none is cancelled.
+if grep -qE "forcing job termination|Job step aborted" "$work/err"; then
+  fail "the daemons' steps were cancelled, not ended"
+fi
 
 if [ "$mode" = steps ]; then
   target="$second"

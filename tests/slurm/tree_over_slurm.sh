@@ -139,6 +139,13 @@ else
   if [ "$mode" = tree ]; then
     grep -q "launched 13/13 processes" "$work/out" || netns_fail "not the b:3^2 tree: $(head -2 "$work/out")"
   fi
+  # An orderly end lets each step end by itself once its tasks have left: srun is
+  # not signalled, the step is not cancelled ("forcing job termination").
+  if [ "$mode" = slurm ] || [ "$mode" = tree ]; then
+    if grep -qE "forcing job termination|Job step aborted" "$work/err"; then
+      netns_fail "the steps were cancelled at the run's orderly end: $(cat "$work/err")"
+    fi
+  fi
   steps=$(cat "$SLURM_DIR"/slurmd-*.log | grep -o "launch task StepId=[0-9.]*" | sort -u | wc -l)
   [ "$steps" = "$expected" ] || netns_fail "$steps srun steps, expected $expected ($mode)"
   if [ "$mode" = slurm ] || [ "$mode" = tree ]; then
