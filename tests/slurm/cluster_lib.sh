@@ -26,12 +26,15 @@ SLURM_DIR=""
 SLURM_NODES=()
 _slurm_pids=()
 
-# slurm_on NODE COMMAND...: COMMAND inside NODE's namespace, hostname NODE.
+# slurm_on NODE COMMAND...: COMMAND inside NODE's namespace, hostname NODE, with a
+# TMPDIR of the node's own (srun passes it on to the tasks), as a real node has its
+# own /tmp: Open MPI keeps its session directory there under the node's name
+# (ompi.n1.0), which the clusters of tests side by side would otherwise share.
 slurm_on() {
   local node=$1
   shift
   local ns_var="NETNS_$(printf '%s' "$node" | tr '[:lower:]' '[:upper:]')"
-  SLURM_CONF="$SLURM_CONF" nsenter --net="/run/netns/${!ns_var}" unshare --uts \
+  TMPDIR="$SLURM_DIR/tmp/$node" SLURM_CONF="$SLURM_CONF" nsenter --net="/run/netns/${!ns_var}" unshare --uts \
     sh -c 'hostname "$0"; exec "$@"' "$node" "$@"
 }
 
@@ -82,8 +85,17 @@ slurm_cluster_up() {
     names="${names:+$names,}$node"
     mkdir -p "$SLURM_DIR/spool/$node" "$SLURM_DIR/tmp/$node"
   done
+  # Job ids of this cluster's own: clusters of tests running side by side share the
+  # machine's process table, /dev/shm and /tmp, and their nodes' names (n1, n2, ...).
+  # With every cluster's first job "1", a rank found by its environment
+  # (SLURM_JOB_ID, SLURMD_NODENAME: canopy stack --slurm-job) could be another
+  # test's, which the tool then walked (that test saw its rank traced), and two jobs'
+  # Open MPI shared-memory segments had the same names (a rank crashed in
+  # mca_btl_vader on a pointer from another job's process).
+  local first_job=$(( (RANDOM * 32768 + RANDOM) % 60000000 + 1000 ))
   cat > "$SLURM_CONF" <<CONF
 ClusterName=canopytest
+FirstJobId=$first_job
 SlurmctldHost=ctl($ctl_addr)
 SlurmctldPort=16817
 SlurmdPort=16818
