@@ -156,16 +156,22 @@ void BulkLaunch::ask_allocation_state(std::function<void(const std::string&)> do
   squeue_ = std::move(*process);
 }
 
-// Waits until every step has exited or `deadline` has passed, without reaping them
-// (each ChildProcess reaps its own).
+namespace {
+
+// Whether `step` has exited (or is gone), asked without reaping it: the
+// ChildProcess reaps its own.
+bool has_exited(const core::ChildProcess& step) {
+  if (!step.running()) return true;
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(step.pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != 0;
+}
+
+}  // namespace
+
+// Waits until every step has exited or `deadline` has passed.
 void BulkLaunch::wait_for_steps(std::chrono::steady_clock::time_point deadline) const {
   for (const auto& step : steps_) {
-    while (step->running() && std::chrono::steady_clock::now() < deadline) {
-      siginfo_t info{};
-      if (waitid(P_PID, static_cast<id_t>(step->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-          info.si_pid != 0) {
-        break;
-      }
+    while (!has_exited(*step) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -177,10 +183,7 @@ void BulkLaunch::stop(std::chrono::milliseconds settle, std::chrono::millisecond
   wait_for_steps(std::chrono::steady_clock::now() + settle);
   bool any = false;
   for (auto& step : steps_) {
-    siginfo_t info{};
-    const bool exited = waitid(P_PID, static_cast<id_t>(step->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-                        info.si_pid != 0;
-    if (step->running() && !exited) {
+    if (!has_exited(*step)) {
       step->kill(SIGTERM);  // srun ends its step (mpirun its job), and with it the tasks
       any = true;
     }
