@@ -151,6 +151,27 @@ launch_tree_yaml() {
 launch_row() {
   echo "$1" | sed -E 's#launched ([0-9]+)/[0-9]+ processes in ([0-9.]+) s.*#\1,\2#'
 }
+# launch_series CSV DIR MODE_A MODE_B RUN HOST=ADDRESS...: $reps repetitions, in each
+# every fan-out F of $fanouts, b:F^2 over the hosts (launch_tree_yaml, in DIR) run in
+# MODE_A then MODE_B by `RUN MODE YAML`, which runs canopy run and prints its output;
+# one row tree,mode,rep,processes,launch_s per run in CSV. Exits with canopy run's
+# stderr (DIR/err) when a run does not report its launch.
+launch_series() {
+  local csv=$1 dir=$2 a=$3 b=$4 run=$5 rep f mode yaml line
+  shift 5
+  echo "tree,mode,rep,processes,launch_s" > "$csv"
+  for ((rep = 1; rep <= reps; rep++)); do
+    for f in $fanouts; do
+      yaml="$dir/b$f.yaml"
+      launch_tree_yaml "$f" "$@" > "$yaml"
+      for mode in "$a" "$b"; do
+        line=$("$run" "$mode" "$yaml" 2>"$dir/err" | grep -m1 "^launched") ||
+          { echo "${csv##*/}: b:$f^2 $mode failed: $(cat "$dir/err")" >&2; exit 1; }
+        echo "b:$f^2,$mode,$rep,$(launch_row "$line")" >> "$csv"
+      done
+    done
+  done
+}
 # launch_medians CSV MODE_A MODE_B FANOUTS: per tree, "b:F^2,_N_processes A B" (the
 # medians in ms of CSV's rows tree,mode,rep,processes,launch_s), for plot_two_bars.
 launch_medians() {

@@ -42,21 +42,15 @@ chmod +x "$work/agent"
 hosts=()
 for n in 1 2 3 4; do ns="NETNS_N$n" addr="NETNS_N${n}_NIC1"; hosts+=("${!ns}=${!addr}"); done
 
-echo "tree,mode,rep,processes,launch_s" > "$out/mpirun_launch.csv"
-for ((rep = 1; rep <= reps; rep++)); do
-  for f in $fanouts; do
-    yaml="$work/b$f.yaml"
-    launch_tree_yaml "$f" "${hosts[@]}" > "$yaml"
-    for mode in spawn mpirun; do
-      if [ "$mode" = spawn ]; then how=(--launcher 'ip netns exec {host} {command}'); else how=(--launch mpirun); fi
-      line=$(OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        ip netns exec "$NETNS_N1" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$NETNS_N1" \
-        "$bin/canopy" run --topology "$yaml" "${how[@]}" --waves 1 2>"$work/err" |
-        grep -m1 "^launched") || { echo "mpirun_launch: b:$f^2 $mode failed: $(cat "$work/err")" >&2; exit 1; }
-      echo "b:$f^2,$mode,$rep,$(launch_row "$line")" >> "$out/mpirun_launch.csv"
-    done
-  done
-done
+# run_mode MODE YAML: one canopy run from host 1.
+run_mode() {
+  local how=(--launch mpirun)
+  [ "$1" = spawn ] && how=(--launcher 'ip netns exec {host} {command}')
+  OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    ip netns exec "$NETNS_N1" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$NETNS_N1" \
+    "$bin/canopy" run --topology "$2" "${how[@]}" --waves 1
+}
+launch_series "$out/mpirun_launch.csv" "$work" spawn mpirun run_mode "${hosts[@]}"
 
 launch_medians "$out/mpirun_launch.csv" spawn mpirun "$fanouts" > "$work/medians.dat"
 plot_two_bars "$work/medians.dat" "$out/mpirun_launch.png" \

@@ -28,19 +28,13 @@ netns_deadline 1800
 nodes=()
 for n in 1 2 3 4; do var="SLURM_NODE_N$n"; nodes+=("n$n=${!var}"); done
 
-echo "tree,mode,rep,processes,launch_s" > "$out/slurm_launch.csv"
-for ((rep = 1; rep <= reps; rep++)); do
-  for f in $fanouts; do
-    yaml="$SLURM_DIR/b$f.yaml"
-    launch_tree_yaml "$f" "${nodes[@]}" > "$yaml"
-    for mode in spawn slurm; do
-      if [ "$mode" = spawn ]; then how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); else how=(--launch slurm); fi
-      line=$(slurm_on n1 salloc -N4 --exclusive "$bin/canopy" run --topology "$yaml" "${how[@]}" --waves 1 2>"$SLURM_DIR/err" |
-        grep -m1 "^launched") || { echo "slurm_launch: b:$f^2 $mode failed: $(cat "$SLURM_DIR/err")" >&2; exit 1; }
-      echo "b:$f^2,$mode,$rep,$(launch_row "$line")" >> "$out/slurm_launch.csv"
-    done
-  done
-done
+# run_mode MODE YAML: one canopy run inside a fresh allocation, from n1.
+run_mode() {
+  local how=(--launch slurm)
+  [ "$1" = spawn ] && how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}')
+  slurm_on n1 salloc -N4 --exclusive "$bin/canopy" run --topology "$2" "${how[@]}" --waves 1
+}
+launch_series "$out/slurm_launch.csv" "$SLURM_DIR" spawn slurm run_mode "${nodes[@]}"
 
 launch_medians "$out/slurm_launch.csv" spawn slurm "$fanouts" > "$SLURM_DIR/medians.dat"
 plot_two_bars "$SLURM_DIR/medians.dat" "$out/slurm_launch.png" \
