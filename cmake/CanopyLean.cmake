@@ -1,0 +1,65 @@
+# Lean back-end programs (docs/benchmarks.md, "A back-end's start"; issue 20).
+#
+# A tree starts one back-end per leaf, so a back-end's start-up is paid hundreds of
+# times per launch. Linked as usual it loads ten shared libraries, and the dynamic
+# loader resolves some 4,800 symbols of libstdc++, Cap'n Proto, kj, spdlog and fmt
+# before main(). canopy_lean_program(TARGET) links a program with all of them
+# inside it instead:
+#   - libstdc++ and libgcc: -static-libstdc++ -static-libgcc;
+#   - Cap'n Proto, kj and libsodium: their static archives (Debian ships them), taken
+#     whole ahead of everything else, so that the shared copies later on the command
+#     line are never needed and --as-needed leaves them out;
+#   - spdlog and fmt, which Debian ships only as shared libraries: their
+#     implementation compiled into the program (core/lean_log.cpp);
+#   - --gc-sections drops what the program never calls.
+# What is left to load is libc and libm. Only for programs that load no plugin built
+# against the shared C++ library, or that accept two copies of it in one process: a
+# back-end loads a plugin only for a state-recoverable filter from a plugin, and the
+# tests run one.
+#
+# CANOPY_LEAN_BACKENDS (default ON) turns it off; it is off in sanitizer builds
+# (the sanitizers' runtimes expect the shared C++ library) and where a static archive
+# is missing (configure says which).
+option(CANOPY_LEAN_BACKENDS "Link back-end programs with their C++ libraries inside them (faster start)" ON)
+
+set(canopy_lean_archives "")
+if(CANOPY_LEAN_BACKENDS AND CANOPY_SANITIZE)
+  message(NOTICE "CANOPY_LEAN_BACKENDS: off in a sanitizer build")
+  set(CANOPY_LEAN_BACKENDS OFF)
+endif()
+if(CANOPY_LEAN_BACKENDS)
+  foreach(name capnp kj sodium)
+    find_library(CANOPY_LEAN_${name}_ARCHIVE NAMES lib${name}.a)
+    if(NOT CANOPY_LEAN_${name}_ARCHIVE)
+      message(NOTICE "CANOPY_LEAN_BACKENDS: off, no lib${name}.a (scripts/setup.sh installs it)")
+      set(CANOPY_LEAN_BACKENDS OFF)
+      break()
+    endif()
+    list(APPEND canopy_lean_archives ${CANOPY_LEAN_${name}_ARCHIVE})
+  endforeach()
+endif()
+
+if(CANOPY_LEAN_BACKENDS)
+  # spdlog's and fmt's implementation, compiled with spdlog::spdlog's definitions
+  # but not linked to its shared library.
+  add_library(canopy_lean_log OBJECT ${PROJECT_SOURCE_DIR}/core/lean_log.cpp)
+  target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
+  target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
+endif()
+
+# Links TARGET as a lean program, if CANOPY_LEAN_BACKENDS is on; otherwise nothing
+# changes.
+function(canopy_lean_program target)
+  if(NOT CANOPY_LEAN_BACKENDS)
+    return()
+  endif()
+  target_sources(${target} PRIVATE $<TARGET_OBJECTS:canopy_lean_log>)
+  set(whole "")
+  foreach(archive IN LISTS canopy_lean_archives)
+    list(APPEND whole "LINKER:${archive}")
+  endforeach()
+  # Link options come before the objects and libraries on the command line: the
+  # archives, taken whole, define every symbol the shared copies would.
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc "LINKER:--as-needed"
+    "LINKER:--gc-sections" "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
+endfunction()
