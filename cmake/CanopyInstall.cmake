@@ -98,6 +98,8 @@ install(FILES
   ${PROJECT_BINARY_DIR}/CanopyConfig.cmake
   ${PROJECT_BINARY_DIR}/CanopyConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/CanopyFilter.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/CanopyLean.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/lean_log.cpp
   DESTINATION ${canopy_package_dir})
 
 # A sanitized build's static libraries need the sanitizer runtimes in every program

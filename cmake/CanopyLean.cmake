@@ -10,7 +10,7 @@
 #     whole ahead of everything else, so that the shared copies later on the command
 #     line are never needed and --as-needed leaves them out;
 #   - spdlog and fmt, which Debian ships only as shared libraries: their
-#     implementation compiled into the program (core/lean_log.cpp);
+#     implementation compiled into the program (lean_log.cpp, beside this file);
 #   - --gc-sections drops what the program never calls.
 # What is left to load is libc and libm. Only for programs that load no plugin built
 # against the shared C++ library, or that accept two copies of it in one process: a
@@ -20,10 +20,15 @@
 # CANOPY_LEAN_BACKENDS (default ON) turns it off; it is off in sanitizer builds
 # (the sanitizers' runtimes expect the shared C++ library) and where a static archive
 # is missing (configure says which).
+#
+# The same file is installed with the CMake package (docs/packaging.md), so that a
+# tool's back-end can be linked the same way; there Canopy_SANITIZED, set by
+# CanopyConfig.cmake, says whether the installed libraries need the sanitizers.
 option(CANOPY_LEAN_BACKENDS "Link back-end programs with their C++ libraries inside them (faster start)" ON)
+set(_canopy_lean_log_source "${CMAKE_CURRENT_LIST_DIR}/lean_log.cpp")
 
 set(canopy_lean_archives "")
-if(CANOPY_LEAN_BACKENDS AND CANOPY_SANITIZE)
+if(CANOPY_LEAN_BACKENDS AND (CANOPY_SANITIZE OR Canopy_SANITIZED))
   message(NOTICE "CANOPY_LEAN_BACKENDS: off in a sanitizer build")
   set(CANOPY_LEAN_BACKENDS OFF)
 endif()
@@ -39,19 +44,19 @@ if(CANOPY_LEAN_BACKENDS)
   endforeach()
 endif()
 
-if(CANOPY_LEAN_BACKENDS)
-  # spdlog's and fmt's implementation, compiled with spdlog::spdlog's definitions
-  # but not linked to its shared library.
-  add_library(canopy_lean_log OBJECT ${PROJECT_SOURCE_DIR}/core/lean_log.cpp)
-  target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
-  target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
-endif()
-
 # Links TARGET as a lean program, if CANOPY_LEAN_BACKENDS is on; otherwise nothing
 # changes.
 function(canopy_lean_program target)
   if(NOT CANOPY_LEAN_BACKENDS)
     return()
+  endif()
+  if(NOT TARGET canopy_lean_log)
+    # spdlog's and fmt's implementation, compiled with spdlog::spdlog's definitions
+    # but not linked to its shared library; made once, by the first lean program.
+    add_library(canopy_lean_log OBJECT ${_canopy_lean_log_source})
+    target_compile_features(canopy_lean_log PRIVATE cxx_std_20)
+    target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
+    target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
   endif()
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:canopy_lean_log>)
   set(whole "")

@@ -88,6 +88,16 @@ for project in package examples; do
   step "build $project" cmake --build "$work/$project" -j "$jobs"
 done
 
+# package_backend is linked with canopy_lean_program (docs/packaging.md): it needs
+# libc and libm only, unless the installed libraries are sanitized.
+if grep -q "^CANOPY_SANITIZE:BOOL=ON" "$build/CMakeCache.txt"; then
+  echo "== (a sanitized build: package_backend is not lean)"
+else
+  step "package_backend, a lean back-end, needs libc and libm only" bash -c '
+    needed=$(readelf -d "$1" | sed -n "s/.*(NEEDED).*\[\(.*\)\]/\1/p" | grep -v "^ld-linux" | sort | tr "\n" " ")
+    [ "$needed" = "libc.so.6 libm.so.6 " ] || { echo "package_backend needs: $needed"; exit 1; }' _ "$work/package/package_backend"
+fi
+
 # The pkg-config files (docs/packaging.md) find the prefix from their own place
 # (${pcfiledir}): they name no absolute path, of the trees or of the prefix.
 step "the pkg-config files name no absolute path" \

@@ -2,8 +2,8 @@
 // program itself instead of loaded from libspdlog.so and libfmt.so (Debian ships
 // both only as shared libraries). Compiled with spdlog::spdlog's own definitions
 // (SPDLOG_COMPILED_LIB, SPDLOG_FMT_EXTERNAL), so the declarations every other
-// object was compiled against are the ones defined here. cmake/CanopyLean.cmake
-// and docs/benchmarks.md ("A back-end's start") say why: with no shared C++
+// object was compiled against are the ones defined here. CanopyLean.cmake (beside
+// this file, installed with it) and docs/benchmarks.md ("A back-end's start") say why: with no shared C++
 // library left, a back-end starts without the dynamic loader's ~4,800 symbol
 // lookups.
 #if !defined(SPDLOG_COMPILED_LIB) || !defined(SPDLOG_FMT_EXTERNAL)
