@@ -29,7 +29,7 @@ set(_canopy_lean_log_source "${CMAKE_CURRENT_LIST_DIR}/lean_log.cpp")
 
 set(canopy_lean_archives "")
 if(CANOPY_LEAN_BACKENDS AND (CANOPY_SANITIZE OR Canopy_SANITIZED))
-  message(NOTICE "CANOPY_LEAN_BACKENDS: off in a sanitizer build")
+  message(VERBOSE "CANOPY_LEAN_BACKENDS: off in a sanitizer build")
   set(CANOPY_LEAN_BACKENDS OFF)
 endif()
 if(CANOPY_LEAN_BACKENDS)
