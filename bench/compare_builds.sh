@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares two builds of Canopy side by side on this machine: canopy-bench from each,
 # run in turn (old, new, old, new, ...) so that both see the same machine in the same
-# minutes, on the round trip of b:2^2 and the reduce throughput of b:16^2.
+# minutes, on the round trip of b:2^2, the reduce throughput of b:16^2 and the time to
+# instantiate b:16^2 (the median of that run's five launches).
 #   compare.csv  one row per run: round, build, topology, metric, median of that run
 #   compare.png  every run's figure for both builds, and the median of the runs
 # and prints the median of the runs per build and the ratio new/old.
@@ -35,42 +36,50 @@ for round in $(seq 1 "$rounds"); do
     "$dir/canopy-bench" --samples 2000 --topologies b:2^2,b:16^2 2> "$log" |
       awk -F, -v r="$round" -v b="$build" '
         $1 == "roundtrip" && $2 == "b:2^2" && $3 == 0 { print r "," b ",b:2^2,roundtrip," $5 "," $8 }
-        $1 == "throughput" && $2 == "b:16^2" { print r "," b ",b:16^2,throughput," $5 "," $8 }' >> "$csv"
+        $1 == "throughput" && $2 == "b:16^2" { print r "," b ",b:16^2,throughput," $5 "," $8 }
+        $1 == "instantiate" && $2 == "b:16^2" { print r "," b ",b:16^2,instantiate," $5 "," $8 }' >> "$csv"
   done
 done
 
-# Medians of the runs per build and metric, and the ratio new/old.
+# Medians of the runs per build and metric, and the ratio new/old; per metric, the
+# runs as "build value" lines for the figure (throughput in thousands).
 runs() { awk -F, -v b="$1" -v m="$2" 'NR > 1 && $2 == b && $4 == m { print $5 }' "$csv"; }
-rt_old=$(runs old roundtrip | median) rt_new=$(runs new roundtrip | median)
-tp_old=$(runs old throughput | median) tp_new=$(runs new throughput | median)
-awk -v a="$rt_old" -v b="$rt_new" 'BEGIN { printf "roundtrip b:2^2 (us): old %.1f new %.1f new/old %.3f\n", a, b, b / a }'
-awk -v a="$tp_old" -v b="$tp_new" 'BEGIN { printf "throughput b:16^2 (waves/s): old %.0f new %.0f new/old %.3f\n", a, b, b / a }'
-awk -F, 'NR > 1 && $4 == "roundtrip" { print $1, ($2 == "old" ? 0 : 1), $5 }' "$csv" > "$out/compare-rt.dat"
-awk -F, 'NR > 1 && $4 == "throughput" { print $1, ($2 == "old" ? 0 : 1), $5 / 1000 }' "$csv" > "$out/compare-tp.dat"
+declare -A med
+for metric in roundtrip throughput instantiate; do
+  med[$metric,old]=$(runs old $metric | median) med[$metric,new]=$(runs new $metric | median)
+  awk -F, -v m=$metric 'NR > 1 && $4 == m { print ($2 == "old" ? 0 : 1), (m == "throughput" ? $5 / 1000 : $5) }' \
+    "$csv" > "$out/compare-$metric.dat"
+done
+line() { awk -v a="${med[$1,old]}" -v b="${med[$1,new]}" -v what="$2" 'BEGIN { printf "%s: old %.1f new %.1f new/old %.3f\n", what, a, b, b / a }'; }
+line roundtrip "roundtrip b:2^2 (us)"
+line throughput "throughput b:16^2 (waves/s)"
+line instantiate "instantiate b:16^2 (ms)"
+# One panel: title, unit, metric, colour, scale of the medians.
+panel() {
+  cat <<GP
+set title "$1"
+set ylabel "$2"
+plot "-" using 1:2 with boxes lc rgb "grey", "$out/compare-$3.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "$4"
+0 $(awk -v v="${med[$3,old]}" -v k="$5" 'BEGIN { print v / k }')
+1 $(awk -v v="${med[$3,new]}" -v k="$5" 'BEGIN { print v / k }')
+e
+GP
+}
 
 gnuplot <<GP
-set terminal pngcairo size 1100,480
+set terminal pngcairo size 1500,480
 set output "$out/compare.png"
-set multiplot layout 1,2 title "Two builds, run in turn $rounds times each (dots: one run's median; bars: median of the runs)"
+set multiplot layout 1,3 title "Two builds, run in turn $rounds times each (dots: one run's median; bars: median of the runs)"
 set xtics ("old" 0, "new" 1)
 set xrange [-0.6:1.6]
 set grid ytics
 set key off
 set boxwidth 0.5
 set style fill transparent solid 0.3 border -1
-set title "round trip, b:2^2, 0 B (lower is better)"
-set ylabel "microseconds"
 set yrange [0:*]
-plot "-" using 1:2 with boxes lc rgb "grey", "$out/compare-rt.dat" using 2:3 with points pt 7 ps 1.2 lc rgb "blue"
-0 $rt_old
-1 $rt_new
-e
-set title "reduce throughput, b:16^2 (higher is better)"
-set ylabel "thousand waves per second"
-plot "-" using 1:2 with boxes lc rgb "grey", "$out/compare-tp.dat" using 2:3 with points pt 7 ps 1.2 lc rgb "red"
-0 $(awk -v v="$tp_old" 'BEGIN { print v / 1000 }')
-1 $(awk -v v="$tp_new" 'BEGIN { print v / 1000 }')
-e
+$(panel "round trip, b:2^2, 0 B (lower is better)" microseconds roundtrip blue 1)
+$(panel "reduce throughput, b:16^2 (higher is better)" "thousand waves per second" throughput red 1000)
+$(panel "instantiate b:16^2 (lower is better)" milliseconds instantiate "dark-green" 1)
 unset multiplot
 GP
 echo "wrote $csv, $out/compare.png"
