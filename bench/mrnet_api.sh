@@ -4,7 +4,8 @@
 #
 #   bench/mrnet_api.sh [--reps N] [--mrnet-prefix DIR] BUILD_DIR OUT_DIR
 #     --reps N            repetitions (default 3); in each, every tree is run by each
-#                         system in turn (layer, layer-lw, MRNet, MRNet-lw, native),
+#                         system in turn (layer, layer-lw, MRNet, MRNet-lw, native,
+#                         layer-lean),
 #                         so that all see the same machine in the same minute
 #     --mrnet-prefix DIR  an MRNet 5.0.1 installation (its include/, lib/ and
 #                         bin/mrnet_commnode): bench/mrnet_api_bench{,_be}.cpp and
@@ -12,7 +13,8 @@
 #                         compiled against it into OUT_DIR/mrnet-bin; without it, no
 #                         MRNet runs
 #     BUILD_DIR           Canopy's build tree: bin/canopy-mrnet-bench,
-#                         canopy-mrnet-bench-be, canopy-mrnet-bench-lw, canopy-bench
+#                         canopy-mrnet-bench-be, canopy-mrnet-bench-lw,
+#                         canopy-mrnet-bench-be-lean, canopy-bench
 #                         (built if missing) and
 #                         lib/libcanopy_mrnet.so with its filter plug-in
 #                         canopy_mrnet_filters.so beside it (or named by
@@ -21,7 +23,9 @@
 # Systems: "layer" and "layer-lw" are the MRNet-API front-end on Canopy's MRNet layer
 # with the C++ back-end (Canopy::mrnet) and the lightweight C back-end
 # (Canopy::mrnet_lightweight); "mrnet" and "mrnet-lw" the same sources on MRNet 5.0.1
-# (libmrnet, libmrnet_lightweight); "native" is canopy-bench on Canopy's own API.
+# (libmrnet, libmrnet_lightweight); "native" is canopy-bench on Canopy's own API;
+# "layer-lean" the layer's C++ back-end linked lean (Canopy::mrnet_static with
+# canopy_lean_program: canopy-mrnet-bench-be-lean; docs/packaging.md).
 # Trees (MRNet's format, every process on localhost; Canopy's native spec alike):
 #   1x2x4 = b:2^2 (2 commnodes, 4 back-ends), 4x4 = b:4^2 (4, 16), 16x16 = b:16^2 (16, 256)
 # Measures: instantiate (CreateNetworkFE / Network::launch until it returns), the
@@ -75,15 +79,16 @@ tree_spec() { case $1 in 1x2x4) echo "b:2^2" ;; 4x4) echo "b:4^2" ;; 16x16) echo
 tree_backends() { local n=1 f; for f in $(tree_fanouts "$1"); do n=$((n * f)); done; echo "$n"; }
 tree_waves() { [ "$(tree_backends "$1")" -gt 100 ] && echo 500 || echo 2000; }
 for t in $trees; do tree_fanouts "$t" >/dev/null || { echo "bench/mrnet_api.sh: unknown tree $t" >&2; exit 2; }; done
-all_systems="layer layer-lw mrnet mrnet-lw native"
+all_systems="layer layer-lw mrnet mrnet-lw native layer-lean"
 systems="layer layer-lw"
 [ -n "$prefix" ] && systems="$systems mrnet mrnet-lw"
-systems="$systems native"
+systems="$systems native layer-lean"
 system_label() {
   case $1 in
     layer) echo "Canopy's MRNet layer, C++ back-ends" ;; layer-lw) echo "Canopy's MRNet layer, lightweight C back-ends" ;;
     mrnet) echo "MRNet 5.0.1, C++ back-ends" ;; mrnet-lw) echo "MRNet 5.0.1, lightweight C back-ends" ;;
     native) echo "Canopy native API" ;;
+    layer-lean) echo "Canopy's MRNet layer, C++ back-ends linked lean" ;;
   esac
 }
 
@@ -94,7 +99,8 @@ mkdir -p "$out/runs" "$out/topologies"
 # ---- the programs ----
 if [ "$plot_only" != 1 ]; then
   if [ ! -x "$bin/canopy-mrnet-bench" ] || [ ! -x "$bin/canopy-mrnet-bench-be" ] ||
-     [ ! -x "$bin/canopy-mrnet-bench-lw" ] || [ ! -x "$bin/canopy-bench" ]; then
+     [ ! -x "$bin/canopy-mrnet-bench-lw" ] || [ ! -x "$bin/canopy-mrnet-bench-be-lean" ] ||
+     [ ! -x "$bin/canopy-bench" ]; then
     cmake --build "$build" -j1 --target canopy-mrnet-bench canopy-bench
   fi
   filters=${CANOPY_MRNET_FILTERS:-$build/lib/canopy_mrnet_filters.so}
@@ -201,6 +207,7 @@ run_one() {
   case $system in
     layer) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-be" ;;
     layer-lw) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-lw" ;;
+    layer-lean) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-be-lean" ;;
     mrnet) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-be" ;;
     mrnet-lw) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-lw" ;;
     native) run_tree "$log" "$bin/canopy-bench" --quick --instantiations 1 --topologies "$(tree_spec "$tree")" ;;
@@ -277,14 +284,15 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf 
 show() { [ -n "$1" ] && awk -v v="$1" 'BEGIN { printf (v >= 100 ? "%.0f" : "%.3g"), v }' || echo "-"; }
 {
   echo "medians over the runs ($(awk -F, 'NR > 1 { print $12 }' "$csv" | sort -n -u | paste -sd/ -) runs), load average before the first: $(cat "$out"/runs/1-*-layer.loadavg 2>/dev/null | head -1)"
-  echo "(-lw: lightweight C back-ends)"
-  echo "tree | measure | Canopy MRNet layer | layer-lw | MRNet 5.0.1 | MRNet-lw | Canopy native | layer/native | layer/MRNet | layer-lw/MRNet-lw"
+  echo "(-lw: lightweight C back-ends; -lean: C++ back-ends linked lean, Canopy::mrnet_static)"
+  echo "tree | measure | Canopy MRNet layer | layer-lw | layer-lean | MRNet 5.0.1 | MRNet-lw | Canopy native | layer/native | layer-lean/native | layer/MRNet | layer-lw/MRNet-lw | layer-lean/MRNet-lw"
   for t in $trees; do
     for m in instantiate first_roundtrip roundtrip throughput; do
       l=$(value "$t" layer "$m") ll=$(value "$t" layer-lw "$m") r=$(value "$t" mrnet "$m") rl=$(value "$t" mrnet-lw "$m")
+      le=$(value "$t" layer-lean "$m")
       n=$(value "$t" native "$m")
       unit=$(awk -F, -v t="$t" -v m="$m" '$1 == t && $5 == m { print $6; exit }' "$csv")
-      echo "$t | $m ($unit) | $(show "$l") | $(show "$ll") | $(show "$r") | $(show "$rl") | $(show "$n") | $(ratio "$l" "$n") | $(ratio "$l" "$r") | $(ratio "$ll" "$rl")"
+      echo "$t | $m ($unit) | $(show "$l") | $(show "$ll") | $(show "$le") | $(show "$r") | $(show "$rl") | $(show "$n") | $(ratio "$l" "$n") | $(ratio "$le" "$n") | $(ratio "$l" "$r") | $(ratio "$ll" "$rl") | $(ratio "$le" "$rl")"
     done
   done
 } | tee "$out/summary.txt"
@@ -349,6 +357,7 @@ set linetype 2 lc rgb "#9cc3e6"
 set linetype 3 lc rgb "#d1495b"
 set linetype 4 lc rgb "#f0a3ad"
 set linetype 5 lc rgb "#5aa05a"
+set linetype 6 lc rgb "#1d3f63"
 set style fill solid 0.75 border rgb "black"
 set multiplot layout 2,2 title "The same MRNet-API program on Canopy's MRNet layer and on MRNet 5.0.1, and Canopy's native API (localhost, 2 cores)\nmedian of $runs_done run(s), interleaved; whiskers: min-max of the runs' medians; log scale" font ",13"
 set logscale y

@@ -275,9 +275,15 @@ if(TARGET canopy_mrnet_lightweight)
   list(APPEND canopy_mrnet_installed canopy_mrnet_lightweight)
   set_target_properties(canopy_mrnet_lightweight PROPERTIES EXPORT_NAME mrnet_lightweight)
 endif()
+# The static layer (Canopy::mrnet_static), for lean MRNet back-ends, and the part
+# of it that reads MRNet's five back-end arguments.
+list(APPEND canopy_mrnet_installed canopy_mrnet_static canopy_mrnet_backend_args)
+set_target_properties(canopy_mrnet_static PROPERTIES EXPORT_NAME mrnet_static)
+set_target_properties(canopy_mrnet_backend_args PROPERTIES EXPORT_NAME mrnet_backend_args)
 install(TARGETS ${canopy_mrnet_installed}
   EXPORT CanopyTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET canopy_mrnet_filters)
   install(TARGETS canopy_mrnet_filters LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

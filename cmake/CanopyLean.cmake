@@ -6,9 +6,10 @@
 # before main(). canopy_lean_program(TARGET) links a program with all of them
 # inside it instead:
 #   - libstdc++ and libgcc: -static-libstdc++ -static-libgcc;
-#   - Cap'n Proto, kj and libsodium: their static archives (Debian ships them), taken
-#     whole ahead of everything else, so that the shared copies later on the command
-#     line are never needed and --as-needed leaves them out;
+#   - Cap'n Proto, kj, libsodium and yaml-cpp (for topologies, when the program holds
+#     a front-end too, as the MRNet layer does): their static archives (Debian ships
+#     them), taken whole ahead of everything else, so that the shared copies later on
+#     the command line are never needed and --as-needed leaves them out;
 #   - spdlog and fmt, which Debian ships only as shared libraries: their
 #     implementation compiled into the program (lean_log.cpp, beside this file);
 #   - --gc-sections drops what the program never calls.
@@ -33,7 +34,7 @@ if(CANOPY_LEAN_BACKENDS AND (CANOPY_SANITIZE OR Canopy_SANITIZED))
   set(CANOPY_LEAN_BACKENDS OFF)
 endif()
 if(CANOPY_LEAN_BACKENDS)
-  foreach(name capnp kj sodium)
+  foreach(name capnp kj sodium yaml-cpp)
     find_library(CANOPY_LEAN_${name}_ARCHIVE NAMES lib${name}.a)
     if(NOT CANOPY_LEAN_${name}_ARCHIVE)
       message(NOTICE "CANOPY_LEAN_BACKENDS: off, no lib${name}.a (scripts/setup.sh installs it)")

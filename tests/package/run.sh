@@ -146,8 +146,17 @@ mkdir "$work/mrnet-make"
 step "build the MRNet-style programs with make and pkg-config" \
   env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
   make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
+# The lean MRNet back-end (CMake only) needs libc and libm only, unless the installed
+# libraries are sanitized; it runs below like the others.
+if ! grep -q "^CANOPY_SANITIZE:BOOL=ON" "$build/CMakeCache.txt"; then
+  step "mrnet_be_lean, a lean MRNet back-end, needs libc and libm only" bash -c '
+    needed=$(readelf -d "$1" | sed -n "s/.*(NEEDED).*\[\(.*\)\]/\1/p" | grep -v "^ld-linux" | sort | tr "\n" " ")
+    [ "$needed" = "libc.so.6 libm.so.6 " ] || { echo "mrnet_be_lean needs: $needed"; exit 1; }' _ "$work/mrnet-cmake/mrnet_be_lean"
+fi
 for kind in cmake make; do
-  for backend in mrnet_be int_add_backend_lightweight; do
+  backends="mrnet_be int_add_backend_lightweight"
+  [ "$kind" = cmake ] && backends="$backends mrnet_be_lean"
+  for backend in $backends; do
     step "MRNet-style integer addition with $backend, built with $kind" \
       env -u CANOPY_COMMNODE "$work/mrnet-$kind/int_add_frontend" "$work/mrnet.top" \
       "$work/mrnet-$kind/$backend" "$work/mrnet-$kind/mrnet_tool_filter.so" "$work/mrnet-$kind"
