@@ -16,6 +16,8 @@ enum Kind {
   error @3;                      # body: StreamError
   join @4;                       # body: StreamCreate; orphan -> adopter: add me to this
                                  # stream (and create it here, and above, if it is not)
+  resume @5;                     # body: Resume; orphan -> root, forwarded up by each node
+  replay @6;                     # body: Replay; root -> an orphan, routed down to it
 }
 
 enum SyncMode {
@@ -38,6 +40,31 @@ struct StreamCreate {
   upstreamPlugin @8 :Text;       # set by the root when the upstream filter is a plugin
                                  # and state recoverable: the file back-ends load it
                                  # from (they load no plugin otherwise)
+  downSeq @9 :UInt64;            # the stream's last broadcast (DataPacket.downSeq) the
+                                 # sender had taken: for `create`, where the new member
+                                 # starts; for `join`, the orphan's last
+}
+
+struct Resume {
+  # An adopted orphan's last broadcast on a stream: the root sends it, as Replay,
+  # every broadcast after that one it still keeps (docs/fault-tolerance.md,
+  # "Broadcasts across a failure").
+  streamId @0 :UInt32;
+  orphan @1 :UInt32;             # the orphan's rank (a commnode or a back-end)
+  via @2 :UInt32;                # a back-end of the stream at or below the orphan: the
+                                 # replay is routed towards it
+  after @3 :UInt64;              # the last DataPacket.downSeq the orphan took
+}
+
+struct Replay {
+  # Root -> `target`, routed towards back-end `via`: one broadcast again, or the news
+  # that those up to `lostUpTo` are no longer kept.
+  streamId @0 :UInt32;
+  target @1 :UInt32;
+  via @2 :UInt32;
+  packet @3 :Core.DataPacket;    # null with `lostUpTo`
+  lostUpTo @4 :UInt64;           # 0, or: the broadcasts after the orphan's last up to
+                                 # this one were dropped from the root's bounded log
 }
 
 struct StreamAck {

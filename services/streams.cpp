@@ -33,8 +33,9 @@ SyncMode from_wire(wire::streams::SyncMode mode) {
   return SyncMode::wait_for_all;
 }
 
-void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec) {
+void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, DownSeq down_seq) {
   c.setStreamId(spec.id);
+  c.setDownSeq(down_seq);
   auto list = c.initBackends(spec.backends.size());
   for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
   c.setUpstreamFilter(spec.upstream_filter);
@@ -83,7 +84,7 @@ Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
 }
 
 StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer)
-    : node_(node), filters_(filters), observer_(observer), error_timer_(node.io()) {}
+    : node_(node), filters_(filters), observer_(observer), error_timer_(node.io()), hold_timer_(node.io()) {}
 
 // ---- messages and events ----
 
@@ -101,7 +102,10 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
       return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d));
     }
     case Kind::CREATE:
-      if (!from_child) open_stream(read_spec(body.getAs<wire::streams::StreamCreate>()));
+      if (!from_child) {
+        auto create = body.getAs<wire::streams::StreamCreate>();
+        open_stream(read_spec(create), create.getDownSeq());
+      }
       return;
     case Kind::ACK:
       if (from_child) on_ack(from.child, body.getAs<wire::streams::StreamAck>());
@@ -115,7 +119,16 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
       }
       return;
     case Kind::JOIN:
-      if (from_child) join_stream(from.child, read_spec(body.getAs<wire::streams::StreamCreate>()));
+      if (from_child) {
+        auto join = body.getAs<wire::streams::StreamCreate>();
+        join_stream(from.child, read_spec(join), join.getDownSeq());
+      }
+      return;
+    case Kind::RESUME:
+      if (from_child) on_resume(body.getAs<wire::streams::Resume>());
+      return;
+    case Kind::REPLAY:
+      if (!from_child) on_replay(body.getAs<wire::streams::Replay>());
       return;
   }
   log().warn("ignoring stream message of unknown kind {}", kind);
@@ -158,10 +171,10 @@ void StreamService::create_stream(const StreamSpec& spec) {
   // gives a new parent (docs/filters.md, "Where filters run").
   StreamSpec opened = spec;
   if (filters_.state_recoverable(spec.upstream_filter)) opened.upstream_plugin = filters_.plugin_path(spec.upstream_filter);
-  open_stream(opened);
+  open_stream(opened, down_start(down_generation_));
 }
 
-void StreamService::open_stream(const StreamSpec& spec) {
+void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
   if (streams_.count(spec.id)) {
     report_stream_failure(spec.id, "stream " + std::to_string(spec.id) + " already exists");
     return;
@@ -172,6 +185,7 @@ void StreamService::open_stream(const StreamSpec& spec) {
   }
   Stream stream;
   stream.spec = spec;
+  stream.down_last = down_from;
   if (auto made = make_filters(stream); !made) {
     report_stream_failure(spec.id, made.error());
     return;
@@ -196,7 +210,7 @@ void StreamService::open_stream(const StreamSpec& spec) {
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-  write_spec(message.init<wire::streams::StreamCreate>(), spec);
+  write_spec(message.init<wire::streams::StreamCreate>(), spec, down_from);
   for (std::size_t i : it->second.members) node_.send_to_child(i, message);
 }
 
@@ -261,6 +275,9 @@ void StreamService::deliver_down(wire::DataPacket::Reader packet) {
   const StreamId stream = packet.getStreamId();
   std::optional<Rank> destination;
   if (packet.getPointToPoint()) destination = packet.getDestination();
+  if (!destination && packet.getDownSeq() != 0 && streams_.count(stream)) {
+    return take_broadcast(stream, packet.getDownSeq(), core::decode_packet(packet));
+  }
   if (node_.children().empty()) {
     if (destination && *destination != node_.identity().rank) {
       log().warn("dropping a packet for rank {} delivered to rank {}", *destination, node_.identity().rank);
@@ -275,7 +292,7 @@ void StreamService::deliver_down(wire::DataPacket::Reader packet) {
   forward_down(stream, core::decode_packet(packet), destination);
 }
 
-void StreamService::forward_down(StreamId id, const Packet& input, std::optional<Rank> destination) {
+void StreamService::forward_down(StreamId id, const Packet& input, std::optional<Rank> destination, DownSeq seq) {
   auto it = streams_.find(id);
   if (it == streams_.end()) {
     if (node_.is_root() && observer_) observer_->on_stream_error(id, "no such stream " + std::to_string(id));
@@ -308,6 +325,15 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     }
     node_.send_to_child(*via, message);
     return;
+  }
+  if (node_.is_root()) {
+    // Numbered, and kept while healing is on: an orphan whose parent failed before
+    // passing it on gets it again (services/streams_replay.cpp).
+    seq = ++stream.down_last;
+    d.setDownSeq(seq);
+    if (node_.plan().fault.enabled) down_log_.add(id, seq, d.asReader());
+  } else {
+    d.setDownSeq(seq);
   }
   for (std::size_t i : stream.members) node_.send_to_child(i, message);
 }
@@ -579,7 +605,7 @@ std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
 
 // A stream of an adopted orphan: join it to the local stream, creating the stream
 // here (and asking upwards) if this node was not on it.
-void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
+void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined) {
   auto it = streams_.find(spec.id);
   if (it == streams_.end()) {
     if (streams_.size() >= kMaxStreams) {
@@ -588,6 +614,14 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
     }
     Stream stream;
     stream.spec = spec;
+    if (node_.is_root()) {
+      // A front-end that re-attached: its broadcasts are numbered in a generation
+      // above the tree's, which it has not sent.
+      down_generation_ = std::max(down_generation_, down_generation(joined) + 1);
+      stream.down_last = down_start(down_generation_);
+    } else {
+      stream.down_known = false;  // its first broadcast from above sets where it is
+    }
     if (auto made = make_filters(stream); !made) {
       report_stream_error(spec.id, "cannot join stream for an adopted orphan: " + made.error());
       return;
@@ -595,7 +629,7 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec) {
     it = streams_.emplace(spec.id, std::move(stream)).first;
     if (!node_.is_root()) {
       core::Outgoing join(node_.identity(), id(), Kind::JOIN);
-      write_spec(join.init<wire::streams::StreamCreate>(), spec);
+      write_spec(join.init<wire::streams::StreamCreate>(), spec, joined);
       node_.send_up(join);
     }
     log().info("stream {} created here for an adopted orphan", spec.id);
@@ -617,8 +651,9 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   }
   std::sort(ids.begin(), ids.end());
   for (StreamId sid : ids) {
+    const Stream& stream = streams_.at(sid);
     core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-    write_spec(message.init<wire::streams::StreamCreate>(), streams_.at(sid).spec);
+    write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
     node_.send_to_child(child, message);
   }
   if (!ids.empty()) log().info("back-end {} rejoined {} stream(s)", rank, ids.size());
@@ -637,8 +672,9 @@ void StreamService::compensate() {
   for (StreamId sid : ids) {
     Stream& stream = streams_.at(sid);
     core::Outgoing join(node_.identity(), id(), Kind::JOIN);
-    write_spec(join.init<wire::streams::StreamCreate>(), stream.spec);
+    write_spec(join.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
     node_.send_up(join);
+    send_resume(stream);
     if (!stream.filter || !stream.filter->state_recoverable()) {
       incomplete_.push_back(sid);
       continue;

@@ -31,6 +31,7 @@
 #include "core/failures.h"
 #include "core/node.h"
 #include "filters/filter.h"
+#include "services/down_log.h"
 #include "streams.capnp.h"
 
 namespace canopy::services {
@@ -109,12 +110,34 @@ class StreamService final : public core::Service {
     core::Failures ack_failures;  // of the subtree's acks so far
     std::unique_ptr<Timer> wave_timer;  // time_out mode: closes a partial wave
     bool timer_armed = false;
+    // Broadcasts (services/streams_replay.cpp): the last taken from the parent (at
+    // the root: the last sent); false until the first is taken at a node that
+    // joined the stream for an adopted orphan (it has no earlier one to follow).
+    DownSeq down_last = 0;
+    bool down_known = true;
+    // Those that came after a gap, until the gap is filled (by the root's replay)
+    // or kHoldLimit has passed.
+    std::map<DownSeq, Packet> held_down;
+    NodeClock::time_point held_since{};
   };
 
-  void open_stream(const StreamSpec& spec);
+  // `down_from`: the last broadcast before the stream reached this node.
+  void open_stream(const StreamSpec& spec, DownSeq down_from);
   void on_ack(std::size_t child, wire::streams::StreamAck::Reader ack);
   void deliver_down(wire::DataPacket::Reader packet);
-  void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination);
+  void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination, DownSeq seq = 0);
+  // ---- broadcasts across a failure (services/streams_replay.cpp) ----
+  // A numbered broadcast from the parent, or replayed: taken in order, once.
+  void take_broadcast(StreamId id, DownSeq seq, Packet packet);
+  void pass_on(Stream& stream, DownSeq seq, Packet&& packet);
+  void drain_held(Stream& stream);
+  void release_held();
+  void arm_hold_timer();
+  // Orphan: asks the root for the broadcasts after its last, stream by stream.
+  void send_resume(const Stream& stream);
+  void on_resume(wire::streams::Resume::Reader resume);
+  void on_replay(wire::streams::Replay::Reader replay);
+  static constexpr std::chrono::seconds kHoldLimit{5};
   void accept_upstream(std::size_t child, StreamId stream, Packet packet);
   Result<void> make_filters(Stream& stream);
   void run_waves(Stream& stream);
@@ -123,7 +146,7 @@ class StreamService final : public core::Service {
   void emit_wave(Stream& stream);
   void loosen_waves();
   void route_point_to_point(wire::DataPacket::Reader packet);
-  void join_stream(std::size_t child, const StreamSpec& spec);
+  void join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined);
   void rejoin_streams(std::size_t child, Rank rank);
   // The queue of member `child`, or null if it is not a member.
   static std::deque<Packet>* queue_of(Stream& stream, std::size_t child);
@@ -156,6 +179,10 @@ class StreamService final : public core::Service {
   std::vector<StreamId> incomplete_;   // of the latest adoption
   std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
   Timer error_timer_;
+  DownLog down_log_;            // root, with healing on: the broadcasts sent
+  DownSeq down_generation_ = 0;  // root: above every one the tree had taken
+  Timer hold_timer_;
+  bool hold_armed_ = false;
 };
 
 }  // namespace canopy::services
