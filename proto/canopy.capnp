@@ -21,9 +21,9 @@ const protocolVersion :UInt32 = 5;
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
 #    (docs/security.md).
-# 5: broadcasts are numbered on their stream (DataPacket.downSeq), and an adopted
-#    orphan gets again those its failed parent had not passed on (streams.capnp,
-#    Resume and Replay).
+# 5: broadcasts are numbered on their stream (streams.capnp, Broadcast), and an
+#    adopted orphan gets again those its failed parent had not passed on (Resume
+#    and Replay).
 
 enum Role {
   frontend @0;
@@ -197,12 +197,6 @@ struct DataPacket {
   pointToPoint @4 :Bool;         # true: route down to `destination` only
   contributors @5 :UInt32;       # number of back-end packets aggregated into this one
   values @6 :List(Value);
-  downSeq @7 :UInt64;            # a broadcast down a stream: its number on the stream,
-                                 # given by the root (generation << 48 | count, from 1);
-                                 # 0 for every other packet. A node takes a stream's
-                                 # broadcasts in this order, once each, and an orphan
-                                 # asks the root again for those after the last it took
-                                 # (streams.capnp, Resume; docs/fault-tolerance.md)
 }
 
 struct Value {

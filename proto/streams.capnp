@@ -9,8 +9,8 @@ using Core = import "canopy.capnp";
 const serviceId :UInt16 = 3;
 
 enum Kind {
-  data @0;                       # body: canopy.capnp's DataPacket; up a stream, down a
-                                 # stream, or point-to-point
+  data @0;                       # body: canopy.capnp's DataPacket; up a stream, or
+                                 # point-to-point (down, or between back-ends)
   create @1;                     # body: StreamCreate
   ack @2;                        # body: StreamAck
   error @3;                      # body: StreamError
@@ -18,6 +18,16 @@ enum Kind {
                                  # stream (and create it here, and above, if it is not)
   resume @5;                     # body: Resume; orphan -> root, forwarded up by each node
   replay @6;                     # body: Replay; root -> an orphan, routed down to it
+  broadcast @7;                  # body: Broadcast; down a stream, to all its back-ends
+}
+
+struct Broadcast {
+  # A packet down a stream to every back-end of it, numbered on the stream by the
+  # root. A node takes a stream's broadcasts in this order, once each, and an orphan
+  # asks the root again for those after the last it took (Resume). Upstream data
+  # does not carry the number: it stays a bare DataPacket.
+  seq @0 :UInt64;                # generation << 48 | count, from 1 (services/down_log.h)
+  packet @1 :Core.DataPacket;
 }
 
 enum SyncMode {
@@ -40,7 +50,7 @@ struct StreamCreate {
   upstreamPlugin @8 :Text;       # set by the root when the upstream filter is a plugin
                                  # and state recoverable: the file back-ends load it
                                  # from (they load no plugin otherwise)
-  downSeq @9 :UInt64;            # the stream's last broadcast (DataPacket.downSeq) the
+  downSeq @9 :UInt64;            # the stream's last broadcast (Broadcast.seq) the
                                  # sender had taken: for `create`, where the new member
                                  # starts; for `join`, the orphan's last
 }
@@ -53,7 +63,7 @@ struct Resume {
   orphan @1 :UInt32;             # the orphan's rank (a commnode or a back-end)
   via @2 :UInt32;                # a back-end of the stream at or below the orphan: the
                                  # replay is routed towards it
-  after @3 :UInt64;              # the last DataPacket.downSeq the orphan took
+  after @3 :UInt64;              # the last Broadcast.seq the orphan took
 }
 
 struct Replay {
@@ -62,7 +72,7 @@ struct Replay {
   streamId @0 :UInt32;
   target @1 :UInt32;
   via @2 :UInt32;
-  packet @3 :Core.DataPacket;    # null with `lostUpTo`
+  broadcast @3 :Broadcast;       # null with `lostUpTo`
   lostUpTo @4 :UInt64;           # 0, or: the broadcasts after the orphan's last up to
                                  # this one were dropped from the root's bounded log
 }

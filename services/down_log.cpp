@@ -48,13 +48,13 @@ DownSeq DownLog::lost(StreamId stream, DownSeq after, DownSeq last) const {
 }
 
 void DownLog::replay(StreamId stream, DownSeq after,
-                     const std::function<void(wire::DataPacket::Reader)>& each) const {
+                     const std::function<void(DownSeq, wire::DataPacket::Reader)>& each) const {
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
   for (const Entry& e : it->second) {
     if (e.seq <= after) continue;
     capnp::FlatArrayMessageReader reader(e.words.asPtr());
-    each(reader.getRoot<wire::DataPacket>());
+    each(e.seq, reader.getRoot<wire::DataPacket>());
   }
 }
 

@@ -20,7 +20,7 @@
 
 namespace canopy::services {
 
-// A broadcast's number on its stream (DataPacket.downSeq): the root's generation in
+// A broadcast's number on its stream (streams.capnp, Broadcast.seq): the root's generation in
 // the top 16 bits (a front-end that re-attached counts on above every one before
 // it), the count from 1 below.
 using DownSeq = std::uint64_t;
@@ -39,7 +39,8 @@ class DownLog {
   // generation than `last`'s were never sent by this root: they are not counted.
   DownSeq lost(StreamId stream, DownSeq after, DownSeq last) const;
   // Calls `each` with every kept broadcast of `stream` after `after`, oldest first.
-  void replay(StreamId stream, DownSeq after, const std::function<void(wire::DataPacket::Reader)>& each) const;
+  void replay(StreamId stream, DownSeq after,
+              const std::function<void(DownSeq, wire::DataPacket::Reader)>& each) const;
   std::size_t bytes() const { return bytes_; }
   std::size_t size() const { return order_.size(); }
 

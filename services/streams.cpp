@@ -101,6 +101,12 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
       if (d.getPointToPoint()) return route_point_to_point(d);
       return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d));
     }
+    case Kind::BROADCAST:
+      if (!from_child && !node_.stopping()) {
+        auto b = body.getAs<wire::streams::Broadcast>();
+        take_broadcast(b.getPacket().getStreamId(), b.getSeq(), core::decode_packet(b.getPacket()));
+      }
+      return;
     case Kind::CREATE:
       if (!from_child) {
         auto create = body.getAs<wire::streams::StreamCreate>();
@@ -275,9 +281,6 @@ void StreamService::deliver_down(wire::DataPacket::Reader packet) {
   const StreamId stream = packet.getStreamId();
   std::optional<Rank> destination;
   if (packet.getPointToPoint()) destination = packet.getDestination();
-  if (!destination && packet.getDownSeq() != 0 && streams_.count(stream)) {
-    return take_broadcast(stream, packet.getDownSeq(), core::decode_packet(packet));
-  }
   if (node_.children().empty()) {
     if (destination && *destination != node_.identity().rank) {
       log().warn("dropping a packet for rank {} delivered to rank {}", *destination, node_.identity().rank);
@@ -310,8 +313,19 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     if (filtered.empty()) return;
     packet = &filtered.front();
   }
-  core::Outgoing message(node_.identity(), this->id(), Kind::DATA);
-  auto d = message.init<wire::DataPacket>();
+  // A broadcast is numbered (by the root), and kept there while healing is on: an
+  // orphan whose parent failed before passing it on gets it again
+  // (services/streams_replay.cpp).
+  core::Outgoing message(node_.identity(), this->id(), destination ? Kind::DATA : Kind::BROADCAST);
+  wire::DataPacket::Builder d = nullptr;
+  if (destination) {
+    d = message.init<wire::DataPacket>();
+  } else {
+    auto b = message.init<wire::streams::Broadcast>();
+    if (node_.is_root()) seq = ++stream.down_last;
+    b.setSeq(seq);
+    d = b.initPacket();
+  }
   d.setStreamId(id);
   core::encode_packet(*packet, d);
   if (destination) {
@@ -326,15 +340,7 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     node_.send_to_child(*via, message);
     return;
   }
-  if (node_.is_root()) {
-    // Numbered, and kept while healing is on: an orphan whose parent failed before
-    // passing it on gets it again (services/streams_replay.cpp).
-    seq = ++stream.down_last;
-    d.setDownSeq(seq);
-    if (node_.plan().fault.enabled) down_log_.add(id, seq, d.asReader());
-  } else {
-    d.setDownSeq(seq);
-  }
+  if (node_.is_root() && node_.plan().fault.enabled) down_log_.add(id, seq, d.asReader());
   for (std::size_t i : stream.members) node_.send_to_child(i, message);
 }
 

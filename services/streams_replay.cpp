@@ -29,7 +29,12 @@ std::string seq_text(DownSeq seq) {
 }  // namespace
 
 void StreamService::take_broadcast(StreamId id, DownSeq seq, Packet packet) {
-  Stream& stream = streams_.at(id);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    log().warn("dropping a broadcast for unknown stream {}", id);
+    return;
+  }
+  Stream& stream = it->second;
   if (stream.down_known && down_generation(seq) < down_generation(stream.down_last)) return;  // a lost root's
   if (!stream.down_known || down_generation(seq) > down_generation(stream.down_last)) {
     // The first this node takes, or the first of a front-end that re-attached: it
@@ -131,22 +136,26 @@ void StreamService::on_resume(wire::streams::Resume::Reader resume) {
   auto it = streams_.find(sid);
   auto via = node_.route_to(resume.getVia());
   if (it == streams_.end() || !via || !node_.children()[*via].link) return;
-  auto send = [&](DownSeq lost, const wire::DataPacket::Reader* packet) {
+  auto send = [&](DownSeq lost, DownSeq seq, const wire::DataPacket::Reader* packet) {
     core::Outgoing message(node_.identity(), id(), Kind::REPLAY);
     auto r = message.init<wire::streams::Replay>();
     r.setStreamId(sid);
     r.setTarget(resume.getOrphan());
     r.setVia(resume.getVia());
     r.setLostUpTo(lost);
-    if (packet) r.setPacket(*packet);
+    if (packet) {
+      auto b = r.initBroadcast();
+      b.setSeq(seq);
+      b.setPacket(*packet);
+    }
     node_.send_to_child(*via, message);
   };
   // What is no longer kept first, so that the orphan does not wait for it.
   const DownSeq lost = down_log_.lost(sid, resume.getAfter(), it->second.down_last);
-  if (lost != 0) send(lost, nullptr);
+  if (lost != 0) send(lost, 0, nullptr);
   std::size_t sent = 0;
-  down_log_.replay(sid, resume.getAfter(), [&](wire::DataPacket::Reader packet) {
-    send(0, &packet);
+  down_log_.replay(sid, resume.getAfter(), [&](DownSeq seq, wire::DataPacket::Reader packet) {
+    send(0, seq, &packet);
     ++sent;
   });
   if (sent != 0 || lost != 0) {
@@ -181,9 +190,9 @@ void StreamService::on_replay(wire::streams::Replay::Reader replay) {
     stream.down_last = lost;
     drain_held(stream);
   }
-  if (replay.hasPacket()) {
-    auto packet = replay.getPacket();
-    take_broadcast(stream.spec.id, packet.getDownSeq(), core::decode_packet(packet));
+  if (replay.hasBroadcast()) {
+    auto b = replay.getBroadcast();
+    take_broadcast(stream.spec.id, b.getSeq(), core::decode_packet(b.getPacket()));
   }
 }
 

@@ -18,14 +18,16 @@ void add(DownLog& log, canopy::StreamId stream, DownSeq seq, std::size_t bytes =
   capnp::MallocMessageBuilder b;
   auto d = b.initRoot<canopy::wire::DataPacket>();
   d.setStreamId(stream);
-  d.setDownSeq(seq);
   d.initValues(1)[0].initBytes(bytes);
   log.add(stream, seq, d.asReader());
 }
 
 std::vector<DownSeq> replayed(const DownLog& log, canopy::StreamId stream, DownSeq after) {
   std::vector<DownSeq> out;
-  log.replay(stream, after, [&](canopy::wire::DataPacket::Reader p) { out.push_back(p.getDownSeq()); });
+  log.replay(stream, after, [&](DownSeq seq, canopy::wire::DataPacket::Reader p) {
+    EXPECT_EQ(p.getStreamId(), stream);
+    out.push_back(seq);
+  });
   return out;
 }
 
