@@ -46,8 +46,24 @@ void walk(wire::Message::Reader m) {
     case Body::SHUTDOWN: (void)body.getShutdown().getReason().size(); break;
     case Body::SERVICE: {
       auto service = body.getService();
-      if (service.getId() == 3 && service.getKind() == static_cast<std::uint16_t>(wire::streams::Kind::DATA)) {
-        (void)core::decode_packet(service.getBody().getAs<wire::DataPacket>()).size();
+      if (service.getId() == 3) {
+        switch (static_cast<wire::streams::Kind>(service.getKind())) {
+          case wire::streams::Kind::DATA:
+            (void)core::decode_packet(service.getBody().getAs<wire::DataPacket>()).size();
+            break;
+          case wire::streams::Kind::BROADCAST: {
+            auto b = service.getBody().getAs<wire::streams::Broadcast>();
+            (void)(core::decode_packet(b.getPacket()).size() + b.getSeq());
+            break;
+          }
+          case wire::streams::Kind::REPLAY: {
+            auto r = service.getBody().getAs<wire::streams::Replay>();
+            if (r.hasBroadcast()) (void)core::decode_packet(r.getBroadcast().getPacket()).size();
+            (void)(r.getLostUpTo() + r.getTarget() + r.getVia());
+            break;
+          }
+          default: break;
+        }
       }
       if (service.getId() == 7 && service.getKind() == static_cast<std::uint16_t>(wire::gossip::Kind::TABLE)) {
         auto entries = service.getBody().getAs<wire::gossip::Table>().getEntries();

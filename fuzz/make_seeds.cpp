@@ -82,6 +82,22 @@ int main(int argc, char** argv) {
     d.setStreamId(1);
     core::encode_packet(Packet(7, {std::int32_t(1), std::string("text"), std::vector<double>{1.5, 2.5}}), d);
   }
+  capnp::MallocMessageBuilder replay;  // a broadcast sent again to an orphan
+  {
+    auto m = replay.initRoot<wire::Message>();
+    auto s = m.getBody().initService();
+    s.setId(3);
+    s.setKind(static_cast<std::uint16_t>(wire::streams::Kind::REPLAY));
+    auto r = s.getBody().initAs<wire::streams::Replay>();
+    r.setStreamId(1);
+    r.setTarget(1000001);
+    r.setVia(4);
+    auto b = r.initBroadcast();
+    b.setSeq(3);
+    auto d = b.initPacket();
+    d.setStreamId(1);
+    core::encode_packet(Packet(7, {std::int32_t(2), std::vector<std::int32_t>{1, 2}}), d);
+  }
   capnp::MallocMessageBuilder table;
   {
     auto m = table.initRoot<wire::Message>();
@@ -96,7 +112,8 @@ int main(int argc, char** argv) {
   write_frames(dir / "frames" / "topology", {&topology}, 7);
   write_frames(dir / "frames" / "data", {&data}, 0);
   write_frames(dir / "frames" / "table", {&table}, 15);
-  write_frames(dir / "frames" / "all", {&hello, &topology, &data, &table}, 31);
+  write_frames(dir / "frames" / "replay", {&replay}, 5);
+  write_frames(dir / "frames" / "all", {&hello, &topology, &data, &replay, &table}, 31);
 
   // Stripe: a path hello, then fragments (kind, then seq u16, length u8, flag, bytes).
   std::byte path_hello[transport::kPathHelloBytes];
