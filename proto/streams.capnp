@@ -75,6 +75,9 @@ struct Replay {
   broadcast @3 :Broadcast;       # null with `lostUpTo`
   lostUpTo @4 :UInt64;           # 0, or: the broadcasts after the orphan's last up to
                                  # this one were dropped from the root's bounded log
+  reported @5 :Bool;             # with `lostUpTo`: the loss was reported by the node
+                                 # above (an orphan passes the notice on to its members
+                                 # so that they do not wait for what will not come)
 }
 
 struct StreamAck {

@@ -29,8 +29,9 @@ constexpr DownSeq down_start(DownSeq generation) { return generation << 48; }
 
 class DownLog {
  public:
-  static constexpr std::size_t kDefaultBound = std::size_t{64} << 20;
-  explicit DownLog(std::size_t bound_bytes = kDefaultBound) : bound_(bound_bytes) {}
+  explicit DownLog(std::size_t bound_bytes) : bound_(bound_bytes) {}
+  // From now on (the oldest beyond it go at the next add).
+  void set_bound(std::size_t bound_bytes) { bound_ = bound_bytes; }
 
   // Keeps a copy of broadcast `seq` of `stream` (above any kept for it).
   void add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet);

@@ -340,7 +340,10 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     node_.send_to_child(*via, message);
     return;
   }
-  if (node_.is_root() && node_.plan().fault.enabled) down_log_.add(id, seq, d.asReader());
+  if (const auto& fault = node_.plan().fault; node_.is_root() && fault.enabled && fault.broadcast_log_bytes != 0) {
+    down_log_.set_bound(fault.broadcast_log_bytes);
+    down_log_.add(id, seq, d.asReader());
+  }
   for (std::size_t i : stream.members) node_.send_to_child(i, message);
 }
 

@@ -88,8 +88,7 @@ void StreamService::release_held() {
     report_stream_error(id, "broadcasts " + seq_text(stream.down_last + 1) + " to " + seq_text(first - 1) +
                                 " did not arrive within " + std::to_string(kHoldLimit.count()) +
                                 " s after a failure; those after them are passed on without them");
-    stream.down_last = first - 1;
-    drain_held(stream);
+    skip_to(stream, first - 1);
     waiting = waiting || !stream.held_down.empty();
   }
   if (waiting) arm_hold_timer();
@@ -105,15 +104,42 @@ void StreamService::arm_hold_timer() {
   });
 }
 
+// Broadcasts up to `lost` will not come: this node and its members go on without
+// them (the members quietly: the loss was reported here, or above).
+void StreamService::skip_to(Stream& stream, DownSeq lost) {
+  stream.down_last = lost;
+  for (std::size_t child : stream.members) {
+    const auto& c = node_.children()[child];
+    auto via = c.role == Role::backend ? std::optional<Rank>(c.rank) : backend_below(stream, child);
+    if (!c.link || !via) continue;
+    core::Outgoing message(node_.identity(), id(), Kind::REPLAY);
+    auto r = message.init<wire::streams::Replay>();
+    r.setStreamId(stream.spec.id);
+    r.setTarget(c.rank);
+    r.setVia(*via);
+    r.setLostUpTo(lost);
+    r.setReported(true);
+    node_.send_to_child(child, message);
+  }
+  drain_held(stream);
+}
+
+std::optional<Rank> StreamService::backend_below(const Stream& stream, std::optional<std::size_t> child) const {
+  for (Rank b : stream.spec.backends) {
+    auto via = node_.route_to(b);
+    if (via && (!child || *via == *child)) return b;
+  }
+  return std::nullopt;
+}
+
 void StreamService::send_resume(const Stream& stream) {
   if (!stream.down_known) return;  // it has taken none: nothing to follow on from
   const Rank me = node_.identity().rank;
   Rank via = me;
   if (!node_.children().empty()) {
     // A back-end of the stream below this node: the replay is routed towards it.
-    auto below = std::find_if(stream.spec.backends.begin(), stream.spec.backends.end(),
-                              [&](Rank b) { return node_.route_to(b).has_value(); });
-    if (below == stream.spec.backends.end()) return;
+    auto below = backend_below(stream, std::nullopt);
+    if (!below) return;
     via = *below;
   }
   core::Outgoing message(node_.identity(), id(), Kind::RESUME);
@@ -183,12 +209,12 @@ void StreamService::on_replay(wire::streams::Replay::Reader replay) {
   const DownSeq lost = replay.getLostUpTo();
   if (lost != 0 && stream.down_known && down_generation(lost) == down_generation(stream.down_last) &&
       lost > stream.down_last) {
-    report_stream_error(stream.spec.id, "broadcasts " + seq_text(stream.down_last + 1) + " to " + seq_text(lost) +
-                                            " were lost when this node's parent failed: the front-end no longer "
-                                            "keeps them (it keeps the last " +
-                                            std::to_string(DownLog::kDefaultBound >> 20) + " MiB)");
-    stream.down_last = lost;
-    drain_held(stream);
+    if (!replay.getReported()) {
+      report_stream_error(stream.spec.id, "broadcasts " + seq_text(stream.down_last + 1) + " to " + seq_text(lost) +
+                                              " were lost when this node's parent failed: the front-end no longer "
+                                              "keeps them (FaultToleranceOptions::broadcast_log_bytes)");
+    }
+    skip_to(stream, lost);
   }
   if (replay.hasBroadcast()) {
     auto b = replay.getBroadcast();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -63,6 +64,12 @@ struct FaultToleranceOptions {
   // (Network::reattach, `canopy attach-frontend`) within this long; if none does,
   // every process exits. Needs `enabled`.
   std::chrono::milliseconds keep_tree_for{0};
+  // How many bytes of the broadcasts it sent the front-end keeps, over all streams,
+  // oldest dropped first, to send again to an orphan whose failed parent had not
+  // passed them on (docs/fault-tolerance.md, "Broadcasts across a failure"). An
+  // orphan that missed broadcasts no longer kept gets an error on their stream.
+  // 0: none kept. The front-end's alone: not sent down the tree.
+  std::size_t broadcast_log_bytes = std::size_t{64} << 20;
   // End-to-end failure detection among the back-ends, on top of the links' own.
   GossipOptions gossip;
 };

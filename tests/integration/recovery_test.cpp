@@ -87,7 +87,7 @@ class Recovery : public TreeTest {
     options.topology = *topology;
     options.backend_argv = {kScriptBackend};
     options.startup_timeout = 30s;
-    options.fault_tolerance = quick_detection();
+    options.fault_tolerance = fault_;
     auto network = canopy::Network::launch(std::move(options));
     if (!network) {
       ADD_FAILURE() << network.error();
@@ -188,6 +188,68 @@ class Recovery : public TreeTest {
     return false;
   }
 
+  // On a new concat stream (dont_wait), hangs commnode FE+1 of b:2x2x2, broadcasts
+  // kEcho {v} for each of `values`, kills FE+1 (the broadcasts die in its socket)
+  // and waits for the recovery of its orphans FE+3 and FE+4.
+  std::optional<canopy::StreamId> broadcast_into_a_dying_commnode(const std::vector<std::int32_t>& values) {
+    auto stream = network_->create_stream({.upstream_filter = "concat", .sync = canopy::SyncMode::dont_wait});
+    EXPECT_TRUE(stream) << stream.error();
+    const pid_t hung = pid_of(FE + 1);
+    EXPECT_GT(hung, 0);
+    if (!stream || hung <= 0) return std::nullopt;
+    kill(hung, SIGSTOP);
+    stopped_.push_back(hung);
+    for (auto v : values) {
+      if (!network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{v}}})) return {};
+    }
+    std::this_thread::sleep_for(100ms);  // in FE+1's socket
+    kill(hung, SIGKILL);
+    // concat is not state recoverable: the recoveries name the stream as incomplete.
+    expect_recovered({FE + 3, FE + 4}, 1, 30s, false);
+    return *stream;
+  }
+
+  struct Echoes {
+    std::map<Rank, std::vector<std::int32_t>> echoes;  // per back-end, in the order they came
+    std::string lost;                                   // the stream's errors of lost broadcasts
+  };
+  // Receives kEcho answers (concat: {[ranks], [values]}) until every back-end has
+  // answered at least `each` times or 30 s pass, then 1 s more for late duplicates.
+  Echoes collect_echoes(std::size_t each) {
+    Echoes out;
+    for (Rank b : backends_) out.echoes[b];
+    auto complete = [&] {
+      for (const auto& [rank, values] : out.echoes) {
+        if (values.size() < each) return false;
+      }
+      return true;
+    };
+    auto receive_until = [&](std::chrono::steady_clock::time_point until, bool stop_when_complete) {
+      while (std::chrono::steady_clock::now() < until && !(stop_when_complete && complete())) {
+        auto in = network_->receive(100ms);
+        if (!in) {
+          // concat is not state recoverable: the front-end says, once per orphan, that
+          // answers in flight may have been lost (none was: the back-ends were silent).
+          if (in.error().find("were lost") != std::string::npos) out.lost += in.error() + "\n";
+          EXPECT_NE(in.error().find("lost"), std::string::npos) << in.error();
+          continue;
+        }
+        if (!*in) continue;
+        const auto& packet = (*in)->packet;
+        const auto* ranks = packet.size() == 2 ? std::get_if<std::vector<std::int32_t>>(&packet[0]) : nullptr;
+        const auto* values = packet.size() == 2 ? std::get_if<std::vector<std::int32_t>>(&packet[1]) : nullptr;
+        EXPECT_TRUE(ranks && values && ranks->size() == values->size()) << packet.format();
+        if (!ranks || !values) continue;
+        for (std::size_t i = 0; i < ranks->size() && i < values->size(); ++i) {
+          out.echoes[static_cast<Rank>((*ranks)[i])].push_back((*values)[i]);
+        }
+      }
+    };
+    receive_until(std::chrono::steady_clock::now() + 30s, true);
+    receive_until(std::chrono::steady_clock::now() + 1s, false);
+    return out;
+  }
+
   void kill_rank(Rank rank, int signal = SIGKILL) {
     pid_t pid = pid_of(rank);
     ASSERT_GT(pid, 0) << "no process for rank " << rank;
@@ -200,6 +262,7 @@ class Recovery : public TreeTest {
   std::set<std::int32_t> got_;
   std::vector<canopy::Event> events_;
   std::vector<pid_t> stopped_;
+  canopy::FaultToleranceOptions fault_ = quick_detection();
 };
 
 // The environment of rank's process, one "NAME=value" a line.
@@ -228,58 +291,34 @@ TEST_F(Recovery, LeafCommnodeKilledItsBackendsAreAdopted) {
 // "Broadcasts across a failure"). The orphans are commnodes, which pass them on.
 TEST_F(Recovery, BroadcastsAFailedCommnodeHadNotPassedOnReachItsOrphansOnceAndInOrder) {
   ASSERT_TRUE(launch("b:2x2x2"));
-  auto stream = network_->create_stream({.upstream_filter = "concat", .sync = canopy::SyncMode::dont_wait});
-  ASSERT_TRUE(stream) << stream.error();
-  auto echo = [&](std::int32_t v) {
-    ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{v}}}));
-  };
-  const pid_t hung = pid_of(FE + 1);
-  ASSERT_GT(hung, 0);
-  kill_rank(FE + 1, SIGSTOP);
-  echo(1);
-  echo(2);
-  std::this_thread::sleep_for(100ms);  // in FE+1's socket, where they die with it
-  ASSERT_EQ(kill(hung, SIGKILL), 0);
-  expect_recovered({FE + 3, FE + 4}, 1, 30s, false);
-  echo(3);
-  // What each back-end echoed, in the order its answers came.
-  std::map<Rank, std::vector<std::int32_t>> seen;
-  auto complete = [&] {
-    if (seen.size() != backends_.size()) return false;
-    for (const auto& [rank, values] : seen) {
-      if (values.size() < 3) return false;
-    }
-    return true;
-  };
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!complete() && std::chrono::steady_clock::now() < deadline) {
-    auto in = network_->receive(100ms);
-    // concat is not state recoverable: the front-end says, once per orphan, that
-    // answers in flight may have been lost (none was: the back-ends were silent).
-    if (!in && in.error().find("may have lost data") != std::string::npos) continue;
-    ASSERT_TRUE(in) << in.error();
-    if (!*in) continue;
-    const auto& out = (*in)->packet;
-    ASSERT_EQ(out.size(), 2u) << out.format();
-    const auto& ranks = std::get<std::vector<std::int32_t>>(out[0]);
-    const auto& values = std::get<std::vector<std::int32_t>>(out[1]);
-    ASSERT_EQ(values.size(), ranks.size()) << out.format();
-    for (std::size_t i = 0; i < ranks.size(); ++i) seen[static_cast<Rank>(ranks[i])].push_back(values[i]);
-  }
-  // A late duplicate would come right after: give it the time to.
-  for (const auto until = std::chrono::steady_clock::now() + 1s; std::chrono::steady_clock::now() < until;) {
-    auto in = network_->receive(100ms);
-    if (!in || !*in) continue;
-    const auto& out = (*in)->packet;
-    const auto& ranks = std::get<std::vector<std::int32_t>>(out[0]);
-    const auto& values = std::get<std::vector<std::int32_t>>(out[1]);
-    for (std::size_t i = 0; i < ranks.size() && i < values.size(); ++i) {
-      seen[static_cast<Rank>(ranks[i])].push_back(values[i]);
-    }
-  }
+  auto stream = broadcast_into_a_dying_commnode({1, 2});
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{3}}}));
+  const auto seen = collect_echoes(3);
   for (Rank b : backends_) {
-    EXPECT_EQ(seen[b], (std::vector<std::int32_t>{1, 2, 3})) << "back-end " << b;
+    EXPECT_EQ(seen.echoes.at(b), (std::vector<std::int32_t>{1, 2, 3})) << "back-end " << b;
   }
+  EXPECT_TRUE(seen.lost.empty()) << seen.lost;
+}
+
+// A front-end that keeps no broadcasts (FaultToleranceOptions::broadcast_log_bytes
+// 0) cannot send them again: the tool is told, on the stream, which were lost and
+// where, and the stream goes on.
+TEST_F(Recovery, BroadcastsTheFrontEndNoLongerKeepsAreReportedLostOnTheStream) {
+  fault_.broadcast_log_bytes = 0;
+  ASSERT_TRUE(launch("b:2x2x2"));
+  auto stream = broadcast_into_a_dying_commnode({1, 2});
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{3}}}));
+  const auto seen = collect_echoes(1);
+  for (Rank b : backends_) {
+    const auto expected = b < 4 ? std::vector<std::int32_t>{3} : std::vector<std::int32_t>{1, 2, 3};
+    EXPECT_EQ(seen.echoes.at(b), expected) << "back-end " << b;
+  }
+  EXPECT_NE(seen.lost.find("stream " + std::to_string(*stream) + ": commnodes " + std::to_string(FE + 3) + "-" +
+                           std::to_string(FE + 4) + ": broadcasts 1 to 2 were lost when this node's parent failed"),
+            std::string::npos)
+      << seen.lost;
 }
 
 TEST_F(Recovery, MidLevelCommnodeKilledItsCommnodesAreAdopted) {

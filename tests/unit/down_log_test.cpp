@@ -34,7 +34,7 @@ std::vector<DownSeq> replayed(const DownLog& log, canopy::StreamId stream, DownS
 }  // namespace
 
 TEST(DownLog, SendsAgainWhatCameAfterTheOrphansLastOfItsStreamOnly) {
-  DownLog log;
+  DownLog log(64 << 20);
   for (DownSeq s = 1; s <= 5; ++s) add(log, 1, s);
   add(log, 2, 1);
   EXPECT_EQ(replayed(log, 1, 3), (std::vector<DownSeq>{4, 5}));
@@ -58,7 +58,7 @@ TEST(DownLog, PastItsBoundTheOldestGoWhateverTheirStreamAndAreReportedLost) {
 }
 
 TEST(DownLog, AnOrphanOfAnEarlierRootMissedNothingThisOneCanName) {
-  DownLog log;
+  DownLog log(64 << 20);
   const DownSeq g1 = down_start(1);
   add(log, 1, g1 + 1);
   add(log, 1, g1 + 2);
