@@ -11,14 +11,14 @@ namespace {
 constexpr std::size_t kEntryOverhead = sizeof(DownSeq) + sizeof(kj::Array<capnp::word>) + sizeof(StreamId);
 }  // namespace
 
-void DownLog::add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet) {
+void DownLog::add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet, std::size_t bound_bytes) {
   capnp::MallocMessageBuilder copy(packet.totalSize().wordCount + 1);
   copy.setRoot(packet);
   Entry entry{seq, capnp::messageToFlatArray(copy)};
   bytes_ += entry.words.asBytes().size() + kEntryOverhead;
   streams_[stream].push_back(std::move(entry));
   order_.push_back(stream);
-  while (bytes_ > bound_ && !order_.empty()) drop_oldest();
+  while (bytes_ > bound_bytes && !order_.empty()) drop_oldest();
 }
 
 void DownLog::drop_oldest() {

@@ -2,8 +2,8 @@
 // adopted orphan can be sent again those its failed parent had not passed on
 // (docs/fault-tolerance.md, "Broadcasts across a failure").
 //
-// Bounded in bytes over all streams: past the bound the oldest broadcasts go first,
-// whatever their stream. Pure bookkeeping, no I/O; not thread-safe.
+// Bounded in bytes over all streams (FaultToleranceOptions::broadcast_log_bytes):
+// past the bound the oldest broadcasts go first, whatever their stream. Pure bookkeeping, no I/O; not thread-safe.
 #pragma once
 
 #include <capnp/message.h>
@@ -29,12 +29,9 @@ constexpr DownSeq down_start(DownSeq generation) { return generation << 48; }
 
 class DownLog {
  public:
-  explicit DownLog(std::size_t bound_bytes) : bound_(bound_bytes) {}
-  // From now on (the oldest beyond it go at the next add).
-  void set_bound(std::size_t bound_bytes) { bound_ = bound_bytes; }
-
-  // Keeps a copy of broadcast `seq` of `stream` (above any kept for it).
-  void add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet);
+  // Keeps a copy of broadcast `seq` of `stream` (above any kept for it), then drops
+  // the oldest until the log holds at most `bound_bytes`.
+  void add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet, std::size_t bound_bytes);
   // Of the broadcasts of `stream` after `after` up to `last` (the stream's latest):
   // the latest of those no longer kept, or 0 if none is missing. Those of an earlier
   // generation than `last`'s were never sent by this root: they are not counted.
@@ -55,7 +52,6 @@ class DownLog {
   std::unordered_map<StreamId, std::deque<Entry>> streams_;
   std::deque<StreamId> order_;  // the stream of every kept broadcast, oldest first
   std::size_t bytes_ = 0;
-  std::size_t bound_;
 };
 
 }  // namespace canopy::services

@@ -277,13 +277,18 @@ void StreamService::send_down(StreamId stream, const Packet& packet, std::option
   forward_down(stream, packet, destination);
 }
 
+// A point-to-point packet from the parent (a stream's packets to all its back-ends
+// come as broadcasts: take_broadcast).
 void StreamService::deliver_down(wire::DataPacket::Reader packet) {
   const StreamId stream = packet.getStreamId();
-  std::optional<Rank> destination;
-  if (packet.getPointToPoint()) destination = packet.getDestination();
+  if (!packet.getPointToPoint()) {
+    log().warn("dropping a data packet from the parent that is not point-to-point (stream {})", stream);
+    return;
+  }
+  const Rank destination = packet.getDestination();
   if (node_.children().empty()) {
-    if (destination && *destination != node_.identity().rank) {
-      log().warn("dropping a packet for rank {} delivered to rank {}", *destination, node_.identity().rank);
+    if (destination != node_.identity().rank) {
+      log().warn("dropping a packet for rank {} delivered to rank {}", destination, node_.identity().rank);
       return;
     }
     if (observer_) observer_->on_downstream(stream, core::decode_packet(packet));
@@ -291,7 +296,7 @@ void StreamService::deliver_down(wire::DataPacket::Reader packet) {
   }
   // A point-to-point packet on no stream this node has (a back-end's send_to on
   // stream 0, "no stream"): routed on towards its destination, with no filter.
-  if (destination && streams_.count(stream) == 0) return route_point_to_point(packet);
+  if (streams_.count(stream) == 0) return route_point_to_point(packet);
   forward_down(stream, core::decode_packet(packet), destination);
 }
 
@@ -331,18 +336,16 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
   if (destination) {
     d.setPointToPoint(true);
     d.setDestination(*destination);
-    auto via = node_.route_to(*destination);
-    if (!via || !node_.children()[*via].link) {
-      report_stream_error(id, "no route to back-end " +
-                                  std::to_string(*destination));
+    auto via = live_route(*destination);
+    if (!via) {
+      report_stream_error(id, "no route to back-end " + std::to_string(*destination));
       return;
     }
     node_.send_to_child(*via, message);
     return;
   }
   if (const auto& fault = node_.plan().fault; node_.is_root() && fault.enabled && fault.broadcast_log_bytes != 0) {
-    down_log_.set_bound(fault.broadcast_log_bytes);
-    down_log_.add(id, seq, d.asReader());
+    down_log_.add(id, seq, d.asReader(), fault.broadcast_log_bytes);
   }
   for (std::size_t i : stream.members) node_.send_to_child(i, message);
 }
@@ -539,6 +542,12 @@ void StreamService::send_to_backend(Rank destination, StreamId stream, Packet pa
   d.setPointToPoint(true);
   d.setDestination(destination);
   route_point_to_point(d.asReader());
+}
+
+std::optional<std::size_t> StreamService::live_route(Rank backend) const {
+  auto via = node_.route_to(backend);
+  if (!via || !node_.children()[*via].link) return std::nullopt;
+  return via;
 }
 
 // Down towards `destination` if it is below this node, else up; the first node on the

@@ -133,6 +133,8 @@ class StreamService final : public core::Service {
   void drain_held(Stream& stream);
   void release_held();
   void skip_to(Stream& stream, DownSeq lost);
+  // The connected child through which back-end `backend` is reached, if any.
+  std::optional<std::size_t> live_route(Rank backend) const;
   // A back-end of the stream below this node (below child `child`, if given).
   std::optional<Rank> backend_below(const Stream& stream, std::optional<std::size_t> child) const;
   void arm_hold_timer();
@@ -182,7 +184,7 @@ class StreamService final : public core::Service {
   std::vector<StreamId> incomplete_;   // of the latest adoption
   std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
   Timer error_timer_;
-  DownLog down_log_{FaultToleranceOptions{}.broadcast_log_bytes};  // root, healing on: the broadcasts sent
+  DownLog down_log_;             // root, healing on: the broadcasts sent
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;

@@ -26,6 +26,15 @@ std::string seq_text(DownSeq seq) {
   return generation == 0 ? count : std::to_string(generation) + ":" + count;
 }
 
+// A Replay of `stream` for `target`, routed towards back-end `via`.
+wire::streams::Replay::Builder init_replay(core::Outgoing& message, StreamId stream, Rank target, Rank via) {
+  auto r = message.init<wire::streams::Replay>();
+  r.setStreamId(stream);
+  r.setTarget(target);
+  r.setVia(via);
+  return r;
+}
+
 }  // namespace
 
 void StreamService::take_broadcast(StreamId id, DownSeq seq, Packet packet) {
@@ -113,10 +122,7 @@ void StreamService::skip_to(Stream& stream, DownSeq lost) {
     auto via = c.role == Role::backend ? std::optional<Rank>(c.rank) : backend_below(stream, child);
     if (!c.link || !via) continue;
     core::Outgoing message(node_.identity(), id(), Kind::REPLAY);
-    auto r = message.init<wire::streams::Replay>();
-    r.setStreamId(stream.spec.id);
-    r.setTarget(c.rank);
-    r.setVia(*via);
+    auto r = init_replay(message, stream.spec.id, c.rank, *via);
     r.setLostUpTo(lost);
     r.setReported(true);
     node_.send_to_child(child, message);
@@ -160,14 +166,11 @@ void StreamService::on_resume(wire::streams::Resume::Reader resume) {
   }
   const StreamId sid = resume.getStreamId();
   auto it = streams_.find(sid);
-  auto via = node_.route_to(resume.getVia());
-  if (it == streams_.end() || !via || !node_.children()[*via].link) return;
+  auto via = live_route(resume.getVia());
+  if (it == streams_.end() || !via) return;
   auto send = [&](DownSeq lost, DownSeq seq, const wire::DataPacket::Reader* packet) {
     core::Outgoing message(node_.identity(), id(), Kind::REPLAY);
-    auto r = message.init<wire::streams::Replay>();
-    r.setStreamId(sid);
-    r.setTarget(resume.getOrphan());
-    r.setVia(resume.getVia());
+    auto r = init_replay(message, sid, resume.getOrphan(), resume.getVia());
     r.setLostUpTo(lost);
     if (packet) {
       auto b = r.initBroadcast();
@@ -193,8 +196,8 @@ void StreamService::on_resume(wire::streams::Resume::Reader resume) {
 void StreamService::on_replay(wire::streams::Replay::Reader replay) {
   const Rank me = node_.identity().rank;
   if (replay.getTarget() != me) {
-    auto via = node_.route_to(replay.getVia());
-    if (!via || !node_.children()[*via].link) {
+    auto via = live_route(replay.getVia());
+    if (!via) {
       log().warn("stream {}: no route to {} for a broadcast sent again", replay.getStreamId(), replay.getTarget());
       return;
     }

@@ -189,9 +189,11 @@ class Recovery : public TreeTest {
   }
 
   // On a new concat stream (dont_wait), hangs commnode FE+1 of b:2x2x2, broadcasts
-  // kEcho {v} for each of `values`, kills FE+1 (the broadcasts die in its socket)
-  // and waits for the recovery of its orphans FE+3 and FE+4.
-  std::optional<canopy::StreamId> broadcast_into_a_dying_commnode(const std::vector<std::int32_t>& values) {
+  // kEcho {v} for each of `values`, kills FE+1 (the broadcasts die in its socket),
+  // waits for the recovery of its orphans FE+3 and FE+4, then broadcasts kEcho
+  // {after}.
+  std::optional<canopy::StreamId> broadcast_into_a_dying_commnode(const std::vector<std::int32_t>& values,
+                                                                  std::int32_t after) {
     auto stream = network_->create_stream({.upstream_filter = "concat", .sync = canopy::SyncMode::dont_wait});
     EXPECT_TRUE(stream) << stream.error();
     const pid_t hung = pid_of(FE + 1);
@@ -206,6 +208,7 @@ class Recovery : public TreeTest {
     kill(hung, SIGKILL);
     // concat is not state recoverable: the recoveries name the stream as incomplete.
     expect_recovered({FE + 3, FE + 4}, 1, 30s, false);
+    if (!network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{after}}})) return {};
     return *stream;
   }
 
@@ -291,9 +294,7 @@ TEST_F(Recovery, LeafCommnodeKilledItsBackendsAreAdopted) {
 // "Broadcasts across a failure"). The orphans are commnodes, which pass them on.
 TEST_F(Recovery, BroadcastsAFailedCommnodeHadNotPassedOnReachItsOrphansOnceAndInOrder) {
   ASSERT_TRUE(launch("b:2x2x2"));
-  auto stream = broadcast_into_a_dying_commnode({1, 2});
-  ASSERT_TRUE(stream);
-  ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{3}}}));
+  ASSERT_TRUE(broadcast_into_a_dying_commnode({1, 2}, 3));
   const auto seen = collect_echoes(3);
   for (Rank b : backends_) {
     EXPECT_EQ(seen.echoes.at(b), (std::vector<std::int32_t>{1, 2, 3})) << "back-end " << b;
@@ -307,9 +308,8 @@ TEST_F(Recovery, BroadcastsAFailedCommnodeHadNotPassedOnReachItsOrphansOnceAndIn
 TEST_F(Recovery, BroadcastsTheFrontEndNoLongerKeepsAreReportedLostOnTheStream) {
   fault_.broadcast_log_bytes = 0;
   ASSERT_TRUE(launch("b:2x2x2"));
-  auto stream = broadcast_into_a_dying_commnode({1, 2});
+  auto stream = broadcast_into_a_dying_commnode({1, 2}, 3);
   ASSERT_TRUE(stream);
-  ASSERT_TRUE(network_->broadcast(*stream, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{3}}}));
   const auto seen = collect_echoes(1);
   for (Rank b : backends_) {
     const auto expected = b < 4 ? std::vector<std::int32_t>{3} : std::vector<std::int32_t>{1, 2, 3};

@@ -14,12 +14,13 @@ using canopy::services::DownSeq;
 
 namespace {
 
-void add(DownLog& log, canopy::StreamId stream, DownSeq seq, std::size_t bytes = 8) {
+void add(DownLog& log, canopy::StreamId stream, DownSeq seq, std::size_t bytes = 8,
+         std::size_t bound = std::size_t{64} << 20) {
   capnp::MallocMessageBuilder b;
   auto d = b.initRoot<canopy::wire::DataPacket>();
   d.setStreamId(stream);
   d.initValues(1)[0].initBytes(bytes);
-  log.add(stream, seq, d.asReader());
+  log.add(stream, seq, d.asReader(), bound);
 }
 
 std::vector<DownSeq> replayed(const DownLog& log, canopy::StreamId stream, DownSeq after) {
@@ -34,7 +35,7 @@ std::vector<DownSeq> replayed(const DownLog& log, canopy::StreamId stream, DownS
 }  // namespace
 
 TEST(DownLog, SendsAgainWhatCameAfterTheOrphansLastOfItsStreamOnly) {
-  DownLog log(64 << 20);
+  DownLog log;
   for (DownSeq s = 1; s <= 5; ++s) add(log, 1, s);
   add(log, 2, 1);
   EXPECT_EQ(replayed(log, 1, 3), (std::vector<DownSeq>{4, 5}));
@@ -46,8 +47,8 @@ TEST(DownLog, SendsAgainWhatCameAfterTheOrphansLastOfItsStreamOnly) {
 }
 
 TEST(DownLog, PastItsBoundTheOldestGoWhateverTheirStreamAndAreReportedLost) {
-  DownLog log(10 * 1024);
-  for (DownSeq s = 1; s <= 20; ++s) add(log, s % 2 ? 1 : 2, (s + 1) / 2, 1000);
+  DownLog log;
+  for (DownSeq s = 1; s <= 20; ++s) add(log, s % 2 ? 1 : 2, (s + 1) / 2, 1000, 10 * 1024);
   EXPECT_LE(log.bytes(), 10u * 1024);
   EXPECT_LT(log.size(), 20u);
   const auto kept = replayed(log, 1, 0);
@@ -58,7 +59,7 @@ TEST(DownLog, PastItsBoundTheOldestGoWhateverTheirStreamAndAreReportedLost) {
 }
 
 TEST(DownLog, AnOrphanOfAnEarlierRootMissedNothingThisOneCanName) {
-  DownLog log(64 << 20);
+  DownLog log;
   const DownSeq g1 = down_start(1);
   add(log, 1, g1 + 1);
   add(log, 1, g1 + 2);
