@@ -52,6 +52,7 @@ struct Options {
   int throughput_reps = 3;
   int waves_small = 20000;  // trees of up to 100 processes
   int waves_large = 5000;   // larger trees (b:16^2)
+  bool instantiate_only = false;  // no raw TCP, round trips or throughput
 };
 
 // A failure: reported on stderr by main(), which then exits with status 1. Thrown
@@ -211,6 +212,10 @@ bool check_nothing_left() {
 int run(const Options& o) {
   std::printf("benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
   std::fflush(stdout);
+  if (o.instantiate_only) {
+    for (const auto& spec : o.topologies) instantiate(o, spec);
+    return 0;
+  }
   double raw_1b = raw_tcp(o, 1);
   raw_tcp(o, 1024);
   for (const auto& spec : o.topologies) {
@@ -227,11 +232,13 @@ int run(const Options& o) {
 int usage() {
   std::fprintf(stderr,
                "usage: canopy-bench [--quick] [--samples N] [--instantiations N] [--topologies SPEC,SPEC,...]\n"
+               "                    [--instantiate-only]\n"
                "  --quick        smoke run: 3 instantiations, 300 round trips, few waves\n"
                "  --samples N    round trips measured per topology and payload (default 2000)\n"
                "  --instantiations N  launches timed per topology (default 5; 1: only the\n"
                "                 process's first, cold, as an MRNet tool's one CreateNetworkFE)\n"
                "  --topologies   default b:4,b:2^2,b:4^2,b:16^2\n"
+               "  --instantiate-only  time the launches alone (for profiling them)\n"
                "prints CSV: benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
   return 2;
 }
@@ -267,6 +274,8 @@ int main(int argc, char** argv) {
         if (!t.empty()) o.topologies.push_back(t);
       }
       if (o.topologies.empty()) return usage();
+    } else if (a == "--instantiate-only") {
+      o.instantiate_only = true;
     } else if (a == "-h" || a == "--help") {
       usage();
       return 0;

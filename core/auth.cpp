@@ -7,31 +7,26 @@
 #include <cstring>
 #include <vector>
 
+// Of libsodium, only HMAC-SHA-256 and crypto_verify_32: functions of their arguments
+// alone, with one implementation each, chosen when libsodium was compiled. So no
+// sodium_init(): its work is for the rest of the library (choosing among the
+// implementations of other primitives by the CPU's features, seeding its random
+// generator), and its CPUIDs are a trap to the hypervisor each on a virtual machine,
+// a fortieth of a back-end's start-up CPU (docs/benchmarks.md, "A back-end's
+// start"). Random bytes come from the kernel (transport/random.h), as libsodium's
+// would.
 #include <sodium.h>
+
+#include "transport/random.h"
 
 namespace canopy::core {
 
 namespace {
 
-// libsodium's own set-up, once per process (thread-safe, idempotent).
-void initialise() {
-  static const bool ready = [] {
-    if (sodium_init() < 0) {
-      // Without it there is no random source: every secret and nonce would be
-      // guessable. Refuse to go on.
-      std::fputs("canopy: libsodium cannot start (no random source?)\n", stderr);
-      std::abort();
-    }
-    return true;
-  }();
-  (void)ready;
-}
-
 template <std::size_t N>
 std::array<std::uint8_t, N> random_bytes() {
-  initialise();
   std::array<std::uint8_t, N> out;
-  randombytes_buf(out.data(), out.size());  // the kernel's getrandom()
+  transport::random_fill(out.data(), out.size());  // the kernel's getrandom()
   return out;
 }
 
@@ -51,7 +46,6 @@ class Transcript {
   }
   Proof sign(const Secret& secret) const {
     static_assert(kProofBytes == crypto_auth_hmacsha256_BYTES && kSecretBytes == crypto_auth_hmacsha256_KEYBYTES);
-    initialise();
     Proof proof{};
     crypto_auth_hmacsha256(proof.data(), out_.data(), out_.size(), secret.data());
     return proof;

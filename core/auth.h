@@ -45,9 +45,8 @@ using Proof = std::array<std::uint8_t, kProofBytes>;
 inline constexpr const char* kEnvSecret = "CANOPY_SECRET";                  // 64 hex digits
 inline constexpr const char* kEnvSecretOnStdin = "CANOPY_SECRET_ON_STDIN";  // "1": one hex line on stdin
 
-// From the operating system's random source (libsodium's randombytes_buf, which is
-// getrandom()); aborts the process if it has none, as nothing here could be
-// trusted without one.
+// From the operating system's random source (getrandom()); aborts the process if it
+// has none, as nothing here could be trusted without one.
 Secret new_secret();
 Nonce new_nonce();
 

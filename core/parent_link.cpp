@@ -1,9 +1,9 @@
 #include "core/parent_link.h"
 
 #include "core/log.h"
+#include "transport/random.h"
 
 #include <charconv>
-#include <random>
 #include <sstream>
 
 namespace canopy::core {
@@ -18,7 +18,7 @@ transport::StripedOptions striped_options(const LinkSettings& links) {
   options.reliable = links.reliable;
   options.corrupt_fraction = links.corrupt_fraction;
   // Every process of a tree corrupts differently.
-  options.fault_seed = std::random_device{}();
+  options.fault_seed = transport::random_u64();
   options.log = logger();  // the process's log, also when taken before init_logging()
   return options;
 }

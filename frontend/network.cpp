@@ -11,7 +11,6 @@
 #include <fstream>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -22,6 +21,7 @@
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
+#include "transport/random.h"
 #include "transport/tcp_link.h"
 
 namespace canopy {
@@ -116,8 +116,7 @@ struct Network::Impl final : core::Node::Observer,
     if (given) {
       identity = *given;
     } else {
-      std::random_device random;
-      identity.network_id = (std::uint64_t(random()) << 32) | random();
+      identity.network_id = transport::random_u64();
       identity.secret = core::new_secret();
       identity.rank = options.topology.root().rank;
     }

@@ -1,9 +1,8 @@
 #include "services/recovery.h"
 
-#include <random>
-
 #include "core/auth.h"
 #include "core/log.h"
+#include "transport/random.h"
 #include "transport/tcp_link.h"
 
 namespace canopy::services {
@@ -63,9 +62,8 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     promotion_.reset();
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
-    std::uniform_int_distribution<std::int64_t> spread(0, kStandbyFirst.count());
-    std::random_device random;
-    const auto first = kStandbyFirst + std::chrono::milliseconds(spread(random));
+    const auto spread = static_cast<std::int64_t>(transport::random_u64() % (kStandbyFirst.count() + 1));
+    const auto first = kStandbyFirst + std::chrono::milliseconds(spread);
     standby_not_before_ = NodeClock::now() + first;
     check_standby_after(first);
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||

@@ -7,6 +7,16 @@
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #define CANOPY_HAVE_SSE42_PATH 1
+// glibc (2.33 and later) says what the CPU has from what its loader found at start.
+// __builtin_cpu_supports would link libgcc's own probe, which runs in every process
+// before main() and asks the CPU again (a dozen CPUIDs, each a trap to the
+// hypervisor on a virtual machine; docs/benchmarks.md, "A back-end's start").
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#define CANOPY_CPU_HAS_SSE42() CPU_FEATURE_ACTIVE(SSE4_2)
+#else
+#define CANOPY_CPU_HAS_SSE42() (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"))
+#endif
 #endif
 
 namespace canopy::transport {
@@ -212,10 +222,7 @@ std::optional<ChecksumKind> parse_checksum_kind(std::string_view name) {
 
 bool crc32c_hardware_available() {
 #ifdef CANOPY_HAVE_SSE42_PATH
-  static const bool available = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2") != 0;
-  }();
+  static const bool available = CANOPY_CPU_HAS_SSE42() != 0;
   return available;
 #else
   return false;

@@ -1,9 +1,9 @@
 #include "transport/stripe_wire.h"
 
 #include <algorithm>
-#include <random>
-
 #include <cstring>
+
+#include "transport/random.h"
 
 namespace canopy::transport {
 
@@ -148,12 +148,8 @@ bool tags_equal(const PathTag& a, const PathTag& b) {
 }
 
 std::array<std::byte, kPathNonceBytes> new_path_nonce() {
-  std::random_device random;  // getrandom() on Linux
   std::array<std::byte, kPathNonceBytes> nonce;
-  for (std::size_t i = 0; i < nonce.size(); i += 4) {
-    const std::uint32_t r = random();
-    std::memcpy(nonce.data() + i, &r, 4);
-  }
+  random_fill(nonce.data(), nonce.size());
   return nonce;
 }
 

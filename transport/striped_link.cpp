@@ -1,4 +1,5 @@
 #include "transport/striped_link.h"
+#include "transport/random.h"
 #include "transport/striped_link_detail.h"
 
 #include <netinet/in.h>
@@ -34,9 +35,8 @@ std::string endpoint_text(const tcp::endpoint& ep) {
 }
 
 std::uint64_t random_link_id() {
-  std::random_device device;
   std::uint64_t id = 0;
-  while (id == 0) id = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  while (id == 0) id = random_u64();
   return id;
 }
 
