@@ -205,13 +205,48 @@ void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::o
   up_handshakes_[&link] = UpHandshake{.acceptor = acceptor, .hello = std::move(message)};
 }
 
-void Node::send_topology(Link& link, bool update) {
+void Node::send_topology(Link& link) {
   Message message(id_);
   auto t = message.body().initTopology();
   encode_topology(*topology_, t);
   encode_plan(plan_, t);
-  t.setIsUpdate(update);
   link.send(message.builder());
+}
+
+void Node::send_endpoints(const std::vector<std::pair<Rank, std::uint16_t>>& endpoints) {
+  if (std::none_of(children_.begin(), children_.end(), [](const Child& c) { return c.link != nullptr; })) return;
+  Message message(id_);
+  auto e = message.body().initEndpoints();
+  auto ranks = e.initRanks(static_cast<unsigned>(endpoints.size()));
+  auto ports = e.initPorts(static_cast<unsigned>(endpoints.size()));
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    ranks.set(static_cast<unsigned>(i), endpoints[i].first);
+    ports.set(static_cast<unsigned>(i), endpoints[i].second);
+  }
+  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
+  for (auto& child : children_) {
+    if (child.link) child.link->send(message.builder());
+  }
+}
+
+void Node::on_endpoints(wire::Endpoints::Reader in) {
+  auto ranks = in.getRanks();
+  auto ports = in.getPorts();
+  if (!topology_ || ranks.size() != ports.size()) {
+    log().warn("ignoring endpoints from the parent: {}", topology_ ? "lists of different lengths" : "no topology yet");
+    return;
+  }
+  std::vector<std::pair<Rank, std::uint16_t>> endpoints;
+  endpoints.reserve(ranks.size());
+  for (unsigned i = 0; i < ranks.size(); ++i) {
+    if (!topology_->set_port(ranks[i], ports[i])) {
+      log().warn("ignoring the endpoint of rank {} from the parent: not in the topology", ranks[i]);
+      continue;
+    }
+    endpoints.emplace_back(ranks[i], ports[i]);
+  }
+  send_endpoints(endpoints);
+  log().debug("{} listening endpoints learnt", endpoints.size());
 }
 
 bool Node::links_idle() const {
@@ -239,15 +274,6 @@ void Node::on_topology(wire::Topology::Reader t) {
   if (!topology) {
     log().error("parent sent an invalid topology: {}", topology.error());
     return begin_stop("invalid topology from parent");
-  }
-  if (t.getIsUpdate()) {
-    // Endpoints only: the live tree keeps the reports applied so far.
-    topology_ = std::move(*topology);
-    for (auto& child : children_) {
-      if (child.link) send_topology(*child.link, true);
-    }
-    log().debug("topology updated with listening endpoints");
-    return;
   }
   if (topology_) {
     log().warn("ignoring a second topology from the parent");
@@ -287,18 +313,11 @@ void Node::subtree_up() {
 }
 
 void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
-  std::vector<canopy::Node> nodes = topology_->nodes();
-  for (auto& n : nodes) {
-    if (auto it = endpoints.find(n.rank); it != endpoints.end()) n.port = it->second;
+  std::vector<std::pair<Rank, std::uint16_t>> known;
+  for (const auto& [rank, port] : endpoints) {
+    if (topology_->set_port(rank, port)) known.emplace_back(rank, port);
   }
-  if (auto updated = Topology::make(std::move(nodes), topology_->hosts()); updated) {
-    (void)updated->set_links(topology_->links());  // already checked
-    topology_ = std::move(*updated);
-  }
-  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
-  for (auto& child : children_) {
-    if (child.link) send_topology(*child.link, true);
-  }
+  send_endpoints(known);
 }
 
 // ---- the parent ----
@@ -381,6 +400,8 @@ void Node::on_parent_message(capnp::MessageReader& message) {
   switch (body.which()) {
     case Body::TOPOLOGY:
       return on_topology(body.getTopology());
+    case Body::ENDPOINTS:
+      return on_endpoints(body.getEndpoints());
     case Body::SHUTDOWN: {
       // The reason comes down from the front-end through every level: said once.
       const std::string reason = body.getShutdown().getReason();

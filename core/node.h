@@ -293,9 +293,13 @@ class Node {
   void on_reattach_message(const transport::Link* link, capnp::MessageReader& message);
   void reattach_failed(const std::string& why);
   void on_standby_message(const transport::Link* link, wire::Message::Reader message);
-  void send_topology(transport::Link& link, bool update);
+  void send_topology(transport::Link& link);
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
+  // Ports learnt after the topology: set in topology_ and sent on to the children as
+  // one Endpoints message (protocol version 6).
+  void on_endpoints(wire::Endpoints::Reader endpoints);
+  void send_endpoints(const std::vector<std::pair<Rank, std::uint16_t>>& endpoints);
 
   void attach_parent(std::shared_ptr<transport::Link> link);
   void on_parent_message(capnp::MessageReader& message);

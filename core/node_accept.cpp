@@ -220,7 +220,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
 
   take_link(*index, link);
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
-  send_topology(*link, false);
+  send_topology(*link);
   send_live_tree(*link);  // a back-end attaching late must not start from the launch shape
   emit(events::ChildConnected{*index, child.rank});
 }
@@ -536,7 +536,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
                   "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
                       std::to_string(incarnation));
   on_adoption_report(child.rank, id_.rank, incarnation, link.get());
-  send_topology(*link, false);
+  send_topology(*link);
   send_live_tree(*link);  // with the report above: the new process learns its incarnation
   emit(events::ChildConnected{index, child.rank, true});
 }

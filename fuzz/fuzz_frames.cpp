@@ -37,6 +37,12 @@ void walk(wire::Message::Reader m) {
       (void)core::decode_plan(t);
       break;
     }
+    case Body::ENDPOINTS: {
+      auto e = body.getEndpoints();
+      for (auto r : e.getRanks()) (void)r;
+      for (auto p : e.getPorts()) (void)p;
+      break;
+    }
     case Body::FAILURE_REPORT: (void)body.getFailureReport().getReason().size(); break;
     case Body::ADOPTION_REPORTS:
       for (auto a : body.getAdoptionReports()) (void)(a.getOrphan() + a.getAdopter() + a.getIncarnation());

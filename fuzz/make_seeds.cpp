@@ -72,6 +72,17 @@ int main(int argc, char** argv) {
     plan.backend_argv = {"/usr/bin/canopy-demo-backend", "--flag"};
     core::encode_plan(plan, t);
   }
+  capnp::MallocMessageBuilder endpoints;  // ports learnt after the topology
+  {
+    auto m = endpoints.initRoot<wire::Message>();
+    auto e = m.getBody().initEndpoints();
+    auto ranks = e.initRanks(2);
+    auto ports = e.initPorts(2);
+    ranks.set(0, 0);
+    ports.set(0, 40001);
+    ranks.set(1, 1000001);
+    ports.set(1, 40002);
+  }
   capnp::MallocMessageBuilder data;
   {
     auto m = data.initRoot<wire::Message>();
@@ -109,11 +120,11 @@ int main(int argc, char** argv) {
     s.getBody().initAs<wire::gossip::Table>().setEntries(capnp::Data::Reader(bytes.data(), bytes.size()));
   }
   write_frames(dir / "frames" / "hello", {&hello}, 63);
-  write_frames(dir / "frames" / "topology", {&topology}, 7);
+  write_frames(dir / "frames" / "topology", {&topology, &endpoints}, 7);
   write_frames(dir / "frames" / "data", {&data}, 0);
   write_frames(dir / "frames" / "table", {&table}, 15);
   write_frames(dir / "frames" / "replay", {&replay}, 5);
-  write_frames(dir / "frames" / "all", {&hello, &topology, &data, &replay, &table}, 31);
+  write_frames(dir / "frames" / "all", {&hello, &topology, &endpoints, &data, &replay, &table}, 31);
 
   // Stripe: a path hello, then fragments (kind, then seq u16, length u8, flag, bytes).
   std::byte path_hello[transport::kPathHelloBytes];

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 5;
+const protocolVersion :UInt32 = 6;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -24,6 +24,8 @@ const protocolVersion :UInt32 = 5;
 # 5: broadcasts are numbered on their stream (streams.capnp, Broadcast), and an
 #    adopted orphan gets again those its failed parent had not passed on (Resume
 #    and Replay).
+# 6: ports learnt after the topology go down as Endpoints, not as a second whole
+#    Topology.
 
 enum Role {
   frontend @0;
@@ -60,6 +62,7 @@ struct Message {
     challenge @12 :Challenge;
     helloProof @13 :HelloProof;
     adoptionReports @14 :List(AdoptionReport);
+    endpoints @15 :Endpoints;
     # Adoption reports flooded down the tree, several in one message: a node sends
     # its children the reports it learnt in a short window (core/node.h,
     # kNewsWindow) together, so that a storm of adoptions wakes each process a few
@@ -137,7 +140,8 @@ struct Topology {
   hosts @1 :List(Host);
   startupTimeoutMs @2 :UInt32;  # how long a parent waits for its children
   launcher @3 :Text;            # launcher template for other hosts, e.g. "ssh {host} {command}"
-  isUpdate @4 :Bool;            # true: endpoints changed only; do not launch again
+  obsoleteIsUpdate @4 :Bool;    # unused since version 6: an update of endpoints is an
+                                # Endpoints message, not a whole Topology again
   commnodeExe @5 :Text;         # program that runs a commnode on every host
   backendArgv @6 :List(Text);   # back-end program and its arguments
   attachMode @7 :Bool;          # true: back-ends are started by others and attach
@@ -187,6 +191,18 @@ struct Topology {
     address @1 :Text;
     nics @2 :List(Text);        # numeric NIC addresses; empty: `address` alone
   }
+}
+
+struct Endpoints {
+  # Parent -> child, after the Topology: the listening ports of processes that became
+  # known later (every commnode's, once all of them listen at launch; a re-attached
+  # front-end's). The receiver sets them in its topology and passes the message on
+  # to its children. Two lists of the same length, rank by rank. Before version 6 a
+  # whole Topology went down again for this: 273 nodes decoded by every process of
+  # b:16^2 for 17 ports.
+
+  ranks @0 :List(UInt32);
+  ports @1 :List(UInt16);
 }
 
 struct DataPacket {

@@ -338,6 +338,13 @@ std::vector<std::string> Topology::nics_of(std::string_view host) const {
   return {address_of(host)};
 }
 
+bool Topology::set_port(Rank rank, std::uint16_t port) {
+  auto it = index_.find(rank);
+  if (it == index_.end()) return false;
+  nodes_[it->second].port = port;
+  return true;
+}
+
 Result<void> Topology::set_links(LinkSettings links) {
   if (!(links.corrupt_fraction >= 0.0 && links.corrupt_fraction < 1.0)) {
     return Error{"the fraction of fragments to corrupt must be at least 0 and below 1, not " +

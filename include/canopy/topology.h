@@ -108,6 +108,9 @@ class Topology {
   void set_gossip(std::optional<GossipOptions> gossip) { gossip_ = gossip; }
   // Checked: a corrupt fraction in [0, 1).
   Result<void> set_links(LinkSettings links);
+  // The port the process of `rank` listens on, once known (ports are learnt after
+  // launch); false, changing nothing, if no node has that rank.
+  bool set_port(Rank rank, std::uint16_t port);
   // Plain or striped: the link between a child and its parent (the child's own
   // choice, else the tree's), or, with no edge between them (an orphan and its
   // adopter), the tree's. `automatic` resolves by the two hosts' NIC counts.
