@@ -209,6 +209,18 @@ TEST(TopologyParse, BalancedTreeMatchesItsGeneratedTwin) {
   expect_same(*parsed, *generated);
 }
 
+// Ports learnt after launch (the Endpoints message) are set in place, node by node.
+TEST(TopologyParse, SetPortChangesOneNodesPortAndRefusesAnUnknownRank) {
+  auto t = canopy::generate_topology("b:2^2");
+  ASSERT_TRUE(t) << t.error();
+  const Rank commnode = t->root().children.front();
+  EXPECT_TRUE(t->set_port(commnode, 40123));
+  EXPECT_EQ(t->at(commnode).port, 40123);
+  EXPECT_EQ(t->root().port, 0);
+  EXPECT_FALSE(t->set_port(999999, 1));
+  EXPECT_EQ(t->size(), 7u);
+}
+
 TEST(TopologyParse, NodesComeRootFirstThenBreadthFirstInListedChildOrder) {
   auto t = parse(kUneven);
   ASSERT_TRUE(t) << t.error();
