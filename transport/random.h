@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace canopy::transport {
 
@@ -25,6 +27,8 @@ inline void random_fill(void* out, std::size_t size) {
     const ssize_t got = getrandom(at, size, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
+      std::fprintf(stderr, "canopy: no random source (getrandom: %s); a secret or nonce would be guessable\n",
+                   std::strerror(errno));
       std::abort();
     }
     at += got;

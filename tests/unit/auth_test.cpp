@@ -8,6 +8,7 @@
 #include <capnp/message.h>
 
 #include "core/auth.h"
+#include "transport/random.h"
 #include "core/process.h"
 
 namespace {
@@ -198,3 +199,14 @@ TEST(ChildProcessInput, TheChildReadsExactlyTheGivenInput) {
 }
 
 }  // namespace
+
+// Secrets and nonces come from the kernel (transport/random.h), not libsodium's
+// generator: two draws differ, and none is left zero.
+TEST(Auth, SecretsAndNoncesAreFreshRandomBytes) {
+  const Secret a = new_secret();
+  const Secret b = new_secret();
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, Secret{});
+  EXPECT_NE(new_nonce(), new_nonce());
+  EXPECT_NE(canopy::transport::random_u64(), canopy::transport::random_u64());
+}
