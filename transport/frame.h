@@ -13,7 +13,10 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace canopy::transport {
@@ -28,7 +31,33 @@ struct alignas(8) Word {
   std::uint64_t bits;
 };
 static_assert(sizeof(Word) == sizeof(capnp::word));
-using FrameBuffer = std::vector<Word>;
+
+// An allocator whose containers grow without zeroing what they add: resize() leaves
+// new words as they are, as `new Word[n]` would. Every word of a frame buffer is
+// written before it is read (a frame is copied in whole; a receive buffer is read
+// into up to where the socket filled it), so zeroing was work and, worse, touched
+// every page: each link's 64 KiB receive buffer was 16 pages of memory faulted in
+// and kept, where the socket fills one or two (docs/benchmarks.md, "A back-end's
+// start").
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* at) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(at)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* at, Args&&... args) {
+    ::new (static_cast<void*>(at)) U(std::forward<Args>(args)...);
+  }
+};
+using FrameBuffer = std::vector<Word, UninitializedAllocator<Word>>;
 
 inline const capnp::word* as_capnp(const Word* w) { return reinterpret_cast<const capnp::word*>(w); }
 
