@@ -11,7 +11,9 @@
 // __builtin_cpu_supports would link libgcc's own probe, which runs in every process
 // before main() and asks the CPU again (a dozen CPUIDs, each a trap to the
 // hypervisor on a virtual machine; docs/benchmarks.md, "A back-end's start").
-#if __has_include(<sys/platform/x86.h>)
+// glibc's header is C (`_Bool`), which GCC's C++ accepts and clang's does not: a
+// clang build (the fuzzers) asks the compiler's runtime instead.
+#if __has_include(<sys/platform/x86.h>) && !defined(__clang__)
 #include <sys/platform/x86.h>
 #define CANOPY_CPU_HAS_SSE42() CPU_FEATURE_ACTIVE(SSE4_2)
 #else
