@@ -205,50 +205,6 @@ void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::o
   up_handshakes_[&link] = UpHandshake{.acceptor = acceptor, .hello = std::move(message)};
 }
 
-void Node::send_topology(Link& link) {
-  Message message(id_);
-  auto t = message.body().initTopology();
-  encode_topology(*topology_, t);
-  encode_plan(plan_, t);
-  link.send(message.builder());
-}
-
-void Node::send_endpoints(const std::vector<std::pair<Rank, std::uint16_t>>& endpoints) {
-  if (std::none_of(children_.begin(), children_.end(), [](const Child& c) { return c.link != nullptr; })) return;
-  Message message(id_);
-  auto e = message.body().initEndpoints();
-  auto ranks = e.initRanks(static_cast<unsigned>(endpoints.size()));
-  auto ports = e.initPorts(static_cast<unsigned>(endpoints.size()));
-  for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    ranks.set(static_cast<unsigned>(i), endpoints[i].first);
-    ports.set(static_cast<unsigned>(i), endpoints[i].second);
-  }
-  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
-  for (auto& child : children_) {
-    if (child.link) child.link->send(message.builder());
-  }
-}
-
-void Node::on_endpoints(wire::Endpoints::Reader in) {
-  auto ranks = in.getRanks();
-  auto ports = in.getPorts();
-  if (!topology_ || ranks.size() != ports.size()) {
-    log().warn("ignoring endpoints from the parent: {}", topology_ ? "lists of different lengths" : "no topology yet");
-    return;
-  }
-  std::vector<std::pair<Rank, std::uint16_t>> endpoints;
-  endpoints.reserve(ranks.size());
-  for (unsigned i = 0; i < ranks.size(); ++i) {
-    if (!topology_->set_port(ranks[i], ports[i])) {
-      log().warn("ignoring the endpoint of rank {} from the parent: not in the topology", ranks[i]);
-      continue;
-    }
-    endpoints.emplace_back(ranks[i], ports[i]);
-  }
-  send_endpoints(endpoints);
-  log().debug("{} listening endpoints learnt", endpoints.size());
-}
-
 bool Node::links_idle() const {
   if (parent_ && parent_->queued_bytes() > 0) return false;
   return std::all_of(children_.begin(), children_.end(),
@@ -259,40 +215,6 @@ std::string Node::describe(Rank rank) const {
   const canopy::Node* n = topology_ ? topology_->find(rank) : nullptr;
   if (!n) return "node " + std::to_string(rank);
   return role_name(n->role) + " " + std::to_string(rank) + " on " + n->host;
-}
-
-void Node::adopt_topology(Topology topology) {
-  topology_ = std::move(topology);
-  tree_.emplace(*topology_, id_.rank);
-  for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
-  log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
-             tree_->routes());
-}
-
-void Node::on_topology(wire::Topology::Reader t) {
-  auto topology = decode_topology(t);
-  if (!topology) {
-    log().error("parent sent an invalid topology: {}", topology.error());
-    return begin_stop("invalid topology from parent");
-  }
-  if (topology_) {
-    log().warn("ignoring a second topology from the parent");
-    return;
-  }
-  if (!topology->find(id_.rank)) {
-    log().error("parent's topology does not contain this node's rank {}", id_.rank);
-    return begin_stop("rank not in topology");
-  }
-  plan_ = decode_plan(t);
-  adopt_topology(std::move(*topology));
-  if (!children_.empty()) {
-    if (auto r = listen(); !r) {
-      log().error("{}", r.error());
-      emit(events::Started{r.error()});
-      return begin_stop(r.error());
-    }
-  }
-  emit(events::Started{});
 }
 
 void Node::attach_process(std::size_t index, std::unique_ptr<ChildProcess> process) {
@@ -310,14 +232,6 @@ void Node::give_up_child(std::size_t index, std::string_view why) {
 
 void Node::subtree_up() {
   if (phase() == Phase::launching) set_phase(Running{}, "subtree up");
-}
-
-void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
-  std::vector<std::pair<Rank, std::uint16_t>> known;
-  for (const auto& [rank, port] : endpoints) {
-    if (topology_->set_port(rank, port)) known.emplace_back(rank, port);
-  }
-  send_endpoints(known);
 }
 
 // ---- the parent ----

@@ -175,8 +175,10 @@ class Node {
   void give_up_child(std::size_t child, std::string_view why);
   // Launch service: the subtree is up; launching -> running.
   void subtree_up();
-  // Launch service, at the root: the listening ports of the tree's commnodes are
-  // known; every process gets them (an orphan needs them to reach an adopter).
+  // Launch service, at the root (and on_endpoints below it): the listening ports of
+  // the tree's commnodes are known; set in the topology and sent to every child as
+  // one Endpoints message, so that every process gets them (an orphan needs them to
+  // reach an adopter).
   void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints);
 
   // Recovery service, while orphaned: asks the process at the other end of `link`
@@ -296,10 +298,9 @@ class Node {
   void send_topology(transport::Link& link);
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
-  // Ports learnt after the topology: set in topology_ and sent on to the children as
-  // one Endpoints message (protocol version 6).
+  // Ports learnt after the topology, from the parent: set and sent on to the children
+  // as publish_endpoints() does (protocol version 6).
   void on_endpoints(wire::Endpoints::Reader endpoints);
-  void send_endpoints(const std::vector<std::pair<Rank, std::uint16_t>>& endpoints);
 
   void attach_parent(std::shared_ptr<transport::Link> link);
   void on_parent_message(capnp::MessageReader& message);
