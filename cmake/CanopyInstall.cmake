@@ -99,6 +99,7 @@ install(FILES
   ${PROJECT_BINARY_DIR}/CanopyConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/CanopyFilter.cmake
   ${CMAKE_CURRENT_LIST_DIR}/CanopyLean.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/backend_hot_functions.ld
   ${CMAKE_CURRENT_LIST_DIR}/lean_log.cpp
   DESTINATION ${canopy_package_dir})
 

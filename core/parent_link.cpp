@@ -1,6 +1,7 @@
 #include "core/parent_link.h"
 
 #include "core/log.h"
+#include "topology/decimal.h"
 #include "transport/random.h"
 
 #include <charconv>
@@ -24,10 +25,9 @@ transport::StripedOptions striped_options(const LinkSettings& links) {
 }
 
 std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths) {
-  char corrupt[32];
-  auto end = std::to_chars(corrupt, corrupt + sizeof corrupt, links.corrupt_fraction).ptr;  // shortest exact
   std::string text = "checksum=" + std::string(to_string(links.checksum)) + " reliable=" +
-                     (links.reliable ? "1" : "0") + " corrupt=" + std::string(corrupt, end) + " paths=";
+                     (links.reliable ? "1" : "0") + " corrupt=" + canopy::topology::format_double(links.corrupt_fraction) +
+                     " paths=";
   for (std::size_t i = 0; i < paths.size(); ++i) {
     text += (i ? "," : "") + paths[i].local_address + ">" + paths[i].remote_address;
   }
@@ -73,11 +73,9 @@ Result<ParentLink> parent_link_from(const char* parent, const char* parent_link)
     } else if (key == "reliable" && (value == "0" || value == "1")) {
       settings.reliable = value == "1";
     } else if (key == "corrupt") {
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), settings.corrupt_fraction);
-      if (ec != std::errc() || end != value.data() + value.size() || !(settings.corrupt_fraction >= 0) ||
-          settings.corrupt_fraction >= 1) {
-        return bad("corrupt must be a fraction in [0, 1)");
-      }
+      const auto fraction = canopy::topology::parse_double(value);
+      if (!fraction || !(*fraction >= 0) || *fraction >= 1) return bad("corrupt must be a fraction in [0, 1)");
+      settings.corrupt_fraction = *fraction;
     } else if (key == "paths") {
       std::istringstream list(value);
       std::string pair;

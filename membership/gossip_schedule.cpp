@@ -1,7 +1,6 @@
 #include "membership/gossip_schedule.h"
 
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 namespace canopy::membership {
@@ -67,8 +66,14 @@ std::uint32_t cleanup_rounds(GossipSchedule schedule, std::uint32_t n) {
   const std::uint32_t log = ceil_log2(n);
   switch (schedule) {
     case GossipSchedule::rr: {
-      const double rho = (std::sqrt(1.0 + 8.0 * n) - 1.0) / 2.0;
-      return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::ceil(rho - 1e-9)));
+      // The ceiling of ρ with ρ(ρ+1)/2 = n: the least integer r with r(r+1)/2 >= n,
+      // found in integers (exact, and no libm in a lean back-end: cmake/CanopyLean.cmake).
+      std::uint64_t lo = 0, hi = 1u << 17;  // hi(hi+1)/2 > 2^32 > n
+      while (lo < hi) {
+        const std::uint64_t mid = (lo + hi) / 2;
+        if (mid * (mid + 1) / 2 >= n) hi = mid; else lo = mid + 1;
+      }
+      return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(lo));
     }
     case GossipSchedule::dbrr: return std::max<std::uint32_t>(1, 3 * log);
     case GossipSchedule::off:

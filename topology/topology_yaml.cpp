@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "canopy/topology.h"
+#include "decimal.h"
 #include "tree_shape.h"
 
 namespace canopy {
@@ -232,10 +233,9 @@ class Parser {
     }
     if (auto it = f.find("reliable"); it != f.end()) links.reliable = read_bool(it->second, "'reliable'");
     if (auto it = f.find("corrupt"); it != f.end()) {
-      double fraction = -1;
-      const std::string text = it->second.IsScalar() ? it->second.Scalar() : "";
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fraction);
-      if (ec != std::errc() || end != text.data() + text.size() || !(fraction >= 0 && fraction < 1)) {
+      const auto read = canopy::topology::parse_double(it->second.IsScalar() ? it->second.Scalar() : "");
+      const double fraction = read.value_or(-1);
+      if (!(fraction >= 0 && fraction < 1)) {
         fail(it->second, "'corrupt' must be a fraction at least 0 and below 1, not " + describe(it->second));
       }
       links.corrupt_fraction = fraction;
@@ -385,11 +385,9 @@ std::string to_yaml(const Topology& topology) {
   }
   const LinkSettings& links = topology.links();
   if (links != LinkSettings{}) {
-    char corrupt[32];
-    *std::to_chars(corrupt, corrupt + sizeof corrupt - 1, links.corrupt_fraction).ptr = '\0';  // shortest exact
     out += "links: {default: " + std::string(to_string(links.kind)) + ", checksum: " +
            std::string(to_string(links.checksum)) + ", reliable: " + (links.reliable ? "true" : "false") +
-           ", corrupt: " + corrupt + "}\n";
+           ", corrupt: " + canopy::topology::format_double(links.corrupt_fraction) + "}\n";
   }
   if (const auto& gossip = topology.gossip()) {
     out += "gossip: {schedule: " + std::string(to_string(gossip->schedule)) +

@@ -36,8 +36,12 @@ Backoff RoundTripEstimator::retransmit(Backoff configured) const {
   if (srtt_) {
     // Rounded up to the millisecond, but not for a rounding error of the sum (0.1 +
     // 4 · 0.05 is 0.30000000000000004 s: 300 ms, not 301).
-    const double ms = (*srtt_ + 4 * rttvar_) * 1000;
-    auto rto = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(ms - 1e-6)));
+    // (The ceiling by hand: std::ceil is a call into libm, which a lean back-end
+    // does not load; cmake/CanopyLean.cmake.)
+    const double ms = (*srtt_ + 4 * rttvar_) * 1000 - 1e-6;
+    auto whole = static_cast<std::int64_t>(ms);  // toward zero: the ceiling if negative
+    if (static_cast<double>(whole) < ms) ++whole;
+    const auto rto = std::chrono::milliseconds(whole);
     configured.initial = std::min(configured.max, std::max(configured.initial, rto));
   }
   return configured;

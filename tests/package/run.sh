@@ -96,6 +96,16 @@ grep -q "^CANOPY_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" && lean=0
 if [ "$lean" = 1 ]; then
   step "package_backend, a lean back-end, needs libc and libm only" \
     "$source_dir/tests/lean_backend.sh" "$work/package/package_backend"
+  # With the installed layout of the functions a back-end runs, where the tool's
+  # toolchain takes it (cmake/CanopyLean.cmake): Canopy's functions, not the tool's
+  # own (compiled as the tool compiles them, its main() stays where it is).
+  if grep -q "^CANOPY_LEAN_HOT_LAYOUT:INTERNAL=1" "$work/package/CMakeCache.txt"; then
+    step "package_backend's Canopy code is laid out as the installed backend_hot_functions.ld says" \
+      "$source_dir/tests/lean_layout.sh" --only 6canopy "$work/package/package_backend" \
+      "$prefix/lib/cmake/Canopy/backend_hot_functions.ld"
+  else
+    echo "== (the tool's linker takes no layout script: not checked)"
+  fi
 else
   echo "== (a sanitized build: no back-end is lean)"
 fi

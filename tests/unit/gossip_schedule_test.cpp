@@ -156,6 +156,10 @@ TEST(GossipSchedule, RoundRobinCleanupIsTheCeilingOfRhoWithRhoTimesRhoPlusOneOve
   EXPECT_EQ(cleanup_rounds(GossipSchedule::rr, 55), 10u);
   EXPECT_EQ(cleanup_rounds(GossipSchedule::rr, 56), 11u);
   EXPECT_EQ(cleanup_rounds(GossipSchedule::rr, 5050), 100u);
+  // The extremes, computed in integers: 1 → 1; 2^32 - 1 → 92682 (92681 · 92682 / 2 is
+  // 4,294,930,221, one short of 92682's 4,295,022,903).
+  EXPECT_EQ(cleanup_rounds(GossipSchedule::rr, 1), 1u);
+  EXPECT_EQ(cleanup_rounds(GossipSchedule::rr, 4294967295u), 92682u);
 }
 
 TEST(GossipSchedule, RandomNeverTargetsItselfAndReachesEveryOtherMember) {

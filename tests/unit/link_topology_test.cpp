@@ -10,6 +10,7 @@
 #include "canopy/topology.h"
 #include "core/codec.h"
 #include "core/node.h"
+#include "topology/decimal.h"
 
 using canopy::LinkChecksum;
 using canopy::LinkKind;
@@ -191,6 +192,29 @@ TEST(ParentLink, MalformedValuesAreRefusedNamingTheVariable) {
   EXPECT_TRUE(Contains(error("1.2.3.4:5", "paths=a>b corrupt=2"), "corrupt must be a fraction"));
   EXPECT_TRUE(Contains(error("1.2.3.4:5", "paths=a>b checksum=md5"), "unknown checksum 'md5'"));
   EXPECT_TRUE(Contains(error("1.2.3.4:5", "paths=a>b reliable"), "'reliable' is not key=value"));
+  EXPECT_TRUE(Contains(error("1.2.3.4:5", "paths=a>b corrupt=0x0.1p0"), "corrupt must be a fraction"));
+  EXPECT_TRUE(Contains(error("1.2.3.4:5", "paths=a>b corrupt=nan"), "corrupt must be a fraction"));
+}
+
+// The corrupt fraction goes from parent to child as decimal text, written and read
+// without std::to_chars and std::from_chars (topology/decimal.h): exactly, in the
+// shortest form, and as std::from_chars would take it.
+TEST(Decimal, EveryFractionReadsBackExactlyFromItsShortestText) {
+  using canopy::topology::format_double;
+  using canopy::topology::parse_double;
+  EXPECT_EQ(format_double(0.05), "0.05");
+  EXPECT_EQ(format_double(1e-05), "1e-05");
+  EXPECT_EQ(format_double(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(format_double(0), "0");
+  for (double x : {0.125, 0.1, 1.0 / 3, 0.999999999999, 5e-324, 0.30000000000000004, 2.5e-8}) {
+    EXPECT_EQ(parse_double(format_double(x)), x) << format_double(x);
+  }
+  EXPECT_EQ(parse_double("0.5"), 0.5);
+  EXPECT_EQ(parse_double("-1.5e3"), -1500.0);
+  EXPECT_EQ(parse_double(".5"), 0.5);
+  for (const char* refused : {"", " 0.5", "0.5 ", "+0.5", "0x1p-1", "inf", "nan", "0.5x", "e5", "0,5", "1e"}) {
+    EXPECT_FALSE(parse_double(refused)) << '"' << refused << '"';
+  }
 }
 
 }  // namespace

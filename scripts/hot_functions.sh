@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Writes cmake/backend_hot_functions.ld, a linker script: the functions a Canopy
+# back-end runs, in launched and attach mode (docs/benchmarks.md, "A back-end's
+# resident memory"), put together in one output section before the rest of the
+# code. canopy_lean_program (cmake/CanopyLean.cmake) links with it, so that a running
+# back-end maps a few hundred kilobytes of its code instead of nearly all of it.
+#
+#   scripts/hot_functions.sh [BUILD_DIR]   (default build/; built if needed)
+#
+# How: the demo back-end runs under valgrind's callgrind, which records every
+# function executed: two launched back-ends of b:1x2 (a wrapper given as the tree's
+# --backend runs them under valgrind) with the demo workload, then two attached ones
+# with the union workload. Every function of the program that any of them
+# ran, by its linker (mangled) name, in ascending order so that the file's diffs
+# read well. Run it again after a change to the back-end's code path; a stale list
+# only costs memory (a pattern that matches nothing is no error).
+# Takes about a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=cmake/backend_hot_functions.ld
+command -v valgrind >/dev/null || { echo "hot_functions: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+[ -x "$build/bin/canopy" ] && [ -x "$build/bin/canopy-demo-backend" ] ||
+  cmake --build "$build" -j2 --target canopy canopy-demo-backend
+bin=$(cd "$build/bin" && pwd)
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+cat > "$work/backend" <<EOF
+#!/bin/sh
+exec valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.%p" "$bin/canopy-demo-backend" "\$@"
+EOF
+chmod +x "$work/backend"
+
+# Under valgrind a back-end runs some fifty times slower: heartbeats get a long
+# --lost, so that no back-end is declared failed.
+slow=(--heartbeat 2000 --suspect 30000 --lost 60000)
+setsid "$bin/canopy" run --tree b:1x2 --waves 100 --interval 20 "${slow[@]}" \
+  --backend "$work/backend" > "$work/run-launched.log" 2>&1 &
+pids+=("$!")
+wait "$!" || { echo "hot_functions: the launched run failed:" >&2; cat "$work/run-launched.log" >&2; exit 1; }
+setsid "$bin/canopy" run --tree b:1x2 --attach "$work/tree.attach" --workload union --duration 8 --rate 100 \
+  "${slow[@]}" > "$work/run-attach.log" 2>&1 &
+run=$!
+pids+=("$run")
+for _ in $(seq 100); do [ -f "$work/tree.attach" ] && break; sleep 0.1; done
+for rank in 0 1; do
+  setsid valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.attach.$rank" \
+    "$bin/canopy-demo-backend" --attach "$work/tree.attach" "$rank" > "$work/attach-$rank.log" 2>&1 &
+  pids+=("$!")
+done
+wait "$run" || { echo "hot_functions: the attached run failed:" >&2; cat "$work/run-attach.log" >&2; exit 1; }
+wait
+
+ls "$work"/cg.* > /dev/null 2>&1 || { echo "hot_functions: callgrind wrote nothing" >&2; exit 1; }
+# Callgrind names objects and functions once, "(id) name", then by "(id)" alone;
+# cfn= lines name called functions, which ran too, in the object of the cob= line
+# just before, or else in the caller's. Symbols callgrind could not name
+# (hexadecimal addresses, "(below main)"), its suffixes for recursion ("'2"),
+# names a linker script cannot hold and functions the program does not define go.
+awk -v program="$bin/canopy-demo-backend" '
+  FNR == 1 { delete ob; delete fn; cur = ""; called = "" }
+  match($0, /^c?ob=\([0-9]+\)/) {
+    id = substr($0, index($0, "(") + 1, index($0, ")") - index($0, "(") - 1)
+    rest = substr($0, RLENGTH + 2)
+    if (rest != "") ob[id] = rest
+    if ($0 ~ /^ob=/) cur = called = ob[id]; else called = ob[id]
+    next
+  }
+  match($0, /^c?fn=\([0-9]+\)/) {
+    id = substr($0, index($0, "(") + 1, index($0, ")") - index($0, "(") - 1)
+    rest = substr($0, RLENGTH + 2)
+    if (rest != "") fn[id] = rest
+    where = ($0 ~ /^fn=/) ? cur : called
+    called = cur
+    name = fn[id]
+    sub(/'\''[0-9]+$/, "", name)
+    # Valgrind names the object "???" for code it places in no mapped file, as it
+    # does for this very layout; the names are checked against the program below.
+    if ((where == program || where == "???") && name ~ /^[A-Za-z_][A-Za-z0-9_.$]*$/) print name
+  }' "$work"/cg.* | LC_ALL=C sort -u > "$work/ran.txt"
+nm --defined-only "$bin/canopy-demo-backend" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | LC_ALL=C sort -u > "$work/functions.txt"
+LC_ALL=C comm -12 "$work/ran.txt" "$work/functions.txt" > "$work/hot.txt"
+n=$(wc -l < "$work/hot.txt")
+[ "$n" -gt 100 ] || { echo "hot_functions: only $n functions found" >&2; exit 1; }
+
+# Each function is then found in the program's inputs, with the section it is in:
+# Canopy's code is compiled with -ffunction-sections (a function NAME in section
+# .text.NAME, or, for a constructor's or destructor's alias, in its twin's), and so
+# is most of libstdc++'s; Debian's other static archives are partly not, and a
+# function there is in its object's .text, which goes as a whole, named by archive
+# and member.
+grep -q -- '-ffunction-sections' "$build/CMakeCache.txt" ||
+  grep -q '^CANOPY_LEAN_BACKENDS:BOOL=ON' "$build/CMakeCache.txt" ||
+  { echo "hot_functions: $build is not a lean build (CANOPY_LEAN_BACKENDS)" >&2; exit 1; }
+cxx=${CXX:-c++}
+inputs=(/usr/lib/x86_64-linux-gnu/{libcapnp,libkj,libsodium,libyaml-cpp}.a
+  "$("$cxx" -print-file-name=libstdc++.a)" "$("$cxx" -print-file-name=libgcc.a)"
+  "$("$cxx" -print-file-name=libgcc_eh.a)")
+mapfile -t own < <(find "$build" -name 'libcanopy_*.a' -o -path '*canopy-demo-backend.dir/*.o' -o -path '*canopy_lean_log.dir/*.o')
+inputs+=("${own[@]}")
+for f in "${inputs[@]}"; do
+  [ -f "$f" ] || { echo "hot_functions: no $f" >&2; exit 1; }
+  # objdump -t: "ADDRESS FLAGS SECTION<tab>SIZE [.hidden] NAME", after a line
+  # "MEMBER:     file format ..." for each object.
+  objdump -t "$f" 2>/dev/null | awk -v lib="$(basename "$f")" -v archive="$([[ $f == *.a ]] && echo 1 || echo 0)" '
+    /: +file format / { member = $1; sub(/:$/, "", member); next }
+    /\t/ {
+      split($0, part, "\t"); n = split(part[1], head, " "); section = head[n]
+      if (part[1] !~ / F /) next
+      m = split(part[2], tail, " "); name = tail[m]
+      if (section !~ /^\.text/) next
+      where = archive ? "*" lib ":" member : "*" lib
+      print name, where, section
+    }'
+done | LC_ALL=C sort -k1,1 > "$work/defined.txt"
+# One input-section pattern per hot function (several if it has several homes);
+# a function found nowhere keeps the pattern its name would have.
+LC_ALL=C join -a 1 "$work/hot.txt" "$work/defined.txt" | awk '
+  NF == 1 { print "    *(.text." $1 " .text.startup." $1 ")"; next }
+  $3 == ".text" || $3 == ".text.startup" || $3 == ".text.hot" { print "    " $2 "(" $3 ")"; next }
+  $3 ~ /^\.text\.unlikely/ { next }
+  { print "    *(" $3 ")" }' | awk '!seen[$0]++' > "$work/patterns.txt"
+{
+  echo "/* The functions a Canopy back-end runs, laid out together at the start of its"
+  echo "   code (cmake/CanopyLean.cmake; docs/benchmarks.md, \"A back-end's resident"
+  echo "   memory\"): $n functions, in $(wc -l < "$work/patterns.txt") input sections. Written by"
+  echo "   scripts/hot_functions.sh. */"
+  echo "SECTIONS"
+  echo "{"
+  echo "  .text.canopy_hot :"
+  echo "  {"
+  cat "$work/patterns.txt"
+  echo "  }"
+  echo "}"
+  echo "INSERT BEFORE .text;"
+} > "$out"
+echo "wrote $out: $n functions, $(wc -l < "$work/patterns.txt") input sections"
