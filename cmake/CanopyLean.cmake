@@ -91,6 +91,10 @@ function(canopy_lean_program target)
     # but not linked to its shared library; made once, by the first lean program.
     add_library(canopy_lean_log OBJECT ${_canopy_lean_log_source})
     target_compile_features(canopy_lean_log PRIVATE cxx_std_20)
+    # Optimised whatever the tool's build type: unoptimised, fmt's formatting of
+    # floating-point numbers calls ceil() from libm, which the back-end would load
+    # for it alone.
+    target_compile_options(canopy_lean_log PRIVATE -O2)
     target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
     target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
   endif()

@@ -7,12 +7,13 @@
 #
 #   scripts/hot_functions.sh [BUILD_DIR]   (default build/; built if needed)
 #
-# How: the demo back-end runs under valgrind's callgrind, which records every
-# function executed: two launched back-ends of b:1x2 (a wrapper given as the tree's
-# --backend runs them under valgrind) with the demo workload, then two attached ones
-# with the union workload. Every function of the program that any of them
-# ran, by its linker (mangled) name, in ascending order so that the file's diffs
-# read well. Run it again after a change to the back-end's code path; a stale list
+# How: back-ends run under valgrind's callgrind, which records every function
+# executed: two launched demo back-ends of b:1x2 (a wrapper given as the tree's
+# --backend runs them under valgrind) with the demo workload, two attached ones with
+# the union workload, and two lean MRNet back-ends (canopy-mrnet-bench-be-lean, on
+# the static MRNet layer) answering canopy-mrnet-bench's round trips and waves. Every
+# function of those programs that any of them ran, by its linker (mangled) name, in
+# ascending order so that the file's diffs read well. Run it again after a change to the back-end's code path; a stale list
 # only costs memory (a pattern that matches nothing is no error).
 # Takes about a minute.
 set -euo pipefail
@@ -20,8 +21,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 out=cmake/backend_hot_functions.ld
 command -v valgrind >/dev/null || { echo "hot_functions: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
-[ -x "$build/bin/canopy" ] && [ -x "$build/bin/canopy-demo-backend" ] ||
-  cmake --build "$build" -j2 --target canopy canopy-demo-backend
+[ -x "$build/bin/canopy" ] && [ -x "$build/bin/canopy-demo-backend" ] &&
+  [ -x "$build/bin/canopy-mrnet-bench" ] && [ -x "$build/bin/canopy-mrnet-bench-be-lean" ] ||
+  cmake --build "$build" -j2 --target canopy canopy-demo-backend canopy-mrnet-bench canopy-mrnet-bench-be-lean
 bin=$(cd "$build/bin" && pwd)
 work=$(mktemp -d)
 pids=()
@@ -29,9 +31,13 @@ trap 'for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done; r
 
 cat > "$work/backend" <<EOF
 #!/bin/sh
-exec valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.%p" "$bin/canopy-demo-backend" "\$@"
+exec valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.demo.%p" "$bin/canopy-demo-backend" "\$@"
 EOF
-chmod +x "$work/backend"
+cat > "$work/mrnet-backend" <<EOF
+#!/bin/sh
+exec valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.mrnet.%p" "$bin/canopy-mrnet-bench-be-lean" "\$@"
+EOF
+chmod +x "$work/backend" "$work/mrnet-backend"
 
 # Under valgrind a back-end runs some fifty times slower: heartbeats get a long
 # --lost, so that no back-end is declared failed.
@@ -46,12 +52,19 @@ run=$!
 pids+=("$run")
 for _ in $(seq 100); do [ -f "$work/tree.attach" ] && break; sleep 0.1; done
 for rank in 0 1; do
-  setsid valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.attach.$rank" \
+  setsid valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.demo.attach.$rank" \
     "$bin/canopy-demo-backend" --attach "$work/tree.attach" "$rank" > "$work/attach-$rank.log" 2>&1 &
   pids+=("$!")
 done
 wait "$run" || { echo "hot_functions: the attached run failed:" >&2; cat "$work/run-attach.log" >&2; exit 1; }
 wait
+# MRNet's topology format: a commnode and two back-ends.
+printf 'localhost:0 => localhost:1 ;\nlocalhost:1 => localhost:2 localhost:3 ;\n' > "$work/mrnet.top"
+CANOPY_MRNET_FILTERS=$(cd "$build/lib" && pwd)/canopy_mrnet_filters.so \
+  setsid "$bin/canopy-mrnet-bench" --samples 50 --warmup 5 --waves 100 --throughput-reps 1 --timeout 120 \
+  "$work/mrnet.top" "$work/mrnet-backend" > "$work/run-mrnet.log" 2>&1 &
+pids+=("$!")
+wait "$!" || { echo "hot_functions: the MRNet run failed:" >&2; cat "$work/run-mrnet.log" >&2; exit 1; }
 
 ls "$work"/cg.* > /dev/null 2>&1 || { echo "hot_functions: callgrind wrote nothing" >&2; exit 1; }
 # Callgrind names objects and functions once, "(id) name", then by "(id)" alone;
@@ -59,7 +72,11 @@ ls "$work"/cg.* > /dev/null 2>&1 || { echo "hot_functions: callgrind wrote nothi
 # just before, or else in the caller's. Symbols callgrind could not name
 # (hexadecimal addresses, "(below main)"), its suffixes for recursion ("'2"),
 # names a linker script cannot hold and functions the program does not define go.
-awk -v program="$bin/canopy-demo-backend" '
+# ran PROGRAM CALLGRIND_FILES...: the functions of PROGRAM that ran.
+ran() {
+  local program=$1
+  shift
+  awk -v program="$program" '
   FNR == 1 { delete ob; delete fn; cur = ""; called = "" }
   match($0, /^c?ob=\([0-9]+\)/) {
     id = substr($0, index($0, "(") + 1, index($0, ")") - index($0, "(") - 1)
@@ -79,9 +96,14 @@ awk -v program="$bin/canopy-demo-backend" '
     # Valgrind names the object "???" for code it places in no mapped file, as it
     # does for this very layout; the names are checked against the program below.
     if ((where == program || where == "???") && name ~ /^[A-Za-z_][A-Za-z0-9_.$]*$/) print name
-  }' "$work"/cg.* | LC_ALL=C sort -u > "$work/ran.txt"
-nm --defined-only "$bin/canopy-demo-backend" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | LC_ALL=C sort -u > "$work/functions.txt"
-LC_ALL=C comm -12 "$work/ran.txt" "$work/functions.txt" > "$work/hot.txt"
+  }' "$@" | LC_ALL=C sort -u > "$work/ran.txt"
+  nm --defined-only "$program" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | LC_ALL=C sort -u > "$work/functions.txt"
+  LC_ALL=C comm -12 "$work/ran.txt" "$work/functions.txt"
+}
+{
+  ran "$bin/canopy-demo-backend" "$work"/cg.demo.*
+  ran "$bin/canopy-mrnet-bench-be-lean" "$work"/cg.mrnet.*
+} | LC_ALL=C sort -u > "$work/hot.txt"
 n=$(wc -l < "$work/hot.txt")
 [ "$n" -gt 100 ] || { echo "hot_functions: only $n functions found" >&2; exit 1; }
 
@@ -98,7 +120,8 @@ cxx=${CXX:-c++}
 inputs=(/usr/lib/x86_64-linux-gnu/{libcapnp,libkj,libsodium,libyaml-cpp}.a
   "$("$cxx" -print-file-name=libstdc++.a)" "$("$cxx" -print-file-name=libgcc.a)"
   "$("$cxx" -print-file-name=libgcc_eh.a)")
-mapfile -t own < <(find "$build" -name 'libcanopy_*.a' -o -path '*canopy-demo-backend.dir/*.o' -o -path '*canopy_lean_log.dir/*.o')
+mapfile -t own < <(find "$build" -name 'libcanopy_*.a' -o -path '*canopy-demo-backend.dir/*.o' -o -path '*canopy_lean_log.dir/*.o' \
+  -o -path '*canopy-mrnet-bench-be-lean.dir/*.o')
 inputs+=("${own[@]}")
 for f in "${inputs[@]}"; do
   [ -f "$f" ] || { echo "hot_functions: no $f" >&2; exit 1; }

@@ -89,13 +89,14 @@ for project in package examples; do
 done
 
 # package_backend is linked with canopy_lean_program (docs/packaging.md): it needs
-# libc and libm only, unless the installed libraries are sanitized (then
-# canopy_lean_program changes nothing). So does mrnet_be_lean, below.
+# libc only (neither it nor Canopy calls into libm), unless the installed libraries
+# are sanitized (then canopy_lean_program changes nothing). So does mrnet_be_lean,
+# below.
 lean=1
 grep -q "^CANOPY_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" && lean=0
 if [ "$lean" = 1 ]; then
-  step "package_backend, a lean back-end, needs libc and libm only" \
-    "$source_dir/tests/lean_backend.sh" "$work/package/package_backend"
+  step "package_backend, a lean back-end, needs libc only" \
+    "$source_dir/tests/lean_backend.sh" --libc-only "$work/package/package_backend"
   # With the installed layout of the functions a back-end runs, where the tool's
   # toolchain takes it (cmake/CanopyLean.cmake): Canopy's functions, not the tool's
   # own (compiled as the tool compiles them, its main() stays where it is).
@@ -160,8 +161,14 @@ step "build the MRNet-style programs with make and pkg-config" \
   make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
 # The lean MRNet back-end (CMake only); it runs below like the others.
 if [ "$lean" = 1 ]; then
-  step "mrnet_be_lean, a lean MRNet back-end, needs libc and libm only" \
-    "$source_dir/tests/lean_backend.sh" "$work/mrnet-cmake/mrnet_be_lean"
+  step "mrnet_be_lean, a lean MRNet back-end, needs libc only" \
+    "$source_dir/tests/lean_backend.sh" --libc-only "$work/mrnet-cmake/mrnet_be_lean"
+  # The MRNet layer's functions a back-end runs are in the layout too.
+  if grep -q "^CANOPY_LEAN_HOT_LAYOUT:INTERNAL=1" "$work/mrnet-cmake/CMakeCache.txt"; then
+    step "mrnet_be_lean's Canopy and MRNet-layer code is laid out as the installed backend_hot_functions.ld says" \
+      "$source_dir/tests/lean_layout.sh" --only '6canopy|3MRN' "$work/mrnet-cmake/mrnet_be_lean" \
+      "$prefix/lib/cmake/Canopy/backend_hot_functions.ld"
+  fi
 fi
 for kind in cmake make; do
   backends="mrnet_be int_add_backend_lightweight"
