@@ -10,6 +10,7 @@
 #   tests/lean_layout.sh [--packed] [--only REGEX] PROGRAM SCRIPT
 # Used by the ctest test LeanBackend.HotFunctionsLieTogether and by the package test.
 set -euo pipefail
+export LC_ALL=C  # join and sort in one collation
 packed=0 only=""
 while [ $# -gt 2 ]; do
   case $1 in
