@@ -13,9 +13,10 @@
 # the union workload, and two lean MRNet back-ends (canopy-mrnet-bench-be-lean, on
 # the static MRNet layer) answering canopy-mrnet-bench's round trips and waves. Every
 # function of those programs that any of them ran, by its linker (mangled) name, in
-# ascending order so that the file's diffs read well. Run it again after a change to the back-end's code path; a stale list
-# only costs memory (a pattern that matches nothing is no error).
-# Takes about a minute.
+# ascending order so that the file's diffs read well. Run it again after a change to
+# a back-end's code path (tests/lean_layout.sh checks the layout is applied); a
+# stale list only costs memory (a pattern that matches nothing is no error). Needs
+# valgrind and the bench targets; takes about 15 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
