@@ -107,7 +107,7 @@ function(canopy_lean_program target)
   # archives, taken whole, define every symbol the shared copies would.
   target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc "LINKER:--as-needed"
     "LINKER:--gc-sections" ${_canopy_lean_layout} "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
-  if(_canopy_lean_layout MATCHES "backend_hot_functions")
+  if(CANOPY_LEAN_HOT_LAYOUT)
     set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${_canopy_lean_hot_script}")
   endif()
 endfunction()

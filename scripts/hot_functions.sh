@@ -22,6 +22,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 out=cmake/backend_hot_functions.ld
 command -v valgrind >/dev/null || { echo "hot_functions: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+# Only a lean build compiles Canopy with -ffunction-sections (CMakeLists.txt).
+grep -q '^CANOPY_LEAN_BACKENDS:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null ||
+  { echo "hot_functions: $build is not a lean build (CANOPY_LEAN_BACKENDS)" >&2; exit 1; }
 [ -x "$build/bin/canopy" ] && [ -x "$build/bin/canopy-demo-backend" ] &&
   [ -x "$build/bin/canopy-mrnet-bench" ] && [ -x "$build/bin/canopy-mrnet-bench-be-lean" ] ||
   cmake --build "$build" -j2 --target canopy canopy-demo-backend canopy-mrnet-bench canopy-mrnet-bench-be-lean
@@ -114,9 +117,6 @@ n=$(wc -l < "$work/hot.txt")
 # is most of libstdc++'s; Debian's other static archives are partly not, and a
 # function there is in its object's .text, which goes as a whole, named by archive
 # and member.
-grep -q -- '-ffunction-sections' "$build/CMakeCache.txt" ||
-  grep -q '^CANOPY_LEAN_BACKENDS:BOOL=ON' "$build/CMakeCache.txt" ||
-  { echo "hot_functions: $build is not a lean build (CANOPY_LEAN_BACKENDS)" >&2; exit 1; }
 cxx=${CXX:-c++}
 inputs=(/usr/lib/x86_64-linux-gnu/{libcapnp,libkj,libsodium,libyaml-cpp}.a
   "$("$cxx" -print-file-name=libstdc++.a)" "$("$cxx" -print-file-name=libgcc.a)"
