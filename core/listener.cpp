@@ -1,9 +1,51 @@
 #include "core/listener.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "core/log.h"
 #include "transport/tcp_link.h"
 
 namespace canopy::core {
+namespace {
+
+// The lowest descriptor a listening socket moves to: near the top of the range the
+// process may open (at most 4,064, so that the kernel's table of descriptors stays
+// small), or none when that range is small.
+int listener_descriptor_floor() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
+  const rlim_t cap = 4096;
+  const rlim_t top = files.rlim_cur == RLIM_INFINITY ? cap : std::min(files.rlim_cur, cap);
+  return top > 128 ? static_cast<int>(top - 32) : -1;
+}
+
+// When a process dies, Linux closes its sockets highest descriptor first. A listener
+// above every link therefore refuses connections before any child or peer reads its
+// link's end: an adopter's probe of a killed parent (core/node_accept.cpp) is
+// refused at once, instead of being accepted by a listener that closes last, tens of
+// milliseconds later when a hundred orphans wake on two cores (docs/fault-tolerance.md).
+// Best effort: the listener stays where it is if it cannot move.
+void move_high(asio::ip::tcp::acceptor& acceptor, const asio::ip::tcp& protocol) {
+  const int floor = listener_descriptor_floor();
+  const int fd = acceptor.native_handle();
+  if (floor < 0 || fd >= floor) return;
+  const int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (high < 0) return;
+  boost::system::error_code ec;
+  acceptor.release(ec);
+  if (ec) {
+    ::close(high);
+    return;
+  }
+  ::close(fd);
+  acceptor.assign(protocol, high, ec);
+}
+
+}  // namespace
 
 Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t port,
                             const transport::StripedOptions& striped, OnLink on_link) {
@@ -50,6 +92,7 @@ Result<void> Listener::bind_all(const std::vector<asio::ip::address>& addresses,
     if (!ec) acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) move_high(acceptor, endpoint.protocol());
     if (ec) {
       acceptors_.clear();
       return Error{"cannot listen on " + address.to_string() + ":" + std::to_string(port) + ": " + ec.message()};

@@ -61,7 +61,8 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_timer_(io) {}
+    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_timer_(io),
+      leaf_news_timer_(io) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
@@ -585,6 +586,7 @@ void Node::finish_child_loss(std::size_t index) {
 
 void Node::flood(Message& message, const Link* except) {
   send_news_down();  // what was learnt earlier goes first
+  send_leaf_news();
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   for (auto& child : children_) {
     if (child.link && child.link.get() != except) child.link->send(message.builder());
@@ -594,17 +596,28 @@ void Node::flood(Message& message, const Link* except) {
 void Node::send_news_down() {
   news_timer_.cancel();
   if (news_down_.empty()) return;
-  auto news = std::exchange(news_down_, {});
+  send_news(std::exchange(news_down_, {}), true, [](const NewsDown& n) { return !n.about_backend; });
+}
+
+void Node::send_leaf_news() {
+  leaf_news_timer_.cancel();
+  if (leaf_news_.empty()) return;
+  send_news(std::exchange(leaf_news_, {}), false, [](const NewsDown&) { return true; });
+}
+
+void Node::send_news(const std::vector<NewsDown>& news, bool to_commnodes, bool (*for_backends)(const NewsDown&)) {
   for (auto& child : children_) {
     if (!child.link) continue;
-    const auto count = std::count_if(news.begin(), news.end(), [&](const NewsDown& n) { return n.except != child.link.get(); });
+    const bool backend = child.role == Role::backend;
+    if (!backend && !to_commnodes) continue;
+    auto wanted = [&](const NewsDown& n) { return n.except != child.link.get() && (!backend || for_backends(n)); };
+    const auto count = std::count_if(news.begin(), news.end(), wanted);
     if (count == 0) continue;
     Message message(id_);
     auto list = message.body().initAdoptionReports(static_cast<unsigned>(count));
     unsigned i = 0;
     for (const auto& n : news) {
-      if (n.except == child.link.get()) continue;
-      set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
+      if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
     }
     child.link->send(message.builder());
   }
@@ -647,12 +660,22 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
     parent_->send(message.builder());
   }
   if (!children_.empty()) {
-    news_down_.push_back({orphan, adopter, incarnation, from});
+    const NewsDown news{orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend};
+    news_down_.push_back(news);
     if (news_down_.size() == 1) {
       news_timer_.expires_after(kNewsWindow);
       news_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) send_news_down();
       });
+    }
+    if (news.about_backend) {
+      leaf_news_.push_back(news);
+      if (leaf_news_.size() == 1) {
+        leaf_news_timer_.expires_after(kLeafNewsWindow);
+        leaf_news_timer_.async_wait([this](const boost::system::error_code& ec) {
+          if (!ec) send_leaf_news();
+        });
+      }
     }
   }
   emit(events::TreeChanged{events::TreeChanged::Kind::adoption, orphan, adopter, incarnation, {}});
@@ -712,7 +735,9 @@ void Node::begin_stop(const std::string& reason) {
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
   news_down_.clear();                      // the children are told to stop instead
+  leaf_news_.clear();
   news_timer_.cancel();
+  leaf_news_timer_.cancel();
   close_standby("stopping");
   for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->close("stopping");
   emit(events::Stopping{reason});

@@ -327,6 +327,7 @@ class Node {
   void send_live_tree(transport::Link& link);
   // Sends the children the adoption reports waiting in news_down_, one message each.
   void send_news_down();
+  void send_leaf_news();
 
   void begin_stop(const std::string& reason);
   void check_stopped();
@@ -359,6 +360,10 @@ class Node {
   };
   std::unordered_map<const transport::Link*, PendingHello> pending_hellos_;
   std::vector<HeldAdoption> held_adoptions_;
+  // Parents a probe found gone, and when: the requests of their orphans that come
+  // later are adopted without probing again, until the failure report arrives (the
+  // verdict is kept for `lost`, in case a rank comes back: a re-attached front-end).
+  std::unordered_map<Rank, NodeClock::time_point> parents_found_gone_;
   // Expires with the node: a probe's connect handler may run after it is gone.
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
   struct RefusalLog {
@@ -381,15 +386,28 @@ class Node {
   // delayed: adopters wait for it). Each report goes to every child but the link it
   // came from. 128 orphans adopted over 40 ms woke every process of the tree up to
   // 128 times; batched, a few times.
+  //
+  // A back-end's view needs the adoption of another back-end only to be complete:
+  // it adopts no one, and a back-end adopted elsewhere changes none of the commnodes
+  // it would ask to adopt it. Those reports go to back-end children in a batch of
+  // their own, kLeafNewsWindow after the first (or before the next failure report),
+  // so that in a storm of adoptions a back-end wakes for them once, after it.
   struct NewsDown {
     Rank orphan;
     Rank adopter;
     std::uint32_t incarnation;
     const transport::Link* except;
+    bool about_backend;  // goes to back-end children with leaf_news_ only
   };
   static constexpr std::chrono::milliseconds kNewsWindow{5};
+  static constexpr std::chrono::milliseconds kLeafNewsWindow{250};
   std::vector<NewsDown> news_down_;
+  std::vector<NewsDown> leaf_news_;  // adoptions of back-ends, for back-end children
   Timer news_timer_;
+  Timer leaf_news_timer_;
+  // `news`, but what came from a child's own link, in one message to each child: to
+  // commnodes if `to_commnodes`, and to back-ends what `for_backends` keeps.
+  void send_news(const std::vector<NewsDown>& news, bool to_commnodes, bool (*for_backends)(const NewsDown&));
   std::size_t news_received_ = 0;
   std::size_t parent_probes_ = 0;
   // The re-attach under way (Node::reattach): the link to the acceptor until the

@@ -430,6 +430,7 @@ void Node::probe_answered(const Link* orphan_link, ParentProbe result, const std
   if (!h || h->probe != ParentProbe::asking) return;
   if (h->probe_link) std::exchange(h->probe_link, nullptr)->detach();  // may be in its own handler
   const Rank parent = tree_->view().parent(h->request.orphan);
+  if (result == ParentProbe::gone) parents_found_gone_[parent] = NodeClock::now();
   std::vector<OrphanRequest> adopt;
   for (auto& held : held_adoptions_) {
     if (held.probe != ParentProbe::asking || tree_->view().parent(held.request.orphan) != parent) continue;
@@ -452,7 +453,9 @@ bool Node::orphan_may_be_adopted(Rank orphan) const {
   const TreeView& view = tree_->view();
   if (!view.contains(orphan)) return true;  // adopt_orphan refuses it with the reason
   const Rank parent = view.parent(orphan);
-  return !view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent);
+  if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
+  const auto gone = parents_found_gone_.find(parent);
+  return gone != parents_found_gone_.end() && NodeClock::now() - gone->second < plan_.fault.lost;
 }
 
 // After a failure report, when orphaned or when stopping: every held request that

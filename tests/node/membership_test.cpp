@@ -295,7 +295,8 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   EXPECT_EQ(tree.heard(3).views.front().joined, Ranks{3});
   // Every process's live tree has it back, under C2, at a new incarnation: soon
   // after the view, as adoption reports go down the tree in batches (core/node.h,
-  // kNewsWindow, at each level).
+  // kNewsWindow at each level; to back-ends, the adoption of a back-end in a batch
+  // of its own, kLeafNewsWindow).
   ASSERT_TRUE(tree.run_until(
       [&] {
         for (Rank r : survivors(tree)) {
@@ -303,7 +304,7 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
         }
         return true;
       },
-      100ms));
+      1s));
   for (Rank r : survivors(tree)) {
     const auto* live = tree.node(r).view();
     EXPECT_TRUE(live->alive(3)) << "at " << r;

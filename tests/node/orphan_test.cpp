@@ -180,6 +180,38 @@ TEST(Orphans, RequestsHeldForOneParentShareOneProbe) {
   tree.kill(FE + 3);
 }
 
+// A probe that found a parent gone holds for the requests that come after it
+// (core/node_accept.cpp): FE+1 is killed while the front-end is frozen, so no one
+// reports it. Back-end 0 asks FE+2, which probes FE+1, finds nothing there and adopts
+// it; back-end 1, frozen meanwhile, asks later and is adopted on that verdict, not
+// after a second probe (with a hundred orphans of one parent arriving over tens of
+// milliseconds, an adopter probed again for each batch).
+TEST(Orphans, AParentFoundGoneIsNotProbedAgain) {
+  FaultToleranceOptions fault;
+  fault.heartbeat = 100ms;
+  fault.suspect = 300ms;
+  fault.lost = 1000ms;
+  TreeHarness tree("b:2^2", fault);  // FE+1 (back-ends 0, 1), FE+2 (2, 3)
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(FE);
+  tree.freeze(1);
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) != nullptr; }, fault.lost / 2))
+      << "back-end 0 was not adopted";
+  ASSERT_EQ(own_recovery(tree, 0)->adopter, FE + 2);
+  EXPECT_EQ(tree.node(FE + 2).parent_probes(), 1u);
+  tree.thaw(1);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 1) != nullptr; }, fault.lost / 2))
+      << "back-end 1 was not adopted";
+  EXPECT_EQ(own_recovery(tree, 1)->adopter, FE + 2);
+  EXPECT_EQ(tree.node(FE + 2).parent_probes(), 1u) << "FE+2 probed FE+1 again for back-end 1";
+  for (const auto& change : tree.heard(FE + 2).tree_changes()) {
+    EXPECT_FALSE(change.kind == TreeChanged::Kind::failure && change.rank == FE + 1)
+        << "FE+1's failure reached FE+2: the test shows nothing";
+  }
+  tree.kill(FE);
+}
+
 // A zombie parent (issue 16, finding 2): FE+1 stalls (SIGSTOP, swapped out) long
 // enough for its back-ends to declare it lost, but wakes before its own parent
 // declares it (the front-end heard from it last: data went up until it stalled,
@@ -341,6 +373,38 @@ TEST(Orphans, AdoptionReportsReachTheRestOfTheTreeInBatches) {
   const std::size_t messages = tree.node(bystander).news_received() - before;
   EXPECT_LE(messages, 3u) << "the failure report and the 8 adoption reports came in " << messages
                           << " messages: they were not batched";
+}
+
+// The adoption of a back-end reaches back-ends in a batch of its own (core/node.h,
+// kLeafNewsWindow): in the storm after a commnode's death they are not woken for
+// the adoptions of its orphans, and they hear of all of them together afterwards.
+// Commnodes, which adopt and route, hear of them at once (kNewsWindow).
+TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
+  FaultToleranceOptions fault;
+  TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  ASSERT_TRUE(tree.launch());
+  const Rank bystander = 63;  // under FE+8
+  auto adoptions_heard = [&](Rank r) {
+    std::size_t n = 0;
+    for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
+    return n;
+  };
+  auto failure_heard = [&](Rank r) {
+    const auto changes = tree.heard(r).tree_changes();
+    return std::any_of(changes.begin(), changes.end(),
+                       [](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == FE + 1; });
+  };
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(FE + 8) == 8 && failure_heard(bystander); }, 10s))
+      << "FE+8 heard of " << adoptions_heard(FE + 8) << " of the 8 adoptions";
+  for (Rank orphan = 0; orphan < 8; ++orphan) ASSERT_TRUE(own_recovery(tree, orphan)) << orphan;
+  tree.run_for(50ms);  // ten of kNewsWindow, a fifth of kLeafNewsWindow (core/node.h)
+  const std::size_t during = adoptions_heard(bystander);
+  const std::size_t before = tree.node(bystander).news_received();
+  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(bystander) == 8; }, 10s))
+      << "the bystander heard of " << adoptions_heard(bystander) << " of the 8 adoptions";
+  EXPECT_LT(during, 8u) << "the bystander heard of every adoption during the storm";
+  EXPECT_LE(tree.node(bystander).news_received() - before, 1u) << "the rest came in more than one message";
 }
 
 // Standby links (FaultToleranceOptions::standby_links): once the tree runs, every

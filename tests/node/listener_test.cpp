@@ -1,0 +1,145 @@
+// A node's listening socket sits above its links (core/listener.cpp), so that
+// when the process is killed the kernel closes it first: a probe of a dead
+// parent is refused by the time any orphan has read its link's end
+// (docs/fault-tolerance.md).
+#include "core/listener.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+namespace canopy::testing {
+namespace {
+
+constexpr int kLinks = 64;
+
+// A socket connected to 127.0.0.1:`port`, or -1.
+int connect_to(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr *>(&to), sizeof to) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+// Every socket descriptor of this process that listens, and every other one.
+void sockets_of_this_process(std::vector<int> &listening, std::vector<int> &others) {
+  for (int fd = 0; fd < 8192; ++fd) {
+    int accepting = 0;
+    socklen_t size = sizeof accepting;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0) continue;  // not a socket
+    (accepting ? listening : others).push_back(fd);
+  }
+}
+
+TEST(Listener, ListensAboveEveryLinkOpenedAfterIt) {
+  boost::asio::io_context io;
+  core::Listener listener(io);
+  std::vector<std::shared_ptr<transport::Link>> links;
+  ASSERT_TRUE(listener.open({"127.0.0.1"}, 0, {}, [&](auto link) { links.push_back(std::move(link)); }));
+  std::vector<int> clients;
+  for (int i = 0; i < kLinks; ++i) {
+    const int fd = connect_to(listener.port());
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    clients.push_back(fd);
+    ASSERT_EQ(::send(fd, "canopy!!", 8, MSG_NOSIGNAL), 8);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (links.size() < kLinks && std::chrono::steady_clock::now() < deadline)
+    io.run_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(links.size(), static_cast<std::size_t>(kLinks));
+  std::vector<int> listening, others;
+  sockets_of_this_process(listening, others);
+  ASSERT_EQ(listening.size(), 1u);
+  ASSERT_GE(others.size(), 2u * kLinks);  // both ends of every link
+  for (int fd : others) EXPECT_LT(fd, listening.front()) << "a socket lies above the listener";
+  for (int fd : clients) ::close(fd);
+}
+
+// The effect, on a real process: killed with 64 links open, its port refuses a
+// connection by the time the first of them reads its end. A listener below its
+// links (as it was) is closed last, and accepts that connection.
+TEST(Listener, AKilledProcessRefusesConnectionsBeforeItsLinksEnd) {
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    boost::asio::io_context io;
+    core::Listener listener(io);
+    std::vector<std::shared_ptr<transport::Link>> links;
+    bool told = false;
+    if (!listener.open({"127.0.0.1"}, 0, {}, [&](auto link) {
+          links.push_back(std::move(link));
+          if (links.size() == kLinks && !told) {
+            told = true;
+            const char byte = 1;
+            (void)!::write(ready[1], &byte, 1);
+          }
+        })) {
+      ::_exit(1);
+    }
+    const std::uint16_t port = listener.port();
+    (void)!::write(ready[1], &port, sizeof port);
+    io.run_for(std::chrono::seconds(30));  // killed long before
+    ::_exit(2);
+  }
+  ::close(ready[1]);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{pid};
+  std::uint16_t port = 0;
+  ASSERT_EQ(::read(ready[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  std::vector<pollfd> clients;
+  for (int i = 0; i < kLinks; ++i) {
+    const int fd = connect_to(port);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::send(fd, "canopy!!", 8, MSG_NOSIGNAL), 8);
+    clients.push_back({fd, POLLIN, 0});
+  }
+  pollfd all_in{ready[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&all_in, 1, 10000), 1) << "the process did not take every link";
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_GT(::poll(clients.data(), clients.size(), 10000), 0) << "no link ended within 10 s";
+  const int probe = connect_to(port);
+  const int why = errno;
+  EXPECT_LT(probe, 0) << "a connection was accepted after a link of the killed "
+                         "process had ended";
+  if (probe < 0) {
+    EXPECT_EQ(why, ECONNREFUSED) << std::strerror(why);
+  } else {
+    ::close(probe);
+  }
+  for (auto &c : clients) ::close(c.fd);
+}
+
+}  // namespace
+}  // namespace canopy::testing
