@@ -512,6 +512,7 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   auto done = std::move(o.done);
   auto held = std::move(o.held);
   parent_ = std::move(o.trying);
+  const transport::Cork burst(parent_);  // state, held output and reports in one write
   set_upstream_full(parent_->above_high());
   id_.incarnation = adoption.incarnation;
   set_phase(Running{}, "adopted by " + std::to_string(adoption.adopter));  // destroys the orphan's timer
@@ -683,18 +684,31 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
 
 // Every report applied here so far, to a peer that missed them (an orphan adopted
 // after the reports of other failures and adoptions had flooded the tree), as
-// flooded, so that applying them is idempotent.
-void Node::send_live_tree(Link& link) {
+// flooded, so that applying them is idempotent, and in the same order. Adoptions
+// that follow one another go to a child in one adoptionReports message (at most 4,096):
+// in a storm, the hundredth orphan adopted was sent a hundred messages to parse.
+void Node::send_live_tree(Link& link, bool to_a_child) {
   if (!tree_) return;
-  for (const auto& report : tree_->reports()) {
+  const std::size_t per_batch = to_a_child ? 4096 : 1;
+  const auto reports = tree_->reports();
+  for (std::size_t i = 0; i < reports.size();) {
     Message message(id_);
-    if (report.failure) {
+    if (reports[i].failure) {
       auto f = message.body().initFailureReport();
-      f.setRank(report.rank);
+      f.setRank(reports[i].rank);
       f.setReason("failed before this process joined");
-      f.setIncarnation(tree_->view().incarnation(report.rank));
+      f.setIncarnation(tree_->view().incarnation(reports[i].rank));
+      ++i;
+    } else if (per_batch == 1) {
+      set_adoption(message.body().initAdoptionReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      ++i;
     } else {
-      set_adoption(message.body().initAdoptionReport(), report.rank, report.adopter, report.incarnation);
+      std::size_t end = i;
+      while (end < reports.size() && !reports[end].failure && end - i < per_batch) ++end;
+      auto list = message.body().initAdoptionReports(static_cast<unsigned>(end - i));
+      for (unsigned k = 0; i < end; ++i, ++k) {
+        set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      }
     }
     link.send(message.builder());
   }

@@ -324,7 +324,8 @@ class Node {
                          std::optional<std::uint32_t> incarnation = std::nullopt);
   void abandon(const std::string& reason);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
-  void send_live_tree(transport::Link& link);
+  // Adoptions go batched to a child; one by one up (a parent takes no batch).
+  void send_live_tree(transport::Link& link, bool to_a_child);
   // Sends the children the adoption reports waiting in news_down_, one message each.
   void send_news_down();
   void send_leaf_news();

@@ -221,7 +221,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   take_link(*index, link);
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link);
-  send_live_tree(*link);  // a back-end attaching late must not start from the launch shape
+  send_live_tree(*link, true);  // a back-end attaching late must not start from the launch shape
   emit(events::ChildConnected{*index, child.rank});
 }
 
@@ -507,12 +507,13 @@ void Node::adopt_orphan(const OrphanRequest& request) {
                   "adopted from " + link->peer() + ", pid " + std::to_string(request.pid) + ", incarnation " +
                       std::to_string(incarnation));
 
+  const transport::Cork burst(link);  // the answer, the live tree and the services' state in one write
   Message reply(id_);
   auto a = reply.body().initAdopted();
   a.setAdopter(id_.rank);
   a.setIncarnation(incarnation);
   link->send(reply.builder());
-  send_live_tree(*link);
+  send_live_tree(*link, true);
   on_adoption_report(orphan, id_.rank, incarnation, link.get());
   emit(events::ChildAdopted{index, orphan});
 }
@@ -540,7 +541,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
                       std::to_string(incarnation));
   on_adoption_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link);
-  send_live_tree(*link);  // with the report above: the new process learns its incarnation
+  send_live_tree(*link, true);  // with the report above: the new process learns its incarnation
   emit(events::ChildConnected{index, child.rank, true});
 }
 

@@ -86,6 +86,11 @@ class Link {
   // counts as heard from: its silence is ours. A link that cannot pause ignores it.
   virtual void pause_reading(bool paused) { (void)paused; }
   bool reading_paused() const { return reading_paused_; }
+  // While corked, what is sent is queued and written together when uncorked: one
+  // write, and one wake-up of the peer, for a burst that answers one event (an
+  // adoption's answer and the live tree; an orphan's state and reports). A send
+  // that starts no burst needs none. A link that cannot cork writes at once.
+  virtual void cork(bool corked) { (void)corked; }
 
   // When a message was last queued, and last received, on this link: the event
   // detection service sends heartbeats only on idle links and declares a silent
@@ -117,6 +122,22 @@ class Link {
   bool above_ = false;
   NodeClock::time_point last_sent_ = NodeClock::now();
   NodeClock::time_point last_received_ = NodeClock::now();
+};
+
+// Corks a link (Link::cork) for as long as it lives.
+class Cork {
+ public:
+  explicit Cork(std::shared_ptr<Link> link) : link_(std::move(link)) {
+    if (link_) link_->cork(true);
+  }
+  ~Cork() {
+    if (link_) link_->cork(false);
+  }
+  Cork(const Cork&) = delete;
+  Cork& operator=(const Cork&) = delete;
+
+ private:
+  std::shared_ptr<Link> link_;
 };
 
 }  // namespace canopy::transport

@@ -55,8 +55,13 @@ void TcpLink::send(capnp::MessageBuilder& message) {
   if (!open_ || closing_) return;
   append_frame(message, queued_);
   note_sent();
-  if (!writing_) write_queued();
+  if (!writing_ && !corked_) write_queued();
   check_watermarks();
+}
+
+void TcpLink::cork(bool corked) {
+  corked_ = corked;
+  if (!corked && open_ && !writing_) write_queued();
 }
 
 void TcpLink::pause_reading(bool paused) {

@@ -31,6 +31,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   const std::string& peer() const override { return peer_; }
   std::size_t queued_bytes() const override { return (queued_.size() + in_flight_.size()) * sizeof(Word); }
   void pause_reading(bool paused) override;
+  void cork(bool corked) override;
 
  private:
   TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
@@ -47,6 +48,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   FrameBuffer queued_;    // frames waiting for the next write
   FrameBuffer in_flight_; // frames being written
   bool writing_ = false;
+  bool corked_ = false;
   bool reading_ = false;  // a read is outstanding
   bool open_ = true;
   bool closing_ = false;  // close() requested; finish writing, then shut down

@@ -407,6 +407,33 @@ TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
   EXPECT_LE(tree.node(bystander).news_received() - before, 1u) << "the rest came in more than one message";
 }
 
+// An orphan adopted after others is sent the live tree (core/node.cpp,
+// send_live_tree) with the adoptions that follow one another in one message: here
+// back-end 7, frozen while FE+1's other 7 orphans were adopted, hears of all 7 in
+// a few messages, not one per adoption.
+TEST(Orphans, AnOrphanAdoptedLateGetsTheAdoptionsOfTheLiveTreeInOneMessage) {
+  FaultToleranceOptions fault;
+  TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(7);
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] {
+    for (Rank orphan = 0; orphan < 7; ++orphan) {
+      if (!own_recovery(tree, orphan)) return false;
+    }
+    return true;
+  }, 10s)) << "FE+1's other back-ends were not adopted";
+  tree.run_for(50ms);  // every commnode hears of every adoption (kNewsWindow)
+  const std::size_t before = tree.node(7).news_received();
+  tree.thaw(7);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 7) != nullptr; }, 10s)) << "back-end 7 was not adopted";
+  std::size_t adoptions = 0;
+  for (const auto& c : tree.heard(7).tree_changes()) adoptions += c.kind == TreeChanged::Kind::adoption && c.rank < 7;
+  EXPECT_EQ(adoptions, 7u) << "back-end 7 did not hear of the other adoptions with its own";
+  const std::size_t messages = tree.node(7).news_received() - before;
+  EXPECT_LE(messages, 3u) << "the live tree came in " << messages << " messages";
+}
+
 // Standby links (FaultToleranceOptions::standby_links): once the tree runs, every
 // process that has a potential adopter keeps a link to the first, and the
 // orphans of a failed commnode are adopted over those links, each by the adopter

@@ -2,7 +2,10 @@
 // when the process is killed the kernel closes it first: a probe of a dead
 // parent is refused by the time any orphan has read its link's end
 // (docs/fault-tolerance.md).
+#include <capnp/message.h>
+
 #include "core/listener.h"
+#include "transport/tcp_link.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -139,6 +142,40 @@ TEST(Listener, AKilledProcessRefusesConnectionsBeforeItsLinksEnd) {
     ::close(probe);
   }
   for (auto &c : clients) ::close(c.fd);
+}
+
+// While corked, a link writes nothing: the messages of a burst wait, and leave
+// together when it is uncorked.
+TEST(TcpLink, ACorkedBurstLeavesOnlyWhenUncorked) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const int peer = connect_to(acceptor.local_endpoint().port());
+  ASSERT_GE(peer, 0) << std::strerror(errno);
+  auto link = transport::TcpLink::create(acceptor.accept());
+  link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+  auto readable = [&] {
+    char byte;
+    return ::recv(peer, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  };
+  {
+    const transport::Cork burst(link);
+    for (int i = 0; i < 5; ++i) {
+      capnp::MallocMessageBuilder message;
+      message.initRoot<capnp::AnyPointer>().setAs<capnp::Text>("part of a burst");
+      link->send(message);
+    }
+    io.poll();
+    EXPECT_GT(link->queued_bytes(), 0u);
+    EXPECT_FALSE(readable()) << "a corked link wrote";
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (link->queued_bytes() > 0 && std::chrono::steady_clock::now() < deadline) io.run_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(link->queued_bytes(), 0u);
+  pollfd in{peer, POLLIN, 0};
+  ASSERT_EQ(::poll(&in, 1, 10000), 1);
+  EXPECT_TRUE(readable());
+  link->abort("done");
+  ::close(peer);
 }
 
 }  // namespace
