@@ -27,9 +27,10 @@ for mode in off on; do
   dat="$out/recovery.dat"; [ "$mode" = on ] && dat="$out/recovery-standby.dat"
   awk -F, -v mode="standby=$mode" '$1=="recovery" && index($2, mode) {
       split($2, p, "[ =]"); f=p[2]; v[f","$3]=$4; fs[f]=1 }
-    END { print "fanout overall orphan_mean choose connect compensate cleanup";
-          for (f in fs) print f, v[f",overall_median"], v[f",orphan_mean_median"], v[f",slowest_choose_median"],
-            v[f",slowest_connect_median"], v[f",slowest_compensate_median"], v[f",slowest_cleanup_median"] }' \
+    END { print "fanout overall orphan_mean detect choose connect compensate cleanup report";
+          for (f in fs) print f, v[f",overall_median"], v[f",orphan_mean_median"], v[f",last_detect_median"],
+            v[f",slowest_choose_median"], v[f",slowest_connect_median"], v[f",slowest_compensate_median"],
+            v[f",slowest_cleanup_median"], v[f",slowest_report_median"] }' \
     "$out/recovery.csv" | sort -n > "$dat"
 done
 awk -F, '$1=="perturbation" && $3=="new_integers_per_s" { split($2, p, "t="); print p[2], $4 }' \
@@ -52,7 +53,7 @@ set datafile columnheaders
 # phases span milliseconds to microseconds: log y, its range from the data (stats
 # runs before any range is set: it obeys them), with room above for the values.
 lo = 1e99; hi = 0
-do for [k=2:7] {
+do for [k=2:9] {
   stats "$dat" using (column(k) > 0 ? column(k) : 1e99) name "C" nooutput
   lo = C_min < lo ? C_min : lo
   stats "$dat" using (column(k)) name "C" nooutput
@@ -78,16 +79,18 @@ set boxwidth 0.9
 set key bmargin center horizontal maxcols 3 samplen 2 width 1
 # A value of 0 is drawn at the bottom of the axis (the label says 0).
 v(k) = column(k) > ybottom ? column(k) : ybottom
-# 6 bars per cluster with gap 1: bar j (0..5) of cluster i is at x = i + (j - 2.5) / 7.
-at(j) = \$0 + (j - 2.5) / 7.0
+# 8 bars per cluster with gap 1: bar j (0..7) of cluster i is at x = i + (j - 3.5) / 9.
+at(j) = \$0 + (j - 3.5) / 9.0
 lbl(k) = sprintf(column(k) >= 100 ? "%.0f" : column(k) >= 1 ? "%.1f" : "%.3f", column(k))
 plot "$dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last recovery event)", \\
      "" using (v(3)) title "per orphan, mean", \\
-     "" using (v(4)) title "slowest orphan: choose", \\
-     "" using (v(5)) title "slowest orphan: connect", \\
-     "" using (v(6)) title "slowest orphan: compensate", \\
-     "" using (v(7)) title "slowest orphan: cleanup", \\
-     for [j=0:5] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
+     "" using (v(4)) title "last orphan to detect: kill to detection", \\
+     "" using (v(5)) title "slowest orphan: choose", \\
+     "" using (v(6)) title "slowest orphan: connect", \\
+     "" using (v(7)) title "slowest orphan: compensate", \\
+     "" using (v(8)) title "slowest orphan: cleanup", \\
+     "" using (v(9)) title "slowest report: recovered to the front-end", \\
+     for [j=0:7] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
 GP
 drawn="$drawn, $png"
 fi

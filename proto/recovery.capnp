@@ -27,6 +27,7 @@ struct Recovered {
   attempts @8 :UInt32;           # adopters tried
   incompleteStreams @9 :List(UInt32);  # streams whose filters are not state recoverable
   standby @10 :Bool;             # adopted over its standby link (no new connection)
+  orphanedAtUs @11 :Int64;       # when it found its parent lost: system clock, since the epoch
 }
 
 struct Promoted {

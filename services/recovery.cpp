@@ -40,6 +40,7 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
       standby_socket_->close(ignored);
     }
     searching_ = true;
+    orphaned_at_ = std::chrono::system_clock::now();
     choose_ = {};
     attempts_ = 0;
     start_round();
@@ -156,6 +157,7 @@ void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, cap
   forwarded.adopter = r.getAdopter();
   forwarded.failed_parent = r.getFailedParent();
   forwarded.incarnation = r.getIncarnation();
+  forwarded.orphaned = std::chrono::system_clock::time_point(std::chrono::microseconds(r.getOrphanedAtUs()));
   forwarded.choose = std::chrono::microseconds(r.getChooseUs());
   forwarded.connect = std::chrono::microseconds(r.getConnectUs());
   forwarded.compensate = std::chrono::microseconds(r.getCompensateUs());
@@ -297,6 +299,7 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   r.incarnation = adoption.incarnation;
   r.attempts = attempts_;
   r.standby = over_standby_;
+  r.orphaned = orphaned_at_;
   r.choose = choose_;
   r.connect = us(adoption.accepted - connect_start_);
   r.compensate = us(adoption.compensated - adoption.accepted);
@@ -391,6 +394,8 @@ void RecoveryService::report(const RecoveryReport& report) {
   r.setAdopter(report.adopter);
   r.setFailedParent(report.failed_parent);
   r.setIncarnation(report.incarnation);
+  r.setOrphanedAtUs(
+      std::chrono::duration_cast<std::chrono::microseconds>(report.orphaned.time_since_epoch()).count());
   r.setChooseUs(report.choose.count());
   r.setConnectUs(report.connect.count());
   r.setCompensateUs(report.compensate.count());

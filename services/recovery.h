@@ -84,6 +84,7 @@ class RecoveryService final : public core::Service {
   bool searching_ = false;
   std::chrono::steady_clock::time_point connect_start_;
   std::chrono::microseconds choose_{0};
+  std::chrono::system_clock::time_point orphaned_at_;  // when the parent was found lost
   std::vector<Rank> candidates_;
   std::size_t next_ = 0;
   std::uint32_t attempts_ = 0;

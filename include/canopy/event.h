@@ -35,6 +35,9 @@ struct Event {
   // recovered: the orphan's times to choose an adopter, to be accepted by it, to send
   // its filter states and held-back output, and to update tables and send reports.
   std::chrono::microseconds choose{0}, connect{0}, compensate{0}, cleanup{0};
+  // recovered: when the orphan found its parent lost, on its own clock (so, with the
+  // time of a kill on the same host, how long detection took).
+  std::chrono::system_clock::time_point orphaned;
   std::uint32_t attempts = 0;     // recovered: adopters tried
   bool standby = false;           // recovered: adopted over its standby link
   std::vector<StreamId> incomplete_streams;  // recovered, reattached: streams that may lack data
