@@ -597,21 +597,24 @@ void Node::flood(Message& message, const Link* except) {
 void Node::send_news_down() {
   news_timer_.cancel();
   if (news_down_.empty()) return;
-  send_news(std::exchange(news_down_, {}), true, [](const NewsDown& n) { return !n.about_backend; });
+  send_news(std::exchange(news_down_, {}), false);
 }
 
 void Node::send_leaf_news() {
   leaf_news_timer_.cancel();
   if (leaf_news_.empty()) return;
-  send_news(std::exchange(leaf_news_, {}), false, [](const NewsDown&) { return true; });
+  send_news(std::exchange(leaf_news_, {}), true);
 }
 
-void Node::send_news(const std::vector<NewsDown>& news, bool to_commnodes, bool (*for_backends)(const NewsDown&)) {
+void Node::send_news(const std::vector<NewsDown>& news, bool leaf) {
   for (auto& child : children_) {
     if (!child.link) continue;
     const bool backend = child.role == Role::backend;
-    if (!backend && !to_commnodes) continue;
-    auto wanted = [&](const NewsDown& n) { return n.except != child.link.get() && (!backend || for_backends(n)); };
+    // A commnode takes every report in the fast batch; a back-end, those about
+    // back-ends in the leaf batch only.
+    auto wanted = [&](const NewsDown& n) {
+      return n.except != child.link.get() && (backend ? n.about_backend == leaf : !leaf);
+    };
     const auto count = std::count_if(news.begin(), news.end(), wanted);
     if (count == 0) continue;
     Message message(id_);
@@ -689,7 +692,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
 // in a storm, the hundredth orphan adopted was sent a hundred messages to parse.
 void Node::send_live_tree(Link& link, bool to_a_child) {
   if (!tree_) return;
-  const std::size_t per_batch = to_a_child ? 4096 : 1;
+  constexpr std::size_t kPerBatch = 4096;
   const auto reports = tree_->reports();
   for (std::size_t i = 0; i < reports.size();) {
     Message message(id_);
@@ -699,12 +702,12 @@ void Node::send_live_tree(Link& link, bool to_a_child) {
       f.setReason("failed before this process joined");
       f.setIncarnation(tree_->view().incarnation(reports[i].rank));
       ++i;
-    } else if (per_batch == 1) {
+    } else if (!to_a_child) {
       set_adoption(message.body().initAdoptionReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
       ++i;
     } else {
       std::size_t end = i;
-      while (end < reports.size() && !reports[end].failure && end - i < per_batch) ++end;
+      while (end < reports.size() && !reports[end].failure && end - i < kPerBatch) ++end;
       auto list = message.body().initAdoptionReports(static_cast<unsigned>(end - i));
       for (unsigned k = 0; i < end; ++i, ++k) {
         set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);

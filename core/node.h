@@ -406,9 +406,9 @@ class Node {
   std::vector<NewsDown> leaf_news_;  // adoptions of back-ends, for back-end children
   Timer news_timer_;
   Timer leaf_news_timer_;
-  // `news`, but what came from a child's own link, in one message to each child: to
-  // commnodes if `to_commnodes`, and to back-ends what `for_backends` keeps.
-  void send_news(const std::vector<NewsDown>& news, bool to_commnodes, bool (*for_backends)(const NewsDown&));
+  // `news`, but what came from a child's own link, in one message to each child that
+  // takes it: the fast batch (news_down_) or the leaf batch (leaf_news_).
+  void send_news(const std::vector<NewsDown>& news, bool leaf);
   std::size_t news_received_ = 0;
   std::size_t parent_probes_ = 0;
   // The re-attach under way (Node::reattach): the link to the acceptor until the
