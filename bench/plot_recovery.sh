@@ -27,10 +27,11 @@ for mode in off on; do
   dat="$out/recovery.dat"; [ "$mode" = on ] && dat="$out/recovery-standby.dat"
   awk -F, -v mode="standby=$mode" '$1=="recovery" && index($2, mode) {
       split($2, p, "[ =]"); f=p[2]; v[f","$3]=$4; fs[f]=1 }
-    END { print "fanout overall orphan_mean detect choose connect compensate cleanup report";
+    END { print "fanout overall orphan_mean detect choose connect compensate cleanup report floor";
           for (f in fs) print f, v[f",overall_median"], v[f",orphan_mean_median"], v[f",last_detect_median"],
             v[f",slowest_choose_median"], v[f",slowest_connect_median"], v[f",slowest_compensate_median"],
-            v[f",slowest_cleanup_median"], v[f",slowest_report_median"] }' \
+            v[f",slowest_cleanup_median"], v[f",slowest_report_median"],
+            (f",floor_overall_median" in v) ? v[f",floor_overall_median"] : 0 }' \
     "$out/recovery.csv" | sort -n > "$dat"
 done
 awk -F, '$1=="perturbation" && $3=="new_integers_per_s" { split($2, p, "t="); print p[2], $4 }' \
@@ -53,7 +54,7 @@ set datafile columnheaders
 # phases span milliseconds to microseconds: log y, its range from the data (stats
 # runs before any range is set: it obeys them), with room above for the values.
 lo = 1e99; hi = 0
-do for [k=2:9] {
+do for [k=2:10] {
   stats "$dat" using (column(k) > 0 ? column(k) : 1e99) name "C" nooutput
   lo = C_min < lo ? C_min : lo
   stats "$dat" using (column(k)) name "C" nooutput
@@ -79,8 +80,8 @@ set boxwidth 0.9
 set key bmargin center horizontal maxcols 3 samplen 2 width 1
 # A value of 0 is drawn at the bottom of the axis (the label says 0).
 v(k) = column(k) > ybottom ? column(k) : ybottom
-# 8 bars per cluster with gap 1: bar j (0..7) of cluster i is at x = i + (j - 3.5) / 9.
-at(j) = \$0 + (j - 3.5) / 9.0
+# 9 bars per cluster with gap 1: bar j (0..8) of cluster i is at x = i + (j - 4) / 10.
+at(j) = \$0 + (j - 4) / 10.0
 lbl(k) = sprintf(column(k) >= 100 ? "%.0f" : column(k) >= 1 ? "%.1f" : "%.3f", column(k))
 plot "$dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last recovery event)", \\
      "" using (v(3)) title "per orphan, mean", \\
@@ -90,7 +91,8 @@ plot "$dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last r
      "" using (v(7)) title "slowest orphan: compensate", \\
      "" using (v(8)) title "slowest orphan: cleanup", \\
      "" using (v(9)) title "slowest report: recovered to the front-end", \\
-     for [j=0:7] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
+     "" using (v(10)) title "floor: the same messages between bare processes (overall)", \\
+     for [j=0:8] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
 GP
 drawn="$drawn, $png"
 fi

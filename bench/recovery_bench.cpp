@@ -6,7 +6,9 @@
 //   recovery      Figure 6: a victim commnode with fan-out 16..128 next to 16 extra
 //                 commnodes is SIGKILLed under the union workload; overall recovery
 //                 (kill to the last orphan's recovery event at the front-end) and the
-//                 per-orphan phases choose/connect/compensate/cleanup
+//                 per-orphan phases choose/connect/compensate/cleanup; beside them
+//                 the floor: the same storm's messages between bare processes
+//                 (canopy-storm-floor, bench/storm_floor.cpp), in every repetition
 //   perturbation  Figure 7: union throughput over time in b:8^2 (64 back-ends) while
 //                 a commnode is SIGKILLed every few seconds; one row per 250 ms
 //
@@ -365,17 +367,38 @@ RecoveryRun run_recovery(std::size_t fanout, bool standby, const std::string& ru
   return r;
 }
 
-// Each repetition runs every mode in turn (without standby links, then with), so
-// that the two are measured side by side on the same machine state.
+// The floor under one run (bench/storm_floor.cpp): the same storm's messages between
+// bare processes, no Canopy in them. Overall and last detection, in ms.
+std::pair<double, double> run_floor(std::size_t fanout) {
+  const std::string command = self_directory() + "/canopy-storm-floor --fanout " + std::to_string(fanout) +
+                              " --adopters 16";
+  std::FILE* out = popen(command.c_str(), "r");
+  if (!out) throw Failure("cannot run " + command + ": " + std::strerror(errno));
+  char line[256] = {};
+  const bool got = std::fgets(line, sizeof line, out) != nullptr;
+  const int status = pclose(out);
+  double overall = 0, detect = 0;
+  if (!got || status != 0 || std::sscanf(line, "overall_ms=%lf last_detect_ms=%lf", &overall, &detect) != 2) {
+    throw Failure(command + " failed (status " + std::to_string(status) + "): " + line);
+  }
+  return {overall, detect};
+}
+
+// Each repetition runs every mode in turn (without standby links, then with), and
+// then the floor, so that they are measured side by side on the same machine state.
 void bench_recovery(std::vector<std::size_t> fanouts, int reps, const std::vector<bool>& modes) {
   for (std::size_t fanout : fanouts) {
     std::map<bool, std::vector<RecoveryRun>> runs;
+    std::vector<double> floor_overall, floor_detect;
     for (int rep = 0; rep < reps; ++rep) {
       for (bool standby : modes) {
         const std::string run = "recovery fanout=" + std::to_string(fanout) + (standby ? " standby" : "") + " rep " +
                                 std::to_string(rep + 1);
         runs[standby].push_back(run_recovery(fanout, standby, run));
       }
+      const auto [overall, detect] = run_floor(fanout);
+      floor_overall.push_back(overall);
+      floor_detect.push_back(detect);
     }
     for (bool standby : modes) {
       const auto& all = runs[standby];
@@ -398,6 +421,8 @@ void bench_recovery(std::vector<std::size_t> fanouts, int reps, const std::vecto
       row("recovery", params, "slowest_report_median", med(&RecoveryRun::report), "ms");
       row("recovery", params, "adopted_over_standby", static_cast<double>(over) / static_cast<double>(all.size()),
           "orphans per run");
+      row("recovery", params, "floor_overall_median", median(floor_overall), "ms");
+      row("recovery", params, "floor_last_detect_median", median(floor_detect), "ms");
     }
   }
 }

@@ -241,10 +241,16 @@ TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
     tracer = static_cast<pid_t>(std::atoi(ProcessGuard::status_field(ranks[0], "TracerPid").c_str()));
   }
   ASSERT_NE(tracer, 0) << "no daemon ever traced rank 0";
+  // Named before the kill: a failure then says which process it killed (once in CI,
+  // 2026-11-27, the tool still wrote a whole tree and the job's ranks had all exited).
+  const std::string tracer_name = ProcessGuard::name_of(tracer);
   ASSERT_EQ(kill(tracer, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(tool, &status, 0), tool);
+  EXPECT_EQ(tracer_name, "canopy-stackd") << "rank 0's tracer, pid " << tracer;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  int job_status = 0;
+  EXPECT_EQ(waitpid(mpirun, &job_status, WNOHANG), 0) << "the job ended: status " << job_status;
   std::ifstream in(err_file);
   const std::string err((std::istreambuf_iterator<char>(in)), {});
   std::filesystem::remove(err_file);
