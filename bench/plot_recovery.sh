@@ -91,7 +91,7 @@ plot "$dat" using (v(2)):xtic(sprintf("%d", \$1)) title "overall (kill to last r
      "" using (v(7)) title "slowest orphan: compensate", \\
      "" using (v(8)) title "slowest orphan: cleanup", \\
      "" using (v(9)) title "slowest report: recovered to the front-end", \\
-     "" using (v(10)) title "floor: the same messages between bare processes (overall)", \\
+     "" using (v(10)) lc rgb "#888888" fillstyle pattern 4 border -1 title "floor: bare processes, same messages", \\
      for [j=0:8] "" using (at(j)):(v(j + 2)):(lbl(j + 2)) with labels rotate by 90 left offset 0,0.4 font ",8" notitle
 GP
 drawn="$drawn, $png"
