@@ -234,20 +234,21 @@ TEST_F(StackCli, ADaemonKilledWhileTracingLeavesTheRanksRunning) {
   const pid_t tool = spawn({kCanopy, "stack", "--mpirun", std::to_string(mpirun), "--samples", "1000", "--interval",
                             "0", "--timeout", "30000"},
                            err_file);
-  // Wait until some daemon traces rank 0, then kill that daemon.
+  // Wait until a daemon traces rank 0, then kill that daemon. TracerPid is read
+  // without the kernel's ptrace lock: while a tracer detaches, it can show the
+  // tracee's real parent for an instant (here mpirun, which this test once killed
+  // instead, in CI on 2026-11-27: the tool then walked a dying job). So the tracer
+  // counts only if it is a daemon.
   pid_t tracer = 0;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (tracer == 0 && std::chrono::steady_clock::now() < deadline) {
-    tracer = static_cast<pid_t>(std::atoi(ProcessGuard::status_field(ranks[0], "TracerPid").c_str()));
+    const auto seen = static_cast<pid_t>(std::atoi(ProcessGuard::status_field(ranks[0], "TracerPid").c_str()));
+    if (seen > 0 && seen != mpirun && ProcessGuard::name_of(seen) == "canopy-stackd") tracer = seen;
   }
   ASSERT_NE(tracer, 0) << "no daemon ever traced rank 0";
-  // Named before the kill: a failure then says which process it killed (once in CI,
-  // 2026-11-27, the tool still wrote a whole tree and the job's ranks had all exited).
-  const std::string tracer_name = ProcessGuard::name_of(tracer);
   ASSERT_EQ(kill(tracer, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(tool, &status, 0), tool);
-  EXPECT_EQ(tracer_name, "canopy-stackd") << "rank 0's tracer, pid " << tracer;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   int job_status = 0;
   EXPECT_EQ(waitpid(mpirun, &job_status, WNOHANG), 0) << "the job ended: status " << job_status;
