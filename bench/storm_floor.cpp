@@ -137,7 +137,9 @@ int add_to(int epoll, int fd) {
   for (;;) {
     epoll_event e{};
     if (epoll_wait(epoll, &e, 1, -1) != 1) continue;
-    if (read(parent, buf, sizeof buf) != 0) continue;  // only the end of file counts
+    // The end of file (or a reset) says the parent is gone; nothing else comes.
+    const ssize_t got = read(parent, buf, sizeof buf);
+    if (got > 0 || (got < 0 && errno == EINTR)) continue;
     const std::int64_t detected = now_ns();
     close(parent);
     std::memset(buf, 0, sizeof buf);
