@@ -122,7 +122,7 @@ void instantiate(const Options& o, const std::string& spec) {
   row("instantiate", spec, 0, "launch_time", stats(ms), "ms");
 }
 
-// Round trips (0 B and 1 KiB) and throughput on one tree; returns the 0 B median (µs).
+// Round trips (0 B, 4 B and 1 KiB) and throughput on one tree; returns the 0 B median (µs).
 double roundtrip_and_throughput(const Options& o, const std::string& spec) {
   auto net = launch(spec);
   const auto backends = static_cast<std::uint32_t>(net->topology().backends().size());
@@ -131,9 +131,12 @@ double roundtrip_and_throughput(const Options& o, const std::string& spec) {
 
 
   double median_0b = 0;
-  for (int payload : {0, 1024}) {
+  // 4 B is one int32 (the MRNet API benchmark's "%d" down and its sum up, without
+  // the format string); 1 KiB an array of 256.
+  for (int payload : {0, 4, 1024}) {
     canopy::Packet echo{canopy::demo::kEchoTag, {}};
-    if (payload) echo = canopy::Packet{canopy::demo::kEchoTag, {std::vector<std::int32_t>(payload / 4, 1)}};
+    if (payload == 4) echo = canopy::Packet{canopy::demo::kEchoTag, {std::int32_t{1}}};
+    if (payload > 4) echo = canopy::Packet{canopy::demo::kEchoTag, {std::vector<std::int32_t>(payload / 4, 1)}};
     std::vector<double> us;
     us.reserve(o.samples);
     for (int i = 0; i < o.warmup + o.samples; ++i) {
@@ -145,7 +148,10 @@ double roundtrip_and_throughput(const Options& o, const std::string& spec) {
       // The reply must be the aggregate of every back-end's echo.
       bool ok = reply.tag() == canopy::demo::kEchoTag && reply.contributors() == backends &&
                 reply.size() == echo.size();
-      if (ok && payload) {
+      if (ok && payload == 4) {
+        const auto* sum = std::get_if<std::int32_t>(&reply[0]);
+        ok = sum && *sum == static_cast<std::int32_t>(backends);
+      } else if (ok && payload) {
         const auto* sums = std::get_if<std::vector<std::int32_t>>(&reply[0]);
         ok = sums && sums->size() == static_cast<std::size_t>(payload / 4) &&
              std::all_of(sums->begin(), sums->end(), [&](std::int32_t v) { return v == static_cast<std::int32_t>(backends); });
