@@ -100,8 +100,13 @@ TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
   std::string printed;
   const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
   const bool up = announced && wait_for([&] { return slurp(status).find("\"run\":\"running\"") != std::string::npos; }, 20s);
-  // Kill commnode 1000001 once the union flows, and wait for the healed tree.
-  const pid_t c1 = up ? ProcessGuard::process_of_rank(C1) : -1;
+  // Kill commnode 1000001 once the union flows (its stream made and started: the
+  // file names the workload then; "running" alone comes before, and a kill while the
+  // stream is being made ends the run, as in CI on 2026-11-27), and wait for the
+  // healed tree.
+  const bool flowing =
+      up && wait_for([&] { return slurp(status).find("\"workload\":\"union\"") != std::string::npos; }, 20s);
+  const pid_t c1 = flowing ? ProcessGuard::process_of_rank(C1) : -1;
   const bool killed = c1 > 0 && kill(c1, SIGKILL) == 0;
   std::string healed;
   const bool settled = killed && wait_for([&] {
@@ -137,6 +142,7 @@ TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
   }
   ASSERT_TRUE(announced) << printed;
   ASSERT_TRUE(up);
+  ASSERT_TRUE(flowing) << slurp(status);
   ASSERT_TRUE(killed);
   ASSERT_TRUE(settled) << healed;
   EXPECT_TRUE(ended && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
