@@ -61,7 +61,8 @@ void TcpLink::send(capnp::MessageBuilder& message) {
 
 void TcpLink::cork(bool corked) {
   corked_ = corked;
-  if (!corked && open_ && !writing_) write_queued();
+  // A closing link writes everything already (close() ignores the cork).
+  if (!corked && open_ && !closing_ && !writing_) write_queued();
 }
 
 void TcpLink::pause_reading(bool paused) {
