@@ -217,13 +217,14 @@ Stream* Network::Impl::stream_for(unsigned int id, canopy::StreamId canopy_id, R
   return raw;
 }
 
-void Network::Impl::file(const canopy::Received& received) {
+void Network::Impl::file(canopy::Received&& received) {
   const Rank end = is_frontend() ? received.packet.source() : rank;
   const unsigned int id = layer::mrnet_stream_id(received.stream, end);
-  auto packet = codec::from_canopy(received.packet, id);
+  const Rank source = received.packet.source();
+  auto packet = codec::from_canopy(std::move(received.packet), id);
   if (!packet) {
     fail(ERR_PACKING, "a packet on stream " + std::to_string(id) + " from rank " +
-                          std::to_string(received.packet.source()) + ": " + packet.error());
+                          std::to_string(source) + ": " + packet.error());
     return;
   }
   Stream* stream = stream_for(id, received.stream, end);
@@ -240,7 +241,8 @@ void Network::Impl::file(const canopy::Received& received) {
 bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
   pumping = true;
   lock.unlock();
-  std::vector<canopy::Received> batch;
+  // Only the pumping thread touches `batch` (kept, so that its storage is reused).
+  batch.clear();
   std::optional<canopy::Error> failure;
   // One receive; false once nothing more is there, or Canopy reported something.
   auto take = [&](auto got) {
@@ -258,7 +260,8 @@ bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::millis
   }
   lock.lock();
   pumping = false;
-  for (const auto& received : batch) file(received);
+  for (auto& received : batch) file(std::move(received));
+  batch.clear();
   bool fine = true;
   if (failure && failure->kind == canopy::ErrorKind::disconnected) {
     // A stream whose filter could not recover its state after a failure may lack
@@ -293,7 +296,7 @@ int Network::Impl::receive(Stream* only, int* tag, PacketPtr& packet, Stream** f
       if (ready) round_robin = ready->id_;
     }
     if (ready) {
-      packet = ready->queue_.front();
+      packet = std::move(ready->queue_.front());
       ready->queue_.pop_front();
       if (ready->data_fd_[0] >= 0) {
         char byte;

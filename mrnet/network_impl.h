@@ -61,6 +61,7 @@ struct Network::Impl {
   mutable std::mutex mutex;
   std::condition_variable arrived;
   bool pumping = false;
+  std::vector<canopy::Received> batch;  // pump()'s, reused
   bool stopped = false;
   std::map<unsigned int, std::unique_ptr<Stream>> streams;
   unsigned int round_robin = 0;  // where Network::recv looks first
@@ -93,7 +94,7 @@ struct Network::Impl {
   // launch, or in attach mode before the first stream or point-to-point send.
   canopy::Result<void> open_per_backend_stream();
   // Files one packet: the stream it belongs to, made if needed.
-  void file(const canopy::Received& received);
+  void file(canopy::Received&& received);
   // The stream for MRNet id `id` on Canopy stream `canopy_id`, made if unknown.
   Stream* stream_for(unsigned int id, canopy::StreamId canopy_id, Rank backend);
   // Waits for a packet of `stream` (or, if null, of any stream). 1, 0 or -1.

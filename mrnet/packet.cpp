@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 
 namespace MRN {
 
@@ -335,11 +337,44 @@ canopy::Result<std::vector<DataType>> parse_format_uncached(const std::string& f
 
 namespace {
 
+// The directive that a Canopy value type stands for in the compact form (index in
+// canopy::Value), and its type.
+constexpr const char* kCanonical[] = {"d", "ld", "ud", "uld", "f", "lf", "s", "ac",
+                                      "ad", "ald", "aud", "auld", "af", "alf", "as"};
+constexpr DataType kCanonicalType[] = {INT32_T,       INT64_T,        UINT32_T,       UINT64_T,      FLOAT_T,
+                                       DOUBLE_T,      STRING_T,       CHAR_ARRAY_T,   INT32_ARRAY_T, INT64_ARRAY_T,
+                                       UINT32_ARRAY_T, UINT64_ARRAY_T, FLOAT_ARRAY_T, DOUBLE_ARRAY_T, STRING_ARRAY_T};
+static_assert(std::size(kCanonical) == std::variant_size_v<Value>);
+static_assert(std::size(kCanonicalType) == std::variant_size_v<Value>);
+
+// A format parsed: its directives, and whether packets of it travel without it.
+struct Parsed {
+  std::vector<DataType> types;
+  bool compact = false;
+};
+
+// Whether `format` is what the compact form gives back for its directives: each
+// directive the one its Canopy value type stands for, separated by single blanks,
+// and no string first (a compact packet never starts with one: that is what tells
+// the two forms apart).
+bool compactable(const std::string& format, const std::vector<DataType>& types) {
+  if (!types.empty() && types[0] == STRING_T) return false;
+  std::string rendered;
+  for (DataType t : types) {
+    const std::size_t index = carrier(t);
+    if (index >= std::size(kCanonicalType) || kCanonicalType[index] != t) return false;
+    if (!rendered.empty()) rendered += ' ';
+    rendered += '%';
+    rendered += kCanonical[index];
+  }
+  return rendered == format;
+}
+
 // Tools use a handful of formats, each for every packet: they are parsed once per
-// thread (a bounded cache; errors are not kept). The directives of `format`, valid
-// until the next call on this thread; null, with `error`, for a bad format.
-const std::vector<DataType>* cached_format(const std::string& format, std::string& error) {
-  thread_local std::unordered_map<std::string, std::vector<DataType>> parsed;
+// thread (a bounded cache; errors are not kept). `format` parsed, valid until the
+// next call on this thread; null, with `error`, for a bad format.
+const Parsed* cached_format(const std::string& format, std::string& error) {
+  thread_local std::unordered_map<std::string, Parsed> parsed;
   if (auto it = parsed.find(format); it != parsed.end()) return &it->second;
   auto types = parse_format_uncached(format);
   if (!types) {
@@ -347,30 +382,36 @@ const std::vector<DataType>* cached_format(const std::string& format, std::strin
     return nullptr;
   }
   if (parsed.size() >= 256) parsed.clear();
-  return &parsed.emplace(format, std::move(*types)).first->second;
+  Parsed entry{std::move(*types)};
+  entry.compact = compactable(format, entry.types);
+  return &parsed.emplace(format, std::move(entry)).first->second;
 }
 
 }  // namespace
 
+DataType canonical_type(std::size_t value_index) {
+  return value_index < std::size(kCanonicalType) ? kCanonicalType[value_index] : UNKNOWN_T;
+}
+
 canopy::Result<std::vector<DataType>> parse_format(const std::string& format) {
   std::string error;
-  const auto* types = cached_format(format, error);
-  if (!types) return canopy::Error{error};
-  return *types;
+  const auto* parsed = cached_format(format, error);
+  if (!parsed) return canopy::Error{error};
+  return parsed->types;
 }
 
 canopy::Result<canopy::Packet> pack_canopy(int tag, const char* format, va_list values) {
-  const std::string text = format ? format : "";
+  std::string text = format ? format : "";
   std::string error;
-  const auto* types = cached_format(text, error);
-  if (!types) return canopy::Error{error};
+  const auto* parsed = cached_format(text, error);
+  if (!parsed) return canopy::Error{error};
   std::vector<Value> out;
-  out.reserve(types->size() + 1);
-  out.emplace_back(text);
+  out.reserve(parsed->types.size() + 1);
+  if (!parsed->compact) out.emplace_back(std::move(text));
   va_list args;
   va_copy(args, values);
   Source from(&args);
-  for (DataType t : *types) {
+  for (DataType t : parsed->types) {
     if (!pack_one(t, from, out, error)) {
       va_end(args);
       return canopy::Error{error};
@@ -380,39 +421,80 @@ canopy::Result<canopy::Packet> pack_canopy(int tag, const char* format, va_list 
   return canopy::Packet(tag, std::move(out));
 }
 
-canopy::Packet to_canopy(const Packet& packet) {
+canopy::Packet to_canopy(const Packet& packet, Form form) {
   const auto& impl = packet.impl();
   std::vector<Value> values;
   values.reserve(impl.values.size() + 1);
-  values.emplace_back(impl.format);
+  std::string error;
+  const auto* parsed = form == Form::compact ? cached_format(impl.format, error) : nullptr;
+  if (!parsed || !parsed->compact) values.emplace_back(impl.format);
   values.insert(values.end(), impl.values.begin(), impl.values.end());
   canopy::Packet out(impl.tag, std::move(values));
   return out;
 }
 
-canopy::Result<PacketPtr> from_canopy(const canopy::Packet& packet, unsigned int stream_id) {
-  const auto* format = packet.size() > 0 ? std::get_if<std::string>(&packet[0]) : nullptr;
-  if (!format) return canopy::Error{"not an MRNet packet: no format string first"};
-  auto types = parse_format(*format);
-  if (!types) return canopy::Error{types.error()};
-  if (types->size() + 1 != packet.size()) {
-    return canopy::Error{"not an MRNet packet: \"" + *format + "\" names " + std::to_string(types->size()) +
-                         " values, the packet holds " + std::to_string(packet.size() - 1)};
-  }
+namespace {
+
+// The MRNet packet in `packet`: its values copied, or moved when `Take` is a
+// Packet&& (a packet received, which nobody reads after).
+template <typename Take>
+canopy::Result<PacketPtr> decode(Take&& packet, unsigned int stream_id) {
   auto impl = std::make_unique<Packet::Impl>();
-  impl->format = *format;
   impl->tag = packet.tag();
   impl->stream_id = stream_id;
   impl->source = packet.source();
-  for (std::size_t i = 0; i < types->size(); ++i) {
-    const Value& v = packet[i + 1];
-    if (v.index() != carrier((*types)[i])) {
+  const auto* format = packet.size() > 0 ? std::get_if<std::string>(&packet[0]) : nullptr;
+  if (!format) {
+    // The compact form: the values alone, their types giving the format.
+    impl->types.reserve(packet.size());
+    for (const Value& v : packet.values()) {
+      const DataType t = canonical_type(v.index());
+      if (!impl->format.empty()) impl->format += ' ';
+      impl->format += '%';
+      impl->format += kCanonical[v.index()];
+      impl->types.push_back(t);
+    }
+    if constexpr (std::is_const_v<std::remove_reference_t<Take>>) {
+      impl->values = packet.values();
+    } else {
+      impl->values = std::move(packet.values());
+    }
+    return PacketPtr(new Packet(std::move(impl)));
+  }
+  std::string error;
+  const auto* parsed = cached_format(*format, error);
+  if (!parsed) return canopy::Error{error};
+  const auto& types = parsed->types;
+  if (types.size() + 1 != packet.size()) {
+    return canopy::Error{"not an MRNet packet: \"" + *format + "\" names " + std::to_string(types.size()) +
+                         " values, the packet holds " + std::to_string(packet.size() - 1)};
+  }
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    if (packet[i + 1].index() != carrier(types[i])) {
       return canopy::Error{"not an MRNet packet: value " + std::to_string(i) + " does not match \"" + *format + "\""};
     }
-    impl->values.push_back(v);
   }
-  impl->types = std::move(*types);
+  impl->types = types;
+  if constexpr (std::is_const_v<std::remove_reference_t<Take>>) {
+    impl->format = *format;
+    impl->values.assign(packet.values().begin() + 1, packet.values().end());
+  } else {
+    auto& values = packet.values();
+    impl->format = std::move(std::get<std::string>(values[0]));
+    values.erase(values.begin());  // moves the rest down, copies nothing
+    impl->values = std::move(values);
+  }
   return PacketPtr(new Packet(std::move(impl)));
+}
+
+}  // namespace
+
+canopy::Result<PacketPtr> from_canopy(const canopy::Packet& packet, unsigned int stream_id) {
+  return decode(packet, stream_id);
+}
+
+canopy::Result<PacketPtr> from_canopy(canopy::Packet&& packet, unsigned int stream_id) {
+  return decode(std::move(packet), stream_id);
 }
 
 }  // namespace codec

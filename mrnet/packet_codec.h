@@ -1,7 +1,12 @@
-// The MRNet layer's packets as Canopy packets (docs/mrnet.md, decision 1): the MRNet
-// format string first, then one value per directive, widened without loss where
-// Canopy has no narrower type (%c %hd: int32; %uc %uhd: uint32; %ac %auc: bytes;
-// %ahd: int32 array; %auhd: uint32 array).
+// The MRNet layer's packets as Canopy packets (docs/mrnet.md, decision 1): one value
+// per directive, widened without loss where Canopy has no narrower type (%c %hd:
+// int32; %uc %uhd: uint32; %ac %auc: bytes; %ahd: int32 array; %auhd: uint32 array),
+// in one of two forms:
+//   compact      the values alone, when their Canopy types give the format back
+//                (canonical_type: "%d %lf %ad"..., single blanks, no %s first);
+//   with format  the MRNet format string first, then the values: any other format
+//                ("%hd", "%d%d", "%s %d", "%A..."), and filter parameters.
+// A packet whose first value is a string has its format first; any other is compact.
 #pragma once
 
 #include <string>
@@ -29,16 +34,25 @@ namespace codec {
 // unknown one.
 canopy::Result<std::vector<DataType>> parse_format(const std::string& format);
 
-// The Canopy packet that carries `packet` (tag and values; the stream is the caller's).
-canopy::Packet to_canopy(const Packet& packet);
+// The directive type that a value of Canopy type `value_index` (in canopy::Value)
+// stands for in the compact form ("%d" for int32...).
+DataType canonical_type(std::size_t value_index);
+
+enum class Form { compact, with_format };
+
+// The Canopy packet that carries `packet` (tag and values; the stream is the
+// caller's): compact where its format allows, or always with its format.
+canopy::Packet to_canopy(const Packet& packet, Form form = Form::compact);
 
 // What to_canopy(Packet(format, values, stream, tag)) gives, without the MRNet
 // packet in between (Stream::send's path: one allocation less, no copy), or the
 // packing error.
 canopy::Result<canopy::Packet> pack_canopy(int tag, const char* format, va_list values);
 
-// The MRNet packet a Canopy packet carries, or why it carries none.
+// The MRNet packet a Canopy packet carries, or why it carries none. The second form
+// takes the values (a received packet: no copy of its arrays).
 canopy::Result<PacketPtr> from_canopy(const canopy::Packet& packet, unsigned int stream_id);
+canopy::Result<PacketPtr> from_canopy(canopy::Packet&& packet, unsigned int stream_id);
 
 }  // namespace codec
 }  // namespace MRN

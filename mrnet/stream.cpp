@@ -132,7 +132,8 @@ int Stream::set_FilterParameters(const char* format, va_list values, FilterType 
     // A tool's function gets its own parameters after the file and function names;
     // the built-in filters take none and refuse them.
     const auto slot = type == FILTER_UPSTREAM_TRANS ? canopy::FilterSlot::upstream : canopy::FilterSlot::downstream;
-    canopy::Packet encoded = codec::to_canopy(params);
+    // With its format: after the names, an empty format must still be a packet.
+    canopy::Packet encoded = codec::to_canopy(params, codec::Form::with_format);
     auto it = impl.stream_filters.find({canopy_id_, slot});
     if (it != impl.stream_filters.end() && !it->second.so_file.empty()) {
       std::vector<canopy::Value> with_names{it->second.so_file, it->second.function};

@@ -169,22 +169,38 @@ class ScalarFilter {
 
  private:
   // The result, read in place without decoding each packet, when every packet is
-  // the same one-scalar format and its value; nothing otherwise.
+  // one value of the same scalar directive (in either form, packet_codec.h); the
+  // result takes the first packet's form. Nothing otherwise.
   static std::optional<Packet> in_place(std::span<const Packet> wave) {
     const auto* format = wave[0].size() == 2 ? std::get_if<std::string>(&wave[0][0]) : nullptr;
-    if (!format) return std::nullopt;
+    const DataType type = scalar_of(wave[0]);
     std::optional<Packet> result;
-    with_scalar(single_directive(*format), [&](auto scalar) {
+    with_scalar(type, [&](auto scalar) {
       using S = decltype(scalar);
       for (const auto& p : wave) {
-        const auto* f = p.size() == 2 ? std::get_if<std::string>(&p[0]) : nullptr;
-        if (!f || *f != *format || !std::holds_alternative<typename S::carrier>(p[1])) return;
+        if (scalar_of(p) != type) return;
       }
-      auto acc = Op::first(S::read(wave[0][1]));
-      for (std::size_t i = 1; i < wave.size(); ++i) acc = Op::next(acc, S::read(wave[i][1]));
-      result = Packet(wave[0].tag(), {*format, S::carry(acc)});
+      auto acc = Op::first(S::read(wave[0].values().back()));
+      for (std::size_t i = 1; i < wave.size(); ++i) acc = Op::next(acc, S::read(wave[i].values().back()));
+      result = format ? Packet(wave[0].tag(), {*format, S::carry(acc)}) : Packet(wave[0].tag(), {S::carry(acc)});
     });
     return result;
+  }
+
+  // The directive of a packet of one scalar value, in either form (its value last);
+  // UNKNOWN_T for any other packet.
+  static DataType scalar_of(const Packet& p) {
+    if (p.size() == 1) {
+      return std::holds_alternative<std::string>(p[0]) ? MRN::UNKNOWN_T : MRN::codec::canonical_type(p[0].index());
+    }
+    const auto* format = p.size() == 2 ? std::get_if<std::string>(&p[0]) : nullptr;
+    if (!format) return MRN::UNKNOWN_T;
+    const DataType type = single_directive(*format);
+    bool carried = false;
+    with_scalar(type, [&](auto scalar) {
+      carried = std::holds_alternative<typename decltype(scalar)::carrier>(p[1]);
+    });
+    return carried ? type : MRN::UNKNOWN_T;
   }
 };
 

@@ -113,7 +113,7 @@ struct Network_t {
       return;
     }
     const unsigned int id = MRN::layer::mrnet_stream_id(in.stream, rank);
-    auto packet = MRN::codec::from_canopy(in.packet, id);
+    auto packet = MRN::codec::from_canopy(std::move(in.packet), id);
     if (!packet) {
       report("dropped a packet on stream " + std::to_string(id) + ": " + packet.error());
       return;

@@ -346,7 +346,7 @@ TEST(MrnetFilters, BuiltinsRefuseFormatsTheyDoNotTake) {
   };
   for (const auto& c : cases) {
     auto filter = make(c.filter);
-    const std::string format = std::get<std::string>(c.packet[0]);
+    const std::string format = (*MRN::codec::from_canopy(c.packet, 0))->get_FormatString();
     auto error = failure(*filter, {c.packet});
     EXPECT_TRUE(contains(error, c.filter) && contains(error, "\"" + format + "\"")) << c.filter << ": " << error;
   }
@@ -354,7 +354,8 @@ TEST(MrnetFilters, BuiltinsRefuseFormatsTheyDoNotTake) {
 
 TEST(MrnetFilters, BuiltinsRefusePacketsThatAreNotMrnetPackets) {
   auto sum = make("mrnet_sum");
-  Packet plain(1, {std::int32_t{5}});
+  // A format first that its values do not match (values alone are the compact form).
+  Packet plain(1, {std::string("%d %d"), std::int32_t{5}});
   plain.set_source(6);
   auto error = failure(*sum, {plain});
   EXPECT_TRUE(contains(error, "mrnet_sum") && contains(error, "not an MRNet packet") && contains(error, "from rank 6"))
@@ -493,7 +494,8 @@ TEST(MrnetFilters, BadAdapterParametersAreAnError) {
   EXPECT_TRUE(contains(error, "takes [0] the path")) << error;
   error = create_error(MRN::layer::kFunctionFilter, Packet(0, {std::string(kToolFilter)}));
   EXPECT_TRUE(contains(error, "takes [0] the path")) << error;
-  error = create_error(MRN::layer::kFunctionFilter, function_params("IntegerSum", kToolFilter, {std::int32_t{5}}));
+  error = create_error(MRN::layer::kFunctionFilter,
+                       function_params("IntegerSum", kToolFilter, {std::string("%d %d"), std::int32_t{5}}));
   EXPECT_TRUE(contains(error, "IntegerSum") && contains(error, "not an MRNet packet")) << error;
 }
 

@@ -171,6 +171,55 @@ TEST(MrnetPacket, UnpackNeedsTheSenderSFormatExactlyAndEmptyArraysAreNull) {
   EXPECT_EQ(n, 0u);
 }
 
+// Decision 1: where the values' Canopy types give the format back, packets travel
+// without it (every hop encodes and decodes less); any other format travels first,
+// and both come back as sent.
+TEST(MrnetPacket, FormatsTheValuesGiveBackTravelWithoutTheFormatString) {
+  auto encoded_bytes = [](const canopy::Packet& p) {
+    capnp::MallocMessageBuilder message;
+    canopy::core::encode_packet(p, message.initRoot<canopy::wire::DataPacket>());
+    return message.sizeInWords() * 8;
+  };
+  const std::int32_t ints[] = {1, 2};
+  const char* strings[] = {"a"};
+  struct Case {
+    MRN::PacketPtr packet;
+    bool compact;
+  };
+  const std::vector<Case> cases{
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%d", 5)), true},
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%d %lf %s", 5, 1.5, "x")), true},
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%ad %as %uld", ints, 2u, strings, 1u, static_cast<uint64_t>(7))), true},
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "", 0)), true},
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%hd", 5)), false},     // carried as an int32: "%d" would come back
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%d%d", 5, 6)), false},  // not single blanks
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%d ", 5)), false},
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%s %d", "x", 5)), false},  // a string first is the format
+      {MRN::PacketPtr(new MRN::Packet(1, 100, "%Ad", ints, static_cast<uint64_t>(2))), false},
+  };
+  for (const auto& c : cases) {
+    const std::string format = c.packet->get_FormatString();
+    ASSERT_FALSE(c.packet->has_Error()) << format;
+    const canopy::Packet sent = MRN::codec::to_canopy(*c.packet);
+    const bool with_format = sent.size() > 0 && std::holds_alternative<std::string>(sent[0]) &&
+                             std::get<std::string>(sent[0]) == format;
+    EXPECT_EQ(!with_format, c.compact) << "\"" << format << "\"";
+    if (c.compact) {
+      const canopy::Packet full = MRN::codec::to_canopy(*c.packet, MRN::codec::Form::with_format);
+      EXPECT_LT(encoded_bytes(sent), encoded_bytes(full)) << "\"" << format << "\"";
+      // Either form is understood on receipt.
+      auto from_full = MRN::codec::from_canopy(full, 1);
+      ASSERT_TRUE(from_full) << from_full.error();
+      EXPECT_EQ((*from_full)->get_FormatString(), format);
+    }
+    auto back = over_the_wire(*c.packet);
+    ASSERT_TRUE(back) << "\"" << format << "\"";
+    EXPECT_EQ(std::string(back->get_FormatString()), format);
+    EXPECT_EQ(back->get_NumElements(), c.packet->get_NumElements());
+    EXPECT_EQ(back->impl().values, c.packet->impl().values) << "\"" << format << "\"";
+  }
+}
+
 TEST(MrnetPacket, BadInputIsAnErrorNotACrash) {
   MRN::Packet null_string(1, 100, "%s", static_cast<const char*>(nullptr));
   EXPECT_TRUE(null_string.has_Error());
@@ -178,8 +227,8 @@ TEST(MrnetPacket, BadInputIsAnErrorNotACrash) {
   EXPECT_TRUE(unknown.has_Error());
   EXPECT_EQ(MRN::Fmt2Type("Auld"), MRN::UINT64_LRG_ARRAY_T);
   EXPECT_EQ(MRN::Fmt2Type("lu"), MRN::UNKNOWN_T);
-  // A Canopy packet that is no MRNet packet is refused with the reason.
-  EXPECT_FALSE(MRN::codec::from_canopy(canopy::Packet(100, {std::int32_t{1}}), 1));
+  // A Canopy packet that is no MRNet packet (a format its values do not match) is
+  // refused with the reason.
   EXPECT_FALSE(MRN::codec::from_canopy(canopy::Packet(100, {std::string("%d %d"), std::int32_t{1}}), 1));
   EXPECT_FALSE(MRN::codec::from_canopy(canopy::Packet(100, {std::string("%hd"), std::uint32_t{1}}), 1));
 }
