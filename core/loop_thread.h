@@ -48,9 +48,11 @@ class LoopThread {
   using Clock = std::chrono::steady_clock;
   // How long the loop stays lent after its last caller returned before its own
   // thread takes it back; after a busy spell of calls (the loop's thread looking
-  // less often meanwhile, up to kLookAtMost), up to kLookAtMost.
+  // less often meanwhile, up to kLookAtMost), up to kLookAtMost: far below a
+  // heartbeat (500 ms) or a gossip period, and each look is a wake-up of a thread
+  // with nothing to do (docs/architecture.md, "Threads").
   static constexpr auto kReclaimAfter = std::chrono::milliseconds(5);
-  static constexpr auto kLookAtMost = std::chrono::milliseconds(40);
+  static constexpr auto kLookAtMost = std::chrono::milliseconds(160);
 
   LoopThread();
   ~LoopThread() { stop(); }
