@@ -54,7 +54,8 @@ inline std::string builtin_filter_name(FilterId id) {
 // object also exports NAME_get_state. Its parameters (Canopy packet, tag 0):
 //   [0] string: the shared object's path, [1] string: the function's name,
 //   [2...] the MRNet packet given by Stream::set_FilterParameters, as
-//          mrnet/packet_codec.h encodes it (format string first), or nothing.
+//          mrnet/packet_codec.h encodes it with its format (Form::with_format:
+//          the format string first, even when empty), or nothing.
 inline constexpr const char* kFunctionFilter = "mrnet_function";
 inline constexpr const char* kRecoverableFunctionFilter = "mrnet_function_recoverable";
 
