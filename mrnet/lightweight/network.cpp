@@ -68,8 +68,8 @@ struct Network_t {
     }
   }
 
-  int send(const Stream_t& stream, const canopy::Packet& packet) {
-    auto sent = backend->send(stream.canopy_id, packet);
+  int send(const Stream_t& stream, canopy::Packet&& packet) {
+    auto sent = backend->send(stream.canopy_id, std::move(packet));
     if (!sent) {
       report("cannot send on stream " + std::to_string(stream.id) + ": " + sent.error());
       return -1;
@@ -223,13 +223,14 @@ CANOPY_MRNET_LW_EXPORT int Stream_send(Stream_t* stream, int tag, const char* fm
   if (!stream || !fmt) return -1;
   va_list values;
   va_start(values, fmt);
-  MRN::Packet packet(fmt, values, stream->id, tag);
+  // Straight into Canopy's packet, as the C++ layer's Stream::send.
+  auto packet = MRN::codec::pack_canopy(tag, fmt, values);
   va_end(values);
-  if (packet.has_Error()) {
-    report("Stream_send on stream " + std::to_string(stream->id) + ": " + packet.impl().error);
+  if (!packet) {
+    report("Stream_send on stream " + std::to_string(stream->id) + ": " + packet.error());
     return -1;
   }
-  return stream->network->send(*stream, MRN::codec::to_canopy(packet));
+  return stream->network->send(*stream, std::move(*packet));
 }
 
 CANOPY_MRNET_LW_EXPORT int Stream_send_packet(Stream_t* stream, Packet_t* packet) {
@@ -237,7 +238,7 @@ CANOPY_MRNET_LW_EXPORT int Stream_send_packet(Stream_t* stream, Packet_t* packet
   if (!stream || !values) return -1;
   canopy::Packet out = MRN::codec::to_canopy(**values);
   out.set_tag(packet->tag);
-  return stream->network->send(*stream, out);
+  return stream->network->send(*stream, std::move(out));
 }
 
 CANOPY_MRNET_LW_EXPORT int Stream_flush(Stream_t* stream) {
