@@ -47,6 +47,16 @@ void move_high(asio::ip::tcp::acceptor& acceptor, const asio::ip::tcp& protocol)
 
 }  // namespace
 
+void reserve_listener_descriptor() {
+  const int floor = listener_descriptor_floor();
+  if (floor < 0) return;
+  const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (probe < 0) return;
+  const int high = fcntl(probe, F_DUPFD_CLOEXEC, floor);  // the table grows to hold it
+  if (high >= 0) ::close(high);
+  ::close(probe);
+}
+
 Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t port,
                             const transport::StripedOptions& striped, OnLink on_link) {
   std::vector<asio::ip::address> addresses;

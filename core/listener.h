@@ -19,6 +19,15 @@ namespace canopy::core {
 
 namespace asio = boost::asio;
 
+// Grows this process's table of descriptors now to where a listener moves (above
+// every link: listener.cpp, move_high), so that the move costs nothing later. The
+// kernel grows the table of a process that has several threads only after an RCU
+// grace period (about 10 ms on this project's machine: a front-end's first launch
+// waited that long between its topology and its listening socket), of a
+// single-threaded one at once. Call it before the process starts threads: the
+// front-end does, before its loop's thread. Best effort; cheap when done already.
+void reserve_listener_descriptor();
+
 class Listener {
  public:
   using OnLink = std::function<void(std::shared_ptr<transport::Link>)>;

@@ -18,6 +18,7 @@
 #include "canopy/frontend.h"
 #include "core/attach_file.h"
 #include "core/codec.h"
+#include "core/listener.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
 #include "services/runtime.h"
@@ -540,6 +541,9 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 
+  // Before the loop's thread starts: growing the table of descriptors of a process
+  // with threads waits for an RCU grace period (core/listener.h).
+  core::reserve_listener_descriptor();
   std::unique_ptr<Network> network(new Network(std::make_unique<Impl>(std::move(options))));
   Impl& impl = *network->impl_;
   if (auto& on_progress = impl.options.on_progress) on_progress(1, impl.options.topology.size());
@@ -609,6 +613,7 @@ Result<std::unique_ptr<Network>> Network::reattach(ReattachOptions options) {
   launch_options.startup_timeout = options.timeout;
   launch_options.reattach_file = options.reattach_file;
   core::NodeIdentity identity{.rank = *file->frontend, .network_id = file->network_id, .secret = file->secret};
+  core::reserve_listener_descriptor();  // before the loop's thread (as launch())
   std::unique_ptr<Network> network(new Network(std::make_unique<Impl>(std::move(launch_options), identity)));
   Impl& impl = *network->impl_;
   const auto deadline = Clock::now() + options.timeout;
