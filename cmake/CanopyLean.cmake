@@ -80,24 +80,32 @@ if(CANOPY_LEAN_BACKENDS)
   cmake_pop_check_state()
 endif()
 
+# spdlog's and fmt's implementation (lean_log.cpp) as object library canopy_lean_log,
+# compiled with spdlog::spdlog's definitions but not linked to its shared library;
+# made once, by its first user. Position-independent, so that Canopy's MRNet shared
+# libraries can hold it too (mrnet/CMakeLists.txt).
+function(_canopy_lean_log_objects)
+  if(TARGET canopy_lean_log)
+    return()
+  endif()
+  add_library(canopy_lean_log OBJECT ${_canopy_lean_log_source})
+  set_target_properties(canopy_lean_log PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(canopy_lean_log PRIVATE cxx_std_20)
+  # Optimised whatever the tool's build type: unoptimised, fmt's formatting of
+  # floating-point numbers calls ceil() from libm, which the back-end would load
+  # for it alone.
+  target_compile_options(canopy_lean_log PRIVATE -O2)
+  target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
+  target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
+endfunction()
+
 # Links TARGET as a lean program, if CANOPY_LEAN_BACKENDS is on; otherwise nothing
 # changes.
 function(canopy_lean_program target)
   if(NOT CANOPY_LEAN_BACKENDS)
     return()
   endif()
-  if(NOT TARGET canopy_lean_log)
-    # spdlog's and fmt's implementation, compiled with spdlog::spdlog's definitions
-    # but not linked to its shared library; made once, by the first lean program.
-    add_library(canopy_lean_log OBJECT ${_canopy_lean_log_source})
-    target_compile_features(canopy_lean_log PRIVATE cxx_std_20)
-    # Optimised whatever the tool's build type: unoptimised, fmt's formatting of
-    # floating-point numbers calls ceil() from libm, which the back-end would load
-    # for it alone.
-    target_compile_options(canopy_lean_log PRIVATE -O2)
-    target_compile_definitions(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>)
-    target_include_directories(canopy_lean_log PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
-  endif()
+  _canopy_lean_log_objects()
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:canopy_lean_log>)
   set(whole "")
   foreach(archive IN LISTS canopy_lean_archives)
