@@ -241,8 +241,8 @@ void Network::Impl::file(canopy::Received&& received) {
 bool Network::Impl::pump(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
   pumping = true;
   lock.unlock();
-  // Only the pumping thread touches `batch` (kept, so that its storage is reused).
-  batch.clear();
+  // Only the pumping thread touches `batch` (empty between pumps; kept, so that its
+  // storage is reused).
   std::optional<canopy::Error> failure;
   // One receive; false once nothing more is there, or Canopy reported something.
   auto take = [&](auto got) {

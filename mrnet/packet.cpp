@@ -357,15 +357,20 @@ struct Parsed {
 // directive the one its Canopy value type stands for, separated by single blanks,
 // and no string first (a compact packet never starts with one: that is what tells
 // the two forms apart).
+// Appends the compact form's directive for Canopy value type `index` to `format`.
+void append_canonical(std::string& format, std::size_t index) {
+  if (!format.empty()) format += ' ';
+  format += '%';
+  format += kCanonical[index];
+}
+
 bool compactable(const std::string& format, const std::vector<DataType>& types) {
   if (!types.empty() && types[0] == STRING_T) return false;
   std::string rendered;
   for (DataType t : types) {
     const std::size_t index = carrier(t);
     if (index >= std::size(kCanonicalType) || kCanonicalType[index] != t) return false;
-    if (!rendered.empty()) rendered += ' ';
-    rendered += '%';
-    rendered += kCanonical[index];
+    append_canonical(rendered, index);
   }
   return rendered == format;
 }
@@ -448,11 +453,8 @@ canopy::Result<PacketPtr> decode(Take&& packet, unsigned int stream_id) {
     // The compact form: the values alone, their types giving the format.
     impl->types.reserve(packet.size());
     for (const Value& v : packet.values()) {
-      const DataType t = canonical_type(v.index());
-      if (!impl->format.empty()) impl->format += ' ';
-      impl->format += '%';
-      impl->format += kCanonical[v.index()];
-      impl->types.push_back(t);
+      append_canonical(impl->format, v.index());
+      impl->types.push_back(kCanonicalType[v.index()]);
     }
     if constexpr (std::is_const_v<std::remove_reference_t<Take>>) {
       impl->values = packet.values();
