@@ -112,9 +112,34 @@ class ProcessGuard {
     return name;
   }
 
+  // Every descendant, killed. An MPI launcher (mpirun) is first asked to end its
+  // job (SIGTERM, up to 5 s): killed outright, it would leave its session directory
+  // (/tmp/ompi.HOST.UID/pid.PID, with its ranks' shared-memory files) behind.
   static void kill_all() {
+    for (pid_t pid : descendants()) {
+      if (is_mpi_launcher(pid)) end_launcher(pid, std::chrono::seconds(5));
+    }
     for (pid_t pid : descendants()) ::kill(pid, SIGKILL);
     reap();
+  }
+
+  static bool is_mpi_launcher(pid_t pid) {
+    const auto name = name_of(pid);
+    return name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun";
+  }
+
+  // SIGTERM to `launcher`, then up to `limit` for it to end (reaped if it is our
+  // child); SIGKILL if it has not.
+  static void end_launcher(pid_t launcher, std::chrono::milliseconds limit) {
+    if (::kill(launcher, SIGTERM) != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      reap();
+      if (::kill(launcher, 0) != 0) return;
+      if (status_field(launcher, "State").rfind("Z", 0) == 0) return;  // another's child, ended
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(launcher, SIGKILL);
   }
 
   static void reap() {

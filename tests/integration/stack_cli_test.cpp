@@ -3,12 +3,14 @@
 // input, and a daemon killed while it holds ranks under ptrace.
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -84,6 +86,42 @@ Output stack_of(pid_t mpirun, std::vector<std::string> args) {
   return run_canopy(args);
 }
 
+// Where Open MPI 4 keeps the files of the job that `mpirun` leads: its session
+// directory, and the shared-memory segments of its ranks (/dev/shm/vader_segment.
+// HOST.UID.JOBID.RANK, JOBID in hex, the job family of contact.txt plus one).
+struct OpenMpiFiles {
+  std::filesystem::path session;
+  std::string segment_infix;  // ".JOBID." once the job is known, else ""
+
+  explicit OpenMpiFiles(pid_t mpirun) {
+    utsname host{};
+    uname(&host);
+    const char* tmp = std::getenv("TMPDIR");
+    session = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") /
+              ("ompi." + std::string(host.nodename) + "." + std::to_string(getuid())) /
+              ("pid." + std::to_string(mpirun));
+  }
+  // Reads the job's id once contact.txt is there; false until then.
+  bool read_job() {
+    std::ifstream contact(session / "contact.txt");
+    unsigned long family = 0;
+    if (!(contact >> family)) return false;
+    std::ostringstream hex;
+    hex << "." << std::hex << family + 1 << ".";
+    segment_infix = hex.str();
+    return true;
+  }
+  std::vector<std::string> segments() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("vader_segment.", 0) == 0 && name.find(segment_infix) != std::string::npos) out.push_back(name);
+    }
+    return out;
+  }
+};
+
 class StackCli : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -92,6 +130,26 @@ class StackCli : public ::testing::Test {
   }
   ProcessGuard guard_;
 };
+
+// Ending a test's job leaves none of Open MPI's files. Jobs used to be killed
+// outright, and each left its session directory in /tmp and its ranks' segments in
+// /dev/shm: CI's disk filled up.
+TEST_F(StackCli, EndingAJobLeavesNoneOfOpenMpisFiles) {
+  const pid_t mpirun = spawn(hang_job(2));
+  OpenMpiFiles files(mpirun);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((!files.read_job() || ranks_of_job().size() < 2 || files.segments().size() < 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(std::filesystem::exists(files.session)) << files.session;
+  ASSERT_EQ(files.segments().size(), 2u) << "no shared-memory segment per rank named *" << files.segment_infix << "*";
+  guard_.kill_all();
+  EXPECT_FALSE(std::filesystem::exists(files.session)) << files.session << " is left";
+  EXPECT_EQ(files.segments(), std::vector<std::string>{}) << "segments are left";
+  std::filesystem::remove_all(files.session);  // not to leave them when the test fails
+  for (const auto& name : files.segments()) std::filesystem::remove("/dev/shm/" + name);
+}
 
 TEST_F(StackCli, AHungJobShowsItsTwoClassesAndRunsOnUnharmed) {
   const pid_t mpirun = spawn(hang_job(8));

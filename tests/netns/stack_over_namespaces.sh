@@ -49,7 +49,10 @@ ip netns exec "$NETNS_A" "$mpiexec" --allow-run-as-root --oversubscribe \
   --mca rtc_hwloc_vmhole none \
   "$hang" 120 >"$work/job.out" 2>&1 &
 job=$!
-netns_on_exit "kill $job 2>/dev/null || true"
+# Asked to end, mpirun ends its ranks and daemons and removes its files (session
+# directories in /tmp, shared memory in /dev/shm); killed by the namespaces' cleanup
+# it would leave them: up to 5 s for it.
+netns_on_exit "kill $job 2>/dev/null; for _ in \$(seq 50); do kill -0 $job 2>/dev/null || break; sleep 0.1; done"
 
 # Until every rank has called MPI_Init, the process table is empty.
 logs="$work/early-logs"

@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
 
 // A child process with its stdin and stdout on pipes; killed (with its process group
-// when it leads one) and reaped when the object goes.
+// when it leads one) and reaped when the object goes. A group's leader is an MPI
+// launcher here: it is first asked to end its job, so that it removes its files.
 class Child {
  public:
   explicit Child(const std::vector<std::string>& argv, bool own_group = false) : own_group_(own_group) {
@@ -52,7 +53,10 @@ class Child {
   }
   ~Child() {
     if (pid_ > 0) {
-      if (own_group_) ::kill(-pid_, SIGKILL);
+      if (own_group_) {
+        ProcessGuard::end_launcher(pid_, 5s);
+        ::kill(-pid_, SIGKILL);
+      }
       ::kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
