@@ -273,8 +273,12 @@ canopy_pkgconfig_file(canopy "Canopy, a tree-based overlay network for HPC tools
 set(canopy_mrnet_installed canopy_mrnet)
 set_target_properties(canopy_mrnet PROPERTIES EXPORT_NAME mrnet)
 if(TARGET canopy_mrnet_lightweight)
-  list(APPEND canopy_mrnet_installed canopy_mrnet_lightweight)
+  # With its static form (Canopy::mrnet_lightweight_static), for lean C back-ends,
+  # and the MRNet packet code that form needs.
+  list(APPEND canopy_mrnet_installed canopy_mrnet_lightweight canopy_mrnet_lightweight_static canopy_mrnet_packet)
   set_target_properties(canopy_mrnet_lightweight PROPERTIES EXPORT_NAME mrnet_lightweight)
+  set_target_properties(canopy_mrnet_lightweight_static PROPERTIES EXPORT_NAME mrnet_lightweight_static)
+  set_target_properties(canopy_mrnet_packet PROPERTIES EXPORT_NAME mrnet_packet)
 endif()
 # The static layer (Canopy::mrnet_static), for lean MRNet back-ends, and the part
 # of it that reads MRNet's five back-end arguments.

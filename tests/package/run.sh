@@ -90,8 +90,8 @@ done
 
 # package_backend is linked with canopy_lean_program (docs/packaging.md): it needs
 # libc only (neither it nor Canopy calls into libm), unless the installed libraries
-# are sanitized (then canopy_lean_program changes nothing). So does mrnet_be_lean,
-# below.
+# are sanitized (then canopy_lean_program changes nothing). So do mrnet_be_lean and
+# int_add_backend_lightweight_lean, below.
 lean=1
 grep -q "^CANOPY_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" && lean=0
 if [ "$lean" = 1 ]; then
@@ -159,10 +159,13 @@ mkdir "$work/mrnet-make"
 step "build the MRNet-style programs with make and pkg-config" \
   env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
   make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
-# The lean MRNet back-end (CMake only); it runs below like the others.
+# The lean MRNet back-ends, C++ and lightweight C (CMake only); they run below like
+# the others.
 if [ "$lean" = 1 ]; then
   step "mrnet_be_lean, a lean MRNet back-end, needs libc only" \
     "$source_dir/tests/lean_backend.sh" --libc-only "$work/mrnet-cmake/mrnet_be_lean"
+  step "int_add_backend_lightweight_lean, a lean lightweight C back-end, needs libc only" \
+    "$source_dir/tests/lean_backend.sh" --libc-only "$work/mrnet-cmake/int_add_backend_lightweight_lean"
   # The MRNet layer's functions a back-end runs are in the layout too.
   if grep -q "^CANOPY_LEAN_HOT_LAYOUT:INTERNAL=1" "$work/mrnet-cmake/CMakeCache.txt"; then
     step "mrnet_be_lean's Canopy and MRNet-layer code is laid out as the installed backend_hot_functions.ld says" \
@@ -172,7 +175,7 @@ if [ "$lean" = 1 ]; then
 fi
 for kind in cmake make; do
   backends="mrnet_be int_add_backend_lightweight"
-  [ "$kind" = cmake ] && backends="$backends mrnet_be_lean"
+  [ "$kind" = cmake ] && backends="$backends mrnet_be_lean int_add_backend_lightweight_lean"
   for backend in $backends; do
     step "MRNet-style integer addition with $backend, built with $kind" \
       env -u CANOPY_COMMNODE "$work/mrnet-$kind/int_add_frontend" "$work/mrnet.top" \
