@@ -3,11 +3,13 @@
 // measured in the same run for reference. Prints CSV (docs/benchmarks.md).
 //
 //   canopy-bench [--quick] [--samples N] [--instantiations N] [--topologies b:4,b:2^2,...]
+//                [--backend NAME]
 //
-// canopy-commnode and canopy-demo-backend are taken from the directory of this
-// executable (build/bin, or the install's bin). Every Network is shut down or
-// destroyed before the program ends, also on error; at the end the program checks
-// that none of the processes it started, directly or not, is still alive.
+// canopy-commnode and canopy-demo-backend (or the back-end NAME) are taken from the
+// directory of this executable (build/bin, or the install's bin). Every Network is
+// shut down or destroyed before the program ends, also on error; at the end the
+// program checks that none of the processes it started, directly or not, is still
+// alive.
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -53,6 +55,7 @@ struct Options {
   int waves_small = 20000;  // trees of up to 100 processes
   int waves_large = 5000;   // larger trees (b:16^2)
   bool instantiate_only = false;  // no raw TCP, round trips or throughput
+  std::string backend = "canopy-demo-backend";  // a program next to this one
 };
 
 // A failure: reported on stderr by main(), which then exits with status 1. Thrown
@@ -88,12 +91,12 @@ std::string sibling(const char* name) {
   return path.string();
 }
 
-std::unique_ptr<canopy::Network> launch(const std::string& spec) {
+std::unique_ptr<canopy::Network> launch(const Options& o, const std::string& spec) {
   auto topology = canopy::generate_topology(spec);
   if (!topology) throw Failure("topology \"" + spec + "\": " + topology.error());
   canopy::LaunchOptions options;
   options.topology = *topology;
-  options.backend_argv = {sibling("canopy-demo-backend")};
+  options.backend_argv = {sibling(o.backend.c_str())};
   options.commnode_exe = sibling("canopy-commnode");
   auto network = canopy::Network::launch(std::move(options));
   if (!network) throw Failure("launching " + spec + ": " + network.error());
@@ -115,7 +118,7 @@ void instantiate(const Options& o, const std::string& spec) {
   std::vector<double> ms;
   for (int i = 0; i < o.instantiations; ++i) {
     auto start = Clock::now();
-    auto net = launch(spec);
+    auto net = launch(o, spec);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     shutdown(*net, spec);
   }
@@ -124,7 +127,7 @@ void instantiate(const Options& o, const std::string& spec) {
 
 // Round trips (0 B, 4 B and 1 KiB) and throughput on one tree; returns the 0 B median (µs).
 double roundtrip_and_throughput(const Options& o, const std::string& spec) {
-  auto net = launch(spec);
+  auto net = launch(o, spec);
   const auto backends = static_cast<std::uint32_t>(net->topology().backends().size());
   auto stream = net->create_stream({.upstream_filter = "sum"});
   if (!stream) throw Failure("creating a sum stream on " + spec + ": " + stream.error());
@@ -238,13 +241,16 @@ int run(const Options& o) {
 int usage() {
   std::fprintf(stderr,
                "usage: canopy-bench [--quick] [--samples N] [--instantiations N] [--topologies SPEC,SPEC,...]\n"
-               "                    [--instantiate-only]\n"
+               "                    [--instantiate-only] [--backend NAME]\n"
                "  --quick        smoke run: 3 instantiations, 300 round trips, few waves\n"
                "  --samples N    round trips measured per topology and payload (default 2000)\n"
                "  --instantiations N  launches timed per topology (default 5; 1: only the\n"
                "                 process's first, cold, as an MRNet tool's one CreateNetworkFE)\n"
                "  --topologies   default b:4,b:2^2,b:4^2,b:16^2\n"
                "  --instantiate-only  time the launches alone (for profiling them)\n"
+               "  --backend NAME the back-end program, next to this one (default\n"
+               "                 canopy-demo-backend, linked lean; canopy-demo-backend-dynamic:\n"
+               "                 the same linked against shared C++ libraries)\n"
                "prints CSV: benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples\n");
   return 2;
 }
@@ -280,6 +286,9 @@ int main(int argc, char** argv) {
         if (!t.empty()) o.topologies.push_back(t);
       }
       if (o.topologies.empty()) return usage();
+    } else if (a == "--backend" && i + 1 < argc) {
+      o.backend = argv[++i];
+      if (o.backend.empty() || o.backend.find('/') != std::string::npos) return usage();
     } else if (a == "--instantiate-only") {
       o.instantiate_only = true;
     } else if (a == "-h" || a == "--help") {

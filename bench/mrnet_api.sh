@@ -5,7 +5,7 @@
 #   bench/mrnet_api.sh [--reps N] [--mrnet-prefix DIR] BUILD_DIR OUT_DIR
 #     --reps N            repetitions (default 3); in each, every tree is run by each
 #                         system in turn (layer, layer-lw, MRNet, MRNet-lw, native,
-#                         layer-lean),
+#                         layer-lean, native-dyn, layer-lw-lean),
 #                         so that all see the same machine in the same minute
 #     --mrnet-prefix DIR  an MRNet 5.0.1 installation (its include/, lib/ and
 #                         bin/mrnet_commnode): bench/mrnet_api_bench{,_be}.cpp and
@@ -14,7 +14,8 @@
 #                         MRNet runs
 #     BUILD_DIR           Canopy's build tree: bin/canopy-mrnet-bench,
 #                         canopy-mrnet-bench-be, canopy-mrnet-bench-lw,
-#                         canopy-mrnet-bench-be-lean, canopy-bench
+#                         canopy-mrnet-bench-be-lean, canopy-mrnet-bench-lw-lean,
+#                         canopy-bench, canopy-demo-backend-dynamic
 #                         (built if missing) and
 #                         lib/libcanopy_mrnet.so with its filter plug-in
 #                         canopy_mrnet_filters.so beside it (or named by
@@ -25,7 +26,12 @@
 # (Canopy::mrnet_lightweight); "mrnet" and "mrnet-lw" the same sources on MRNet 5.0.1
 # (libmrnet, libmrnet_lightweight); "native" is canopy-bench on Canopy's own API;
 # "layer-lean" the layer's C++ back-end linked lean (Canopy::mrnet_static with
-# canopy_lean_program: canopy-mrnet-bench-be-lean; docs/packaging.md).
+# canopy_lean_program: canopy-mrnet-bench-be-lean; docs/packaging.md), "layer-lw-lean"
+# its lightweight C back-end linked so (Canopy::mrnet_lightweight_static). Canopy's
+# back-ends (canopy-demo-backend) are linked lean too; "native-dyn" is canopy-bench
+# with canopy-demo-backend-dynamic, the same back-end on shared libraries, as the
+# layer's on libcanopy_mrnet.so are: layer/native-dyn is what the layer costs with
+# the linking alike on both sides.
 # Trees (MRNet's format, every process on localhost; Canopy's native spec alike):
 #   1x2x4 = b:2^2 (2 commnodes, 4 back-ends), 4x4 = b:4^2 (4, 16), 16x16 = b:16^2 (16, 256)
 # Measures: instantiate (CreateNetworkFE / Network::launch until it returns), the
@@ -40,7 +46,7 @@
 #                            of each run's median, min and max of those, p10 and p90
 #                            (medians over the runs), number of runs
 #   OUT_DIR/mrnet_api.png    one panel per measure, grouped bars per tree (log scale)
-#   OUT_DIR/summary.txt      the table and the ratios layer/native and layer/MRNet
+#   OUT_DIR/summary.txt      the table and the ratios to native, native-dyn and MRNet
 #   OUT_DIR/runs/            every run's CSV, stderr and load average
 #
 # Settings (environment): MRNET_API_TREES (default "1x2x4 4x4 16x16"),
@@ -80,16 +86,18 @@ tree_spec() { case $1 in 1x2x4) echo "b:2^2" ;; 4x4) echo "b:4^2" ;; 16x16) echo
 tree_backends() { local n=1 f; for f in $(tree_fanouts "$1"); do n=$((n * f)); done; echo "$n"; }
 tree_waves() { [ "$(tree_backends "$1")" -gt 100 ] && echo 500 || echo 2000; }
 for t in $trees; do tree_fanouts "$t" >/dev/null || { echo "bench/mrnet_api.sh: unknown tree $t" >&2; exit 2; }; done
-all_systems="layer layer-lw mrnet mrnet-lw native layer-lean"
+all_systems="layer layer-lw mrnet mrnet-lw native layer-lean native-dyn layer-lw-lean"
 systems="layer layer-lw"
 [ -n "$prefix" ] && systems="$systems mrnet mrnet-lw"
-systems="$systems native layer-lean"
+systems="$systems native layer-lean native-dyn layer-lw-lean"
 system_label() {
   case $1 in
     layer) echo "Canopy's MRNet layer, C++ back-ends" ;; layer-lw) echo "Canopy's MRNet layer, lightweight C back-ends" ;;
     mrnet) echo "MRNet 5.0.1, C++ back-ends" ;; mrnet-lw) echo "MRNet 5.0.1, lightweight C back-ends" ;;
-    native) echo "Canopy native API" ;;
+    native) echo "Canopy native API, back-ends linked lean" ;;
     layer-lean) echo "Canopy's MRNet layer, C++ back-ends linked lean" ;;
+    native-dyn) echo "Canopy native API, back-ends on shared libraries" ;;
+    layer-lw-lean) echo "Canopy's MRNet layer, lightweight C back-ends linked lean" ;;
   esac
 }
 
@@ -101,7 +109,8 @@ mkdir -p "$out/runs" "$out/topologies"
 if [ "$plot_only" != 1 ]; then
   if [ ! -x "$bin/canopy-mrnet-bench" ] || [ ! -x "$bin/canopy-mrnet-bench-be" ] ||
      [ ! -x "$bin/canopy-mrnet-bench-lw" ] || [ ! -x "$bin/canopy-mrnet-bench-be-lean" ] ||
-     [ ! -x "$bin/canopy-bench" ]; then
+     [ ! -x "$bin/canopy-mrnet-bench-lw-lean" ] || [ ! -x "$bin/canopy-bench" ] ||
+     [ ! -x "$bin/canopy-demo-backend-dynamic" ]; then
     cmake --build "$build" -j1 --target canopy-mrnet-bench canopy-bench
   fi
   filters=${CANOPY_MRNET_FILTERS:-$build/lib/canopy_mrnet_filters.so}
@@ -209,9 +218,12 @@ run_one() {
     layer) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-be" ;;
     layer-lw) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-lw" ;;
     layer-lean) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-be-lean" ;;
+    layer-lw-lean) run_tree "$log" "$bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$bin/canopy-mrnet-bench-lw-lean" ;;
     mrnet) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-be" ;;
     mrnet-lw) run_tree "$log" "$mrnet_bin/canopy-mrnet-bench" "${common[@]}" "$topo" "$mrnet_bin/canopy-mrnet-bench-lw" ;;
     native) run_tree "$log" "$bin/canopy-bench" --quick --instantiations 1 --topologies "$(tree_spec "$tree")" ;;
+    native-dyn) run_tree "$log" "$bin/canopy-bench" --quick --instantiations 1 --topologies "$(tree_spec "$tree")" \
+      --backend canopy-demo-backend-dynamic ;;
   esac
   local rows
   rows=$(awk -F, 'NR > 1 && $1 != "raw_tcp_roundtrip" && $1 != "ratio"' "$log.csv" | wc -l)
@@ -260,16 +272,16 @@ for t in $trees; do
     for m in instantiate first_roundtrip roundtrip throughput; do
       case $m in
         instantiate) key="instantiate,create_network_fe" unit=ms
-          [ "$s" = native ] && key="instantiate,launch_time" ;;
+          [[ $s == native* ]] && key="instantiate,launch_time" ;;
         first_roundtrip) key="instantiate,new_stream_and_first_roundtrip" unit=ms
-          [ "$s" = native ] && continue ;;
+          [[ $s == native* ]] && continue ;;
         roundtrip) key="roundtrip,broadcast_reduce_latency" unit=us ;;
         throughput) key="throughput,reduce_waves_per_second" unit=waves/s ;;
       esac
       # benchmark,topology,payload_bytes,metric,median,p10,p90,unit,samples; native: 4 B,
       # one int32 down and its sum up, as the MRNet programs' "%d"
       rows=$(cat "$out"/runs/*-"$t-$s".csv 2>/dev/null |
-        awk -F, -v k="$key" -v s="$s" '$1 "," $4 == k && (s != "native" || $1 != "roundtrip" || $3 == 4)' || true)
+        awk -F, -v k="$key" -v s="$s" '$1 "," $4 == k && (s !~ /^native/ || $1 != "roundtrip" || $3 == 4)' || true)
       [ -n "$rows" ] || continue
       col() { cut -d, -f"$1" <<< "$rows" | median; }
       runs=$(wc -l <<< "$rows")
@@ -286,15 +298,16 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf 
 show() { [ -n "$1" ] && awk -v v="$1" 'BEGIN { printf (v >= 100 ? "%.0f" : "%.3g"), v }' || echo "-"; }
 {
   echo "medians over the runs ($(awk -F, 'NR > 1 { print $12 }' "$csv" | sort -n -u | paste -sd/ -) runs), load average before the first: $(cat "$out"/runs/1-*-layer.loadavg 2>/dev/null | head -1)"
-  echo "(-lw: lightweight C back-ends; -lean: C++ back-ends linked lean, Canopy::mrnet_static)"
-  echo "tree | measure | Canopy MRNet layer | layer-lw | layer-lean | MRNet 5.0.1 | MRNet-lw | Canopy native | layer/native | layer-lean/native | layer/MRNet | layer-lw/MRNet-lw | layer-lean/MRNet-lw"
+  echo "(-lw: lightweight C back-ends; -lean: back-ends linked lean, Canopy::mrnet_static or mrnet_lightweight_static;"
+  echo " native: back-ends linked lean; native-dyn: the same on shared libraries, as the layer's on libcanopy_mrnet.so)"
+  echo "tree | measure | Canopy MRNet layer | layer-lw | layer-lean | layer-lw-lean | MRNet 5.0.1 | MRNet-lw | Canopy native | native-dyn | layer/native | layer-lean/native | layer-lw-lean/native | layer/native-dyn | layer-lw/native-dyn | layer/MRNet | layer-lw/MRNet-lw | layer-lean/MRNet-lw | layer-lw-lean/MRNet-lw"
   for t in $trees; do
     for m in instantiate first_roundtrip roundtrip throughput; do
       l=$(value "$t" layer "$m") ll=$(value "$t" layer-lw "$m") r=$(value "$t" mrnet "$m") rl=$(value "$t" mrnet-lw "$m")
-      le=$(value "$t" layer-lean "$m")
-      n=$(value "$t" native "$m")
+      le=$(value "$t" layer-lean "$m") lwe=$(value "$t" layer-lw-lean "$m")
+      n=$(value "$t" native "$m") nd=$(value "$t" native-dyn "$m")
       unit=$(awk -F, -v t="$t" -v m="$m" '$1 == t && $5 == m { print $6; exit }' "$csv")
-      echo "$t | $m ($unit) | $(show "$l") | $(show "$ll") | $(show "$le") | $(show "$r") | $(show "$rl") | $(show "$n") | $(ratio "$l" "$n") | $(ratio "$le" "$n") | $(ratio "$l" "$r") | $(ratio "$ll" "$rl") | $(ratio "$le" "$rl")"
+      echo "$t | $m ($unit) | $(show "$l") | $(show "$ll") | $(show "$le") | $(show "$lwe") | $(show "$r") | $(show "$rl") | $(show "$n") | $(show "$nd") | $(ratio "$l" "$n") | $(ratio "$le" "$n") | $(ratio "$lwe" "$n") | $(ratio "$l" "$nd") | $(ratio "$ll" "$nd") | $(ratio "$l" "$r") | $(ratio "$ll" "$rl") | $(ratio "$le" "$rl") | $(ratio "$lwe" "$rl")"
     done
   done
 } | tee "$out/summary.txt"
@@ -338,7 +351,10 @@ panel() {  # title, ylabel, measure[, key]: bars from a decade below the smalles
   [ "${4:-}" = key ] && key_line='set key top left font ",10" opaque box' && keys=$legend
 
   lo=$(awk 'NR == 1 || $3 < m { m = $3 } END { if (NR == 0 || m <= 0) m = 1; print 10 ^ (int(log(m / 2) / log(10) + 100) - 100) }' "$out/plot-$3.dat")
-  hi=$(awk 'NR == 1 || $4 > m { m = $4 } END { if (NR == 0) m = 10; print m * 6 }' "$out/plot-$3.dat")
+  # Room above the bars for the labels, and for the legend in its panel.
+  local room=6
+  [ "${4:-}" = key ] && room=40
+  hi=$(awk -v r="$room" 'NR == 1 || $4 > m { m = $4 } END { if (NR == 0) m = 10; print m * r }' "$out/plot-$3.dat")
   cat <<GP
 $key_line
 set title "$1"
@@ -346,13 +362,13 @@ set ylabel "$2"
 set yrange [$lo:$hi]
 plot "$out/plot-$3.dat" using 1:2:(\$1 - 0.45):(\$1 + 0.45):($lo):2:5 with boxxyerror lc variable notitle, \\
      "" using 1:3:(0):(\$4 - \$3) with vectors nohead lw 1.5 lc rgb "black" notitle, \\
-     "" using 1:4:6 with labels font ",9" offset 0,0.8 notitle$keys
+     "" using 1:4:6 with labels font ",8" offset 0,0.8 notitle$keys
 GP
 }
 last_x=$(( (${#tree_list[@]} - 1) * group + group - 1 ))
 runs_done=$(awk -F, 'NR > 1 && $12 > n { n = $12 } END { print n + 0 }' "$csv")
 cat > "$out/mrnet_api.gp" <<GP
-set terminal pngcairo size 1600,1150 noenhanced font ",12"
+set terminal pngcairo size 2100,1250 noenhanced font ",12"
 set output "$out/mrnet_api.png"
 set linetype 1 lc rgb "#3b75af"
 set linetype 2 lc rgb "#9cc3e6"
@@ -360,6 +376,8 @@ set linetype 3 lc rgb "#d1495b"
 set linetype 4 lc rgb "#f0a3ad"
 set linetype 5 lc rgb "#5aa05a"
 set linetype 6 lc rgb "#1d3f63"
+set linetype 7 lc rgb "#a6d49f"
+set linetype 8 lc rgb "#8e6bbf"
 set style fill solid 0.75 border rgb "black"
 set multiplot layout 2,2 title "The same MRNet-API program on Canopy's MRNet layer and on MRNet 5.0.1, and Canopy's native API (localhost, 2 cores)\nmedian of $runs_done run(s), interleaved; whiskers: min-max of the runs' medians; log scale" font ",13"
 set logscale y
