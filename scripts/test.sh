@@ -36,7 +36,11 @@ run_ctest() {
 run_ctest "normal build" "$here/build" -j "$jobs" --timeout 180
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
-  CANOPY_BUILD_TYPE=Debug "$here/scripts/build.sh" "$here/build-sanitize" -DCANOPY_SANITIZE=ON -DCANOPY_BUILD_BENCH=OFF
+  # Debug info as line tables (-g1): the sanitizers' reports still name every frame's
+  # file and line, and the build is about 8 % faster (three heavy files: 41.3-41.9 s
+  # against 44.2-46.6 s), its objects a fifth smaller.
+  CANOPY_BUILD_TYPE=Debug "$here/scripts/build.sh" "$here/build-sanitize" -DCANOPY_SANITIZE=ON -DCANOPY_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
   # Every process of every tree (commnodes and back-ends too, whose reports no test
   # would see) writes sanitizer reports, leaks included, into one directory; any
   # report there fails the run. Unit and integration tests only: the package test
