@@ -346,14 +346,13 @@ done
 legend=""
 for s in "${present[@]}"; do legend="$legend, NaN with boxes lc $(colour "$s") title \"$(system_label "$s")\""; done
 panel() {  # title, ylabel, measure[, key]: bars from a decade below the smallest value
-  local lo hi keys=""
-  local key_line="unset key"
-  [ "${4:-}" = key ] && key_line='set key top left font ",10" opaque box' && keys=$legend
+  # Room above the bars for the labels, and for the legend in its panel.
+  local lo hi keys="" key_line="unset key" room=6
+  if [ "${4:-}" = key ]; then
+    key_line='set key top left font ",10" opaque box' keys=$legend room=40
+  fi
 
   lo=$(awk 'NR == 1 || $3 < m { m = $3 } END { if (NR == 0 || m <= 0) m = 1; print 10 ^ (int(log(m / 2) / log(10) + 100) - 100) }' "$out/plot-$3.dat")
-  # Room above the bars for the labels, and for the legend in its panel.
-  local room=6
-  [ "${4:-}" = key ] && room=40
   hi=$(awk -v r="$room" 'NR == 1 || $4 > m { m = $4 } END { if (NR == 0) m = 10; print m * r }' "$out/plot-$3.dat")
   cat <<GP
 $key_line

@@ -353,10 +353,6 @@ struct Parsed {
   bool compact = false;
 };
 
-// Whether `format` is what the compact form gives back for its directives: each
-// directive the one its Canopy value type stands for, separated by single blanks,
-// and no string first (a compact packet never starts with one: that is what tells
-// the two forms apart).
 // Appends the compact form's directive for Canopy value type `index` to `format`.
 void append_canonical(std::string& format, std::size_t index) {
   if (!format.empty()) format += ' ';
@@ -364,6 +360,10 @@ void append_canonical(std::string& format, std::size_t index) {
   format += kCanonical[index];
 }
 
+// Whether `format` is what the compact form gives back for its directives: each
+// directive the one its Canopy value type stands for, separated by single blanks,
+// and no string first (a compact packet never starts with one: that is what tells
+// the two forms apart).
 bool compactable(const std::string& format, const std::vector<DataType>& types) {
   if (!types.empty() && types[0] == STRING_T) return false;
   std::string rendered;
