@@ -98,6 +98,11 @@ class Packet {
  private:
   template <typename T>
   static bool assign(Value& slot, std::size_t type_index, T&& arg);
+  // Stores arg as Value's alternative I if it converts to it. A function rather than
+  // a templated lambda: clang 14 instantiates the discarded branches of `if
+  // constexpr` in a templated lambda inside a template, and fails on them.
+  template <std::size_t I, typename T>
+  static bool assign_as(Value& slot, T&& arg);
   template <typename T>
   static bool extract(const Value& value, std::size_t type_index, T& out);
 
@@ -137,38 +142,38 @@ std::string to_json(const Value& value);
 
 // ---- implementation of the templates ----
 
+template <std::size_t I, typename T>
+bool Packet::assign_as(Value& slot, T&& arg) {
+  using A = std::remove_cvref_t<T>;
+  using V = std::variant_alternative_t<I, Value>;
+  if constexpr (std::is_same_v<A, V>) {
+    slot.template emplace<I>(std::forward<T>(arg));
+    return true;
+  } else if constexpr (std::is_arithmetic_v<V> && std::is_arithmetic_v<A> &&
+                       std::is_floating_point_v<V> == std::is_floating_point_v<A>) {
+    slot.template emplace<I>(static_cast<V>(arg));
+    return true;
+  } else if constexpr (std::is_same_v<V, std::string> && std::is_convertible_v<A, std::string_view>) {
+    slot.template emplace<I>(std::string(std::string_view(arg)));
+    return true;
+  } else if constexpr (requires { typename V::value_type; typename A::value_type; } &&
+                       !std::is_same_v<V, std::string> && !std::is_same_v<V, Bytes>) {
+    using VE = typename V::value_type;
+    using AE = typename A::value_type;
+    if constexpr (std::is_constructible_v<VE, const AE&> &&
+                  std::is_arithmetic_v<VE> == std::is_arithmetic_v<AE>) {
+      slot.template emplace<I>(V(arg.begin(), arg.end()));
+      return true;
+    }
+  }
+  return false;
+}
+
 template <typename T>
 bool Packet::assign(Value& slot, std::size_t type_index, T&& arg) {
-  using A = std::remove_cvref_t<T>;
-  bool done = false;
-  auto try_type = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-    if (done || I != type_index) return;
-    using V = std::variant_alternative_t<I, Value>;
-    if constexpr (std::is_same_v<A, V>) {
-      slot.template emplace<I>(std::forward<T>(arg));
-      done = true;
-    } else if constexpr (std::is_arithmetic_v<V> && std::is_arithmetic_v<A> &&
-                         std::is_floating_point_v<V> == std::is_floating_point_v<A>) {
-      slot.template emplace<I>(static_cast<V>(arg));
-      done = true;
-    } else if constexpr (std::is_same_v<V, std::string> && std::is_convertible_v<A, std::string_view>) {
-      slot.template emplace<I>(std::string(std::string_view(arg)));
-      done = true;
-    } else if constexpr (requires { typename V::value_type; typename A::value_type; } &&
-                         !std::is_same_v<V, std::string> && !std::is_same_v<V, Bytes>) {
-      using VE = typename V::value_type;
-      using AE = typename A::value_type;
-      if constexpr (std::is_constructible_v<VE, const AE&> &&
-                    std::is_arithmetic_v<VE> == std::is_arithmetic_v<AE>) {
-        slot.template emplace<I>(V(arg.begin(), arg.end()));
-        done = true;
-      }
-    }
-  };
-  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    (try_type(std::integral_constant<std::size_t, Is>{}), ...);
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return ((Is == type_index && assign_as<Is>(slot, std::forward<T>(arg))) || ...);
   }(std::make_index_sequence<std::variant_size_v<Value>>{});
-  return done;
 }
 
 template <typename T>
