@@ -1,15 +1,18 @@
 #include "stack/walker.h"
 
 #include <cxxabi.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <signal.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <utility>
 
 #include "stack/proc_dwfl.h"
 #include "stack/stopped_process.h"
@@ -97,6 +100,34 @@ int collect_frame(Dwfl_Frame* state, void* arg) {
     return DWARF_CB_ABORT;
   }
   return DWARF_CB_OK;
+}
+
+
+// The source file and line of pc in module, or {nullptr, 0}. libdw (0.188, Debian
+// 12's) finds a module's compile unit for an address only through .debug_aranges,
+// which clang writes only when asked (-gdwarf-aranges): where the module has none,
+// the units are searched for the one whose ranges hold pc, and its line table read.
+std::pair<const char*, int> source_line(Dwfl_Module* module, Dwarf_Addr pc) {
+  int line = 0;
+  if (Dwfl_Line* source = dwfl_module_getsrc(module, pc)) {
+    const char* file = dwfl_lineinfo(source, nullptr, &line, nullptr, nullptr, nullptr);
+    return {file, line};
+  }
+  Dwarf_Addr bias = 0;
+  Dwarf* dwarf = dwfl_module_getdwarf(module, &bias);
+  Dwarf_Aranges* aranges = nullptr;
+  std::size_t indexed = 0;
+  if (dwarf == nullptr || (dwarf_getaranges(dwarf, &aranges, &indexed) == 0 && indexed > 0)) return {nullptr, 0};
+  Dwarf_CU* unit = nullptr;
+  Dwarf_Die unit_die;
+  std::uint8_t unit_type = 0;
+  while (dwarf_get_units(dwarf, unit, &unit, nullptr, &unit_type, &unit_die, nullptr) == 0) {
+    if (dwarf_haspc(&unit_die, pc - bias) <= 0) continue;
+    Dwarf_Line* source = dwarf_getsrc_die(&unit_die, pc - bias);
+    if (source == nullptr || dwarf_lineno(source, &line) != 0) return {nullptr, 0};
+    return {dwarf_linesrc(source, nullptr, nullptr), line};
+  }
+  return {nullptr, 0};
 }
 
 }  // namespace
@@ -273,11 +304,7 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
           frame = basename_of(module_name != nullptr ? module_name : "??") + "+" + hex(*pc - start);
         }
         if (options_.lines) {
-          int line = 0;
-          const char* file = nullptr;
-          if (Dwfl_Line* source = dwfl_module_getsrc(module, *pc)) {
-            file = dwfl_lineinfo(source, nullptr, &line, nullptr, nullptr, nullptr);
-          }
+          auto [file, line] = source_line(module, *pc);
           if (file != nullptr && line > 0) frame += " (" + basename_of(file) + ":" + std::to_string(line) + ")";
         }
         thread.frames.push_back(std::move(frame));

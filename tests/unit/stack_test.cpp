@@ -138,6 +138,7 @@ Result<std::vector<ThreadStack>> sample_settled(Walker& walker, pid_t pid) {
 
 class StackTarget : public ::testing::Test {
  protected:
+  explicit StackTarget(const char* program = CANOPY_STACK_TARGET) : target_{{program}} {}
   void SetUp() override { ASSERT_EQ(target_.read_line(), "ready"); }
   // The target still runs: it answers on its pipe.
   void expect_running() {
@@ -145,7 +146,14 @@ class StackTarget : public ::testing::Test {
     EXPECT_EQ(target_.read_line(), "pong");
     expect_untraced(target_.pid());
   }
-  Child target_{{CANOPY_STACK_TARGET}};
+  Child target_;
+};
+
+// The same program with no address index in its debug information (.debug_aranges),
+// as clang writes it unless asked for one.
+class StackTargetWithoutAddressIndex : public StackTarget {
+ protected:
+  StackTargetWithoutAddressIndex() : StackTarget(CANOPY_STACK_TARGET_NO_ARANGES) {}
 };
 
 TEST_F(StackTarget, FindsBothThreadsWithTheirFramesOutermostFirst) {
@@ -196,16 +204,32 @@ TEST_F(StackTarget, SamplesTwiceInARowWithTheSameWalker) {
   expect_running();
 }
 
+// Every frame named in `names` (the first frame with the name, in the first thread
+// that has one) ends with " (stack_target.cpp:LINE)".
+void expect_lines(const std::vector<ThreadStack>& threads, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const ThreadStack* thread = thread_with(threads, name);
+    ASSERT_NE(thread, nullptr) << name << " in\n" << describe(threads);
+    const std::string& frame = thread->frames[frame_index(*thread, name)];
+    EXPECT_NE(frame.find(" (stack_target.cpp:"), std::string::npos) << frame;
+  }
+}
+
 TEST_F(StackTarget, LinesAddTheSourceFileAndLine) {
   Walker walker({.lines = true});
   auto result = sample_settled(walker, target_.pid());
   ASSERT_TRUE(result) << result.error();
-  const ThreadStack* main_thread = thread_with(*result, "inner_function");
-  ASSERT_NE(main_thread, nullptr);
-  const std::string& inner = main_thread->frames[frame_index(*main_thread, "inner_function")];
-  EXPECT_NE(inner.find(" (stack_target.cpp:"), std::string::npos) << inner;
-  const std::string& outer = main_thread->frames[frame_index(*main_thread, "outer_function")];
-  EXPECT_NE(outer.find(" (stack_target.cpp:"), std::string::npos) << outer;
+  expect_lines(*result, {"inner_function", "outer_function"});
+  expect_running();
+}
+
+// libdw finds a unit by address through the index alone: the walker searches the
+// units itself where there is none.
+TEST_F(StackTargetWithoutAddressIndex, LinesAreFoundInTheUnitsThemselves) {
+  Walker walker({.lines = true});
+  auto result = sample_settled(walker, target_.pid());
+  ASSERT_TRUE(result) << result.error();
+  expect_lines(*result, {"inner_function", "outer_function", "worker_wait"});
   expect_running();
 }
 
