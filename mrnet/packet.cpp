@@ -262,6 +262,13 @@ DataType Fmt2Type(const char* directive) {
   return it == directives().end() ? UNKNOWN_T : it->second;
 }
 
+// The filter plug-in (mrnet/filters) has this file too, for the commnodes, which do
+// not load libcanopy_mrnet.so. A front-end loads both, and uses the library's
+// NullPacket; the plug-in's is weak, a definition only where it is alone, so that a
+// program has one (AddressSanitizer checks it).
+#ifdef CANOPY_MRNET_FILTER_PLUGIN
+__attribute__((weak))
+#endif
 PacketPtr Packet::NullPacket;
 
 Packet::Packet(unsigned int stream_id, int tag, const char* format, ...) {
