@@ -10,7 +10,7 @@
 # A crash stops that harness; its input is kept in build-fuzz/crashes/HARNESS/ and
 # the script exits 1 after the others ran. Keep a crash as a regression test by
 # copying it into fuzz/regressions/HARNESS/ with the fix. clang is installed with
-# apt-get if missing (as root, or with sudo).
+# apt-get if missing (scripts/setup.sh, as root or with sudo).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 seconds=30
@@ -33,11 +33,7 @@ for h in "${harnesses[@]}"; do
   esac
 done
 
-"$here/scripts/setup.sh"
-if ! command -v clang++ >/dev/null; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang >/dev/null
-fi
+"$here/scripts/setup.sh"  # clang among the rest
 
 build="$here/build-fuzz"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  clang                       # the sanitizer build (scripts/test.sh) and the fuzzers (scripts/fuzz.sh)
   libboost1.81-dev            # Asio with C++20 coroutines (replaces the 1.74 headers)
   capnproto libcapnp-dev      # wire protocol
   libyaml-cpp-dev             # topology files
