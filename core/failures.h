@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <capnp/list.h>
 
@@ -29,6 +30,15 @@ class Failures {
   void write(capnp::List<wire::Failure>::Builder out) const;
   std::size_t size() const { return groups_.size(); }  // for initFailures()
   bool empty() const { return groups_.empty() && dropped_ == 0; }
+  // Whether there are failures and every one says `message`.
+  bool only(std::string_view message) const {
+    return dropped_ == 0 && groups_.size() == 1 && groups_.begin()->first == message;
+  }
+  // The ranks that reported `message` (none if none did).
+  std::set<Rank> ranks_of(const std::string& message) const {
+    auto it = groups_.find(message);
+    return it == groups_.end() ? std::set<Rank>{} : it->second;
+  }
 
   // Every group, "WHO: MESSAGE" joined by "; ", WHO naming the ranks by role as
   // ranges ("back-ends 0-3,7", "commnodes 1000001-1000004", "the front-end"), or, for

@@ -84,7 +84,12 @@ Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
 }
 
 StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer)
-    : node_(node), filters_(filters), observer_(observer), error_timer_(node.io()), hold_timer_(node.io()) {}
+    : node_(node),
+      filters_(filters),
+      observer_(observer),
+      error_timer_(node.io()),
+      hold_timer_(node.io()),
+      heal_timer_(node.io()) {}
 
 // ---- messages and events ----
 
@@ -149,6 +154,7 @@ void StreamService::on_event(const core::NodeEvent& event) {
     if (connected->rejoined) rejoin_streams(connected->child, connected->rank);
   } else if (std::holds_alternative<core::events::TreeChanged>(event)) {
     loosen_waves();
+    if (!healing_.empty()) check_healing();
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     compensate();
   }
@@ -181,8 +187,13 @@ void StreamService::create_stream(const StreamSpec& spec) {
 }
 
 void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
-  if (streams_.count(spec.id)) {
-    report_stream_failure(spec.id, "stream " + std::to_string(spec.id) + " already exists");
+  if (auto it = streams_.find(spec.id); it != streams_.end()) {
+    // Sent again by the root after the tree healed (services/streams_heal.cpp).
+    if (it->second.spec.backends == spec.backends && it->second.spec.upstream_filter == spec.upstream_filter) {
+      reopen(it->second);
+    } else {
+      report_stream_failure(spec.id, "stream " + std::to_string(spec.id) + " already exists");
+    }
     return;
   }
   if (streams_.size() >= kMaxStreams) {
@@ -215,9 +226,13 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
     report_stream_ack(spec.id, {});
     return;
   }
+  for (std::size_t i : it->second.members) send_create(i, it->second);
+}
+
+void StreamService::send_create(std::size_t child, const Stream& stream) {
   core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-  write_spec(message.init<wire::streams::StreamCreate>(), spec, down_from);
-  for (std::size_t i : it->second.members) node_.send_to_child(i, message);
+  write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
+  node_.send_to_child(child, message);
 }
 
 void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader ack) {
@@ -229,7 +244,7 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
   auto pos = std::find(waiting.begin(), waiting.end(), child);
   if (pos == waiting.end()) return;
   waiting.erase(pos);
-  if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_failures);
+  if (waiting.empty()) creation_acked(stream);
 }
 
 Result<void> StreamService::make_filters(Stream& stream) {
@@ -493,8 +508,8 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
   auto& waiting = stream.awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
     waiting.erase(w);
-    stream.ack_failures.add(node_.children()[child].rank, "lost");
-    if (waiting.empty()) report_stream_ack(stream.spec.id, stream.ack_failures);
+    stream.ack_failures.add(node_.children()[child].rank, std::string(kLostMember));
+    if (waiting.empty()) creation_acked(stream);
   }
   run_waves(stream);
 }
@@ -668,12 +683,7 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
     ids.push_back(sid);
   }
   std::sort(ids.begin(), ids.end());
-  for (StreamId sid : ids) {
-    const Stream& stream = streams_.at(sid);
-    core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-    write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
-    node_.send_to_child(child, message);
-  }
+  for (StreamId sid : ids) send_create(child, streams_.at(sid));
   if (!ids.empty()) log().info("back-end {} rejoined {} stream(s)", rank, ids.size());
 }
 

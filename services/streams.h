@@ -22,7 +22,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -163,6 +165,30 @@ class StreamService final : public core::Service {
   static void prune_departed(Stream& stream);
   void compensate();
 
+  void send_create(std::size_t child, const Stream& stream);
+  // ---- a creation across a heal (services/streams_heal.cpp) ----
+  // Every member has acknowledged the creation (or was lost): reported up, or, at
+  // the root, tried again once the tree has healed if members were lost on the way.
+  void creation_acked(Stream& stream);
+  // The stream again, to every member child (those that reach its back-ends now,
+  // adopted ones included): each opens it or, having it, does the same below it,
+  // and this node acknowledges once all have.
+  void reopen(Stream& stream);
+  // Root: sends again the creations whose orphans have all been adopted (or lost).
+  void check_healing();
+  // Root: the processes `lost` are known to have failed, and every back-end of
+  // `spec` hangs from the root again or is gone.
+  bool healed(const StreamSpec& spec, const std::set<Rank>& lost) const;
+  static constexpr std::string_view kLostMember = "lost";
+  static constexpr int kHealRounds = 3;
+  struct Healing {
+    core::Failures failures;  // of the last round: reported if the tree does not heal
+    std::set<Rank> lost;      // the members lost, in every round
+    NodeClock::time_point deadline;
+    int rounds = 0;
+    bool in_flight = false;  // sent again, acknowledgements awaited
+  };
+
   void report_stream_ack(StreamId stream, const core::Failures& failures);
   // This node's own failure to create stream `stream`.
   void report_stream_failure(StreamId stream, const std::string& message);
@@ -188,6 +214,8 @@ class StreamService final : public core::Service {
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;
+  std::map<StreamId, Healing> healing_;  // root: creations waiting for the tree to heal
+  Timer heal_timer_;
 };
 
 }  // namespace canopy::services

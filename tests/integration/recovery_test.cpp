@@ -321,6 +321,40 @@ TEST_F(Recovery, BroadcastsTheFrontEndNoLongerKeepsAreReportedLostOnTheStream) {
       << seen.lost;
 }
 
+// A stream created while a commnode dies: the commnode, hung, never passes the
+// creation on, and is killed while the front-end waits for it. Once its orphans are
+// adopted the root sends the creation again, and it reaches them (docs/
+// fault-tolerance.md, "A stream created across a failure"): created, and every
+// back-end answers on it.
+class RecoveryDuringCreation : public Recovery, public ::testing::WithParamInterface<Rank> {};
+
+TEST_P(RecoveryDuringCreation, TheStreamReachesTheOrphans) {
+  const Rank victim = GetParam();
+  ASSERT_TRUE(launch("b:2x2x2"));
+  const pid_t hung = pid_of(victim);
+  ASSERT_GT(hung, 0);
+  kill(hung, SIGSTOP);
+  stopped_.push_back(hung);
+  std::optional<canopy::Result<canopy::StreamId>> created;
+  std::thread creating([&] {
+    created = network_->create_stream({.upstream_filter = "concat", .sync = canopy::SyncMode::dont_wait});
+  });
+  std::this_thread::sleep_for(200ms);  // the creation waits in the hung commnode's socket
+  kill(hung, SIGKILL);
+  creating.join();
+  ASSERT_TRUE(created.has_value());
+  ASSERT_TRUE(*created) << created->error();
+  ASSERT_TRUE(network_->broadcast(**created, canopy::Packet{script::kEcho, {std::vector<std::int32_t>{7}}}));
+  const auto seen = collect_echoes(1);
+  for (Rank b : backends_) EXPECT_EQ(seen.echoes.at(b), std::vector<std::int32_t>{7}) << "back-end " << b;
+  drain_events();
+  EXPECT_TRUE(saw_failure(victim));
+}
+
+// FE+1 leaves two commnodes orphaned, FE+3 two back-ends.
+INSTANTIATE_TEST_SUITE_P(Orphans, RecoveryDuringCreation, ::testing::Values(FE + 1, FE + 3),
+                         [](const auto& info) { return info.param == FE + 1 ? "MidLevel" : "Leaf"; });
+
 TEST_F(Recovery, MidLevelCommnodeKilledItsCommnodesAreAdopted) {
   ASSERT_TRUE(start("b:2x2x2", 150, 10));
   wait_until_streaming();
