@@ -410,6 +410,31 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
   finish(sum, 4);
 }
 
+// new_Stream while a commnode dies before it passed the stream on: with recovery on,
+// the stream is made once the orphans are adopted, over every back-end
+// (docs/fault-tolerance.md, "A stream created across a failure").
+TEST_F(MrnetApi, ANewStreamWhileACommnodeDiesHasEveryBackend) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  ASSERT_TRUE(net->set_FailureRecovery(true));
+  const pid_t pid = ProcessGuard::process_of_rank(kFrontEnd + 1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  Stream* sum = nullptr;
+  std::thread creating([&] { sum = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL); });
+  std::this_thread::sleep_for(200ms);  // the creation waits in the stopped commnode's socket
+  kill(pid, SIGKILL);
+  creating.join();
+  ASSERT_NE(sum, nullptr) << net->error_detail();
+  ASSERT_EQ(sum->send(TAG_SUM, "%d", 10), 0);
+  int tag = 0, total = 0;
+  PacketPtr packet;
+  ASSERT_EQ(sum->recv(&tag, packet), 1) << net->error_detail();
+  ASSERT_EQ(packet->unpack("%d", &total), 0);
+  EXPECT_EQ(total, 46) << "every back-end is in the sum";
+  finish(sum, 4);
+}
+
 // Attach mode, as MRNet's tools run it: the front-end starts only the commnodes,
 // the tool reads the leaves from the topology and starts the back-ends itself with
 // MRNet's five arguments; they prove the secret through CANOPY_ATTACH, which the
