@@ -102,7 +102,6 @@ int collect_frame(Dwfl_Frame* state, void* arg) {
   return DWARF_CB_OK;
 }
 
-
 // The source file and line of pc in module, or {nullptr, 0}. libdw (0.188, Debian
 // 12's) finds a module's compile unit for an address only through .debug_aranges,
 // which clang writes only when asked (-gdwarf-aranges): where the module has none,
