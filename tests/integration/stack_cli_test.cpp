@@ -240,6 +240,13 @@ TEST_F(StackCli, BadInputGetsAClearMessage) {
       << none.err;
 
   const pid_t sleeper = spawn({"sleep", "60"});
+  // Until it has exec'd, the child is a copy of this test (its memory map, once,
+  // was unreadable: "Exec format error").
+  for (auto deadline = std::chrono::steady_clock::now() + 5s;
+       ProcessGuard::name_of(sleeper) != "sleep" && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(ProcessGuard::name_of(sleeper), "sleep");
   auto not_mpi = run_canopy({"stack", "--mpirun", std::to_string(sleeper)});
   EXPECT_EQ(exit_code(not_mpi), 1);
   EXPECT_NE(not_mpi.err.find("is not an MPI launcher"), std::string::npos) << not_mpi.err;
