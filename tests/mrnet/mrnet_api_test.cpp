@@ -92,6 +92,19 @@ class MrnetApi : public canopy::testing::ProcessTest {
     return out;
   }
 
+  // Sends TAG_SUM {10} on `stream` and returns the sum that comes back (each
+  // back-end adds its rank to it), or -1 after a failure, which it reports.
+  int sum_once(Stream* stream) {
+    int tag = 0, total = 0;
+    PacketPtr packet;
+    if (stream->send(TAG_SUM, "%d", 10) != 0 || stream->recv(&tag, packet) != 1 ||
+        packet->unpack("%d", &total) != 0) {
+      ADD_FAILURE() << "no sum: " << net_->error_detail();
+      return -1;
+    }
+    return total;
+  }
+
   // Sends TAG_EXIT on `stream` (summed to 0), deletes the network and checks that
   // every back-end ended well and no process is left.
   void finish(Stream* stream, unsigned int backends) {
@@ -401,11 +414,8 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
   }
   EXPECT_TRUE(net->get_NetworkTopology()->node_Failed(commnode));
 
-  ASSERT_EQ(sum->send(TAG_SUM, "%d", 10), 0);
-  int tag = 0, total = 0;
-  PacketPtr packet;
-  ASSERT_EQ(sum->recv(&tag, packet), 1) << net->error_detail();
-  ASSERT_EQ(packet->unpack("%d", &total), 0);
+  const int total = sum_once(sum);
+  ASSERT_NE(total, -1);
   EXPECT_EQ(total, 46) << "every back-end is still in the sum";
   finish(sum, 4);
 }
@@ -426,11 +436,8 @@ TEST_F(MrnetApi, ANewStreamWhileACommnodeDiesHasEveryBackend) {
   kill(pid, SIGKILL);
   creating.join();
   ASSERT_NE(sum, nullptr) << net->error_detail();
-  ASSERT_EQ(sum->send(TAG_SUM, "%d", 10), 0);
-  int tag = 0, total = 0;
-  PacketPtr packet;
-  ASSERT_EQ(sum->recv(&tag, packet), 1) << net->error_detail();
-  ASSERT_EQ(packet->unpack("%d", &total), 0);
+  const int total = sum_once(sum);
+  ASSERT_NE(total, -1);
   EXPECT_EQ(total, 46) << "every back-end is in the sum";
   finish(sum, 4);
 }
@@ -473,11 +480,8 @@ TEST_F(MrnetApi, AttachModeBackendsStartedByTheToolJoinWithMrnetsFiveArguments) 
   EXPECT_EQ(leaves.size(), 4u) << "now the back-ends are the leaves";
   Stream* sum = net_->new_Stream(net_->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
   ASSERT_NE(sum, nullptr) << net_->error_detail();
-  ASSERT_EQ(sum->send(TAG_SUM, "%d", 10), 0);
-  int tag = 0, total = 0;
-  PacketPtr p;
-  ASSERT_EQ(sum->recv(&tag, p), 1) << net_->error_detail();
-  ASSERT_EQ(p->unpack("%d", &total), 0);
+  const int total = sum_once(sum);
+  ASSERT_NE(total, -1);
   EXPECT_EQ(total, 46);
   finish(sum, 4);
   EXPECT_EQ(std::getenv("CANOPY_ATTACH"), nullptr) << "the attach file is gone with the tree";
