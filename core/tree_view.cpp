@@ -65,6 +65,33 @@ std::vector<Rank> TreeView::backends_below(Rank rank) const {
   return out;
 }
 
+TreeView::Place TreeView::place(Rank rank) const {
+  Place out;
+  const Entry& me = entry(rank);
+  if (me.parent != kNone) {
+    for (Rank sibling : entry(me.parent).children) {
+      out.siblings += sibling != rank && entry(sibling).alive ? 1 : 0;
+    }
+  }
+  std::size_t steps = 0;  // bounded walks, as in_subtree's
+  for (Rank r = me.parent; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) ++out.depth;
+  // Depth first, each live process with its distance below `rank`.
+  std::vector<std::pair<Rank, std::uint32_t>> stack{{rank, 0}};
+  while (!stack.empty() && stack.size() <= index_.size()) {
+    const auto [r, below] = stack.back();
+    stack.pop_back();
+    if (r != rank) {
+      ++out.descendants;
+      out.backends += entry(r).role == Role::backend ? 1 : 0;
+      out.height = std::max(out.height, below);
+    }
+    for (Rank child : entry(r).children) {
+      if (entry(child).alive) stack.emplace_back(child, below + 1);
+    }
+  }
+  return out;
+}
+
 bool TreeView::attached(Rank rank) const {
   if (!contains(rank)) return false;
   for (std::size_t steps = 0; steps <= index_.size() && rank != root_; ++steps) {

@@ -47,6 +47,19 @@ class TreeView {
   // The back-ends in `rank`'s current subtree (itself, if a back-end).
   std::vector<Rank> backends_below(Rank rank) const;
 
+  // Where a process stands in the live tree, as a filter is told it (FilterContext,
+  // MRNet's TopologyLocalInfo). Live processes only: a failed one, and whatever still
+  // hangs below it until adopted, are not counted.
+  struct Place {
+    std::uint32_t siblings = 0;     // the other live children of its parent
+    std::uint32_t descendants = 0;  // live processes below it
+    std::uint32_t backends = 0;     // live back-ends below it
+    std::uint32_t depth = 0;        // hops up to the root
+    std::uint32_t height = 0;       // hops down to its deepest live descendant
+  };
+  // O(size of its subtree + depth).
+  Place place(Rank rank) const;
+
   // A failure report: `rank` is gone. Returns false if it was already known. The
   // root may fail too (a front-end lost while FaultToleranceOptions::keep_tree_for
   // keeps the tree): its children stay attached to it until adopted, and the first

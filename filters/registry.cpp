@@ -56,9 +56,9 @@ Result<Packet> Filter::extract_state() {
 
 Result<void> check_descriptor(const canopy_filter_descriptor* d, const std::string& name) {
   if (d == nullptr) return Error{"canopy_filter_" + name + " returned no descriptor"};
-  if (d->abi_version != CANOPY_FILTER_ABI_VERSION) {
-    return Error{"filter '" + name + "' was built for filter ABI version " +
-                 std::to_string(d->abi_version) + ", this node has version " +
+  if (d->abi_version < CANOPY_FILTER_ABI_OLDEST || d->abi_version > CANOPY_FILTER_ABI_VERSION) {
+    return Error{"filter '" + name + "' was built for filter ABI version " + std::to_string(d->abi_version) +
+                 ", this node takes versions " + std::to_string(CANOPY_FILTER_ABI_OLDEST) + " to " +
                  std::to_string(CANOPY_FILTER_ABI_VERSION) + "; rebuild the plugin"};
   }
   if (d->layout != filter_layout()) {

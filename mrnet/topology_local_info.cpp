@@ -49,25 +49,28 @@ bool path_to(const Node* from, const Node* target, std::vector<const Node*>& pat
 Rank TopologyLocalInfo::get_Rank() const { return local_node ? local_node->get_Rank() : rank_; }
 
 unsigned int TopologyLocalInfo::get_NumChildren() const {
-  return local_node ? local_node->get_NumChildren() : children_;
+  return local_node ? local_node->get_NumChildren() : place_.children;
 }
 
 unsigned int TopologyLocalInfo::get_NumSiblings() const {
-  if (!local_node || !topol || !topol->get_Root()) return 0;
+  if (!local_node) return place_.siblings;
+  if (!topol || !topol->get_Root()) return 0;
   std::vector<const Node*> path;
   if (!path_to(topol->get_Root(), local_node, path) || path.size() < 2) return 0;  // the root has none
   return path[path.size() - 2]->get_NumChildren() - 1;
 }
 
 unsigned int TopologyLocalInfo::get_NumDescendants() const {
-  if (!local_node || !topol) return 0;
+  if (!local_node) return place_.descendants;
+  if (!topol) return 0;
   std::vector<const Node*> below;
   collect_descendants(local_node, below);
   return static_cast<unsigned int>(below.size());
 }
 
 unsigned int TopologyLocalInfo::get_NumLeafDescendants() const {
-  if (!local_node || !topol) return 0;
+  if (!local_node) return place_.leaf_descendants;
+  if (!topol) return 0;
   std::vector<const Node*> below;
   collect_descendants(local_node, below);
   std::size_t leaves = 0;
@@ -76,14 +79,15 @@ unsigned int TopologyLocalInfo::get_NumLeafDescendants() const {
 }
 
 unsigned int TopologyLocalInfo::get_RootDistance() const {
-  if (!local_node || !topol || !topol->get_Root()) return 0;
+  if (!local_node) return place_.root_distance;
+  if (!topol || !topol->get_Root()) return 0;
   std::vector<const Node*> path;
   if (!path_to(topol->get_Root(), local_node, path)) return 0;  // not in the tree (any more)
   return static_cast<unsigned int>(path.size() - 1);
 }
 
 unsigned int TopologyLocalInfo::get_MaxLeafDistance() const {
-  return local_node ? subtree_height(local_node) : 0;
+  return local_node ? subtree_height(local_node) : place_.max_leaf_distance;
 }
 
 }  // namespace MRN

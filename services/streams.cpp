@@ -250,8 +250,16 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
 Result<void> StreamService::make_filters(Stream& stream) {
   const StreamSpec& spec = stream.spec;
   const Rank me = node_.identity().rank;
-  const auto live = static_cast<std::uint32_t>(node_.children().connected());
-  const FilterContext context{.rank = me, .stream = spec.id, .upstream = true, .children = live};
+  FilterContext context{.rank = me, .stream = spec.id, .upstream = true,
+                        .children = static_cast<std::uint32_t>(node_.children().connected())};
+  if (const core::TreeView* view = node_.view(); view && view->contains(me)) {
+    const auto place = view->place(me);
+    context.siblings = place.siblings;
+    context.descendants = place.descendants;
+    context.backends = place.backends;
+    context.depth = place.depth;
+    context.height = place.height;
+  }
   if (node_.children().empty()) {
     // A back-end keeps an instance of a state-recoverable upstream filter over its
     // own packets: its state is what it sends a new parent if its parent dies. Such
@@ -275,7 +283,8 @@ Result<void> StreamService::make_filters(Stream& stream) {
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);
   if (!spec.downstream_filter.empty()) {
-    const FilterContext down_context{.rank = me, .stream = spec.id, .upstream = false, .children = live};
+    FilterContext down_context = context;
+    down_context.upstream = false;
     auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
     if (!downstream) return Error{"downstream " + downstream.error()};
     stream.downstream = std::move(*downstream);

@@ -28,7 +28,10 @@
 // ABI. The descriptor is a C struct found by a C symbol, but the packets it passes
 // are C++ objects: a plugin must be compiled against the same Canopy headers (ABI
 // version) and the same C++ standard library as the processes that load it. The
-// loader refuses a descriptor whose `abi_version` or `layout` differs from its own.
+// loader refuses a descriptor whose `layout` differs from its own, or whose
+// `abi_version` it does not know: versions CANOPY_FILTER_ABI_OLDEST to
+// CANOPY_FILTER_ABI_VERSION load (version 2 only added fields at the end of
+// FilterContext, which a plugin built for version 1 never reads).
 #pragma once
 
 #include <cstddef>
@@ -43,7 +46,8 @@
 #include "canopy/packet.h"
 #include "canopy/result.h"
 
-#define CANOPY_FILTER_ABI_VERSION 1u
+#define CANOPY_FILTER_ABI_VERSION 2u
+#define CANOPY_FILTER_ABI_OLDEST 1u
 
 namespace canopy {
 
@@ -53,6 +57,14 @@ struct FilterContext {
   StreamId stream = 0;
   bool upstream = true;       // false: the stream's downstream filter
   std::uint32_t children = 0; // number of participating children at creation
+  // Since ABI version 2: where the node stands in the live tree at creation, live
+  // processes only (what MRNet's TopologyLocalInfo tells a filter function); all 0
+  // where the node does not know the tree.
+  std::uint32_t siblings = 0;     // the other children of its parent
+  std::uint32_t descendants = 0;  // processes below it
+  std::uint32_t backends = 0;     // back-ends below it
+  std::uint32_t depth = 0;        // hops up to the front-end
+  std::uint32_t height = 0;       // hops down to its deepest descendant
 };
 
 // A fingerprint of the C++ types that cross the ABI; equal on both sides of a load.

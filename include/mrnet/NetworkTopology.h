@@ -95,12 +95,20 @@ class TopologyLocalInfo {
   TopologyLocalInfo(NetworkTopology* topology, NetworkTopology::Node* node)
       : local_node(node), topol(topology) {}
   // The layer's own, where no NetworkTopology is at hand (inside Canopy's commnodes):
-  // the node's rank and how many children take part in the stream there.
-  TopologyLocalInfo(Rank rank, unsigned int children) : rank_(rank), children_(children) {}
+  // the node's rank, how many children take part in the stream there, and where the
+  // node stood in the live tree when the filter was created (docs/mrnet.md).
+  struct Place {
+    unsigned int children = 0;
+    unsigned int siblings = 0;
+    unsigned int descendants = 0;
+    unsigned int leaf_descendants = 0;
+    unsigned int root_distance = 0;
+    unsigned int max_leaf_distance = 0;
+  };
+  TopologyLocalInfo(Rank rank, const Place& place) : rank_(rank), place_(place) {}
 
   Rank get_Rank() const;
   unsigned int get_NumChildren() const;
-  // The following need the whole tree: 0 inside a commnode (docs/mrnet.md).
   unsigned int get_NumSiblings() const;
   unsigned int get_NumDescendants() const;
   unsigned int get_NumLeafDescendants() const;
@@ -113,7 +121,7 @@ class TopologyLocalInfo {
   NetworkTopology::Node* local_node = nullptr;
   NetworkTopology* topol = nullptr;
   Rank rank_ = UnknownRank;
-  unsigned int children_ = 0;
+  Place place_;
 };
 
 }  // namespace MRN

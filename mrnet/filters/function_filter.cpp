@@ -141,7 +141,7 @@ class FunctionFilter {
     if (!packets) return Error{packets.error(), packets.error_kind()};
     std::vector<MRN::PacketPtr> produced;
     std::vector<MRN::PacketPtr> reverse;
-    const MRN::TopologyLocalInfo info(rank_, children_);
+    const MRN::TopologyLocalInfo info(rank_, place_);
     function_(*packets, produced, reverse, &state_, params_, info);
     if (!reverse.empty()) {
       return Error{label_ + ": the function put " + std::to_string(reverse.size()) +
@@ -177,7 +177,15 @@ class FunctionFilter {
 
  protected:
   FunctionFilter(const FilterContext& context, const Packet& params, const char* kind)
-      : kind_(kind), rank_(context.rank), stream_(context.stream), children_(context.children) {
+      : kind_(kind),
+        rank_(context.rank),
+        stream_(context.stream),
+        place_{.children = context.children,
+               .siblings = context.siblings,
+               .descendants = context.descendants,
+               .leaf_descendants = context.backends,
+               .root_distance = context.depth,
+               .max_leaf_distance = context.height} {
     auto read = read_parameters(kind_, params, own_stream_id());
     if (!read) throw std::invalid_argument(read.error());
     path_ = std::move(read->path);
@@ -210,7 +218,7 @@ class FunctionFilter {
   const char* kind_;  // the Canopy filter's name
   Rank rank_;
   StreamId stream_;
-  std::uint32_t children_;
+  MRN::TopologyLocalInfo::Place place_;  // as at the filter's creation
   std::string path_;
   std::string function_name_;
   std::string label_;  // "mrnet_function NAME (path)", for error messages

@@ -595,6 +595,55 @@ int sum_until(Network* net, Stream* stream, int total) {
   return got;
 }
 
+// Every instance of a tool's filter function is told, by TopologyLocalInfo, where its
+// node stands in the tree: on a tree of uneven depth, the front-end and each commnode
+// report what the topology file gives them, and what the front-end's own topology
+// (get_NetworkTopology) says of the same node.
+TEST_F(MrnetApi, AFilterFunctionIsToldWhereItsNodeStands) {
+  const char* uneven =
+      "localhost:0 => localhost:1 localhost:2 ;\n"
+      "localhost:1 => localhost:3 localhost:4 localhost:5 ;\n"
+      "localhost:2 => localhost:6 ;\n"
+      "localhost:6 => localhost:7 localhost:8 ;\n";
+  auto* net = launch(uneven);
+  ASSERT_NE(net, nullptr);
+  const int id = net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "Places");
+  ASSERT_GE(id, 100) << net->error_detail();
+  Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), id, SFILTER_WAITFORALL);
+  ASSERT_NE(s, nullptr) << net->error_detail();
+  ASSERT_EQ(s->send(TAG_SUM, "%d", 10), 0);
+  int tag = 0;
+  PacketPtr p;
+  ASSERT_EQ(s->recv(&tag, p), 1) << net->error_detail();
+  unsigned int* values = nullptr;
+  unsigned int count = 0;
+  ASSERT_EQ(p->unpack("%aud", &values, &count), 0);
+  const std::vector<unsigned int> all(values, values + count);
+  std::free(values);
+  ASSERT_EQ(all.size(), 4u * 7u) << "the front-end and three commnodes";
+
+  NetworkTopology* topology = net->get_NetworkTopology();
+  ASSERT_NE(topology, nullptr);
+  std::multiset<std::vector<unsigned int>> places;
+  for (std::size_t i = 0; i < all.size(); i += 7) {
+    const std::vector<unsigned int> told(all.begin() + i, all.begin() + i + 7);
+    NetworkTopology::Node* node = topology->find_Node(told[0]);
+    ASSERT_NE(node, nullptr) << "rank " << told[0];
+    const TopologyLocalInfo there(topology, node);
+    EXPECT_EQ(told, (std::vector<unsigned int>{there.get_Rank(), there.get_NumChildren(), there.get_NumSiblings(),
+                                               there.get_NumDescendants(), there.get_NumLeafDescendants(),
+                                               there.get_RootDistance(), there.get_MaxLeafDistance()}))
+        << "rank " << told[0];
+    places.insert(std::vector<unsigned int>(told.begin() + 1, told.end()));
+  }
+  // children, siblings, descendants, leaf descendants, root distance, max leaf distance
+  EXPECT_EQ(places, (std::multiset<std::vector<unsigned int>>{{2, 0, 8, 5, 0, 3},    // the front-end
+                                                              {3, 1, 3, 3, 1, 1},    // localhost:1
+                                                              {1, 1, 3, 2, 1, 2},    // localhost:2
+                                                              {2, 0, 2, 2, 2, 1}}));  // localhost:6
+  finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 5);
+}
+
 // The rest of the API a tool may use: the other forms of send, filter parameters and
 // the time-out mode, per-node assignment strings, load_FilterFuncs, data events by
 // callback and descriptor, the topology's other queries.

@@ -68,4 +68,30 @@ PacketPtr SeenUnion_get_state(void** filter_state, int stream_id) {
   return as_packet(*seen, static_cast<unsigned int>(stream_id), FirstApplicationTag);
 }
 
+// Where every node of the stream stands, as TopologyLocalInfo tells it: each adds its
+// rank, children, siblings, descendants, leaf descendants, root distance and max leaf
+// distance to the "%aud" of the nodes below it (the back-ends' packets add nothing).
+const char* Places_format_string = "";
+
+void Places(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+            std::vector<PacketPtr>& /* packets_out_reverse */, void** /* filter_state */,
+            PacketPtr& /* params */, const TopologyLocalInfo& info) {
+  std::vector<unsigned int> all;
+  for (unsigned int i = 0; i < packets_in.size(); i++) {
+    if (std::string(packets_in[i]->get_FormatString()) != "%aud") continue;
+    unsigned int* values = NULL;
+    unsigned int count = 0;
+    if (packets_in[i]->unpack("%aud", &values, &count) != 0) return;
+    all.insert(all.end(), values, values + count);
+    free(values);
+  }
+  const unsigned int mine[] = {info.get_Rank(),          info.get_NumChildren(),
+                               info.get_NumSiblings(),   info.get_NumDescendants(),
+                               info.get_NumLeafDescendants(), info.get_RootDistance(),
+                               info.get_MaxLeafDistance()};
+  all.insert(all.end(), mine, mine + 7);
+  packets_out.push_back(PacketPtr(new Packet(packets_in[0]->get_StreamId(), packets_in[0]->get_Tag(), "%aud",
+                                             all.data(), static_cast<unsigned int>(all.size()))));
+}
+
 }  // extern "C"

@@ -403,12 +403,13 @@ TEST(MrnetFilters, RecoverableFunctionFilterExtractsTheStateKeptAcrossWaves) {
 }
 
 TEST(MrnetFilters, FunctionIsToldItsNodeStreamAndSources) {
-  auto describe = make(MRN::layer::kFunctionFilter, function_params("Describe"), FilterContext{1000002, 3, true, 4});
+  auto describe = make(MRN::layer::kFunctionFilter, function_params("Describe"),
+                       FilterContext{.rank = 1000002, .stream = 3, .upstream = true, .children = 4, .descendants = 9});
   ASSERT_TRUE(describe);
   const double xs[] = {1.0};
   auto out = run(*describe, {mrnet(5, 140, "%alf %s", xs, 1u, "a"), mrnet(6, 141, "%alf %s", xs, 1u, "b")});
   ASSERT_TRUE(out);
-  std::uint32_t rank = 0, children = 0, descendants = 9, stream = 0, source = 0, count = 0;
+  std::uint32_t rank = 0, children = 0, descendants = 0, stream = 0, source = 0, count = 0;
   std::int32_t param = 0;
   char* format = nullptr;
   ASSERT_EQ(out->unpack("%ud %ud %ud %ud %ud %ud %d %s", &rank, &children, &descendants, &stream, &source, &count,
@@ -416,7 +417,7 @@ TEST(MrnetFilters, FunctionIsToldItsNodeStreamAndSources) {
             0);
   EXPECT_EQ(rank, 1000002u);
   EXPECT_EQ(children, 4u);
-  EXPECT_EQ(descendants, 0u);  // needs the whole tree, which a commnode does not have
+  EXPECT_EQ(descendants, 9u);
   EXPECT_EQ(stream, MRN::layer::mrnet_stream_id(3, 5));
   EXPECT_EQ(source, 5u);
   EXPECT_EQ(count, 2u);
@@ -424,6 +425,21 @@ TEST(MrnetFilters, FunctionIsToldItsNodeStreamAndSources) {
   EXPECT_STREQ(format, "%alf %s");
   EXPECT_EQ(out->get_Tag(), 140);
   std::free(format);
+}
+
+// TopologyLocalInfo inside a commnode: the node's place in the live tree, as the
+// node knew it when the stream was created (FilterContext).
+TEST(MrnetFilters, FunctionIsToldWhereItsNodeStandsInTheTree) {
+  const FilterContext context{.rank = 1000003, .stream = 2, .upstream = true, .children = 3, .siblings = 1,
+                              .descendants = 5, .backends = 4, .depth = 1, .height = 2};
+  auto place = make(MRN::layer::kFunctionFilter, function_params("Place"), context);
+  ASSERT_TRUE(place);
+  auto out = run(*place, {mrnet(0, 100, "%d", 1)});
+  ASSERT_TRUE(out);
+  std::uint32_t u[7] = {};
+  ASSERT_EQ(out->unpack("%ud %ud %ud %ud %ud %ud %ud", &u[0], &u[1], &u[2], &u[3], &u[4], &u[5], &u[6]), 0);
+  // rank, children, siblings, descendants, leaf descendants, root distance, max leaf distance
+  EXPECT_EQ(std::vector<std::uint32_t>(u, u + 7), (std::vector<std::uint32_t>{1000003, 3, 1, 5, 4, 1, 2}));
 }
 
 TEST(MrnetFilters, FunctionOnThePerBackendStreamSeesTheBackendsStreamId) {

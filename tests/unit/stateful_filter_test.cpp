@@ -542,6 +542,15 @@ TEST_F(FilterPlugin, AnAbiVersionMismatchAsksForARebuild) {
   EXPECT_FALSE(registry_.contains("bad_abi"));
 }
 
+TEST_F(FilterPlugin, APluginBuiltForAnOlderAbiVersionStillLoads) {
+  static_assert(CANOPY_FILTER_ABI_OLDEST < CANOPY_FILTER_ABI_VERSION);
+  auto r = load(CANOPY_TEST_BAD_PLUGIN, "older_abi");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(registry_.contains("older_abi"));
+  auto filter = registry_.create("older_abi", canopy::FilterContext{});
+  ASSERT_TRUE(filter) << filter.error();
+}
+
 TEST_F(FilterPlugin, ALayoutMismatchAsksForARebuild) {
   auto r = load(CANOPY_TEST_BAD_PLUGIN, "bad_layout");
   ASSERT_FALSE(r);

@@ -94,6 +94,35 @@ TEST(TreeView, AttachedMeansHangingFromTheRootThroughLiveProcesses) {
   EXPECT_FALSE(v.attached(424242)) << "not in the tree";
 }
 
+// What a filter is told of its node (FilterContext; MRNet's TopologyLocalInfo), on a
+// tree of uneven depth, then as the tree heals.
+TEST(TreeView, APlaceCountsTheLiveTreeAroundAProcess) {
+  // FE -> C1 (back-ends 0, 1, 2) and C2 -> C3 (back-ends 3, 4).
+  auto v = view_of({{FE, {C1, C2}}, {C1, {0, 1, 2}}, {C2, {C3}}, {C3, {3, 4}}});
+  using Place = TreeView::Place;
+  auto fields = [](const Place& p) {
+    return std::vector<std::uint32_t>{p.siblings, p.descendants, p.backends, p.depth, p.height};
+  };
+  // siblings, descendants, back-ends below, depth, height
+  EXPECT_EQ(fields(v.place(FE)), (std::vector<std::uint32_t>{0, 8, 5, 0, 3}));
+  EXPECT_EQ(fields(v.place(C1)), (std::vector<std::uint32_t>{1, 3, 3, 1, 1}));
+  EXPECT_EQ(fields(v.place(C2)), (std::vector<std::uint32_t>{1, 3, 2, 1, 2}));
+  EXPECT_EQ(fields(v.place(C3)), (std::vector<std::uint32_t>{0, 2, 2, 2, 1}));
+  EXPECT_EQ(fields(v.place(4)), (std::vector<std::uint32_t>{1, 0, 0, 3, 0}));
+
+  // C3 fails: it and its orphans are no longer below C2 or the front-end.
+  ASSERT_TRUE(v.apply_failure(C3));
+  EXPECT_EQ(fields(v.place(C2)), (std::vector<std::uint32_t>{1, 0, 0, 1, 0}));
+  EXPECT_EQ(fields(v.place(FE)), (std::vector<std::uint32_t>{0, 5, 3, 0, 2}));
+  // Back-end 3 is adopted by C1, 4 by C2: each is counted where it is now.
+  ASSERT_TRUE(v.apply_adoption(3, C1, 1));
+  ASSERT_TRUE(v.apply_adoption(4, C2, 1));
+  EXPECT_EQ(fields(v.place(C1)), (std::vector<std::uint32_t>{1, 4, 4, 1, 1}));
+  EXPECT_EQ(fields(v.place(C2)), (std::vector<std::uint32_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(fields(v.place(3)), (std::vector<std::uint32_t>{3, 0, 0, 2, 0}));
+  EXPECT_EQ(fields(v.place(FE)), (std::vector<std::uint32_t>{0, 7, 5, 0, 2}));
+}
+
 TEST(TreeView, OrphansPreferTheFailedParentsSiblingsThenTheAncestor) {
   auto v = view("b:2^2");  // back-ends 0,1 under C1; 2,3 under C2
   ASSERT_TRUE(v.apply_failure(C1));

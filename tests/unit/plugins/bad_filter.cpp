@@ -1,5 +1,6 @@
 // A test plugin of descriptors the loader must refuse, one per check: each is the
-// valid descriptor of a trivial filter with one field spoilt.
+// valid descriptor of a trivial filter with one field spoilt; and one it must take,
+// built for an older ABI version it still knows.
 #include "canopy/filter.h"
 
 namespace {
@@ -23,6 +24,15 @@ CANOPY_TEST_EXPORT canopy_filter_bad_abi(void) {
   static const canopy_filter_descriptor d = [] {
     auto d = valid("bad_abi");
     d.abi_version += 1;
+    return d;
+  }();
+  return &d;
+}
+
+CANOPY_TEST_EXPORT canopy_filter_older_abi(void) {
+  static const canopy_filter_descriptor d = [] {
+    auto d = valid("older_abi");
+    d.abi_version = CANOPY_FILTER_ABI_OLDEST;
     return d;
   }();
   return &d;

@@ -66,6 +66,20 @@ void Describe(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packet
   packets_out.push_back(result);
 }
 
+// Tells where its node stands: rank, children, siblings, descendants, leaf
+// descendants, root distance, max leaf distance.
+const char* Place_format_string = "";
+
+void Place(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+           std::vector<PacketPtr>& /* packets_out_reverse */, void** /* filter_state */,
+           PacketPtr& /* params */, const TopologyLocalInfo& info) {
+  packets_out.push_back(PacketPtr(new Packet(packets_in[0]->get_StreamId(), packets_in[0]->get_Tag(),
+                                             "%ud %ud %ud %ud %ud %ud %ud", info.get_Rank(), info.get_NumChildren(),
+                                             info.get_NumSiblings(), info.get_NumDescendants(),
+                                             info.get_NumLeafDescendants(), info.get_RootDistance(),
+                                             info.get_MaxLeafDistance())));
+}
+
 // Sends its first packet back down, as well as up.
 const char* SendBack_format_string = "%d";
 
