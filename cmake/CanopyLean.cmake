@@ -100,8 +100,13 @@ function(_canopy_lean_log_objects)
 endfunction()
 
 # Links TARGET as a lean program, if CANOPY_LEAN_BACKENDS is on; otherwise nothing
-# changes.
+# changes. canopy_lean_program(TARGET SHARED_CXX) keeps libstdc++ and libgcc shared
+# and lays out nothing, for a program that loads plugins built against the shared
+# C++ library (the commnode: filter plugins): then one copy of it is in the process,
+# and every other library is inside the program (a plugin that links one of those
+# itself gets its own copy).
 function(canopy_lean_program target)
+  cmake_parse_arguments(PARSE_ARGV 1 lean "SHARED_CXX" "" "")
   if(NOT CANOPY_LEAN_BACKENDS)
     return()
   endif()
@@ -111,11 +116,17 @@ function(canopy_lean_program target)
   foreach(archive IN LISTS canopy_lean_archives)
     list(APPEND whole "LINKER:${archive}")
   endforeach()
+  set(runtime -static-libstdc++ -static-libgcc)
+  set(layout ${_canopy_lean_layout})
+  if(lean_SHARED_CXX)
+    set(runtime "")
+    set(layout "")
+  endif()
   # Link options come before the objects and libraries on the command line: the
   # archives, taken whole, define every symbol the shared copies would.
-  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc "LINKER:--as-needed"
-    "LINKER:--gc-sections" ${_canopy_lean_layout} "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
-  if(CANOPY_LEAN_HOT_LAYOUT)
+  target_link_options(${target} PRIVATE ${runtime} "LINKER:--as-needed"
+    "LINKER:--gc-sections" ${layout} "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
+  if(CANOPY_LEAN_HOT_LAYOUT AND NOT lean_SHARED_CXX)
     set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${_canopy_lean_hot_script}")
   endif()
 endfunction()
