@@ -298,4 +298,12 @@ View Backend::view() const {
   return impl.loop.call([&impl] { return impl.runtime->membership.view(); });
 }
 
+std::vector<NodeStatus> Backend::status() const {
+  Impl& impl = *impl_;
+  return impl.loop.call([&impl] {
+    const auto& topology = impl.runtime->node.topology();
+    return topology ? services::tree_status(*impl.runtime, *topology) : std::vector<NodeStatus>{};
+  });
+}
+
 }  // namespace canopy

@@ -802,49 +802,7 @@ View Network::view() const {
 
 std::vector<NodeStatus> Network::status() const {
   Impl& impl = *impl_;
-  return impl.loop.call([&impl] {
-    std::vector<NodeStatus> out;
-    const core::TreeView* view = impl.runtime->node.view();
-    if (!view) return out;
-    std::vector<Rank> queue{view->root()};
-    std::set<Rank> listed;
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-      Rank r = queue[i];
-      if (!listed.insert(r).second) continue;
-      const auto* node = impl.options.topology.find(r);
-      NodeStatus s;
-      s.rank = r;
-      s.role = view->role(r);
-      s.host = node ? node->host : "";
-      if (view->parent(r) != core::TreeView::kNone) s.parent = view->parent(r);
-      s.alive = view->alive(r);
-      s.incarnation = view->incarnation(r);
-      s.children = view->children(r);
-      queue.insert(queue.end(), s.children.begin(), s.children.end());
-      out.push_back(std::move(s));
-    }
-    const auto& membership = impl.runtime->membership;
-    for (const auto& n : impl.options.topology.nodes()) {
-      if (listed.count(n.rank)) continue;
-      NodeStatus s;
-      s.rank = n.rank;
-      s.role = n.role;
-      s.host = n.host;
-      if (view->parent(n.rank) != core::TreeView::kNone) s.parent = view->parent(n.rank);
-      s.alive = view->alive(n.rank);
-      s.incarnation = view->incarnation(n.rank);
-      s.children = view->children(n.rank);
-      out.push_back(std::move(s));
-    }
-    for (auto& s : out) {
-      if (s.role != Role::backend) continue;
-      s.member = membership.view().contains(s.rank);
-      s.epoch = membership.epoch(s.rank);
-      auto stale = membership.stale_dropped_in_tree().find(s.rank);
-      if (stale != membership.stale_dropped_in_tree().end()) s.stale_dropped = stale->second;
-    }
-    return out;
-  });
+  return impl.loop.call([&impl] { return services::tree_status(*impl.runtime, impl.options.topology); });
 }
 
 Result<void> Network::shutdown() {

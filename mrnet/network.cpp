@@ -429,7 +429,6 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   }
   impl.frontend = std::move(*launched);
   impl.rank = impl.frontend->topology().root().rank;
-  impl.attach = attach;
   if (attach) {
     setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
     impl.attach_file = attach_file;
@@ -496,18 +495,21 @@ NetworkTopology* Network::get_NetworkTopology() const {
   auto& impl = *impl_;
   if (!impl.topology) impl.topology = std::make_unique<NetworkTopology>();
   std::vector<NetworkTopology::Entry> entries;
-  if (impl.frontend) {
-    const canopy::View view = impl.frontend->view();
+  if (impl.frontend || impl.backend) {
+    // The live tree as this process knows it: a back-end hears every failure and
+    // adoption too.
+    const auto status = impl.frontend ? impl.frontend->status() : impl.backend->status();
     std::lock_guard lock(impl.mutex);
-    impl.attached.insert(view.members.begin(), view.members.end());
-    for (const auto& node : impl.frontend->status()) {
-      // In attach mode a back-end is part of the tree once it has attached.
-      if (impl.attach && node.role == canopy::Role::backend && !impl.attached.count(node.rank)) continue;
+    for (const auto& node : status) {
+      if (node.member) impl.attached.insert(node.rank);
+    }
+    for (const auto& node : status) {
+      // A back-end is part of the tree once it has been a member of the view (at
+      // once when launched; in attach mode once it has attached), or once it failed.
+      if (node.role == canopy::Role::backend && node.alive && !impl.attached.count(node.rank)) continue;
       entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
                          node.role == canopy::Role::backend, !node.alive});
     }
-  } else if (impl.backend) {
-    entries.push_back({impl.rank, impl.host, UnknownRank, true, false});
   }
   impl.topology->reset_Nodes(entries);
   return impl.topology.get();

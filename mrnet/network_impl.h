@@ -48,11 +48,10 @@ struct Network::Impl {
   std::string plugin;                 // canopy_mrnet_filters.so
   std::vector<std::string> loaded;    // Canopy filter names loaded into the tree
   bool recovery = true;
-  bool attach = false;            // attach mode: back-ends join as they attach
   std::string attach_file;        // attach mode: the file CANOPY_ATTACH names
   std::atomic<bool> per_backend_open{false};  // the per-back-end streams' Canopy stream exists
   std::mutex per_backend_mutex;                // one thread opens it
-  std::set<Rank> attached;        // attach mode: back-ends that have attached (guarded by mutex)  // the per-back-end streams' Canopy stream exists
+  std::set<Rank> attached;        // back-ends seen in the view, part of the topology from then on (guarded by mutex)
   mutable std::unique_ptr<NetworkTopology> topology;
 
   // Streams and what has arrived for them. `mutex` guards streams, their queues,

@@ -1,5 +1,7 @@
 #include "services/runtime.h"
 
+#include <set>
+
 namespace canopy::services {
 
 Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filters::FilterRegistry& filters,
@@ -16,6 +18,44 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
                                                                       &streams, &requests, &recovery}) {
     (void)node.add_service(*service);  // distinct ids: cannot fail
   }
+}
+
+std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology) {
+  std::vector<NodeStatus> out;
+  const core::TreeView* view = runtime.node.view();
+  if (!view) return out;
+  auto status_of = [&](Rank r) {
+    const auto* node = topology.find(r);
+    NodeStatus s;
+    s.rank = r;
+    s.role = view->role(r);
+    s.host = node ? node->host : "";
+    if (view->parent(r) != core::TreeView::kNone) s.parent = view->parent(r);
+    s.alive = view->alive(r);
+    s.incarnation = view->incarnation(r);
+    s.children = view->children(r);
+    return s;
+  };
+  std::vector<Rank> queue{view->root()};
+  std::set<Rank> listed;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const Rank r = queue[i];
+    if (!listed.insert(r).second) continue;
+    out.push_back(status_of(r));
+    queue.insert(queue.end(), out.back().children.begin(), out.back().children.end());
+  }
+  for (const auto& n : topology.nodes()) {
+    if (!listed.count(n.rank) && view->contains(n.rank)) out.push_back(status_of(n.rank));
+  }
+  const auto& membership = runtime.membership;
+  for (auto& s : out) {
+    if (s.role != Role::backend) continue;
+    s.member = membership.view().contains(s.rank);
+    s.epoch = membership.epoch(s.rank);
+    auto stale = membership.stale_dropped_in_tree().find(s.rank);
+    if (stale != membership.stale_dropped_in_tree().end()) s.stale_dropped = stale->second;
+  }
+  return out;
 }
 
 std::optional<Event> public_event(const core::NodeEvent& node_event) {

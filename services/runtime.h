@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "canopy/event.h"
+#include "canopy/view.h"
 #include "core/node.h"
 #include "filters/filter.h"
 #include "membership/gossip.h"
@@ -54,6 +55,12 @@ class Runtime {
   membership::MembershipService membership;
   membership::GossipService gossip;
 };
+
+// The live tree as `runtime`'s process knows it (Network::status(),
+// Backend::status()): every process with its host from `topology`, the root first,
+// then breadth-first, then those no longer reachable; back-ends with their
+// membership. Empty until the node knows the tree. On the loop's thread.
+std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology);
 
 // The public form (include/canopy/event.h) of a change of the live tree (other
 // events: none), stamped with the time now: the one conversion the front-end and

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "canopy/event.h"
 #include "canopy/fault_tolerance.h"
@@ -104,6 +105,12 @@ class Backend {
   // A back-end declared failed while it was alive (it hung) is told so by the next
   // view and stops: receive() then fails.
   View view() const;
+
+  // The live tree as this back-end knows it, in the front-end's form
+  // (Network::status()): every process of the topology with its current parent and
+  // children, kept current by the failure and adoption reports that reach every
+  // process; empty until the back-end has the tree.
+  std::vector<NodeStatus> status() const;
 
   // The gossip failure detector's settings this back-end runs with (docs/gossip.md;
   // the front-end's, from the launch plan; schedule off: no gossip). Its

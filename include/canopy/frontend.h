@@ -34,24 +34,6 @@
 
 namespace canopy {
 
-// One process of the live tree as the front-end knows it (Network::status()).
-struct NodeStatus {
-  Rank rank = 0;
-  Role role = Role::backend;
-  std::string host;
-  std::optional<Rank> parent;  // the current parent (after adoptions); none for the root
-  bool alive = true;           // false once its failure was reported
-  std::uint32_t incarnation = 0;  // how many times it has been adopted
-  std::vector<Rank> children;  // current children
-  // Back-ends (docs/membership.md): a member of the current view; its epoch (how
-  // many times it was declared failed); how many hellos, reports or connections of
-  // it at a stale epoch the tree refused or dropped.
-  bool member = false;
-  std::uint32_t epoch = 0;
-  std::uint64_t stale_dropped = 0;
-};
-
-
 // How the processes of the tree are started (docs/launch.md).
 enum class LaunchMethod : std::uint8_t {
   // Each parent starts its children: a local process, or the launcher template

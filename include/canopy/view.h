@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "canopy/topology.h"
@@ -20,6 +22,24 @@ struct View {
   std::vector<Rank> members;
 
   bool contains(Rank rank) const { return std::binary_search(members.begin(), members.end(), rank); }
+};
+
+// One process of the live tree as a process knows it (Network::status() at the
+// front-end, Backend::status() at a back-end).
+struct NodeStatus {
+  Rank rank = 0;
+  Role role = Role::backend;
+  std::string host;
+  std::optional<Rank> parent;  // the current parent (after adoptions); none for the root
+  bool alive = true;           // false once its failure was reported
+  std::uint32_t incarnation = 0;  // how many times it has been adopted
+  std::vector<Rank> children;  // current children
+  // Back-ends (docs/membership.md): a member of the current view; its epoch (how
+  // many times it was declared failed); how many hellos, reports or connections of
+  // it at a stale epoch the tree refused or dropped.
+  bool member = false;
+  std::uint32_t epoch = 0;
+  std::uint64_t stale_dropped = 0;
 };
 
 }  // namespace canopy

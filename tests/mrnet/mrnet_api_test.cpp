@@ -420,6 +420,66 @@ TEST_F(MrnetApi, AKilledCommnodeHealsAndIsReportedAsTopologyEvents) {
   finish(sum, 4);
 }
 
+// A back-end's get_NetworkTopology is the live tree as the back-end knows it: every
+// node, and after a commnode is killed, the failure and each orphan's new parent
+// (failure and adoption reports reach the back-ends too).
+TEST_F(MrnetApi, ABackendsTopologyIsTheLiveTreeToo) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  Stream* each = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_NULL, SFILTER_WAITFORALL);
+  ASSERT_NE(each, nullptr) << net->error_detail();
+  const Rank commnode = kFrontEnd + 1;
+  // Each back-end's answer (TAG_TOPOLOGY): nodes, back-ends, parent, commnode failed.
+  auto ask = [&] {
+    std::map<Rank, std::vector<unsigned int>> told;
+    EXPECT_EQ(each->send(TAG_TOPOLOGY, "%ud", commnode), 0);
+    for (int i = 0; i < 4; ++i) {
+      int tag = 0;
+      PacketPtr p;
+      if (each->recv(&tag, p) != 1) {
+        ADD_FAILURE() << "no answer: " << net->error_detail();
+        break;
+      }
+      unsigned int rank = 0, nodes = 0, backends = 0, parent = 0, failed = 0;
+      EXPECT_EQ(p->unpack("%ud %ud %ud %ud %ud", &rank, &nodes, &backends, &parent, &failed), 0);
+      told[rank] = {nodes, backends, parent, failed};
+    }
+    return told;
+  };
+  using Told = std::map<Rank, std::vector<unsigned int>>;
+  EXPECT_EQ(ask(), (Told{{0, {7, 4, commnode, 0}},
+                         {1, {7, 4, commnode, 0}},
+                         {2, {7, 4, kFrontEnd + 2, 0}},
+                         {3, {7, 4, kFrontEnd + 2, 0}}}));
+
+  const pid_t pid = ProcessGuard::process_of_rank(commnode);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  // Once the front-end's tree has both orphans adopted, every back-end's must come
+  // to agree with it (the reports may reach a back-end a moment later).
+  NetworkTopology* topology = net->get_NetworkTopology();
+  auto parent_of = [&](Rank r) { return topology->find_Node(r)->get_Parent(); };
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((parent_of(0) == commnode || parent_of(1) == commnode) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    topology = net->get_NetworkTopology();
+  }
+  ASSERT_NE(parent_of(0), commnode);
+  ASSERT_NE(parent_of(1), commnode);
+  // Six nodes now: a failed one is marked, and no longer counted.
+  const Told healed{{0, {6, 4, parent_of(0), 1}},
+                    {1, {6, 4, parent_of(1), 1}},
+                    {2, {6, 4, kFrontEnd + 2, 1}},
+                    {3, {6, 4, kFrontEnd + 2, 1}}};
+  Told told = ask();
+  while (told != healed && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    told = ask();
+  }
+  EXPECT_EQ(told, healed);
+  finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
+}
+
 // new_Stream while a commnode dies before it passed the stream on: with recovery on,
 // the stream is made once the orphans are adopted, over every back-end
 // (docs/fault-tolerance.md, "A stream created across a failure").

@@ -82,6 +82,15 @@ int main(int argc, char** argv) {
       r = echo(stream, p);
     } else if (tag == TAG_WHO) {
       r = stream->send(TAG_WHO, "%ud %ud %s", rank, stream->get_Id(), argv[1]);
+    } else if (tag == TAG_TOPOLOGY) {
+      unsigned int asked = 0;
+      NetworkTopology* topology = net->get_NetworkTopology();
+      NetworkTopology::Node* self = topology ? topology->find_Node(rank) : nullptr;
+      r = p->unpack("%ud", &asked) != 0 || !topology
+              ? -1
+              : stream->send(TAG_TOPOLOGY, "%ud %ud %ud %ud %ud", rank, topology->get_NumNodes(),
+                             topology->num_BackEndNodes(), self ? self->get_Parent() : UnknownRank,
+                             topology->node_Failed(asked) ? 1u : 0u);
     } else if (tag == TAG_EXIT) {
       r = stream->send(TAG_EXIT, "%d", 0);
     } else {

@@ -10,6 +10,9 @@ enum TestTag {
   TAG_WHO,                        // "": each back-end answers "%ud %s" its rank and argv[1]
   TAG_EXIT,                       // "": each back-end answers "%d" 0 and waits for the shut-down
   TAG_WAVES,                      // "%d %d": each back-end sends N waves of "%d" value*i
+  TAG_TOPOLOGY,                   // "%ud" a rank: each back-end answers "%ud %ud %ud %ud %ud" from its
+                                  // get_NetworkTopology(): its rank, the nodes, the back-ends, its
+                                  // parent's rank and whether the rank asked about has failed
 };
 
 // Every directive MRNet has, in one format, as the echo tests send it.
