@@ -16,6 +16,7 @@
 
 #include "mrnet/backend_args.h"
 #include "mrnet/conventions.h"
+#include "mrnet/live_topology.h"
 #include "mrnet/network_impl.h"
 #include "mrnet/packet_codec.h"
 
@@ -494,24 +495,13 @@ Network::~Network() {
 NetworkTopology* Network::get_NetworkTopology() const {
   auto& impl = *impl_;
   if (!impl.topology) impl.topology = std::make_unique<NetworkTopology>();
-  std::vector<NetworkTopology::Entry> entries;
-  if (impl.frontend || impl.backend) {
-    // The live tree as this process knows it: a back-end hears every failure and
-    // adoption too.
-    const auto status = impl.frontend ? impl.frontend->status() : impl.backend->status();
-    std::lock_guard lock(impl.mutex);
-    for (const auto& node : status) {
-      if (node.member) impl.attached.insert(node.rank);
-    }
-    for (const auto& node : status) {
-      // A back-end is part of the tree once it has been a member of the view (at
-      // once when launched; in attach mode once it has attached), or once it failed.
-      if (node.role == canopy::Role::backend && node.alive && !impl.attached.count(node.rank)) continue;
-      entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
-                         node.role == canopy::Role::backend, !node.alive});
-    }
-  }
-  impl.topology->reset_Nodes(entries);
+  // The live tree as this process knows it: a back-end hears every failure and
+  // adoption too.
+  const auto status = impl.frontend  ? impl.frontend->status()
+                      : impl.backend ? impl.backend->status()
+                                     : std::vector<canopy::NodeStatus>{};
+  std::lock_guard lock(impl.mutex);
+  layer::reset_topology(*impl.topology, status, impl.attached);
   return impl.topology.get();
 }
 

@@ -1,6 +1,7 @@
 // MRN::NetworkTopology: the tree as MRNet 5.0.1 tools query it (docs/mrnet.md), on
-// Canopy. At the front-end it is the live tree (canopy::Network::status()): current
-// parents after adoptions, failed nodes marked. A back-end knows itself only.
+// Canopy: the live tree as the process knows it (canopy::Network::status() at the
+// front-end, canopy::Backend::status() at a back-end): current parents after
+// adoptions, failed nodes marked.
 // TopologyLocalInfo is what a filter function is told about the node it runs at.
 #pragma once
 
@@ -22,7 +23,8 @@ class NetworkTopology : public Error {
  public:
   class Node {
    public:
-    std::string get_HostName() const { return host_; }
+    // A reference (MRNet returns a copy): the lightweight API hands out its storage.
+    const std::string& get_HostName() const { return host_; }
     Port get_Port() const { return UnknownPort; }  // Canopy's ports are not part of the API
     Rank get_Rank() const { return rank_; }
     Rank get_Parent() const { return parent_ ? parent_->rank_ : UnknownRank; }
@@ -30,6 +32,7 @@ class NetworkTopology : public Error {
     unsigned int get_NumChildren() const { return static_cast<unsigned int>(children_.size()); }
     unsigned int find_SubTreeHeight();
     bool failed() const { return failed_; }
+    bool is_BackEnd() const { return backend_; }
     // MRNet's adoption-score queries; Canopy chooses adopters itself (docs/fault-tolerance.md).
     double get_AdoptionScore() const { return 0; }
     double get_WRSKey() const { return 0; }

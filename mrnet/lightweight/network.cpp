@@ -15,6 +15,7 @@
 #include "mrnet/lightweight/export.h"
 #include "mrnet/lightweight/packet_table.h"
 #include "mrnet/lightweight/report.h"
+#include "mrnet/lightweight/topology.h"
 #include "mrnet/packet_codec.h"
 #include "mrnet_lightweight/Network.h"
 
@@ -94,6 +95,10 @@ struct Network_t {
   const std::unique_ptr<canopy::Backend> backend;
   const canopy::Rank rank;
   std::string host;
+  // The live tree as this back-end knows it, brought up to date by each
+  // Network_get_NetworkTopology() (under topology_mutex).
+  NetworkTopology_t topology;
+  std::mutex topology_mutex;
 
  private:
   bool take_pending(Stream_t* only, Incoming& out) {
@@ -184,7 +189,13 @@ CANOPY_MRNET_LW_EXPORT Port Network_get_LocalPort(Network_t*) { return UnknownPo
 
 CANOPY_MRNET_LW_EXPORT Rank Network_get_LocalRank(Network_t* net) { return net ? net->rank : UnknownRank; }
 
-CANOPY_MRNET_LW_EXPORT NetworkTopology_t* Network_get_NetworkTopology(Network_t*) { return nullptr; }
+CANOPY_MRNET_LW_EXPORT NetworkTopology_t* Network_get_NetworkTopology(Network_t* net) {
+  if (!net) return nullptr;
+  auto status = net->backend->status();
+  std::lock_guard lock(net->topology_mutex);
+  net->topology.reset(status);
+  return &net->topology;
+}
 
 CANOPY_MRNET_LW_EXPORT char Network_is_ShutDown(Network_t* net) { return !net || net->is_shut_down() ? 1 : 0; }
 

@@ -30,7 +30,10 @@ enum {
   TAG_ON_USER = 109,     /* "%d": what TAG_STREAM_RECV waits for on the user stream */
   TAG_ON_OWN = 110,      /* "%d": reply "%d" the value on the stream it came on */
   TAG_REUSE = 111,       /* "%d" n: reply "%d" 0 (ready), receive n TAG_BULK into one Packet_t, reply "%ld" heap growth */
-  TAG_BULK = 112         /* "%ac": ballast for TAG_REUSE */
+  TAG_BULK = 112,        /* "%ac": ballast for TAG_REUSE */
+  TAG_TOPOLOGY = 113     /* reply "%ud %ud %ud %ud %d %s %d" from Network_get_NetworkTopology: nodes, root's
+                            rank, own parent's rank, root's subtree height, own node a back-end, own host,
+                            the topology string names own rank */
 };
 
 #define ECHO_FORMAT \
@@ -235,6 +238,26 @@ int main(int argc, char** argv) {
           if (r != 1) break;
         }
         check(Stream_send(stream, TAG_REUSE, "%ld", (int64_t)(heap_in_use() - before)) == 0, "reply to the reuse");
+        break;
+      }
+      case TAG_TOPOLOGY: {
+        NetworkTopology_t* top = Network_get_NetworkTopology(net);
+        Node_t* root = NetworkTopology_get_Root(top);
+        Node_t* self = NetworkTopology_find_Node(top, rank);
+        char* text = NetworkTopology_get_TopologyStringPtr(top);
+        char me[32], last[32];
+        check(top != NULL && root != NULL && self != NULL && text != NULL, "the topology, its root and own node");
+        check(NetworkTopology_find_Node(top, 424242) == NULL, "no node of an unknown rank");
+        check(NetworkTopology_Node_get_Port(self) == UnknownPort, "ports are unknown");
+        snprintf(me, sizeof me, ":%u\n", (unsigned int)rank);     /* a child, then another */
+        snprintf(last, sizeof last, ":%u ;", (unsigned int)rank); /* the last child of its parent */
+        check(Stream_send(stream, TAG_TOPOLOGY, "%ud %ud %ud %ud %d %s %d", NetworkTopology_get_NumNodes(top),
+                          NetworkTopology_Node_get_Rank(root), NetworkTopology_Node_get_Parent(self),
+                          NetworkTopology_Node_find_SubTreeHeight(root), NetworkTopology_Node_is_BackEnd(self),
+                          self ? NetworkTopology_Node_get_HostName(self) : "",
+                          text && (strstr(text, me) || strstr(text, last)) ? 1 : 0) == 0,
+              "reply to the topology");
+        free(text);
         break;
       }
       case TAG_EXIT:
