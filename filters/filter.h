@@ -36,6 +36,10 @@ class Filter {
   Result<void> set_params(const Packet& params);
   bool state_recoverable() const { return descriptor_->extract_state != nullptr; }
   Result<Packet> extract_state();
+  // Tells the instance its context now (the tree changed); nothing for a filter
+  // without set_context, or built for ABI version 1 (whose descriptor has no such
+  // field to read).
+  Result<void> set_context(const FilterContext& context);
 
  private:
   const canopy_filter_descriptor* descriptor_;

@@ -54,6 +54,12 @@ Result<Packet> Filter::extract_state() {
   return Error{std::string(name()) + ": " + std::move(error_)};
 }
 
+Result<void> Filter::set_context(const FilterContext& context) {
+  if (descriptor_->abi_version < 2 || !descriptor_->set_context) return {};
+  if (descriptor_->set_context(state_, &context, &error_)) return {};
+  return Error{std::string(name()) + ": " + std::move(error_)};
+}
+
 Result<void> check_descriptor(const canopy_filter_descriptor* d, const std::string& name) {
   if (d == nullptr) return Error{"canopy_filter_" + name + " returned no descriptor"};
   if (d->abi_version < CANOPY_FILTER_ABI_OLDEST || d->abi_version > CANOPY_FILTER_ABI_VERSION) {

@@ -153,6 +153,7 @@ void StreamService::on_event(const core::NodeEvent& event) {
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
     if (connected->rejoined) rejoin_streams(connected->child, connected->rank);
   } else if (std::holds_alternative<core::events::TreeChanged>(event)) {
+    refresh_contexts();
     loosen_waves();
     if (!healing_.empty()) check_healing();
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
@@ -247,10 +248,9 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
   if (waiting.empty()) creation_acked(stream);
 }
 
-Result<void> StreamService::make_filters(Stream& stream) {
-  const StreamSpec& spec = stream.spec;
+FilterContext StreamService::filter_context(const Stream& stream, bool upstream) const {
   const Rank me = node_.identity().rank;
-  FilterContext context{.rank = me, .stream = spec.id, .upstream = true,
+  FilterContext context{.rank = me, .stream = stream.spec.id, .upstream = upstream,
                         .children = static_cast<std::uint32_t>(node_.children().connected())};
   if (const core::TreeView* view = node_.view(); view && view->contains(me)) {
     const auto place = view->place(me);
@@ -260,6 +260,23 @@ Result<void> StreamService::make_filters(Stream& stream) {
     context.depth = place.depth;
     context.height = place.height;
   }
+  return context;
+}
+
+void StreamService::refresh_contexts() {
+  for (auto& [id, stream] : streams_) {
+    for (auto* filter : {stream.filter.get(), stream.downstream.get()}) {
+      if (!filter) continue;
+      if (auto told = filter->set_context(filter_context(stream, filter == stream.filter.get())); !told) {
+        log().warn("stream {}: the filter's new context: {}", id, told.error());
+      }
+    }
+  }
+}
+
+Result<void> StreamService::make_filters(Stream& stream) {
+  const StreamSpec& spec = stream.spec;
+  const FilterContext context = filter_context(stream, true);
   if (node_.children().empty()) {
     // A back-end keeps an instance of a state-recoverable upstream filter over its
     // own packets: its state is what it sends a new parent if its parent dies. Such
@@ -283,9 +300,7 @@ Result<void> StreamService::make_filters(Stream& stream) {
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);
   if (!spec.downstream_filter.empty()) {
-    FilterContext down_context = context;
-    down_context.upstream = false;
-    auto downstream = filters_.create(spec.downstream_filter, down_context, spec.downstream_params);
+    auto downstream = filters_.create(spec.downstream_filter, filter_context(stream, false), spec.downstream_params);
     if (!downstream) return Error{"downstream " + downstream.error()};
     stream.downstream = std::move(*downstream);
   }

@@ -147,6 +147,10 @@ class StreamService final : public core::Service {
   static constexpr std::chrono::seconds kHoldLimit{5};
   void accept_upstream(std::size_t child, StreamId stream, Packet packet);
   Result<void> make_filters(Stream& stream);
+  // A filter instance's context here and now (its place in the live tree included).
+  FilterContext filter_context(const Stream& stream, bool upstream) const;
+  // The tree changed: every instance here is told its context again.
+  void refresh_contexts();
   void run_waves(Stream& stream);
   void run_partial_wave(StreamId id);
   void arm_wave_timer(Stream& stream);

@@ -13,6 +13,7 @@
 // and optionally
 //   canopy::Result<void> set_params(const canopy::Packet& params);
 //   canopy::Packet extract_state() const;
+//   void set_context(const canopy::FilterContext& context);  // the tree changed
 // then, in the plugin's source file,
 //   CANOPY_FILTER(my_filter, MyFilter)
 // which exports the C symbol `canopy_filter_my_filter` that the loader looks up
@@ -31,7 +32,8 @@
 // loader refuses a descriptor whose `layout` differs from its own, or whose
 // `abi_version` it does not know: versions CANOPY_FILTER_ABI_OLDEST to
 // CANOPY_FILTER_ABI_VERSION load (version 2 only added fields at the end of
-// FilterContext, which a plugin built for version 1 never reads).
+// FilterContext, which a plugin built for version 1 never reads, and set_context at
+// the end of the descriptor, which the loader never reads in a version-1 one).
 #pragma once
 
 #include <cstddef>
@@ -56,10 +58,12 @@ struct FilterContext {
   Rank rank = 0;              // the node running the instance
   StreamId stream = 0;
   bool upstream = true;       // false: the stream's downstream filter
-  std::uint32_t children = 0; // number of participating children at creation
-  // Since ABI version 2: where the node stands in the live tree at creation, live
-  // processes only (what MRNet's TopologyLocalInfo tells a filter function); all 0
-  // where the node does not know the tree.
+  std::uint32_t children = 0; // number of connected children (at creation, then
+                              // with set_context, since ABI version 2)
+  // Since ABI version 2: where the node stands in the live tree, live processes only
+  // (what MRNet's TopologyLocalInfo tells a filter function), at creation and again
+  // through set_context whenever it changes; all 0 where the node does not know the
+  // tree.
   std::uint32_t siblings = 0;     // the other children of its parent
   std::uint32_t descendants = 0;  // processes below it
   std::uint32_t backends = 0;     // back-ends below it
@@ -103,6 +107,11 @@ struct canopy_filter_descriptor {
   // Optional (null if absent): the instance's whole state as one packet, such that
   // executing it as input at another node composes this state into that node's.
   bool (*extract_state)(void* state, canopy::Packet* out, std::string* error);
+
+  // Since ABI version 2 (a version-1 descriptor ends before it, and is never asked):
+  // optional (null if absent). The node's place in the live tree changed (a failure
+  // or an adoption somewhere): the instance's context as it is now.
+  bool (*set_context)(void* state, const canopy::FilterContext* context, std::string* error);
 };
 
 // Every filter exports `const canopy_filter_descriptor* canopy_filter_<name>(void)`.
@@ -142,6 +151,8 @@ template <typename T>
 concept HasExtractState = requires(const T& t) {
   { t.extract_state() } -> std::convertible_to<Packet>;
 };
+template <typename T>
+concept HasSetContext = requires(T& t, const FilterContext& c) { t.set_context(c); };
 
 }  // namespace filter_detail
 
@@ -184,6 +195,14 @@ const canopy_filter_descriptor* filter_descriptor(const char* name) {
       d.extract_state = [](void* state, Packet* out, std::string* error) {
         return filter_detail::guarded(error, [&]() -> Result<void> {
           *out = static_cast<const T*>(state)->extract_state();
+          return {};
+        });
+      };
+    }
+    if constexpr (filter_detail::HasSetContext<T>) {
+      d.set_context = [](void* state, const FilterContext* context, std::string* error) {
+        return filter_detail::guarded(error, [&]() -> Result<void> {
+          static_cast<T*>(state)->set_context(*context);
           return {};
         });
       };

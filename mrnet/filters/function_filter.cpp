@@ -162,6 +162,10 @@ class FunctionFilter {
     return {};
   }
 
+  // The tree changed: what TopologyLocalInfo tells the function from the next wave on
+  // (MRNet's reads the live topology at each call).
+  void set_context(const FilterContext& context) { place_ = place_of(context); }
+
   // New parameters, laid out as at creation; the path and name must stay the same.
   Result<void> set_params(const Packet& params) {
     auto read = read_parameters(kind_, params, own_stream_id());
@@ -177,15 +181,7 @@ class FunctionFilter {
 
  protected:
   FunctionFilter(const FilterContext& context, const Packet& params, const char* kind)
-      : kind_(kind),
-        rank_(context.rank),
-        stream_(context.stream),
-        place_{.children = context.children,
-               .siblings = context.siblings,
-               .descendants = context.descendants,
-               .leaf_descendants = context.backends,
-               .root_distance = context.depth,
-               .max_leaf_distance = context.height} {
+      : kind_(kind), rank_(context.rank), stream_(context.stream), place_(place_of(context)) {
     auto read = read_parameters(kind_, params, own_stream_id());
     if (!read) throw std::invalid_argument(read.error());
     path_ = std::move(read->path);
@@ -215,10 +211,19 @@ class FunctionFilter {
 
   unsigned int own_stream_id() const { return MRN::layer::mrnet_stream_id(stream_, rank_); }
 
+  static MRN::TopologyLocalInfo::Place place_of(const FilterContext& context) {
+    return {.children = context.children,
+            .siblings = context.siblings,
+            .descendants = context.descendants,
+            .leaf_descendants = context.backends,
+            .root_distance = context.depth,
+            .max_leaf_distance = context.height};
+  }
+
   const char* kind_;  // the Canopy filter's name
   Rank rank_;
   StreamId stream_;
-  MRN::TopologyLocalInfo::Place place_;  // as at the filter's creation
+  MRN::TopologyLocalInfo::Place place_;  // as the node last told it
   std::string path_;
   std::string function_name_;
   std::string label_;  // "mrnet_function NAME (path)", for error messages

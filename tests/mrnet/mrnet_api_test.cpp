@@ -671,36 +671,72 @@ TEST_F(MrnetApi, AFilterFunctionIsToldWhereItsNodeStands) {
   ASSERT_GE(id, 100) << net->error_detail();
   Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), id, SFILTER_WAITFORALL);
   ASSERT_NE(s, nullptr) << net->error_detail();
-  ASSERT_EQ(s->send(TAG_SUM, "%d", 10), 0);
-  int tag = 0;
-  PacketPtr p;
-  ASSERT_EQ(s->recv(&tag, p), 1) << net->error_detail();
-  unsigned int* values = nullptr;
-  unsigned int count = 0;
-  ASSERT_EQ(p->unpack("%aud", &values, &count), 0);
-  const std::vector<unsigned int> all(values, values + count);
-  std::free(values);
-  ASSERT_EQ(all.size(), 4u * 7u) << "the front-end and three commnodes";
+  // One wave: each node's place (children, siblings, descendants, leaf descendants,
+  // root distance, max leaf distance), each checked against the front-end's topology.
+  auto places = [&] {
+    std::multiset<std::vector<unsigned int>> out;
+    int tag = 0;
+    PacketPtr p;
+    EXPECT_EQ(s->send(TAG_SUM, "%d", 10), 0);
+    if (s->recv(&tag, p) != 1) {
+      ADD_FAILURE() << net->error_detail();
+      return out;
+    }
+    unsigned int* values = nullptr;
+    unsigned int count = 0;
+    EXPECT_EQ(p->unpack("%aud", &values, &count), 0);
+    const std::vector<unsigned int> all(values, values + count);
+    std::free(values);
+    NetworkTopology* topology = net->get_NetworkTopology();
+    for (std::size_t i = 0; i + 7 <= all.size(); i += 7) {
+      const std::vector<unsigned int> told(all.begin() + i, all.begin() + i + 7);
+      NetworkTopology::Node* node = topology->find_Node(told[0]);
+      if (!node) {
+        ADD_FAILURE() << "rank " << told[0];
+        continue;
+      }
+      const TopologyLocalInfo there(topology, node);
+      EXPECT_EQ(told, (std::vector<unsigned int>{there.get_Rank(), there.get_NumChildren(), there.get_NumSiblings(),
+                                                 there.get_NumDescendants(), there.get_NumLeafDescendants(),
+                                                 there.get_RootDistance(), there.get_MaxLeafDistance()}))
+          << "rank " << told[0];
+      out.insert(std::vector<unsigned int>(told.begin() + 1, told.end()));
+    }
+    return out;
+  };
+  using Places = std::multiset<std::vector<unsigned int>>;
+  EXPECT_EQ(places(), (Places{{2, 0, 8, 5, 0, 3},     // the front-end
+                              {3, 1, 3, 3, 1, 1},     // localhost:1
+                              {1, 1, 3, 2, 1, 2},     // localhost:2
+                              {2, 0, 2, 2, 2, 1}}));  // localhost:6
 
+  // localhost:6 is killed; localhost:2 adopts its two back-ends. The instances that
+  // are left are told so (MRNet's TopologyLocalInfo reads the live topology).
   NetworkTopology* topology = net->get_NetworkTopology();
-  ASSERT_NE(topology, nullptr);
-  std::multiset<std::vector<unsigned int>> places;
-  for (std::size_t i = 0; i < all.size(); i += 7) {
-    const std::vector<unsigned int> told(all.begin() + i, all.begin() + i + 7);
-    NetworkTopology::Node* node = topology->find_Node(told[0]);
-    ASSERT_NE(node, nullptr) << "rank " << told[0];
-    const TopologyLocalInfo there(topology, node);
-    EXPECT_EQ(told, (std::vector<unsigned int>{there.get_Rank(), there.get_NumChildren(), there.get_NumSiblings(),
-                                               there.get_NumDescendants(), there.get_NumLeafDescendants(),
-                                               there.get_RootDistance(), there.get_MaxLeafDistance()}))
-        << "rank " << told[0];
-    places.insert(std::vector<unsigned int>(told.begin() + 1, told.end()));
+  Rank deepest = UnknownRank;
+  for (Rank r = kFrontEnd + 1; topology->find_Node(r); ++r) {
+    if (topology->find_Node(r)->get_Parent() != kFrontEnd) deepest = r;
   }
-  // children, siblings, descendants, leaf descendants, root distance, max leaf distance
-  EXPECT_EQ(places, (std::multiset<std::vector<unsigned int>>{{2, 0, 8, 5, 0, 3},    // the front-end
-                                                              {3, 1, 3, 3, 1, 1},    // localhost:1
-                                                              {1, 1, 3, 2, 1, 2},    // localhost:2
-                                                              {2, 0, 2, 2, 2, 1}}));  // localhost:6
+  ASSERT_NE(deepest, UnknownRank);
+  const pid_t pid = ProcessGuard::process_of_rank(deepest);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  auto adopted = [&] {
+    topology = net->get_NetworkTopology();
+    std::vector<NetworkTopology::Node*> leaves;
+    topology->get_Leaves(leaves);
+    for (auto* leaf : leaves) {
+      if (leaf->get_Parent() == deepest) return false;
+    }
+    return true;
+  };
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; !adopted() && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(adopted());
+  EXPECT_EQ(places(), (Places{{2, 0, 7, 5, 0, 2},     // the front-end
+                              {3, 1, 3, 3, 1, 1},     // localhost:1
+                              {2, 1, 2, 2, 1, 1}}));  // localhost:2, with localhost:6's back-ends
   finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 5);
 }
 

@@ -100,3 +100,47 @@ TEST(PassFilter, EveryPacketOfTheWaveGoesOnUnchangedInChildOrder) {
   EXPECT_EQ(out[1], wave[1]);
   EXPECT_EQ(out[0].contributors(), 2u);
 }
+
+namespace {
+
+// Tells, in each wave, the number of descendants of its last context.
+class ContextRecorder {
+ public:
+  explicit ContextRecorder(const canopy::FilterContext& context, const Packet&) : descendants_(context.descendants) {}
+  canopy::Result<void> execute(std::span<const Packet>, std::vector<Packet>& out) {
+    out.push_back(Packet{0, {static_cast<std::int32_t>(descendants_)}});
+    return {};
+  }
+  void set_context(const canopy::FilterContext& context) { descendants_ = context.descendants; }
+
+ private:
+  std::uint32_t descendants_;
+};
+
+std::int32_t told(canopy::filters::Filter& filter) {
+  std::vector<Packet> out;
+  EXPECT_TRUE(filter.execute(std::vector<Packet>{from(0, {1})}, out));
+  return out.size() == 1 ? std::get<std::int32_t>(out[0][0]) : -1;
+}
+
+}  // namespace
+
+// A filter with set_context hears the tree change (StreamService calls it on every
+// change); one built for ABI version 1, whose descriptor ends before set_context, is
+// never asked.
+TEST(FilterContext, AFilterIsToldItsNewContextUnlessBuiltForVersionOne) {
+  FilterRegistry registry;
+  registry.add(canopy::filter_descriptor<ContextRecorder>("recorder"));
+  static canopy_filter_descriptor version_one = *canopy::filter_descriptor<ContextRecorder>("recorder");
+  version_one.name = "recorder_v1";
+  version_one.abi_version = 1;
+  registry.add(&version_one);
+
+  for (const char* name : {"recorder", "recorder_v1"}) {
+    auto filter = registry.create(name, canopy::FilterContext{.descendants = 3});
+    ASSERT_TRUE(filter) << filter.error();
+    EXPECT_EQ(told(**filter), 3);
+    ASSERT_TRUE((*filter)->set_context(canopy::FilterContext{.descendants = 5}));
+    EXPECT_EQ(told(**filter), std::string(name) == "recorder" ? 5 : 3) << name;
+  }
+}

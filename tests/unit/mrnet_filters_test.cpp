@@ -440,6 +440,17 @@ TEST(MrnetFilters, FunctionIsToldWhereItsNodeStandsInTheTree) {
   ASSERT_EQ(out->unpack("%ud %ud %ud %ud %ud %ud %ud", &u[0], &u[1], &u[2], &u[3], &u[4], &u[5], &u[6]), 0);
   // rank, children, siblings, descendants, leaf descendants, root distance, max leaf distance
   EXPECT_EQ(std::vector<std::uint32_t>(u, u + 7), (std::vector<std::uint32_t>{1000003, 3, 1, 5, 4, 1, 2}));
+
+  // The tree changed (an orphan adopted here): the next wave is told so.
+  FilterContext now = context;
+  now.children = 4;
+  now.descendants = 6;
+  now.backends = 5;
+  ASSERT_TRUE(place->set_context(now));
+  out = run(*place, {mrnet(0, 100, "%d", 1)});
+  ASSERT_TRUE(out);
+  ASSERT_EQ(out->unpack("%ud %ud %ud %ud %ud %ud %ud", &u[0], &u[1], &u[2], &u[3], &u[4], &u[5], &u[6]), 0);
+  EXPECT_EQ(std::vector<std::uint32_t>(u, u + 7), (std::vector<std::uint32_t>{1000003, 4, 1, 6, 5, 1, 2}));
 }
 
 TEST(MrnetFilters, FunctionOnThePerBackendStreamSeesTheBackendsStreamId) {
