@@ -138,10 +138,15 @@ void BulkLaunch::ask_allocation_state(std::function<void(const std::string&)> do
   if (squeue_ && squeue_->running()) return;
   // The state comes back as the exit status: a pipe for its output would be one more
   // thing to read on the loop, for one word.
+  // All states (-t all): by default squeue leaves out a job that has ended. A job it
+  // no longer lists at all (its record purged) has ended too: GONE.
   static const std::vector<std::string> states{"RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING",
                                                "CANCELLED", "TIMEOUT",  "FAILED",     "NODE_FAIL",
-                                               "PREEMPTED", "DEADLINE", "OUT_OF_MEMORY", "COMPLETED"};
-  std::string script = "state=$(squeue -h -j \"$SLURM_JOB_ID\" -o %T 2>/dev/null) || exit 100; case \"$state\" in";
+                                               "PREEMPTED", "DEADLINE", "OUT_OF_MEMORY", "COMPLETED",
+                                               "GONE"};
+  std::string script =
+      "state=$(squeue -h -j \"$SLURM_JOB_ID\" -t all -o %T 2>/dev/null) || exit 100; "
+      "[ -n \"$state\" ] || exit " + std::to_string(states.size() - 1) + "; case \"$state\" in";
   for (std::size_t i = 0; i < states.size(); ++i) script += " " + states[i] + ") exit " + std::to_string(i) + ";;";
   script += " esac; exit 100";
   auto process = core::ChildProcess::spawn(node_.io(), {"/bin/sh", "-c", script}, {});

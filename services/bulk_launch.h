@@ -58,8 +58,8 @@ class BulkLaunch {
   std::string step_name(std::size_t level) const;
   // Under Slurm: asks squeue, without blocking the loop, whether the allocation
   // (SLURM_JOB_ID) still runs, and calls `done(state)` with the job's state (RUNNING,
-  // CANCELLED, TIMEOUT, ...), or with "" where squeue could not say. A call while a
-  // question is under way is dropped.
+  // CANCELLED, TIMEOUT, ..., or GONE: no longer in the queue), or with "" where squeue
+  // could not say. A call while a question is under way is dropped.
   void ask_allocation_state(std::function<void(const std::string& state)> done);
 
  private:

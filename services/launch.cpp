@@ -65,7 +65,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
 }
 
 LaunchService::LaunchService(core::Node& node, Launcher& launcher, Observer* observer)
-    : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()) {}
+    : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()), allocation_timer_(node.io()) {}
 
 void LaunchService::on_event(const core::NodeEvent& event) {
   if (auto* started = std::get_if<core::events::Started>(&event)) {
@@ -100,29 +100,50 @@ void LaunchService::on_event(const core::NodeEvent& event) {
                                          (never && child.process ? "; it ran: " + child.process->command() : ""));
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     startup_timer_.cancel();
+    allocation_timer_.cancel();
   }
+}
+
+namespace {
+constexpr int kAllocationTries = 5;
+constexpr auto kAllocationRetry = std::chrono::milliseconds(300);
+}  // namespace
+
+void LaunchService::check_allocation(int tries) {
+  bulk_->ask_allocation_state([this, tries](const std::string& state) {
+    if (node_.stopping()) return;
+    if (!state.empty() && state != "RUNNING" && state != "CONFIGURING" && state != "SUSPENDED") {
+      const char* job = std::getenv("SLURM_JOB_ID");
+      std::string lower = state == "GONE" ? "no longer in the queue" : state;
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      log().warn("the Slurm allocation {} is {}: stopping the tree", job ? job : "", lower);
+      node_.shutdown("the Slurm allocation " + std::string(job ? job : "") + " ended (" + lower +
+                     "), and Slurm ended the tree's processes in its steps with it");
+      return;
+    }
+    if (state.empty()) log().warn("squeue could not tell the allocation's state ({} tries left)", tries - 1);
+    if (tries <= 1) {
+      checking_allocation_ = false;  // alive: the step's processes failed, and the tree heals
+      return;
+    }
+    allocation_timer_.expires_after(kAllocationRetry);
+    allocation_timer_.async_wait([this, tries](const boost::system::error_code& ec) {
+      if (!ec && !node_.stopping()) check_allocation(tries - 1);
+    });
+  });
 }
 
 void LaunchService::on_step_exit(std::size_t level, int status) {
   if (node_.stopping() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;
   const bool slurm = node_.plan().bulk_tool == core::LaunchPlan::BulkTool::srun;
-  const char* job = std::getenv("SLURM_JOB_ID");
   if (up_) {
     // A step ends early when all its processes failed (the tree heals), or when Slurm
     // ended them with the allocation (cancelled, out of time): then what runs
     // outside the steps (this front-end, its local children) must not run on as if
     // healed. squeue says which.
-    if (!slurm) return;
-    bulk_->ask_allocation_state([this, job = std::string(job ? job : "")](const std::string& state) {
-      if (node_.stopping() || state.empty() || state == "RUNNING" || state == "CONFIGURING" || state == "SUSPENDED") {
-        return;
-      }
-      std::string lower = state;
-      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      log().warn("the Slurm allocation {} is {}: stopping the tree", job, lower);
-      node_.shutdown("the Slurm allocation " + job + " ended (" + lower +
-                     "), and Slurm ended the tree's processes in its steps with it");
-    });
+    if (!slurm || checking_allocation_) return;
+    checking_allocation_ = true;
+    check_allocation(kAllocationTries);
     return;
   }
   // The step ended before the tree was up: its processes that did not connect will

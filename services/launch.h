@@ -73,11 +73,17 @@ class LaunchService final : public core::Service {
   // A level's srun (mpirun) exited: before the tree is up, a launch failure; after,
   // under Slurm, the tree stops if the allocation ended (squeue says).
   void on_step_exit(std::size_t level, int status);
+  // Asks squeue whether the allocation ended, up to `tries` times while it cannot
+  // tell (it fails on a busy controller) or the allocation still looks alive (a step
+  // can end just before Slurm marks it ended); stops the tree if it ended.
+  void check_allocation(int tries);
 
   core::Node& node_;
   Launcher& launcher_;
   Observer* observer_;
   Timer startup_timer_;
+  Timer allocation_timer_;           // between check_allocation's tries
+  bool checking_allocation_ = false;  // a check_allocation is under way
   bool up_ = false;                          // Ready sent (or, at the root, reported)
   std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
   // Root, bulk launch: the steps, the ports reported so far, the last level started.

@@ -19,7 +19,8 @@
 #   cancel  `--launch slurm` with the union running 4 s, and the allocation cancelled
 #          (scancel) after 1.5 s: Slurm ends the steps' processes, and canopy run
 #          stops with an error naming the allocation (it ran on for 30 s and
-#          exited 0 before), leaving nothing.
+#          exited 0 before), leaving nothing. canopy run's first two squeue calls
+#          fail, as on a busy controller (it ran on and exited 0 too, once in CI).
 #   tree    `--launch slurm --tree b:3^2` with no topology file: the tree is spread
 #          over the allocation's nodes by itself (a commnode and its back-ends on
 #          each of n1, n2, n3), one step of two tasks starts the remote commnodes.
@@ -72,7 +73,19 @@ case "$mode" in
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
   *) netns_fail "unknown mode $mode" ;;
 esac
+path_prefix=""
 if [ "$mode" = cancel ]; then
+  mkdir -p "$work/busy"
+  cat > "$work/busy/squeue" <<EOF
+#!/bin/sh
+# squeue as a busy controller answers it at first: the first two calls fail.
+n=\$(cat "$work/squeue-calls" 2>/dev/null || echo 0)
+echo \$((n + 1)) > "$work/squeue-calls"
+[ "\$n" -ge 2 ] || { echo "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation" >&2; exit 1; }
+exec $(command -v squeue) "\$@"
+EOF
+  chmod +x "$work/busy/squeue"
+  path_prefix="$work/busy:"
   (
     sleep 1.5
     job="$(slurm_on n1 squeue -h -o %i)"
@@ -102,7 +115,7 @@ fi
 status=0
 topology=(--topology "$work/tree.yaml")
 [ "$mode" = tree ] && topology=(--tree b:3^2)
-slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
+PATH="$path_prefix$PATH" slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
   --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
 if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
@@ -118,6 +131,8 @@ if [ "$mode" = slurmd ]; then
 fi
 if [ "$mode" = cancel ]; then
   [ -s "$work/cancelled" ] || netns_fail "the allocation was not cancelled"
+  [ "$(cat "$work/squeue-calls" 2>/dev/null || echo 0)" -ge 3 ] ||
+    netns_fail "canopy run did not ask squeue again after it failed: $(cat "$work/squeue-calls" 2>/dev/null) call(s)"
   [ "$status" = 1 ] || netns_fail "canopy run exited with $status after its allocation was cancelled: $(cat "$work/err")"
   grep -q "network stopped: the Slurm allocation $(cat "$work/cancelled") ended" "$work/err" ||
     netns_fail "the error does not say the allocation ended: $(cat "$work/err")"
