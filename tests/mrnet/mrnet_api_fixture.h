@@ -1,0 +1,140 @@
+// The fixture of the MRNet API tests (mrnet_api_test.cpp, mrnet_topology_test.cpp):
+// an MRNet tool's front-end on real trees over loopback, with MRNet-style back-ends
+// (mrnet_be.cpp), and what every test checks at its end.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+#include <typeinfo>
+
+#include "mrnet/MRNet.h"
+#include "mrnet_test_protocol.h"
+#include "xplat/Mutex.h"
+#include "xplat/NetUtils.h"
+#include "xplat/Thread.h"
+#include "process_test.h"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+using namespace MRN;
+
+// Named, not anonymous: both test files must share one MrnetApi class (gtest
+// requires one fixture per suite).
+namespace mrnet_api {
+
+const std::string kBackend = std::string(CANOPY_TEST_BIN_DIR) + "/mrnet_be";
+constexpr Rank kFrontEnd = 1000000;
+
+// 1x2x4 in MRNet's format: a front-end, two commnodes, four back-ends.
+inline const char* const kTree =
+    "localhost:0 => localhost:1 localhost:2 ;\n"
+    "localhost:1 => localhost:3 localhost:4 ;\n"
+    "localhost:2 => localhost:5 localhost:6 ;\n";
+
+class MrnetApi : public canopy::testing::ProcessTest {
+ protected:
+  void SetUp() override {
+    setenv("CANOPY_COMMNODE", (std::string(CANOPY_BIN_DIR) + "/canopy-commnode").c_str(), 1);
+    ASSERT_TRUE(ProcessGuard::descendants().empty()) << "processes left over before the test";
+    dir_ = std::filesystem::temp_directory_path() /
+           ("canopy-mrnet-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    delete net_;
+    net_ = nullptr;
+    ProcessTest::TearDown();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    auto path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  Network* launch(const char* tree = kTree, const std::map<std::string, std::string>* attrs = nullptr) {
+    const std::string topology = write("tree.top", tree);
+    const std::string dir = dir_.string();
+    const char* argv[] = {dir.c_str(), nullptr};
+    net_ = Network::CreateNetworkFE(topology.c_str(), kBackend.c_str(), argv, attrs);
+    if (net_->has_Error()) {
+      ADD_FAILURE() << "CreateNetworkFE: " << net_->error_detail();
+      return nullptr;
+    }
+    return net_;
+  }
+
+  // How each back-end ended (its note), once the tree is gone.
+  std::map<Rank, std::string> outcomes() {
+    std::map<Rank, std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("be-", 0) != 0) continue;
+      std::ifstream in(entry.path());
+      out[std::stoul(name.substr(3))] = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return out;
+  }
+
+  // Sends TAG_SUM {10} on `stream` and returns the sum that comes back (each
+  // back-end adds its rank to it), or -1 after a failure, which it reports.
+  int sum_once(Stream* stream) {
+    int tag = 0, total = 0;
+    PacketPtr packet;
+    if (stream->send(TAG_SUM, "%d", 10) != 0 || stream->recv(&tag, packet) != 1 ||
+        packet->unpack("%d", &total) != 0) {
+      ADD_FAILURE() << "no sum: " << net_->error_detail();
+      return -1;
+    }
+    return total;
+  }
+
+  // Sends TAG_EXIT on `stream` (summed to 0), deletes the network and checks that
+  // every back-end ended well and no process is left.
+  void finish(Stream* stream, unsigned int backends) {
+    ASSERT_NE(stream, nullptr) << net_->error_detail();
+    ASSERT_EQ(stream->send(TAG_EXIT, ""), 0);
+    int tag = 0;
+    PacketPtr p;
+    ASSERT_EQ(stream->recv(&tag, p), 1);
+    EXPECT_EQ(tag, TAG_EXIT);
+    delete net_;
+    net_ = nullptr;
+    EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty());
+    auto ended = outcomes();
+    EXPECT_EQ(ended.size(), backends);
+    for (const auto& [rank, outcome] : ended) {
+      const auto newline = outcome.find('\n');
+      EXPECT_EQ(outcome.substr(0, newline), "ok") << "back-end " << rank;
+      // Told once why, however deep in the tree: "... shutdown: front-end shut down".
+      const std::string why = newline == std::string::npos ? "" : outcome.substr(newline + 1);
+      EXPECT_NE(why.find("shutdown: front-end shut down"), std::string::npos) << why;
+      EXPECT_EQ(why.find("shutdown: shutdown"), std::string::npos) << why;
+    }
+  }
+
+  Network* net_ = nullptr;
+  std::filesystem::path dir_;
+};
+
+}  // namespace mrnet_api
+
+using namespace mrnet_api;
