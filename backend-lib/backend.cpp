@@ -1,5 +1,6 @@
 #include "canopy/backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <condition_variable>
@@ -210,19 +211,36 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
   return backend;
 }
 
-Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file, Rank rank, Handler handler) {
+Result<std::unique_ptr<Backend>> Backend::attach(const std::string& attach_file, Rank rank, Handler handler,
+                                                 std::optional<Rank> under) {
   // The whole file is checked before anything starts: a damaged file is refused by
   // every back-end alike, wherever the damage is.
   auto file = attach::read_attach_file(attach_file);
   if (!file) return Error{file.error(), file.error_kind()};
-  const attach::BackendEntry* me = file->find(rank);
-  if (!me) {
+  const std::string secret(file->secret.begin(), file->secret.end());
+  if (const attach::BackendEntry* me = file->find(rank)) {
+    return start(rank, file->network_id, secret, me->address + ":" + std::to_string(me->port), nullptr,
+                 std::move(handler));
+  }
+  if (!file->open()) {
     return Error{"rank " + std::to_string(rank) + " is not a back-end of the tree in " + attach_file + " (it lists " +
                      std::to_string(file->backends.size()) + " back-ends)",
                  ErrorKind::invalid_input};
   }
-  const std::string secret(file->secret.begin(), file->secret.end());
-  return start(rank, file->network_id, secret, me->address + ":" + std::to_string(me->port), nullptr,
+  // Open attach: it joins under a commnode of the file.
+  if (rank >= kFirstInternalRank) {
+    return Error{"rank " + std::to_string(rank) + " cannot be a back-end's: back-end ranks are below " +
+                     std::to_string(kFirstInternalRank),
+                 ErrorKind::invalid_input};
+  }
+  const Rank parent = under.value_or(file->commnodes[rank % file->commnodes.size()].rank);
+  auto at = std::find_if(file->commnodes.begin(), file->commnodes.end(),
+                         [&](const attach::CommnodeEntry& c) { return c.rank == parent; });
+  if (at == file->commnodes.end()) {
+    return Error{"rank " + std::to_string(parent) + " is not a commnode back-ends join under in " + attach_file,
+                 ErrorKind::invalid_input};
+  }
+  return start(rank, file->network_id, secret, at->address + ":" + std::to_string(at->port), nullptr,
                std::move(handler));
 }
 

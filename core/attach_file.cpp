@@ -181,12 +181,22 @@ std::string header(std::uint64_t network_id, const core::Secret& secret) {
 
 }  // namespace
 
-std::string attach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret) {
+std::string attach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret,
+                             bool open) {
   std::string text = header(network_id, secret);
   for (Rank b : topology.backends()) {
     const auto& parent = topology.at(*topology.at(b).parent);
     text += "backend " + std::to_string(b) + " " + std::to_string(parent.rank) + " " +
             topology.address_of(parent.host) + " " + std::to_string(parent.port) + "\n";
+  }
+  for (const auto& n : topology.nodes()) {
+    if (!open || n.role != Role::commnode) continue;
+    if (std::any_of(n.children.begin(), n.children.end(),
+                    [&](Rank c) { return topology.at(c).role == Role::commnode; })) {
+      continue;
+    }
+    text += "commnode " + std::to_string(n.rank) + " " + topology.address_of(n.host) + " " + std::to_string(n.port) +
+            "\n";
   }
   return text;
 }

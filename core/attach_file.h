@@ -53,6 +53,9 @@ struct AttachFile {
 
   // The line of back-end `rank`, if the file has one.
   const BackendEntry* find(Rank rank) const;
+  // An open attach file (`commnode` lines, no `frontend` line): back-ends it does not
+  // name may join under one of its commnodes (docs/attach.md, "Open attach").
+  bool open() const { return !frontend && !commnodes.empty(); }
 };
 
 // Parses a whole attach file. The first line that is neither blank nor a `#`
@@ -67,8 +70,11 @@ Result<AttachFile> parse_attach_file(std::string_view text, std::string_view sou
 Result<AttachFile> read_attach_file(const std::string& path);
 
 // The text of an attach file for `topology`'s back-ends (attach mode), and of a
-// re-attach file for its front-end and commnodes (whose ports must be known).
-std::string attach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret);
+// re-attach file for its front-end and commnodes (whose ports must be known). With
+// `open` (open attach), the attach file also has a `commnode` line for every commnode
+// with no commnode below it: where back-ends the topology does not name join.
+std::string attach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret,
+                             bool open = false);
 std::string reattach_file_text(const Topology& topology, std::uint64_t network_id, const core::Secret& secret);
 
 // Writes `text` to `path` atomically (a reader never sees half of it) and readable

@@ -209,6 +209,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   auto argv = t.initBackendArgv(plan.backend_argv.size());
   for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
   t.setAttachMode(plan.attach);
+  t.setOpenAttach(plan.open_attach);
   t.setMrnetBackendArgs(plan.mrnet_backend_args);
   t.setBulkLaunch(plan.bulk);
   auto ft = t.initFaultTolerance();
@@ -233,6 +234,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.launcher = t.getLauncher();
   plan.commnode_exe = t.getCommnodeExe();
   plan.attach = t.getAttachMode();
+  plan.open_attach = plan.attach && t.getOpenAttach();
   for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
   plan.mrnet_backend_args = t.getMrnetBackendArgs();
   plan.bulk = t.getBulkLaunch();

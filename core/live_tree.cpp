@@ -31,6 +31,12 @@ bool LiveTree::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
   return true;
 }
 
+bool LiveTree::add_backend(Rank rank, Rank parent) {
+  if (!view_.add_backend(rank, parent)) return false;
+  ranks_.push_back(rank);
+  return true;
+}
+
 void LiveTree::update_routes(Rank orphan) {
   Rank via = TreeView::kNone;
   std::size_t steps = 0;

@@ -40,6 +40,10 @@ class LiveTree {
   // order, TreeView::apply_adoption). The back-ends below the orphan are then routed
   // through whichever child of this process is now their ancestor, if any.
   bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
+  // A back-end joining the running tree under `parent` (open attach), before the
+  // adoption report of its join is applied: TreeView::add_backend. False if the view
+  // refuses it (the rank is known, or the parent is not a commnode of it).
+  bool add_backend(Rank rank, Rank parent);
 
   // Why `orphan` (of `role`, asking under `incarnation`) may not be adopted by this
   // process, or nothing if it may: it must be known and not the root, of its

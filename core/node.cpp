@@ -654,8 +654,36 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
 }
 
 void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
-  if (!tree_ || !tree_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
-  log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
+  if (!tree_) return;
+  if (incarnation == 0) return on_join_request(orphan, adopter, from);  // open attach (node_join.cpp)
+  // An orphan the tree does not have is a back-end that joined it (open attach):
+  // every process adds it to its topology and live tree, then applies the report.
+  const bool joined = !tree_->view().contains(orphan);
+  if (joined) {
+    if (!topology_->find(orphan)) {
+      if (auto added = topology_->add_backend(orphan, adopter); !added) {
+        log().warn("ignoring the join of rank {} under {}: {}", orphan, adopter, added.error());
+        return;
+      }
+    }
+    if (!tree_->add_backend(orphan, adopter)) {
+      log().warn("ignoring the join of rank {} under {}: not a commnode of this view", orphan, adopter);
+      return;
+    }
+  }
+  // A back-end joining here (open attach) is a child before the report is applied:
+  // routes to it go through it.
+  const bool joining_here = adopter == id_.rank && joining_.count(orphan);
+  if (joining_here) {
+    auto index = children_.index_of(orphan);
+    tree_->note_child(orphan, index ? *index : children_.add(orphan, Role::backend));
+  }
+  if (!tree_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
+  if (joined) {
+    log().info("join report: back-end {} joined under {}", orphan, adopter);
+  } else {
+    log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
+  }
   // Up at once: the ancestors route to the orphan's subtree by it, and the recovery
   // report that follows it up must not overtake it. Down in a batch (kNewsWindow).
   if (parent_ && parent_.get() != from) {
@@ -682,7 +710,9 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
       }
     }
   }
-  emit(events::TreeChanged{events::TreeChanged::Kind::adoption, orphan, adopter, incarnation, {}});
+  emit(events::TreeChanged{joined ? events::TreeChanged::Kind::join : events::TreeChanged::Kind::adoption, orphan,
+                           adopter, incarnation, {}});
+  if (joining_here) admit_joining(orphan, !joined);
 }
 
 // Every report applied here so far, to a peer that missed them (an orphan adopted
@@ -759,6 +789,7 @@ void Node::begin_stop(const std::string& reason) {
   for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->close("stopping");
   emit(events::Stopping{reason});
   review_held_adoptions();  // told to stop, as any orphan asking now would be
+  while (!joining_.empty()) refuse_joining(joining_.begin()->first, "this node is stopping");
   // The children are read again, to see them close: what data they still send is
   // dropped while stopping (services/streams.cpp), so nothing piles up.
   set_upstream_full(false);

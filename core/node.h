@@ -284,6 +284,12 @@ class Node {
   void on_up_message(const transport::Link* link, capnp::MessageReader& message);
   bool on_up_handshake(const transport::Link* link, capnp::MessageReader& message);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  void accept_newcomer(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
+  // Open attach: a join asked for (incarnation 0 in an adoption report) goes up to the
+  // root, which decides, first come first served; a refusal comes down (node_join.cpp).
+  void on_join_request(Rank rank, Rank under, const transport::Link* from);
+  void refuse_joining(Rank rank, const std::string& why);
+  void admit_joining(Rank rank, bool rejoined);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
   void init_hello(wire::Hello::Builder hello, std::uint32_t incarnation) const;
   void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
@@ -361,6 +367,12 @@ class Node {
   };
   std::unordered_map<const transport::Link*, PendingHello> pending_hellos_;
   std::vector<HeldAdoption> held_adoptions_;
+  // Open attach: back-ends waiting for the root's answer to their join, by rank.
+  struct Joining {
+    std::shared_ptr<transport::Link> link;
+    std::unique_ptr<Timer> deadline;  // startup_timeout: no answer, refused
+  };
+  std::unordered_map<Rank, Joining> joining_;
   // Parents a probe found gone, and when: the requests of their orphans that come
   // later are adopted without probing again, until the failure report arrives (the
   // verdict is kept for `lost`, in case a rank comes back: a re-attached front-end).

@@ -113,6 +113,7 @@ void Node::on_accepted_closed(const Link* link, std::string_view reason) {
   hello_deadlines_.erase(link);
   pending_hellos_.erase(link);
   release_held_adoption(link);
+  std::erase_if(joining_, [&](const auto& j) { return j.second.link.get() == link; });
   if (parent_.get() == link) return on_parent_closed(reason);
   if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
     std::size_t index = it->second;
@@ -210,6 +211,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   if (hello.getStandby()) return accept_standby(link, hello);
   if (hello.getAdopt()) return accept_orphan(link, hello);
   auto index = children_.index_of(hello.getRank());
+  if (!index && plan_.open_attach) return accept_newcomer(link, hello);
   if (!index) return refuse("rank " + std::to_string(hello.getRank()) + " is not a child of this node");
   Child& child = children_[*index];
   if (from_wire(hello.getRole()) != child.role) return refuse("role does not match the topology");

@@ -36,7 +36,9 @@ void Node::on_topology(wire::Topology::Reader t) {
   }
   plan_ = decode_plan(t);
   adopt_topology(std::move(*topology));
-  if (!children_.empty()) {
+  // A commnode listens for its children, and, in open attach, for back-ends that
+  // join under it (it may have none at launch).
+  if (!children_.empty() || (plan_.open_attach && id_.role == Role::commnode)) {
     if (auto r = listen(); !r) {
       log().error("{}", r.error());
       emit(events::Started{r.error()});

@@ -19,6 +19,9 @@ struct LaunchPlan {
   std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
+  // Attach mode: back-ends the topology does not name may join under any commnode,
+  // under a rank of their own (docs/attach.md, "Open attach").
+  bool open_attach = false;
   // The front-end starts every process through the resource manager, one step per
   // level (docs/launch.md); parents start none and wait for their children.
   bool bulk = false;

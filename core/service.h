@@ -117,10 +117,11 @@ struct Adopted {
   std::uint32_t incarnation;
   Rank failed_parent;
 };
-// The live tree changed: a failure (rank is gone) or an adoption (rank, the orphan,
-// is now a child of adopter), applied at this process for the first time.
+// The live tree changed: a failure (rank is gone), an adoption (rank, the orphan,
+// is now a child of adopter) or a join (rank, a back-end the tree did not have, is
+// now a child of adopter: open attach), applied at this process for the first time.
 struct TreeChanged {
-  enum class Kind : std::uint8_t { failure, adoption };
+  enum class Kind : std::uint8_t { failure, adoption, join };
   Kind kind;
   Rank rank;
   Rank adopter;

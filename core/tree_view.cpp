@@ -13,6 +13,7 @@ TreeView::TreeView(const Topology& topology) {
     e.children = n.children;
     e.role = n.role;
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
+    e.height = n.role == Role::backend ? 0 : 1;  // a commnode holds back-ends, if only joined ones
     index_.emplace(n.rank, std::move(e));
   }
   root_ = topology.root().rank;
@@ -130,6 +131,16 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
   o.alive = true;
   auto& siblings = entry(adopter).children;
   if (std::find(siblings.begin(), siblings.end(), orphan) == siblings.end()) siblings.push_back(orphan);
+  return true;
+}
+
+bool TreeView::add_backend(Rank rank, Rank parent) {
+  auto up = index_.find(parent);
+  if (contains(rank) || up == index_.end() || up->second.role == Role::backend) return false;
+  Entry e;
+  e.parent = parent;
+  up->second.children.push_back(rank);
+  index_.emplace(rank, std::move(e));
   return true;
 }
 

@@ -33,8 +33,10 @@ class TreeView {
   const std::vector<Rank>& children(Rank rank) const { return entry(rank).children; }
   bool alive(Rank rank) const { return entry(rank).alive; }
   std::uint32_t incarnation(Rank rank) const { return entry(rank).incarnation; }
-  // Height of the node's subtree at launch (0 for a back-end). Adoption never lets a
-  // subtree grow beyond it, so it bounds the current height.
+  // Height of the node's subtree at launch (0 for a back-end; at least 1 for a
+  // commnode, even one launched without children for back-ends to join under, as in
+  // open attach). Adoption never lets a subtree grow beyond it, so it bounds the
+  // current height.
   std::uint32_t height(Rank rank) const { return entry(rank).height; }
 
   // True if `node` is `top` or below it, following current parents.
@@ -86,6 +88,12 @@ class TreeView {
   // lower, when a rank is unknown, or when the adopter is inside the orphan's
   // subtree (a stale report that would make a cycle).
   bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
+
+  // A back-end that joined the running tree (open attach): `rank`, not in the view,
+  // becomes a live child of `parent` (a commnode or the front-end in the view) at
+  // incarnation 0; its join's adoption report then gives it its incarnation. False,
+  // changing nothing, otherwise.
+  bool add_backend(Rank rank, Rank parent);
 
   // Up to `limit` potential adopters for `orphan`, whose parent has failed, in the
   // order to try them. Every one is a live commnode or the front-end, outside the

@@ -450,10 +450,20 @@ Network::~Network() {
 
 Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   const bool attach = !options.attach_file.empty();
+  if (options.open_attach && !attach) {
+    return Error{"open attach is a kind of attach mode: give an attach file too", ErrorKind::invalid_input};
+  }
   if (!attach && (options.backend_argv.empty() || options.backend_argv[0].empty())) {
     return Error{"no back-end program given (LaunchOptions::backend_argv)", ErrorKind::invalid_input};
   }
-  if (options.topology.backends().empty()) return Error{"the topology has no back-ends", ErrorKind::invalid_input};
+  if (options.open_attach && std::none_of(options.topology.nodes().begin(), options.topology.nodes().end(),
+                                          [](const canopy::Node& n) { return n.role == Role::commnode; })) {
+    return Error{"open attach needs a commnode for back-ends to join under; the topology has none",
+                 ErrorKind::invalid_input};
+  }
+  if (options.topology.backends().empty() && !options.open_attach) {
+    return Error{"the topology has no back-ends", ErrorKind::invalid_input};
+  }
   if (const auto& ft = options.fault_tolerance;
       ft.enabled && !(ft.heartbeat.count() > 0 && ft.heartbeat < ft.suspect && ft.suspect < ft.lost)) {
     return Error{"fault tolerance needs 0 < heartbeat < suspect < lost (got " + std::to_string(ft.heartbeat.count()) +
@@ -527,6 +537,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   plan.launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;
+  plan.open_attach = options.open_attach;
   plan.bulk = options.method != LaunchMethod::spawn;
   plan.bulk_tool = options.method == LaunchMethod::mpirun ? core::LaunchPlan::BulkTool::mpirun
                                                            : core::LaunchPlan::BulkTool::srun;
@@ -583,7 +594,8 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   };
   for (SecretFile f : {SecretFile{impl.options.reattach_file, attach::reattach_file_text(topology, id.network_id, id.secret),
                                   "re-attach file", impl.reattach_file_written},
-                       SecretFile{impl.options.attach_file, attach::attach_file_text(topology, id.network_id, id.secret),
+                       SecretFile{impl.options.attach_file, attach::attach_file_text(topology, id.network_id, id.secret,
+                                                                                     impl.options.open_attach),
                                   "attach file", impl.attach_file_written}}) {
     if (f.path.empty()) continue;
     if (auto ok = attach::write_secret_file(f.path, f.text, f.what); !ok) {
@@ -725,7 +737,21 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     impl.stream_filters[spec.id] = options.upstream_filter;
   }
   static_cast<StreamOptions&>(spec) = options;
-  if (spec.backends.empty()) spec.backends = impl.options.topology.backends();
+  if (spec.backends.empty() && impl.options.open_attach) {
+    // Those attached now: the topology names none of those that joined.
+    spec.backends = impl.loop.call([&impl] {
+      std::vector<Rank> present;
+      if (const core::TreeView* view = impl.runtime->node.view()) {
+        for (Rank b : view->backends_below(view->root())) {
+          if (view->attached(b)) present.push_back(b);
+        }
+      }
+      return present;
+    });
+    if (spec.backends.empty()) return Error{"cannot create stream: no back-end has attached yet", ErrorKind::invalid_input};
+  } else if (spec.backends.empty()) {
+    spec.backends = impl.options.topology.backends();
+  }
   std::sort(spec.backends.begin(), spec.backends.end());
   spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
   impl.loop.run_or_post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
@@ -757,7 +783,14 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
   Impl& impl = *impl_;
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   const auto* node = impl.options.topology.find(backend);
-  if (!node || node->role != Role::backend) {
+  bool known = node && node->role == Role::backend;
+  if (!known && impl.options.open_attach) {  // one that joined (open attach) is in the live tree only
+    known = impl.loop.call([&impl, backend] {
+      const core::TreeView* view = impl.runtime->node.view();
+      return view && view->contains(backend) && view->role(backend) == Role::backend;
+    });
+  }
+  if (!known) {
     return Error{"rank " + std::to_string(backend) + " is not a back-end of this network", ErrorKind::invalid_input};
   }
   {

@@ -1,5 +1,9 @@
 #include "mrnet/backend_args.h"
 
+#include "mrnet/attach_place.h"
+
+#include <unistd.h>
+
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -59,13 +63,25 @@ canopy::Result<std::unique_ptr<canopy::Backend>> connect_backend(int argc, char*
     }
     return canopy::Backend::connect(std::move(handler));
   }
-  if (const char* file = nonempty_env("CANOPY_ATTACH")) {
-    return canopy::Backend::attach(file, args->rank, std::move(handler));
+  // Attach mode: the attach file CANOPY_ATTACH names, else the one the front-end
+  // linked under the parent's host and port (attach_place.h). In an open attach the
+  // back-end joins under the parent its arguments name, as MRNet's do.
+  std::string file;
+  if (const char* named = nonempty_env("CANOPY_ATTACH")) {
+    file = named;
+  } else if (!attach_dir().empty()) {
+    const std::string place = attach_place(args->parent_host, args->parent_port);
+    if (::access(place.c_str(), F_OK) == 0) file = place;
   }
-  return canopy::Error{"this back-end was not started by Canopy (CANOPY_PARENT is not set) and CANOPY_ATTACH does "
-                       "not name an attach file: a back-end started by the tool (attach mode) needs CANOPY_ATTACH "
-                       "set to the attach file the front-end wrote (docs/mrnet.md, decision 6)",
-                       canopy::ErrorKind::invalid_input};
+  if (file.empty()) {
+    return canopy::Error{"this back-end was not started by Canopy (CANOPY_PARENT is not set), CANOPY_ATTACH does not "
+                         "name an attach file, and there is none for its parent " + args->parent_host + ":" +
+                             args->parent_port + " in " + (attach_dir().empty() ? "~/.canopy/attach" : attach_dir()) +
+                             ": a back-end started by the tool (attach mode) needs the attach file the front-end "
+                             "wrote (docs/mrnet.md, decision 6)",
+                         canopy::ErrorKind::invalid_input};
+  }
+  return canopy::Backend::attach(file, args->rank, std::move(handler), parse_rank(args->parent_rank.c_str()));
 }
 
 }  // namespace MRN::layer

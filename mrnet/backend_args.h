@@ -14,9 +14,12 @@ namespace MRN::layer {
 
 inline constexpr int kTrailingArgs = 5;
 
-// The five trailing arguments, as given. Only `rank` is used to join the tree: the
-// parent comes from Canopy (the environment it starts back-ends with, or the
-// attach file), so a back-end never connects to an address its arguments name.
+// The five trailing arguments, as given. A launched back-end uses only `rank`: its
+// parent comes from the environment Canopy starts it with. In attach mode, the
+// parent's host and port find the attach file when CANOPY_ATTACH does not name one
+// (attach_place.h), and in an open attach it joins under the parent's rank; it
+// connects to where the attach file says that commnode listens, never to an address
+// its arguments name.
 struct BackendArgs {
   std::string parent_host;
   std::string parent_port;
@@ -38,9 +41,11 @@ int tool_argc(int argc);
 //   - started by Canopy (CANOPY_PARENT is set; LaunchOptions::mrnet_backend_args):
 //     canopy::Backend::connect(), which must agree with the arguments' rank;
 //   - otherwise attach mode: canopy::Backend::attach() with the attach file the
-//     environment variable CANOPY_ATTACH names and the arguments' rank.
-// An error says what was missing: the arguments, or both CANOPY_PARENT and
-// CANOPY_ATTACH. `handler` is passed on (canopy::Backend::Handler).
+//     environment variable CANOPY_ATTACH names, else the one linked for the
+//     arguments' parent host and port (attach_place.h), the arguments' rank, and
+//     (open attach) their parent rank.
+// An error says what was missing: the arguments, or CANOPY_PARENT, CANOPY_ATTACH and
+// the linked file alike. `handler` is passed on (canopy::Backend::Handler).
 canopy::Result<std::unique_ptr<canopy::Backend>> connect_backend(int argc, char** argv,
                                                                  canopy::Backend::Handler handler = {});
 

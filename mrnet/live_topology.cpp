@@ -11,7 +11,7 @@ void reset_topology(NetworkTopology& topology, const std::vector<canopy::NodeSta
   for (const auto& node : status) {
     if (node.role == canopy::Role::backend && node.alive && !attached.count(node.rank)) continue;
     entries.push_back({node.rank, node.host, node.parent ? *node.parent : UnknownRank,
-                       node.role == canopy::Role::backend, !node.alive});
+                       node.role == canopy::Role::backend, !node.alive, node.port});
   }
   topology.reset_Nodes(entries);
 }

@@ -1,6 +1,7 @@
 // MRN::Network on Canopy (docs/mrnet.md): creation of the front-end and back-end,
 // communicators, filters, streams and receiving.
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <atomic>
 
+#include "mrnet/attach_place.h"
 #include "mrnet/backend_args.h"
 #include "mrnet/conventions.h"
 #include "mrnet/live_topology.h"
@@ -376,31 +378,43 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     return std::nullopt;
   };
   if (attach) {
-    // Attach mode (decision 6): Canopy needs the number of back-ends up front; they
-    // attach with ranks 0..N-1 and the secret from the attach file, which
-    // CANOPY_ATTACH names to the processes this one starts.
+    // Attach mode (decision 6). As MRNet's: back-ends join as they come, each under
+    // the rank and parent its arguments give (Canopy's open attach). With the number
+    // of back-ends given (CANOPY_BACKENDS), they take ranks 0..N-1 instead, spread
+    // over the leaves. The secret is in the attach file, which CANOPY_ATTACH names to
+    // the processes this one starts, and which an open attach links under each
+    // commnode's host and port in the user's attach directory (attach_place.h).
     auto count = attribute("CANOPY_BACKENDS");
     if (!count) {
       if (const char* env = std::getenv("CANOPY_BACKENDS")) count = env;
     }
-    const auto n = count ? positive_number(*count) : std::nullopt;
-    if (!n) {
-      network->error(ERR_INTERNAL, UnknownRank,
-                     "attach mode needs the number of back-ends: the attribute (or environment variable) "
-                     "CANOPY_BACKENDS, e.g. \"16\" (docs/mrnet.md)");
-      return network;
+    if (count) {
+      const auto n = positive_number(*count);
+      if (!n) {
+        network->error(ERR_INTERNAL, UnknownRank, "CANOPY_BACKENDS '%s' is not a number of back-ends",
+                       count->c_str());
+        return network;
+      }
+      auto with_backends = canopy::attach_backends(*topology, *n);
+      if (!with_backends) {
+        network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", with_backends.error().c_str());
+        return network;
+      }
+      topology = std::move(with_backends);
+    } else {
+      options.open_attach = impl.open_attach = true;
     }
-    auto with_backends = canopy::attach_backends(*topology, *n);
-    if (!with_backends) {
-      network->error(ERR_TOPOLOGY_FORMAT, UnknownRank, "%s", with_backends.error().c_str());
-      return network;
-    }
-    topology = std::move(with_backends);
     static std::atomic<unsigned> made{0};
+    const std::string dir = impl.open_attach && !layer::attach_dir().empty()
+                                ? layer::attach_dir()
+                                : std::filesystem::temp_directory_path().string();
     options.attach_file = attribute("CANOPY_ATTACH_FILE").value_or(
-        (std::filesystem::temp_directory_path() /
-         ("canopy-mrnet-attach-" + std::to_string(getpid()) + "-" + std::to_string(made++)))
-            .string());
+        dir + "/canopy-mrnet-attach-" + std::to_string(getpid()) + "-" + std::to_string(made++));
+    if (impl.open_attach && dir == layer::attach_dir()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      ::chmod(dir.c_str(), 0700);
+    }
   } else {
     options.backend_argv.push_back(backend_exe);
     for (const char** arg = backend_argv; arg && *arg; ++arg) options.backend_argv.push_back(*arg);
@@ -433,6 +447,17 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   if (attach) {
     setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
     impl.attach_file = attach_file;
+  }
+  if (impl.open_attach) {
+    // Back-ends started elsewhere (not by this process) find the file by their
+    // parent's host and port. Without the links they still can through CANOPY_ATTACH.
+    auto places = layer::make_attach_places(impl.frontend->topology(), attach_file);
+    if (places) {
+      impl.attach_places = std::move(*places);
+    } else {
+      std::fprintf(stderr, "mrnet: %s; back-ends started elsewhere need CANOPY_ATTACH=%s\n", places.error().c_str(),
+                   attach_file.c_str());
+    }
   }
   // The built-in filters are loaded into the tree now, as MRNet's commnodes have
   // theirs built in, so that a tool's first stream costs no load; and, launched,
@@ -480,6 +505,7 @@ Network::~Network() {
   auto streams = std::move(impl_->streams);
   impl_->streams.clear();
   streams.clear();
+  layer::remove_attach_places(impl_->attach_places, impl_->attach_file);
   if (impl_->frontend) (void)impl_->frontend->shutdown();
   // The attach file is gone with the tree: processes started later must not look for it.
   if (const char* named = std::getenv("CANOPY_ATTACH"); named && !impl_->attach_file.empty() &&
@@ -545,7 +571,19 @@ bool Communicator::add_EndPoint(Rank rank) {
 
 bool Communicator::add_EndPoint(CommunicationNode* node) { return node && add_EndPoint(node->get_Rank()); }
 
-Communicator* Network::get_BroadcastCommunicator() const { return impl_->broadcast; }
+Communicator* Network::get_BroadcastCommunicator() const {
+  auto& impl = *impl_;
+  if (impl.open_attach && impl.frontend && impl.broadcast) {
+    // As MRNet's: the back-ends attached so far (members of the view).
+    for (const auto& node : impl.frontend->status()) {
+      if (node.role != canopy::Role::backend || !node.alive || !node.member || impl.endpoints.count(node.rank)) continue;
+      auto made = std::make_unique<CommunicationNode>(node.host, UnknownPort, node.rank);
+      impl.broadcast->endpoints_.insert(made.get());
+      impl.endpoints.emplace(node.rank, std::move(made));
+    }
+  }
+  return impl.broadcast;
+}
 
 Communicator* Network::new_Communicator() {
   if (!impl_->frontend) return nullptr;

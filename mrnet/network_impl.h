@@ -49,6 +49,8 @@ struct Network::Impl {
   std::vector<std::string> loaded;    // Canopy filter names loaded into the tree
   bool recovery = true;
   std::string attach_file;        // attach mode: the file CANOPY_ATTACH names
+  bool open_attach = false;       // attach mode without CANOPY_BACKENDS: back-ends join as they come
+  std::vector<std::string> attach_places;  // open attach: the attach file's links (attach_place.h)
   std::atomic<bool> per_backend_open{false};  // the per-back-end streams' Canopy stream exists
   std::mutex per_backend_mutex;                // one thread opens it
   std::set<Rank> attached;        // back-ends seen in the view, part of the topology from then on (guarded by mutex)

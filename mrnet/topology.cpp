@@ -27,6 +27,7 @@ void NetworkTopology::reset_Nodes(const std::vector<Entry>& entries) {
     auto& slot = nodes_[e.rank];
     if (!slot) slot.reset(new Node(e.host, e.rank, e.backend));
     slot->failed_ = e.failed;
+    slot->port_ = e.port;
   }
   root_ = nullptr;
   for (const auto& e : entries) {

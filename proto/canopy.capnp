@@ -154,6 +154,9 @@ struct Topology {
   bulkLaunch @11 :Bool;         # true: the front-end starts every process through the
                                 # resource manager, level by level (docs/launch.md);
                                 # parents start none and wait for their children
+  openAttach @12 :Bool;         # attach mode: back-ends the topology does not name may
+                                # join under any commnode, each under a rank of its own
+                                # below 1,000,000 (docs/attach.md, "Open attach")
 
   enum LinkKind {
     automatic @0;               # striped when both hosts have two NICs or more

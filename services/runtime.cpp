@@ -30,6 +30,7 @@ std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topo
     s.rank = r;
     s.role = view->role(r);
     s.host = node ? node->host : "";
+    s.port = node && s.role != Role::backend ? node->port : 0;
     if (view->parent(r) != core::TreeView::kNone) s.parent = view->parent(r);
     s.alive = view->alive(r);
     s.incarnation = view->incarnation(r);
@@ -60,7 +61,8 @@ std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topo
 
 std::optional<Event> public_event(const core::NodeEvent& node_event) {
   auto* changed = std::get_if<core::events::TreeChanged>(&node_event);
-  if (!changed) return std::nullopt;
+  // A join (open attach) is announced by the view that makes the back-end a member.
+  if (!changed || changed->kind == core::events::TreeChanged::Kind::join) return std::nullopt;
   Event event;
   event.time = std::chrono::system_clock::now();
   event.rank = changed->rank;

@@ -345,6 +345,27 @@ bool Topology::set_port(Rank rank, std::uint16_t port) {
   return true;
 }
 
+Result<void> Topology::add_backend(Rank rank, Rank parent) {
+  if (rank >= kFirstInternalRank) {
+    return Error{"rank " + std::to_string(rank) + " cannot be a back-end's: ranks from " +
+                 std::to_string(kFirstInternalRank) + " are the front-end's and commnodes'"};
+  }
+  if (find(rank)) return Error{"rank " + std::to_string(rank) + " is in the tree already"};
+  const Node* up = find(parent);
+  if (!up || up->role == Role::backend) {
+    return Error{"rank " + std::to_string(parent) + " is not a commnode or front-end of the tree"};
+  }
+  Node node;
+  node.rank = rank;
+  node.role = Role::backend;
+  node.host = up->host;
+  node.parent = parent;
+  nodes_[index_.at(parent)].children.push_back(rank);
+  index_.emplace(rank, nodes_.size());
+  nodes_.push_back(std::move(node));
+  return {};
+}
+
 Result<void> Topology::set_links(LinkSettings links) {
   if (!(links.corrupt_fraction >= 0.0 && links.corrupt_fraction < 1.0)) {
     return Error{"the fraction of fragments to corrupt must be at least 0 and below 1, not " +

@@ -55,8 +55,14 @@ class Backend {
   // A process started again under the rank of a back-end that died rejoins the view
   // and its streams (docs/membership.md); attached before the view without the dead
   // one is out, it is refused, and receive() fails saying so: attach again.
+  // Open attach (LaunchOptions::open_attach; docs/attach.md): a rank the file does
+  // not name joins the tree under commnode `under`, which must be one of the file's
+  // `commnode` lines (as an MRNet back-end attaches to the parent it is given), or,
+  // without one, under the (rank mod their number)-th of them. The front-end refuses
+  // a rank the tree has already, and receive() then fails saying so. `under` is
+  // ignored for a rank the file names.
   static Result<std::unique_ptr<Backend>> attach(const std::string& attach_file, Rank rank,
-                                                 Handler handler = {});
+                                                 Handler handler = {}, std::optional<Rank> under = std::nullopt);
   ~Backend();
 
   Rank rank() const;

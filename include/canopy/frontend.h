@@ -79,6 +79,13 @@ struct LaunchOptions {
   // (and the destructor). Use wait_for_backends() before creating
   // streams. Empty = normal mode: every back-end is started by its parent.
   std::string attach_file;
+  // Attach mode, open (docs/attach.md, "Open attach"): back-ends the topology does
+  // not name may join too, as MRNet's attach mode lets them: each under a rank of its
+  // own below kFirstInternalRank (not one the tree has), under any commnode with no
+  // commnode below it (the attach file lists them), at any time. The topology may then
+  // have no back-ends at all. A stream created without a list of back-ends is made of
+  // those attached at that moment.
+  bool open_attach = false;
 
   // With fault_tolerance.keep_tree_for: where launch() writes the re-attach file
   // (network id, secret, every commnode's endpoint; mode 0600), with which a new

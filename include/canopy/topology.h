@@ -111,6 +111,11 @@ class Topology {
   // The port the process of `rank` listens on, once known (ports are learnt after
   // launch); false, changing nothing, if no node has that rank.
   bool set_port(Rank rank, std::uint16_t port);
+  // A back-end that joined the running tree (open attach, docs/attach.md): `rank`,
+  // below kFirstInternalRank and not in the tree, becomes the last child of commnode
+  // (or front-end) `parent`, on its parent's host (nothing connects to a back-end).
+  // Appended after every node, so a parent still comes before its children.
+  Result<void> add_backend(Rank rank, Rank parent);
   // Plain or striped: the link between a child and its parent (the child's own
   // choice, else the tree's), or, with no edge between them (an orphan and its
   // adopter), the tree's. `automatic` resolves by the two hosts' NIC counts.

@@ -30,6 +30,9 @@ struct NodeStatus {
   Rank rank = 0;
   Role role = Role::backend;
   std::string host;
+  // Where it listens for children and orphans, once known (0 for a back-end, which
+  // does not listen, and before the port is learnt).
+  std::uint16_t port = 0;
   std::optional<Rank> parent;  // the current parent (after adoptions); none for the root
   bool alive = true;           // false once its failure was reported
   std::uint32_t incarnation = 0;  // how many times it has been adopted

@@ -25,7 +25,10 @@ class NetworkTopology : public Error {
    public:
     // A reference (MRNet returns a copy): the lightweight API hands out its storage.
     const std::string& get_HostName() const { return host_; }
-    Port get_Port() const { return UnknownPort; }  // Canopy's ports are not part of the API
+    // Where a commnode (or the front-end) listens: an MRNet tool in attach mode hands
+    // it to its back-ends with the host and rank (docs/mrnet.md). UnknownPort for a
+    // back-end, and at a back-end for every node.
+    Port get_Port() const { return port_; }
     Rank get_Rank() const { return rank_; }
     Rank get_Parent() const { return parent_ ? parent_->rank_ : UnknownRank; }
     const std::set<Node*>& get_Children() const { return children_; }
@@ -43,6 +46,7 @@ class NetworkTopology : public Error {
     friend class NetworkTopology;
     Node(std::string host, Rank rank, bool backend) : host_(std::move(host)), rank_(rank), backend_(backend) {}
     std::string host_;
+    Port port_ = UnknownPort;
     Rank rank_;
     bool backend_;
     bool failed_ = false;
@@ -83,6 +87,7 @@ class NetworkTopology : public Error {
     Rank parent;
     bool backend;
     bool failed;
+    Port port = UnknownPort;
   };
   void reset_Nodes(const std::vector<Entry>& entries);
 

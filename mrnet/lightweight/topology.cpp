@@ -49,7 +49,9 @@ CANOPY_MRNET_LW_EXPORT char* NetworkTopology_Node_get_HostName(Node_t* node) {
   return node ? const_cast<char*>(of(node)->get_HostName().c_str()) : nullptr;
 }
 
-CANOPY_MRNET_LW_EXPORT Port NetworkTopology_Node_get_Port(Node_t*) { return UnknownPort; }
+CANOPY_MRNET_LW_EXPORT Port NetworkTopology_Node_get_Port(Node_t* node) {
+  return node ? of(node)->get_Port() : UnknownPort;
+}
 
 CANOPY_MRNET_LW_EXPORT Rank NetworkTopology_Node_get_Rank(Node_t* node) {
   return node ? of(node)->get_Rank() : UnknownRank;

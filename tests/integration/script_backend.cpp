@@ -13,7 +13,8 @@
 //   tag kRelay,  "%ud %ud": (from, to): back-end `from` sends kPeer {from}
 //                point-to-point to back-end `to`, which checks the packet's source
 //                and answers up the stream with kRelayed {from, to}.
-// Started by a Canopy parent, or with `--attach FILE RANK` in attach mode. With
+// Started by a Canopy parent, with `--attach FILE RANK` in attach mode, or with
+// `--join FILE RANK PARENT` in open attach (Backend::attach under PARENT). With
 // SCRIPT_BACKEND_SAY_WHY set it prints why it stopped on stderr.
 #include <chrono>
 #include <cstdio>
@@ -26,9 +27,10 @@
 
 int main(int argc, char** argv) {
   using namespace canopy::script;
-  auto backend = argc == 4 && std::string(argv[1]) == "--attach"
-                     ? canopy::Backend::attach(argv[2], static_cast<canopy::Rank>(std::atol(argv[3])))
-                     : canopy::Backend::connect();
+  auto rank_at = [&](int i) { return static_cast<canopy::Rank>(std::atol(argv[i])); };
+  auto backend = argc == 4 && std::string(argv[1]) == "--attach"  ? canopy::Backend::attach(argv[2], rank_at(3))
+                 : argc == 5 && std::string(argv[1]) == "--join" ? canopy::Backend::attach(argv[2], rank_at(3), {}, rank_at(4))
+                                                                 : canopy::Backend::connect();
   if (!backend) {
     std::fprintf(stderr, "script_backend: %s\n", backend.error().c_str());
     return 1;

@@ -1,0 +1,113 @@
+// Open attach (docs/attach.md, "Open attach"): a back-end the tree does not name
+// joins it under its own rank. The commnode it connects to holds it (joining_) and
+// asks the root, in an adoption report of incarnation 0 sent up hop by hop; the root
+// decides, first come first served, so that two processes never hold one rank:
+//   - a rank the tree has, alive: refused, the refusal flooded down to the commnodes
+//     (an adoption report of incarnation 0 from the parent), and the one holding it
+//     tells the back-end why;
+//   - otherwise: the join is an adoption report of the rank under that commnode
+//     (incarnation 1, or one above a failed process's of the same rank), flooded like
+//     any, so that every process adds the back-end to its topology and live tree
+//     (on_adoption_report). The commnode holding it then makes it a child: it gets
+//     the topology (with itself in it) and the live tree, and the services see a back-end
+//     attach (the membership service makes it a member).
+#include "core/codec.h"
+#include "core/log.h"
+#include "core/node.h"
+
+namespace canopy::core {
+
+using transport::Link;
+
+void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
+  const Rank rank = hello.getRank();
+  auto refuse = [&](const std::string& why) {
+    log().warn("refusing back-end {} from {}: {}", rank, link->peer(), why);
+    Message stop(id_);
+    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+    link->send(stop.builder());
+    link->close(why);
+  };
+  if (from_wire(hello.getRole()) != Role::backend) return refuse("only back-ends join a running tree");
+  if (rank >= kFirstInternalRank) {
+    return refuse("rank " + std::to_string(rank) + " is not a back-end's (back-end ranks are below " +
+                  std::to_string(kFirstInternalRank) + ")");
+  }
+  if (tree_->view().contains(rank) && tree_->view().alive(rank)) {
+    return refuse("rank " + std::to_string(rank) + " is in the tree already (under " +
+                  describe(tree_->view().parent(rank)) + ")");
+  }
+  if (joining_.count(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
+  if (stopping()) return refuse("this node is stopping");
+  if (seeking_adopter()) return refuse("this node is itself an orphan");
+  hello_deadlines_.erase(link.get());
+  auto deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
+  deadline->async_wait([this, rank](const boost::system::error_code& ec) {
+    if (!ec) refuse_joining(rank, "the front-end did not answer its join in time");
+  });
+  joining_[rank] = Joining{link, std::move(deadline)};
+  log().info("back-end {} asks to join from {}, pid {}", rank, link->peer(), hello.getPid());
+  on_join_request(rank, id_.rank, nullptr);
+}
+
+void Node::on_join_request(Rank rank, Rank under, const Link* from) {
+  Message message(id_);
+  auto request = message.body().initAdoptionReport();
+  request.setOrphan(rank);
+  request.setAdopter(under);
+  request.setIncarnation(0);
+  if (from && parent_ && from == parent_.get()) {
+    // The root's refusal on its way down: to the commnode holding the back-end.
+    if (under == id_.rank) return refuse_joining(rank, "rank " + std::to_string(rank) + " is in the tree already");
+    for (auto& child : children_) {
+      if (child.link && child.role == Role::commnode) child.link->send(message.builder());
+    }
+    return;
+  }
+  if (!is_root()) {
+    if (parent_ && phase() != Phase::orphaned) parent_->send(message.builder());
+    return;  // an orphan's request is lost: the back-end's join times out
+  }
+  const TreeView& view = tree_->view();
+  const bool known = view.contains(rank);
+  if ((known && view.alive(rank)) || !view.contains(under) || view.role(under) == Role::backend) {
+    log().info("join of back-end {} under {} refused: {}", rank, under,
+               known ? "the rank is in the tree" : "not a commnode of the tree");
+    if (under == id_.rank) return refuse_joining(rank, "rank " + std::to_string(rank) + " is in the tree already");
+    for (auto& child : children_) {
+      if (child.link && child.role == Role::commnode) child.link->send(message.builder());
+    }
+    return;
+  }
+  // First come, first served: every later request for the rank finds it alive.
+  on_adoption_report(rank, under, known ? view.incarnation(rank) + 1 : 1, nullptr);
+}
+
+void Node::refuse_joining(Rank rank, const std::string& why) {
+  auto it = joining_.find(rank);
+  if (it == joining_.end()) return;
+  auto link = std::move(it->second.link);
+  joining_.erase(it);
+  log().warn("refusing back-end {} from {}: {}", rank, link->peer(), why);
+  Message stop(id_);
+  stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
+  link->send(stop.builder());
+  link->close(why);
+}
+
+// The root accepted the join of `rank` under this node, and the report has been
+// applied here: the back-end becomes a child.
+void Node::admit_joining(Rank rank, bool rejoined) {
+  auto it = joining_.find(rank);
+  if (it == joining_.end()) return;
+  auto link = std::move(it->second.link);
+  joining_.erase(it);
+  const std::size_t index = *children_.index_of(rank);
+  take_link(index, link);
+  set_child_state(index, ChildState::connected, "joined from " + link->peer());
+  send_topology(*link);
+  send_live_tree(*link, true);  // with its join: the newcomer learns its incarnation
+  emit(events::ChildConnected{index, rank, rejoined});
+}
+
+}  // namespace canopy::core

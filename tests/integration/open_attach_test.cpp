@@ -1,0 +1,280 @@
+// Open attach (docs/attach.md, "Open attach"): back-ends the topology does not name
+// join a running tree under ranks of their own, as MRNet's attach mode lets them. Real
+// commnodes and back-end processes (script_backend) on loopback: the joins reach the
+// front-end's live tree and view, a stream is made of those present, a rank already
+// in the tree is refused, and joined back-ends heal like launched ones.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "canopy/frontend.h"
+#include "process_guard.h"
+#include "script_protocol.h"
+#include "tree_fixture.h"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+using canopy::testing::ProcessGuard;
+using canopy::testing::TreeTest;
+
+namespace {
+
+const std::string kScriptBackend = std::string(CANOPY_TEST_BIN_DIR) + "/script_backend";
+constexpr canopy::Rank kC1 = canopy::kFirstInternalRank + 1, kC2 = canopy::kFirstInternalRank + 2;
+
+class OpenAttach : public TreeTest {
+ protected:
+  void SetUp() override {
+    TreeTest::SetUp();
+    if (HasFatalFailure()) return;
+    file_ = (test_dir("canopy-open-attach") / "attach").string();
+  }
+
+  // The front-end and two commnodes (1000001, 1000002), no back-ends: they join.
+  canopy::Network* launch(bool open = true, bool healing = false) {
+    auto topology = canopy::generate_topology("b:2", {}, canopy::Leaves::commnodes);
+    EXPECT_TRUE(topology) << topology.error();
+    canopy::LaunchOptions options;
+    options.topology = *topology;
+    options.attach_file = file_;
+    options.open_attach = open;
+    options.fault_tolerance.enabled = healing;
+    auto network = canopy::Network::launch(std::move(options));
+    if (!network) {
+      ADD_FAILURE() << network.error();
+      return nullptr;
+    }
+    network_ = std::move(*network);
+    return network_.get();
+  }
+
+  // script_backend --attach FILE RANK, or --join FILE RANK PARENT; stderr to a file.
+  pid_t start(canopy::Rank rank, std::optional<canopy::Rank> parent = std::nullopt) {
+    std::vector<std::string> args{kScriptBackend, parent ? "--join" : "--attach", file_, std::to_string(rank)};
+    if (parent) args.push_back(std::to_string(*parent));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<char*> env;
+    for (char** e = environ; *e; ++e) env.push_back(*e);
+    std::string say_why = "SCRIPT_BACKEND_SAY_WHY=1";
+    env.push_back(say_why.data());
+    env.push_back(nullptr);
+    const auto err = test_dir("canopy-open-attach") / ("stderr-" + std::to_string(rank) + "-" + std::to_string(++runs_));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    last_stderr_ = err;
+    return pid;
+  }
+
+  // The exit status of `pid` within `limit`, or nothing (then it is killed).
+  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return status;
+  }
+
+  // The view event whose members are `members`, failing the test after 20 s.
+  std::optional<canopy::Event> view_with(const std::vector<canopy::Rank>& members) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto event = network_->next_event(100ms);
+      if (event && event->kind == canopy::Event::Kind::view && event->view.members == members) return event;
+    }
+    ADD_FAILURE() << "no view with the members expected";
+    return std::nullopt;
+  }
+
+  // The parent of each live back-end in the front-end's live tree.
+  std::map<canopy::Rank, canopy::Rank> parents() {
+    std::map<canopy::Rank, canopy::Rank> out;
+    for (const auto& n : network_->status()) {
+      if (n.role == canopy::Role::backend && n.alive && n.parent) out[n.rank] = *n.parent;
+    }
+    return out;
+  }
+
+  // Broadcasts kReply on a new stream over every back-end present and returns the
+  // ranks that answered (their sum, with the contributors).
+  std::pair<std::int32_t, std::size_t> sum_of_ranks() {
+    auto stream = network_->create_stream({.upstream_filter = "sum"});
+    EXPECT_TRUE(stream) << stream.error();
+    if (!stream) return {-1, 0};
+    EXPECT_TRUE(network_->broadcast(*stream, canopy::Packet{canopy::script::kReply, {-1, 0}}));
+    auto in = network_->receive(10s);
+    EXPECT_TRUE(in && *in) << (in ? "nothing within 10 s" : in.error());
+    if (!in || !*in) return {-1, 0};
+    return {std::get<std::int32_t>((*in)->packet[0]), (*in)->packet.contributors()};
+  }
+
+  std::string file_;
+  std::filesystem::path last_stderr_;
+  int runs_ = 0;
+};
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+TEST_F(OpenAttach, BackendsTheTopologyDoesNotNameJoinAndAnswer) {
+  ASSERT_TRUE(launch());
+  // The file says where to join: both commnodes, no back-end.
+  const std::string text = slurp(file_);
+  EXPECT_NE(text.find("commnode " + std::to_string(kC1) + " "), std::string::npos) << text;
+  EXPECT_NE(text.find("commnode " + std::to_string(kC2) + " "), std::string::npos) << text;
+  EXPECT_EQ(text.find("backend "), std::string::npos) << text;
+
+  // MRNet's own example numbers its back-ends from 1000; two choose their parent,
+  // two are spread by rank (1002 % 2: the first commnode, 1003: the second).
+  std::vector<pid_t> pids{start(1000, kC2), start(1001, kC2), start(1002), start(1003)};
+  auto joined = view_with({1000, 1001, 1002, 1003});
+  ASSERT_TRUE(joined);
+  const std::map<canopy::Rank, canopy::Rank> expected{{1000, kC2}, {1001, kC2}, {1002, kC1}, {1003, kC2}};
+  EXPECT_EQ(parents(), expected);
+
+  const auto [sum, contributors] = sum_of_ranks();
+  EXPECT_EQ(sum, 1000 + 1001 + 1002 + 1003);
+  EXPECT_EQ(contributors, 4u);
+
+  // A rank the tree has is refused, and told why.
+  const pid_t twin = start(1001, kC1);
+  auto status = wait_exit(twin, 20s);
+  ASSERT_TRUE(status) << "a second back-end 1001 was not refused: " << slurp(last_stderr_);
+  EXPECT_NE(slurp(last_stderr_).find("1001 is in the tree already"), std::string::npos) << slurp(last_stderr_);
+  EXPECT_EQ(parents(), expected);
+
+  network_.reset();  // shutdown reaches the joined back-ends, which exit
+  for (pid_t pid : pids) {
+    auto end = wait_exit(pid, 30s);
+    ASSERT_TRUE(end) << "joined back-end " << pid << " did not exit after the shutdown";
+    EXPECT_TRUE(WIFEXITED(*end) && WEXITSTATUS(*end) == 0) << "status " << *end;
+  }
+}
+
+// Two processes claim one rank at once, each at another commnode: neither commnode
+// knows of the other's, so the front-end decides, first come first served. Exactly
+// one joins and answers; the other is refused and told why. Five ranks in a row, so
+// that most claims meet in that window.
+TEST_F(OpenAttach, TwoBackendsClaimingOneRankAtOnceMakeOneMember) {
+  ASSERT_TRUE(launch());
+  std::vector<pid_t> members;
+  std::int32_t expected_sum = 0;
+  for (canopy::Rank rank = 500; rank < 505; ++rank) {
+    const pid_t a = start(rank, kC1);
+    const auto a_err = last_stderr_;
+    const pid_t b = start(rank, kC2);
+    const auto b_err = last_stderr_;
+    // One of the two ends (refused) within 20 s; the other stays.
+    pid_t ended = -1;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (ended < 0 && std::chrono::steady_clock::now() < deadline) {
+      for (pid_t pid : {a, b}) {
+        if (waitpid(pid, nullptr, WNOHANG) == pid) ended = pid;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_GT(ended, 0) << "both processes under rank " << rank << " are still running";
+    const pid_t kept = ended == a ? b : a;
+    EXPECT_NE(slurp(ended == a ? a_err : b_err).find("is in the tree already"), std::string::npos)
+        << slurp(ended == a ? a_err : b_err);
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(waitpid(kept, nullptr, WNOHANG), 0) << "the back-end kept under rank " << rank << " ended too";
+    members.push_back(kept);
+    expected_sum += static_cast<std::int32_t>(rank);
+    EXPECT_EQ(parents().at(rank), kept == a ? kC1 : kC2);
+  }
+  ASSERT_TRUE(view_with({500, 501, 502, 503, 504}));
+  const auto [sum, contributors] = sum_of_ranks();
+  EXPECT_EQ(sum, expected_sum);
+  EXPECT_EQ(contributors, 5u);
+  network_.reset();
+  for (pid_t pid : members) EXPECT_TRUE(wait_exit(pid, 30s));
+}
+
+// A joined back-end is a back-end like any other once in the tree: its commnode
+// killed, it is adopted (here by the other commnode, or the front-end) and the next
+// stream reaches it.
+TEST_F(OpenAttach, JoinedBackendsAreAdoptedWhenTheirCommnodeDies) {
+  ASSERT_TRUE(launch(true, true));
+  std::vector<pid_t> pids{start(7, kC1), start(8, kC1), start(9, kC2)};
+  ASSERT_TRUE(view_with({7, 8, 9}));
+  const pid_t c1 = ProcessGuard::process_of_rank(kC1);
+  ASSERT_GT(c1, 0);
+  ASSERT_EQ(kill(c1, SIGKILL), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto p = parents();
+    if (p.size() == 3 && p[7] != kC1 && p[8] != kC1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto p = parents();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_NE(p.at(7), kC1);
+  EXPECT_NE(p.at(8), kC1);
+  const auto [sum, contributors] = sum_of_ranks();
+  EXPECT_EQ(sum, 7 + 8 + 9);
+  EXPECT_EQ(contributors, 3u);
+  network_.reset();
+  for (pid_t pid : pids) EXPECT_TRUE(wait_exit(pid, 30s));
+}
+
+// Without open attach the same tree takes no back-end it does not name, and the
+// file says so to a back-end that tries.
+TEST_F(OpenAttach, AClosedTreeTakesNoStranger) {
+  auto topology = canopy::generate_topology("b:2", {}, canopy::Leaves::commnodes);
+  ASSERT_TRUE(topology);
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.attach_file = file_;
+  auto refused = canopy::Network::launch(options);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("no back-ends"), std::string::npos) << refused.error();
+  options.attach_file.clear();
+  options.open_attach = true;
+  refused = canopy::Network::launch(options);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("give an attach file"), std::string::npos) << refused.error();
+
+  // A tree with named back-ends, closed: a stranger is refused by the file itself.
+  auto named = canopy::generate_topology("b:2x1");
+  ASSERT_TRUE(named);
+  options.topology = *named;
+  options.attach_file = file_;
+  options.open_attach = false;
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  const pid_t stranger = start(1000, kC1);
+  auto status = wait_exit(stranger, 20s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  EXPECT_NE(slurp(last_stderr_).find("1000 is not a back-end of the tree"), std::string::npos) << slurp(last_stderr_);
+}
+
+}  // namespace

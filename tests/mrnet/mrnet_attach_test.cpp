@@ -1,0 +1,151 @@
+// MRNet's attach mode as MRNet's own example (Examples/NoBackEndInstantiation) runs
+// it, unchanged: the front-end starts only the commnodes and is told nothing of the
+// back-ends; the tool hands each back-end a leaf's host, port and rank and a rank of
+// its own choosing (1000 + i), and starts it from another shell, whose environment
+// has no CANOPY_ATTACH; each one that attaches is a TOPOL_ADD_BE event
+// (docs/mrnet.md, "Attach mode").
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "mrnet_api_fixture.h"
+
+namespace {
+
+class MrnetAttach : public MrnetApi {
+ protected:
+  void SetUp() override {
+    MrnetApi::SetUp();
+    places_ = dir_ / "attach-dir";
+    setenv("CANOPY_ATTACH_DIR", places_.c_str(), 1);
+    unsetenv("CANOPY_BACKENDS");
+  }
+  void TearDown() override {
+    MrnetApi::TearDown();
+    unsetenv("CANOPY_ATTACH_DIR");
+  }
+
+  // mrnet_be NOTES HOST PORT PARENT localhost RANK, as start_BE.sh starts it: with
+  // this process's environment less CANOPY_ATTACH (set for the processes the
+  // front-end starts itself). Its stderr goes to NOTES/stderr-RANK.
+  pid_t start(const std::string& notes, NetworkTopology::Node* parent, Rank rank) {
+    const std::string host = parent->get_HostName(), port = std::to_string(parent->get_Port()),
+                      prank = std::to_string(parent->get_Rank()), me = std::to_string(rank);
+    std::vector<const char*> argv{kBackend.c_str(), notes.c_str(), host.c_str(), port.c_str(),
+                                  prank.c_str(), "localhost", me.c_str(), nullptr};
+    std::vector<char*> env;
+    for (char** e = environ; *e; ++e) {
+      if (std::string_view(*e).rfind("CANOPY_ATTACH=", 0) != 0) env.push_back(*e);
+    }
+    env.push_back(nullptr);
+    const std::string err = notes + "/stderr-" + me;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, kBackend.c_str(), &actions, nullptr, const_cast<char**>(argv.data()), env.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    return pid;
+  }
+
+  // Symbolic links left in the attach directory.
+  std::vector<std::string> links() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(places_, ec)) {
+      if (entry.is_symlink()) out.push_back(entry.path().filename().string());
+    }
+    return out;
+  }
+
+  std::filesystem::path places_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(MrnetAttach, MrnetsOwnAttachExampleRunsUnchanged) {
+  const std::string topology = write("tree.top", "localhost:0 => localhost:1 localhost:2 ;\n");
+  net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr);  // FE.C's call
+  ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
+  std::atomic<int> added{0};
+  ASSERT_TRUE(net_->register_EventCallback(
+      Event::TOPOLOGY_EVENT, TopologyEvent::TOPOL_ADD_BE,
+      [](Event*, void* data) { ++*static_cast<std::atomic<int>*>(data); }, &added));
+  std::vector<NetworkTopology::Node*> leaves;
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  ASSERT_EQ(leaves.size(), 2u) << net_->get_NetworkTopology()->get_TopologyString();
+  for (auto* leaf : leaves) EXPECT_GT(leaf->get_Port(), 0) << "leaf " << leaf->get_Rank() << " has no port";
+  EXPECT_EQ(links().size(), 2u) << "one link per commnode back-ends join under";
+
+  // write_be_connections: four back-ends, two per leaf, ranks 1000 + i.
+  const std::string notes = dir_.string();
+  std::map<Rank, Rank> chosen;
+  for (Rank i = 0; i < 4; ++i) {
+    chosen[1000 + i] = leaves[i / 2]->get_Rank();
+    ASSERT_GT(start(notes, leaves[i / 2], 1000 + i), 0);
+  }
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; added < 4 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(added.load(), 4) << slurp(notes + "/stderr-1000");
+  std::vector<NetworkTopology::Node*> backends;
+  net_->get_NetworkTopology()->get_Leaves(backends);
+  std::map<Rank, Rank> parents;
+  for (auto* be : backends) parents[be->get_Rank()] = be->get_Parent();
+  EXPECT_EQ(parents, chosen) << "each back-end is where the tool put it";
+
+  // A second process under a rank the tree has is refused; the tree is unchanged.
+  const std::string twin_notes = (dir_ / "twin").string();
+  std::filesystem::create_directories(twin_notes);
+  const pid_t twin = start(twin_notes, leaves[1], 1001);
+  int status = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s;
+       waitpid(twin, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(WIFEXITED(status)) << "the second 1001 is still running";
+  const std::string told = slurp(twin_notes + "/be-1001") + slurp(twin_notes + "/stderr-1001");
+  EXPECT_NE(told.find("1001 is in the tree already"), std::string::npos) << told;
+  std::filesystem::remove_all(twin_notes);
+
+  Stream* sum = net_->new_Stream(net_->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr) << net_->error_detail();
+  EXPECT_EQ(sum->size(), 4u);
+  EXPECT_EQ(sum_once(sum), 4 * 10 + 1000 + 1001 + 1002 + 1003);
+  // Point to point, on the back-end's own stream (id = its rank), as to a launched one.
+  ASSERT_EQ(net_->send(1002, TAG_SUM, "%d", 5), 0) << net_->error_detail();
+  int tag = 0, value = 0;
+  PacketPtr reply;
+  Stream* from = nullptr;
+  ASSERT_EQ(net_->recv(&tag, reply, &from), 1) << net_->error_detail();
+  EXPECT_EQ(from->get_Id(), 1002u);
+  ASSERT_EQ(reply->unpack("%d", &value), 0);
+  EXPECT_EQ(value, 1007);
+  finish(sum, 4);
+  EXPECT_TRUE(links().empty()) << "the links to the attach file are gone with the tree";
+}
+
+// A back-end whose parent has no link in the attach directory (and no CANOPY_ATTACH)
+// says where it looked.
+TEST_F(MrnetAttach, ABackendWithoutItsAttachFileSaysWhereItLooked) {
+  const std::string topology = write("tree.top", "localhost:0 => localhost:1 ;\n");
+  net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr);
+  ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
+  std::vector<NetworkTopology::Node*> leaves;
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  ASSERT_EQ(leaves.size(), 1u);
+  std::filesystem::remove_all(places_);  // as if the tool ran on a host without the user's directory
+  const std::string notes = dir_.string();
+  const pid_t pid = start(notes, leaves[0], 5);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  const std::string err = slurp(notes + "/stderr-5");
+  EXPECT_NE(err.find("CANOPY_ATTACH does not name an attach file"), std::string::npos) << err;
+  EXPECT_NE(err.find(places_.string()), std::string::npos) << err;
+}
+
+}  // namespace
