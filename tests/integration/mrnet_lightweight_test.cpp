@@ -216,8 +216,8 @@ class LightweightBackends : public TreeTest {
   }
 
   // The exit tag: every back-end reports no failed check, then the tree shuts down
-  // and every back-end writes its exit file.
-  void finish() {
+  // and every back-end (ranks first...) writes its exit file.
+  void finish(canopy::Rank first = 0) {
     broadcast(mrnet(kExit, ""));
     auto replies = one_from_each();
     EXPECT_EQ(replies.size(), static_cast<std::size_t>(kBackends));
@@ -230,7 +230,7 @@ class LightweightBackends : public TreeTest {
       std::free(first);
     }
     ASSERT_TRUE(network_->shutdown());
-    for (int r = 0; r < kBackends; ++r) {
+    for (canopy::Rank r = first; r < first + kBackends; ++r) {
       const auto file = dir_ / ("exit." + std::to_string(r));
       EXPECT_TRUE(canopy::testing::wait_for([&] { return slurp(file).starts_with("failures=0"); }, 10s))
           << "back-end " << r << " did not exit cleanly: \"" << slurp(file) << "\"";
@@ -624,6 +624,62 @@ TEST_F(LightweightBackends, InAttachModeBackendsJoinWithTheFiveArgumentsAndCanop
     const int status = wait_exit(pids[r], 10s);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "back-end " << r << ": status " << status << ", " << slurp(dir_ / ("stderr." + std::to_string(r)));
+  }
+}
+
+// MRNet's attach mode proper (Canopy's open attach): the front-end names no back-end;
+// the tool starts C back-ends under ranks of its own, each with the leaf commnode it
+// chose (host, port and rank from the front-end's live tree), and each joins there.
+TEST_F(LightweightBackends, InAnOpenAttachBackendsJoinUnderTheParentAndRankTheirArgumentsGive) {
+  const std::string attach = (dir_ / "attach").string();
+  auto topology = canopy::generate_topology("b:2", {}, canopy::Leaves::commnodes);
+  ASSERT_TRUE(topology) << topology.error();
+  canopy::LaunchOptions options;
+  options.topology = *topology;
+  options.attach_file = attach;
+  options.open_attach = true;
+  auto network = canopy::Network::launch(std::move(options));
+  ASSERT_TRUE(network) << network.error();
+  network_ = std::move(*network);
+  std::vector<canopy::NodeStatus> leaves;
+  for (const auto& n : network_->status()) {
+    if (n.role == canopy::Role::commnode) leaves.push_back(n);
+  }
+  ASSERT_EQ(leaves.size(), 2u);
+  std::vector<pid_t> pids;
+  std::map<canopy::Rank, canopy::Rank> chosen;
+  for (canopy::Rank i = 0; i < kBackends; ++i) {
+    const auto& parent = leaves[i % 2];
+    ASSERT_GT(parent.port, 0) << "commnode " << parent.rank << " has no port in status()";
+    const canopy::Rank rank = 1000 + i;
+    chosen[rank] = parent.rank;
+    pids.push_back(spawn({kBackend, "myarg", parent.host, std::to_string(parent.port), std::to_string(parent.rank),
+                          "localhost", std::to_string(rank)},
+                         {"CANOPY_ATTACH=" + attach}, {}, (dir_ / ("stderr." + std::to_string(rank))).string()));
+  }
+  std::map<canopy::Rank, canopy::Rank> parents;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s;
+       parents.size() < chosen.size() && std::chrono::steady_clock::now() < deadline;) {
+    parents.clear();
+    for (const auto& n : network_->status()) {
+      if (n.role == canopy::Role::backend && n.member && n.parent) parents[n.rank] = *n.parent;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(parents, chosen) << slurp(dir_ / "stderr.1000");
+  create_streams();
+  broadcast(mrnet(kWaves, "%d %d", 3, 1));
+  auto waves = one_from_each();
+  ASSERT_EQ(waves.size(), static_cast<std::size_t>(kBackends));
+  for (auto& [rank, reply] : waves) {
+    int value = -1;
+    ASSERT_EQ(reply.packet->unpack("%d", &value), 0);
+    EXPECT_EQ(value, 1000 * static_cast<int>(rank));
+  }
+  finish(1000);
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    const int status = wait_exit(pids[i], 10s);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "back-end " << 1000 + i << ": status " << status;
   }
 }
 
