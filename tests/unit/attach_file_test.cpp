@@ -196,3 +196,30 @@ TEST(ReattachFile, BadCommnodeAndFrontendLinesNameTheirLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// An open attach file lists where back-ends join: the commnodes with no commnode
+// below them, and no front-end (which makes a re-attach file).
+TEST(AttachFile, AnOpenAttachFileListsTheCommnodesBackendsJoinUnder) {
+  auto t = canopy::generate_topology("b:2x2", {}, canopy::Leaves::commnodes);  // FE, 2, then 4 commnodes
+  ASSERT_TRUE(t) << t.error();
+  std::uint16_t port = 40000;
+  for (const auto& n : std::vector<canopy::Node>(t->nodes())) t->set_port(n.rank, ++port);  // learnt at launch
+  canopy::core::Secret secret{};
+  const std::string closed = canopy::attach::attach_file_text(*t, 1, secret);
+  EXPECT_EQ(closed.find("commnode "), std::string::npos) << closed;
+  auto file = canopy::attach::parse_attach_file(canopy::attach::attach_file_text(*t, 1, secret, true), "f");
+  ASSERT_TRUE(file) << file.error();
+  EXPECT_TRUE(file->open());
+  std::vector<canopy::Rank> where;
+  for (const auto& c : file->commnodes) where.push_back(c.rank);
+  const canopy::Rank fe = canopy::kFirstInternalRank;
+  EXPECT_EQ(where, (std::vector<canopy::Rank>{fe + 3, fe + 4, fe + 5, fe + 6}));
+  EXPECT_TRUE(file->backends.empty());
+  auto reattach = canopy::attach::parse_attach_file(canopy::attach::reattach_file_text(*t, 1, secret), "f");
+  ASSERT_TRUE(reattach) << reattach.error();
+  EXPECT_FALSE(reattach->open());
+}
+
+}  // namespace

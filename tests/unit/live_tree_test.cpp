@@ -128,3 +128,52 @@ TEST(HeldOutput, KeepsMessagesInOrderWithinItsBound) {
 }
 
 }  // namespace
+
+namespace {
+
+// Open attach (docs/attach.md): a back-end no process had joins under a commnode
+// launched without children; every process adds it, routes to it and reports it to
+// a late joiner; a rank the tree has, or a parent that is not a commnode, is refused.
+TEST(LiveTree, ABackendJoinsUnderACommnodeLaunchedWithoutChildren) {
+  auto t = canopy::generate_topology("b:2", {}, canopy::Leaves::commnodes);
+  ASSERT_TRUE(t) << t.error();
+  LiveTree fe(*t, FE);
+  EXPECT_EQ(fe.view().height(C1), 1u) << "a commnode holds back-ends, if only joined ones";
+  EXPECT_FALSE(fe.add_backend(C2, C1)) << "a commnode's rank";
+  EXPECT_FALSE(fe.add_backend(1000, 1000)) << "a parent the tree does not have";
+  ASSERT_TRUE(fe.add_backend(1000, C2));
+  EXPECT_FALSE(fe.add_backend(1000, C1)) << "a rank the tree has";
+  ASSERT_TRUE(fe.apply_adoption(1000, C2, 1));
+  EXPECT_EQ(fe.view().parent(1000), C2);
+  EXPECT_EQ(fe.view().role(1000), Role::backend);
+  EXPECT_EQ(fe.view().children(C2), std::vector<Rank>{1000});
+  EXPECT_EQ(fe.route_to(1000), 1u);  // through the front-end's second child
+  EXPECT_FALSE(fe.add_backend(1001, 1000)) << "under a back-end";
+  // A late joiner hears of it as an adoption report of incarnation 1.
+  const auto reports = fe.reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_FALSE(reports[0].failure);
+  EXPECT_EQ(reports[0].rank, 1000u);
+  EXPECT_EQ(reports[0].adopter, C2);
+  EXPECT_EQ(reports[0].incarnation, 1u);
+  // Its commnode failed, it may be adopted like any back-end: the other commnode,
+  // of height 1, may take it.
+  EXPECT_EQ(fe.view().potential_adopters(1000, 1), std::vector<Rank>{C1});
+}
+
+TEST(LiveTree, TheTopologyTakesAJoinedBackendAfterEveryNode) {
+  auto t = canopy::generate_topology("b:2", {}, canopy::Leaves::commnodes);
+  ASSERT_TRUE(t) << t.error();
+  ASSERT_TRUE(t->add_backend(7, C1));
+  EXPECT_EQ(t->at(7).parent, C1);
+  EXPECT_EQ(t->at(7).host, t->at(C1).host);
+  EXPECT_EQ(t->at(C1).children, std::vector<Rank>{7});
+  EXPECT_EQ(t->nodes().back().rank, 7u);
+  EXPECT_EQ(t->backends(), std::vector<Rank>{7});
+  EXPECT_FALSE(t->add_backend(7, C2));
+  EXPECT_FALSE(t->add_backend(FE + 9, C2));
+  EXPECT_FALSE(t->add_backend(8, 7));
+  EXPECT_FALSE(t->add_backend(8, 123));
+}
+
+}  // namespace
