@@ -5,11 +5,8 @@
 // in the tree is refused, and joined back-ends heal like launched ones.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,15 +17,15 @@
 #include <thread>
 
 #include "canopy/frontend.h"
+#include "child_process.h"
 #include "process_guard.h"
 #include "script_protocol.h"
 #include "tree_fixture.h"
 
-extern char** environ;
-
 using namespace std::chrono_literals;
 using canopy::testing::ProcessGuard;
 using canopy::testing::TreeTest;
+using canopy::testing::wait_exit;
 
 namespace {
 
@@ -65,38 +62,10 @@ class OpenAttach : public TreeTest {
   pid_t start(canopy::Rank rank, std::optional<canopy::Rank> parent = std::nullopt) {
     std::vector<std::string> args{kScriptBackend, parent ? "--join" : "--attach", file_, std::to_string(rank)};
     if (parent) args.push_back(std::to_string(*parent));
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<char*> env;
-    for (char** e = environ; *e; ++e) env.push_back(*e);
-    std::string say_why = "SCRIPT_BACKEND_SAY_WHY=1";
-    env.push_back(say_why.data());
-    env.push_back(nullptr);
-    const auto err = test_dir("canopy-open-attach") / ("stderr-" + std::to_string(rank) + "-" + std::to_string(++runs_));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    last_stderr_ = err;
+    last_stderr_ = test_dir("canopy-open-attach") / ("stderr-" + std::to_string(rank) + "-" + std::to_string(++runs_));
+    const pid_t pid = canopy::testing::spawn(args, {"SCRIPT_BACKEND_SAY_WHY=1"}, {}, last_stderr_);
+    EXPECT_GT(pid, 0) << "cannot start " << kScriptBackend;
     return pid;
-  }
-
-  // The exit status of `pid` within `limit`, or nothing (then it is killed).
-  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        return std::nullopt;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return status;
   }
 
   // The view event whose members are `members`, failing the test after 20 s.
@@ -164,16 +133,15 @@ TEST_F(OpenAttach, BackendsTheTopologyDoesNotNameJoinAndAnswer) {
 
   // A rank the tree has is refused, and told why.
   const pid_t twin = start(1001, kC1);
-  auto status = wait_exit(twin, 20s);
-  ASSERT_TRUE(status) << "a second back-end 1001 was not refused: " << slurp(last_stderr_);
+  ASSERT_NE(wait_exit(twin, 20s), -1) << "a second back-end 1001 was not refused: " << slurp(last_stderr_);
   EXPECT_NE(slurp(last_stderr_).find("1001 is in the tree already"), std::string::npos) << slurp(last_stderr_);
   EXPECT_EQ(parents(), expected);
 
   network_.reset();  // shutdown reaches the joined back-ends, which exit
   for (pid_t pid : pids) {
-    auto end = wait_exit(pid, 30s);
-    ASSERT_TRUE(end) << "joined back-end " << pid << " did not exit after the shutdown";
-    EXPECT_TRUE(WIFEXITED(*end) && WEXITSTATUS(*end) == 0) << "status " << *end;
+    const int end = wait_exit(pid, 30s);
+    ASSERT_NE(end, -1) << "joined back-end " << pid << " did not exit after the shutdown";
+    EXPECT_TRUE(WIFEXITED(end) && WEXITSTATUS(end) == 0) << "status " << end;
   }
 }
 
@@ -214,7 +182,7 @@ TEST_F(OpenAttach, TwoBackendsClaimingOneRankAtOnceMakeOneMember) {
   EXPECT_EQ(sum, expected_sum);
   EXPECT_EQ(contributors, 5u);
   network_.reset();
-  for (pid_t pid : members) EXPECT_TRUE(wait_exit(pid, 30s));
+  for (pid_t pid : members) EXPECT_NE(wait_exit(pid, 30s), -1);
 }
 
 // A joined back-end is a back-end like any other once in the tree: its commnode
@@ -241,7 +209,7 @@ TEST_F(OpenAttach, JoinedBackendsAreAdoptedWhenTheirCommnodeDies) {
   EXPECT_EQ(sum, 7 + 8 + 9);
   EXPECT_EQ(contributors, 3u);
   network_.reset();
-  for (pid_t pid : pids) EXPECT_TRUE(wait_exit(pid, 30s));
+  for (pid_t pid : pids) EXPECT_NE(wait_exit(pid, 30s), -1);
 }
 
 // Without open attach the same tree takes no back-end it does not name, and the
@@ -271,9 +239,8 @@ TEST_F(OpenAttach, AClosedTreeTakesNoStranger) {
   ASSERT_TRUE(network) << network.error();
   network_ = std::move(*network);
   const pid_t stranger = start(1000, kC1);
-  auto status = wait_exit(stranger, 20s);
-  ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  const int status = wait_exit(stranger, 20s);
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   EXPECT_NE(slurp(last_stderr_).find("1000 is not a back-end of the tree"), std::string::npos) << slurp(last_stderr_);
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "canopy/frontend.h"
+#include "child_process.h"
 #include "tree_fixture.h"
 #include "script_protocol.h"
 
@@ -86,26 +87,8 @@ class Streams : public TreeTest {
   // standard error goes to `stderr_path` if one is given.
   pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
               const std::string& stderr_path = {}) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    std::vector<char*> env;
-    for (char** e = environ; *e; ++e) {
-      bool replaced = false;
-      for (const auto& x : extra_env) replaced |= std::string_view(*e).starts_with(x.substr(0, x.find('=') + 1));
-      if (!replaced) env.push_back(*e);
-    }
-    for (const auto& x : extra_env) env.push_back(const_cast<char*>(x.c_str()));
-    env.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    if (!stderr_path.empty()) {
-      posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    }
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
-    EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+    const pid_t pid = canopy::testing::spawn(argv, extra_env, {}, stderr_path);
+    EXPECT_GT(pid, 0) << "cannot start " << argv[0];
     return pid;
   }
 

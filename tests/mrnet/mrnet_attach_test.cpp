@@ -4,10 +4,7 @@
 // its own choosing (1000 + i), and starts it from another shell, whose environment
 // has no CANOPY_ATTACH; each one that attaches is a TOPOL_ADD_BE event
 // (docs/mrnet.md, "Attach mode").
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
+#include "child_process.h"
 #include "mrnet_api_fixture.h"
 
 namespace {
@@ -29,22 +26,11 @@ class MrnetAttach : public MrnetApi {
   // this process's environment less CANOPY_ATTACH (set for the processes the
   // front-end starts itself). Its stderr goes to NOTES/stderr-RANK.
   pid_t start(const std::string& notes, NetworkTopology::Node* parent, Rank rank) {
-    const std::string host = parent->get_HostName(), port = std::to_string(parent->get_Port()),
-                      prank = std::to_string(parent->get_Rank()), me = std::to_string(rank);
-    std::vector<const char*> argv{kBackend.c_str(), notes.c_str(), host.c_str(), port.c_str(),
-                                  prank.c_str(), "localhost", me.c_str(), nullptr};
-    std::vector<char*> env;
-    for (char** e = environ; *e; ++e) {
-      if (std::string_view(*e).rfind("CANOPY_ATTACH=", 0) != 0) env.push_back(*e);
-    }
-    env.push_back(nullptr);
-    const std::string err = notes + "/stderr-" + me;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    EXPECT_EQ(posix_spawn(&pid, kBackend.c_str(), &actions, nullptr, const_cast<char**>(argv.data()), env.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
+    const pid_t pid = canopy::testing::spawn(
+        {kBackend, notes, parent->get_HostName(), std::to_string(parent->get_Port()),
+         std::to_string(parent->get_Rank()), "localhost", std::to_string(rank)},
+        {}, {"CANOPY_ATTACH"}, notes + "/stderr-" + std::to_string(rank));
+    EXPECT_GT(pid, 0) << "cannot start " << kBackend;
     return pid;
   }
 
@@ -101,12 +87,7 @@ TEST_F(MrnetAttach, MrnetsOwnAttachExampleRunsUnchanged) {
   const std::string twin_notes = (dir_ / "twin").string();
   std::filesystem::create_directories(twin_notes);
   const pid_t twin = start(twin_notes, leaves[1], 1001);
-  int status = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 20s;
-       waitpid(twin, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline;) {
-    std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(WIFEXITED(status)) << "the second 1001 is still running";
+  EXPECT_NE(canopy::testing::wait_exit(twin, 20s), -1) << "the second 1001 was still running";
   const std::string told = slurp(twin_notes + "/be-1001") + slurp(twin_notes + "/stderr-1001");
   EXPECT_NE(told.find("1001 is in the tree already"), std::string::npos) << told;
   std::filesystem::remove_all(twin_notes);
@@ -139,10 +120,8 @@ TEST_F(MrnetAttach, ABackendWithoutItsAttachFileSaysWhereItLooked) {
   ASSERT_EQ(leaves.size(), 1u);
   std::filesystem::remove_all(places_);  // as if the tool ran on a host without the user's directory
   const std::string notes = dir_.string();
-  const pid_t pid = start(notes, leaves[0], 5);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  const int status = canopy::testing::wait_exit(start(notes, leaves[0], 5), 20s);
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
   const std::string err = slurp(notes + "/stderr-5");
   EXPECT_NE(err.find("CANOPY_ATTACH does not name an attach file"), std::string::npos) << err;
   EXPECT_NE(err.find(places_.string()), std::string::npos) << err;
