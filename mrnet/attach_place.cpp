@@ -31,7 +31,10 @@ canopy::Result<std::vector<std::string>> make_attach_places(const canopy::Topolo
   if (ec) return canopy::Error{"cannot make " + dir + ": " + ec.message()};
   ::chmod(dir.c_str(), 0700);  // only the user's processes find the secret (best effort: it may be shared)
   std::vector<std::string> places;
-  const std::string target = fs::path(attach_file).filename().string();  // relative: the same on every host
+  // Relative when the file is in the directory: the same on every host sharing it.
+  const fs::path file(attach_file);
+  const std::string target = fs::absolute(file).parent_path() == fs::absolute(dir) ? file.filename().string()
+                                                                                   : fs::absolute(file).string();
   for (const auto& n : topology.nodes()) {
     if (n.role != canopy::Role::commnode ||
         std::any_of(n.children.begin(), n.children.end(),
@@ -51,10 +54,13 @@ canopy::Result<std::vector<std::string>> make_attach_places(const canopy::Topolo
 }
 
 void remove_attach_places(const std::vector<std::string>& places, const std::string& attach_file) {
-  const std::string target = std::filesystem::path(attach_file).filename().string();
+  namespace fs = std::filesystem;
   for (const auto& place : places) {
     std::error_code ec;
-    if (std::filesystem::read_symlink(place, ec) == target && !ec) ::unlink(place.c_str());
+    const fs::path target = fs::read_symlink(place, ec);
+    if (ec) continue;
+    const fs::path resolved = target.is_absolute() ? target : fs::path(place).parent_path() / target;
+    if (fs::absolute(resolved) == fs::absolute(attach_file)) ::unlink(place.c_str());
   }
 }
 

@@ -24,8 +24,9 @@ std::string attach_dir();
 std::string attach_place(const std::string& host, const std::string& port);
 
 // Makes attach_dir() (mode 0700) and, for each commnode of `topology` with no
-// commnode below it, links attach_place(its host, its port) to `attach_file`, which
-// must be in attach_dir(); returns the links made, for remove_attach_places().
+// commnode below it, links attach_place(its host, its port) to `attach_file` (by its
+// name when it is in attach_dir(), as on a shared file system it is for every host;
+// else by its absolute path); returns the links made, for remove_attach_places().
 canopy::Result<std::vector<std::string>> make_attach_places(const canopy::Topology& topology,
                                                            const std::string& attach_file);
 

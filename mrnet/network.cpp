@@ -563,6 +563,10 @@ bool Network::is_LocalNodeFrontEnd() const { return impl_->frontend != nullptr; 
 bool Communicator::add_EndPoint(Rank rank) {
   auto& endpoints = network_->impl_->endpoints;
   auto it = endpoints.find(rank);
+  if (it == endpoints.end()) {
+    (void)network_->get_BroadcastCommunicator();  // open attach: back-ends that attached since
+    it = endpoints.find(rank);
+  }
   if (it == endpoints.end()) return false;
   std::lock_guard lock(mutex_);
   endpoints_.insert(it->second.get());

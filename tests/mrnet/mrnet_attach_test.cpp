@@ -82,6 +82,11 @@ TEST_F(MrnetAttach, MrnetsOwnAttachExampleRunsUnchanged) {
   std::map<Rank, Rank> parents;
   for (auto* be : backends) parents[be->get_Rank()] = be->get_Parent();
   EXPECT_EQ(parents, chosen) << "each back-end is where the tool put it";
+  Communicator* some = net_->new_Communicator();
+  ASSERT_NE(some, nullptr);
+  EXPECT_TRUE(some->add_EndPoint(1003)) << "a back-end that attached is an endpoint";
+  EXPECT_FALSE(some->add_EndPoint(1004)) << "one that did not is not";
+  EXPECT_EQ(some->size(), 1u);
 
   // A second process under a rank the tree has is refused; the tree is unchanged.
   const std::string twin_notes = (dir_ / "twin").string();
@@ -125,6 +130,37 @@ TEST_F(MrnetAttach, ABackendWithoutItsAttachFileSaysWhereItLooked) {
   const std::string err = slurp(notes + "/stderr-5");
   EXPECT_NE(err.find("CANOPY_ATTACH does not name an attach file"), std::string::npos) << err;
   EXPECT_NE(err.find(places_.string()), std::string::npos) << err;
+}
+
+}  // namespace
+
+namespace {
+
+// The tool names the attach file (attribute CANOPY_ATTACH_FILE) outside the attach
+// directory: the links there lead to it by its path, and go with the tree.
+TEST_F(MrnetAttach, AnAttachFileNamedElsewhereIsLinkedByItsPath) {
+  const std::string topology = write("tree.top", "localhost:0 => localhost:1 ;\n");
+  const std::map<std::string, std::string> attrs{{"CANOPY_ATTACH_FILE", (dir_ / "tool.attach").string()}};
+  net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr, &attrs);
+  ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
+  std::vector<NetworkTopology::Node*> leaves;
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  ASSERT_EQ(leaves.size(), 1u);
+  ASSERT_EQ(links().size(), 1u);
+  EXPECT_EQ(std::filesystem::read_symlink(places_ / links()[0]), dir_ / "tool.attach");
+  ASSERT_GT(start(dir_.string(), leaves[0], 42), 0);
+  Communicator* all = nullptr;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < deadline;) {
+    all = net_->get_BroadcastCommunicator();
+    if (all->size() == 1) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(all->size(), 1u) << slurp(dir_.string() + "/stderr-42");
+  Stream* sum = net_->new_Stream(all, TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr) << net_->error_detail();
+  EXPECT_EQ(sum_once(sum), 10 + 42);
+  finish(sum, 1);
+  EXPECT_TRUE(links().empty());
 }
 
 }  // namespace
