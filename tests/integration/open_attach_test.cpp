@@ -212,6 +212,28 @@ TEST_F(OpenAttach, JoinedBackendsAreAdoptedWhenTheirCommnodeDies) {
   for (pid_t pid : pids) EXPECT_NE(wait_exit(pid, 30s), -1);
 }
 
+// A joined back-end that died may join again under its rank, under another
+// commnode: a new incarnation, a member of the next view, in the next stream.
+TEST_F(OpenAttach, ARankWhoseProcessDiedJoinsAgainUnderAnotherCommnode) {
+  ASSERT_TRUE(launch(true, true));
+  const pid_t first = start(5, kC1);
+  const pid_t other = start(6, kC2);
+  ASSERT_TRUE(view_with({5, 6}));
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  EXPECT_EQ(waitpid(first, nullptr, 0), first);
+  ASSERT_TRUE(view_with({6}));
+  const pid_t again = start(5, kC2);
+  auto joined = view_with({5, 6});
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->joined, std::vector<canopy::Rank>{5});
+  EXPECT_EQ(parents().at(5), kC2);
+  const auto [sum, contributors] = sum_of_ranks();
+  EXPECT_EQ(sum, 5 + 6);
+  EXPECT_EQ(contributors, 2u);
+  network_.reset();
+  for (pid_t pid : {other, again}) EXPECT_NE(wait_exit(pid, 30s), -1);
+}
+
 // Without open attach the same tree takes no back-end it does not name, and the
 // file says so to a back-end that tries.
 TEST_F(OpenAttach, AClosedTreeTakesNoStranger) {
