@@ -404,17 +404,20 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     } else {
       options.open_attach = impl.open_attach = true;
     }
+    // An open attach's file goes in the attach directory, if it can be made (else in
+    // the temporary directory, which only CANOPY_ATTACH tells back-ends).
+    std::string dir = std::filesystem::temp_directory_path().string();
+    if (impl.open_attach && !layer::attach_dir().empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(layer::attach_dir(), ec);
+      if (!ec) {
+        ::chmod(layer::attach_dir().c_str(), 0700);
+        dir = layer::attach_dir();
+      }
+    }
     static std::atomic<unsigned> made{0};
-    const std::string dir = impl.open_attach && !layer::attach_dir().empty()
-                                ? layer::attach_dir()
-                                : std::filesystem::temp_directory_path().string();
     options.attach_file = attribute("CANOPY_ATTACH_FILE").value_or(
         dir + "/canopy-mrnet-attach-" + std::to_string(getpid()) + "-" + std::to_string(made++));
-    if (impl.open_attach && dir == layer::attach_dir()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      ::chmod(dir.c_str(), 0700);
-    }
   } else {
     options.backend_argv.push_back(backend_exe);
     for (const char** arg = backend_argv; arg && *arg; ++arg) options.backend_argv.push_back(*arg);
