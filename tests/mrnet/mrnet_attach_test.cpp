@@ -164,3 +164,41 @@ TEST_F(MrnetAttach, AnAttachFileNamedElsewhereIsLinkedByItsPath) {
 }
 
 }  // namespace
+
+namespace {
+
+// The attach directory cannot be made (here: a file is in the way): the front-end
+// still starts, its attach file in the temporary directory, and back-ends it leaves
+// CANOPY_ATTACH to still join.
+TEST_F(MrnetAttach, WithoutAnAttachDirectoryTheFrontEndStillStarts) {
+  std::ofstream(dir_ / "in-the-way") << "a file\n";
+  setenv("CANOPY_ATTACH_DIR", (dir_ / "in-the-way" / "attach").c_str(), 1);
+  const std::string topology = write("tree.top", "localhost:0 => localhost:1 ;\n");
+  net_ = Network::CreateNetworkFE(topology.c_str(), nullptr, nullptr);
+  ASSERT_FALSE(net_->has_Error()) << net_->error_detail();
+  const char* file = std::getenv("CANOPY_ATTACH");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(std::filesystem::path(file).parent_path(), std::filesystem::temp_directory_path());
+  std::vector<NetworkTopology::Node*> leaves;
+  net_->get_NetworkTopology()->get_Leaves(leaves);
+  ASSERT_EQ(leaves.size(), 1u);
+  const Rank prank = leaves[0]->get_Rank();
+  const pid_t pid = canopy::testing::spawn({kBackend, dir_.string(), leaves[0]->get_HostName(),
+                                            std::to_string(leaves[0]->get_Port()), std::to_string(prank), "localhost",
+                                            "3"},
+                                           {}, {}, (dir_ / "stderr-3").string());
+  ASSERT_GT(pid, 0);
+  Communicator* all = nullptr;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < deadline;) {
+    all = net_->get_BroadcastCommunicator();
+    if (all->size() == 1) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(all->size(), 1u) << slurp((dir_ / "stderr-3").string());
+  Stream* sum = net_->new_Stream(all, TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr) << net_->error_detail();
+  EXPECT_EQ(sum_once(sum), 10 + 3);
+  finish(sum, 1);
+}
+
+}  // namespace
