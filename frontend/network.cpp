@@ -784,11 +784,21 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
   if (auto too_big = core::oversized(packet)) return Error{*too_big, ErrorKind::invalid_input};
   const auto* node = impl.options.topology.find(backend);
   bool known = node && node->role == Role::backend;
-  if (!known && impl.options.open_attach) {  // one that joined (open attach) is in the live tree only
-    known = impl.loop.call([&impl, backend] {
+  if (!known && impl.options.open_attach) {
+    // One that joined (open attach) is in the live tree only, and in the streams made
+    // after it joined only: its answers on another would be dropped on the way up.
+    std::optional<Error> refused;
+    known = impl.loop.call([&impl, &refused, backend, stream] {
       const core::TreeView* view = impl.runtime->node.view();
-      return view && view->contains(backend) && view->role(backend) == Role::backend;
+      if (!view || !view->contains(backend) || view->role(backend) != Role::backend) return false;
+      if (!impl.runtime->streams.made_with(stream, backend)) {
+        refused = Error{"back-end " + std::to_string(backend) + " joined after stream " + std::to_string(stream) +
+                            " was made: it is not one of its back-ends",
+                        ErrorKind::invalid_input};
+      }
+      return true;
     });
+    if (refused) return *refused;
   }
   if (!known) {
     return Error{"rank " + std::to_string(backend) + " is not a back-end of this network", ErrorKind::invalid_input};

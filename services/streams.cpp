@@ -640,6 +640,13 @@ Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packe
   return {};
 }
 
+bool StreamService::made_with(StreamId id, Rank backend) const {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return false;
+  const auto& members = it->second.spec.backends;
+  return std::find(members.begin(), members.end(), backend) != members.end();
+}
+
 std::vector<StreamId> StreamService::stream_ids() const {
   std::vector<StreamId> out;
   for (const auto& [id, stream] : streams_) out.push_back(id);

@@ -110,7 +110,21 @@ TEST_F(MrnetAttach, MrnetsOwnAttachExampleRunsUnchanged) {
   EXPECT_EQ(from->get_Id(), 1002u);
   ASSERT_EQ(reply->unpack("%d", &value), 0);
   EXPECT_EQ(value, 1007);
-  finish(sum, 4);
+  // A back-end that joins after the per-back-end streams were made is not on them:
+  // a send to it fails and says so, rather than its answer being lost.
+  ASSERT_GT(start(notes, leaves[0], 1004), 0);
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; added < 5 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(added.load(), 5);
+  EXPECT_EQ(net_->send(1004, TAG_SUM, "%d", 5), -1);
+  EXPECT_NE(net_->error_detail().find("back-end 1004 joined after stream"), std::string::npos) << net_->error_detail();
+  // A stream made now has it.
+  Stream* all = net_->new_Stream(net_->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(all, nullptr) << net_->error_detail();
+  EXPECT_EQ(all->size(), 5u);
+  EXPECT_EQ(sum_once(all), 5 * 10 + 1000 + 1001 + 1002 + 1003 + 1004);
+  finish(all, 5);
   EXPECT_TRUE(links().empty()) << "the links to the attach file are gone with the tree";
 }
 
