@@ -19,15 +19,23 @@ namespace canopy::core {
 
 using transport::Link;
 
+namespace {
+
+// Tells back-end `rank` on `link` why it may not join (its receive() fails with it),
+// in the words of node `self`, and closes the link.
+void turn_away(Link& link, const NodeIdentity& self, Rank rank, const std::string& refuser, const std::string& why) {
+  log().warn("refusing back-end {} from {}: {}", rank, link.peer(), why);
+  Message stop(self);
+  stop.body().initShutdown().setReason("refused by " + refuser + ": " + why);
+  link.send(stop.builder());
+  link.close(why);
+}
+
+}  // namespace
+
 void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   const Rank rank = hello.getRank();
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing back-end {} from {}: {}", rank, link->peer(), why);
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-    link->send(stop.builder());
-    link->close(why);
-  };
+  auto refuse = [&](const std::string& why) { turn_away(*link, id_, rank, describe(id_.rank), why); };
   if (from_wire(hello.getRole()) != Role::backend) return refuse("only back-ends join a running tree");
   if (rank >= kFirstInternalRank) {
     return refuse("rank " + std::to_string(rank) + " is not a back-end's (back-end ranks are below " +
@@ -56,14 +64,14 @@ void Node::on_join_request(Rank rank, Rank under, const Link* from) {
   request.setOrphan(rank);
   request.setAdopter(under);
   request.setIncarnation(0);
-  if (from && parent_ && from == parent_.get()) {
-    // The root's refusal on its way down: to the commnode holding the back-end.
+  // The root's refusal, on its way down to the commnode holding the back-end.
+  auto refused = [&] {
     if (under == id_.rank) return refuse_joining(rank, "rank " + std::to_string(rank) + " is in the tree already");
     for (auto& child : children_) {
       if (child.link && child.role == Role::commnode) child.link->send(message.builder());
     }
-    return;
-  }
+  };
+  if (from && parent_ && from == parent_.get()) return refused();
   if (!is_root()) {
     if (parent_ && phase() != Phase::orphaned) parent_->send(message.builder());
     return;  // an orphan's request is lost: the back-end's join times out
@@ -73,11 +81,7 @@ void Node::on_join_request(Rank rank, Rank under, const Link* from) {
   if ((known && view.alive(rank)) || !view.contains(under) || view.role(under) == Role::backend) {
     log().info("join of back-end {} under {} refused: {}", rank, under,
                known ? "the rank is in the tree" : "not a commnode of the tree");
-    if (under == id_.rank) return refuse_joining(rank, "rank " + std::to_string(rank) + " is in the tree already");
-    for (auto& child : children_) {
-      if (child.link && child.role == Role::commnode) child.link->send(message.builder());
-    }
-    return;
+    return refused();
   }
   // First come, first served: every later request for the rank finds it alive.
   on_adoption_report(rank, under, known ? view.incarnation(rank) + 1 : 1, nullptr);
@@ -88,11 +92,7 @@ void Node::refuse_joining(Rank rank, const std::string& why) {
   if (it == joining_.end()) return;
   auto link = std::move(it->second.link);
   joining_.erase(it);
-  log().warn("refusing back-end {} from {}: {}", rank, link->peer(), why);
-  Message stop(id_);
-  stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-  link->send(stop.builder());
-  link->close(why);
+  turn_away(*link, id_, rank, describe(id_.rank), why);
 }
 
 // The root accepted the join of `rank` under this node, and the report has been

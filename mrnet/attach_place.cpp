@@ -17,6 +17,16 @@ std::string attach_dir() {
   return {};
 }
 
+canopy::Result<std::string> make_attach_dir() {
+  const std::string dir = attach_dir();
+  if (dir.empty()) return canopy::Error{"neither CANOPY_ATTACH_DIR nor HOME is set: no directory for the attach file"};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return canopy::Error{"cannot make " + dir + ": " + ec.message()};
+  ::chmod(dir.c_str(), 0700);  // only the user's processes find the secret
+  return dir;
+}
+
 std::string attach_place(const std::string& host, const std::string& port) {
   return attach_dir() + "/" + host + ":" + port;
 }
@@ -24,12 +34,9 @@ std::string attach_place(const std::string& host, const std::string& port) {
 canopy::Result<std::vector<std::string>> make_attach_places(const canopy::Topology& topology,
                                                            const std::string& attach_file) {
   namespace fs = std::filesystem;
-  const std::string dir = attach_dir();
-  if (dir.empty()) return canopy::Error{"neither CANOPY_ATTACH_DIR nor HOME is set: no directory for the attach file"};
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return canopy::Error{"cannot make " + dir + ": " + ec.message()};
-  ::chmod(dir.c_str(), 0700);  // only the user's processes find the secret (best effort: it may be shared)
+  auto made = make_attach_dir();
+  if (!made) return canopy::Error{made.error()};
+  const std::string dir = *made;
   std::vector<std::string> places;
   // Relative when the file is in the directory: the same on every host sharing it.
   const fs::path file(attach_file);

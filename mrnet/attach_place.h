@@ -20,10 +20,14 @@ namespace MRN::layer {
 // $CANOPY_ATTACH_DIR, else $HOME/.canopy/attach; empty if neither is known.
 std::string attach_dir();
 
+// Makes attach_dir() (mode 0700, best effort: it may be shared); its path, or an
+// error if it is unknown or cannot be made.
+canopy::Result<std::string> make_attach_dir();
+
 // The name of commnode `host`:`port`'s link in attach_dir().
 std::string attach_place(const std::string& host, const std::string& port);
 
-// Makes attach_dir() (mode 0700) and, for each commnode of `topology` with no
+// Makes attach_dir() (make_attach_dir()) and, for each commnode of `topology` with no
 // commnode below it, links attach_place(its host, its port) to `attach_file` (by its
 // name when it is in attach_dir(), as on a shared file system it is for every host;
 // else by its absolute path); returns the links made, for remove_attach_places().

@@ -1,7 +1,6 @@
 // MRN::Network on Canopy (docs/mrnet.md): creation of the front-end and back-end,
 // communicators, filters, streams and receiving.
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -407,13 +406,8 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     // An open attach's file goes in the attach directory, if it can be made (else in
     // the temporary directory, which only CANOPY_ATTACH tells back-ends).
     std::string dir = std::filesystem::temp_directory_path().string();
-    if (impl.open_attach && !layer::attach_dir().empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(layer::attach_dir(), ec);
-      if (!ec) {
-        ::chmod(layer::attach_dir().c_str(), 0700);
-        dir = layer::attach_dir();
-      }
+    if (impl.open_attach) {
+      if (auto made = layer::make_attach_dir()) dir = *made;
     }
     static std::atomic<unsigned> made{0};
     options.attach_file = attribute("CANOPY_ATTACH_FILE").value_or(
