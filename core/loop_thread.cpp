@@ -12,16 +12,24 @@ void LoopThread::main() {
   std::unique_lock lock(mutex_);
   std::uint64_t seen_holds = 0;
   std::chrono::milliseconds look = kReclaimAfter;
+  bool busy = false;  // taken back while callers kept coming
   while (true) {
     for (bool woke = false; !quit_ && owner_ != Owner::loop; woke = true) {
       if (woke) ++idle_wakeups_;
       if (owner_ == Owner::lent) {
-        if (kicked_ || Clock::now() - lent_since_ >= kReclaimAfter) {
+        // Taken back once no caller came for kReclaimAfter, and in any case once
+        // nobody has run the loop for kLookAtMost: callers that come more often than
+        // kReclaimAfter without running it (a tool polling status()) would otherwise
+        // keep timers and arriving data waiting for as long as they come.
+        const auto now = Clock::now();
+        const bool idle = kicked_ || now - lent_since_ >= kReclaimAfter;
+        if (idle || now - ran_at_ >= kLookAtMost) {
           owner_ = Owner::loop;
           kicked_ = false;
+          busy = !idle;
           break;
         }
-        changed_.wait_until(lock, lent_since_ + kReclaimAfter);
+        changed_.wait_until(lock, std::min(lent_since_ + kReclaimAfter, ran_at_ + kLookAtMost));
       } else if (holds_ != seen_holds) {
         // Callers come and go: look again in a while, less often the longer they
         // keep coming (in a tree of 256 back-ends each polling every 5 ms, these
@@ -39,7 +47,8 @@ void LoopThread::main() {
       }
     }
     if (quit_) return;
-    look = kReclaimAfter;
+    if (!busy) look = kReclaimAfter;  // callers that keep coming keep the long look
+    busy = false;
     lock.unlock();
     current_ = this;
     while (!wanted_.load(std::memory_order_acquire) && !io_.stopped()) io_.run_one();
@@ -47,7 +56,7 @@ void LoopThread::main() {
     lock.lock();
     // Lent: to the caller who asked (hold()), or, after stop(), to nobody.
     owner_ = Owner::lent;
-    lent_since_ = Clock::now();
+    lent_since_ = ran_at_ = Clock::now();
     changed_.notify_all();
     if (io_.stopped()) return;
   }
@@ -88,6 +97,7 @@ LoopThread::Hold::~Hold() {
 void LoopThread::release() {
   std::lock_guard lock(mutex_);
   lent_since_ = Clock::now();
+  if (std::exchange(ran_, false)) ran_at_ = lent_since_;
   // Posts left unrun (the caller's own, or its deadline came first) go to the
   // loop's thread, not to the next caller, who would overtake them.
   if (kicked_ || posted_.load(std::memory_order_acquire) > 0) {

@@ -16,7 +16,9 @@
 //     (one hand-off); the next calls then find it lent;
 //   - the loop's thread takes it back kReclaimAfter after the last caller returned
 //     (up to kLookAtMost after a busy spell of calls), at once when a thread waits
-//     without running the loop (kick()), and otherwise keeps it: timers and
+//     without running the loop (kick()), and kLookAtMost after anyone last ran it
+//     however often callers come (calls that do not run it, status() in a tight
+//     loop, would otherwise keep it lent), and otherwise keeps it: timers and
 //     arriving data never wait longer than that.
 // Several user threads may call at once: the one that holds the loop runs what the
 // others post.
@@ -162,6 +164,8 @@ class LoopThread {
   std::condition_variable changed_;
   Owner owner_ = Owner::loop;        // under mutex_
   Clock::time_point lent_since_;     // under mutex_
+  Clock::time_point ran_at_;         // under mutex_: when a thread last ran the loop
+  bool ran_ = false;                 // the holder ran the loop (run_until, poll)
   bool kicked_ = false;              // under mutex_: the next release goes to the loop's thread
   bool loop_thread_waiting_ = false; // under mutex_: the loop's thread waits for a release
   std::uint64_t holds_ = 0;          // under mutex_: times a caller took the loop
@@ -241,6 +245,7 @@ class Inbox {
 
 template <typename P>
 bool LoopThread::run_until(P done, Clock::time_point deadline) {
+  ran_ = true;
   while (!done()) {
     if (io_.stopped() || Clock::now() >= deadline) return done();
     io_.run_one_until(deadline);
@@ -256,7 +261,10 @@ std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds 
     // a loop does between batches (a stream flowing faster than its consumer would
     // otherwise stall until the loop's thread takes the loop back).
     if (inbox.empty()) {
-      if (auto held = try_hold(); held && !held->nested()) io_.poll();
+      if (auto held = try_hold(); held && !held->nested()) {
+        ran_ = true;
+        io_.poll();
+      }
     }
     return item;
   }
@@ -265,6 +273,7 @@ std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds 
   const bool blocking = timeout > std::chrono::milliseconds::zero();
   if (auto held = blocking ? hold() : try_hold()) {
     if (!blocking) {
+      ran_ = true;
       io_.poll();
       return inbox.pop(std::chrono::milliseconds::zero());
     }

@@ -122,6 +122,30 @@ TEST(LoopThread, TheLoopsThreadTakesItBackWhenNoCallerComes) {
   });
 }
 
+// A caller that keeps calling without running the loop (a tool polling status() in a
+// tight loop) holds it for an instant each time: the loop's thread must take it back
+// all the same, within kLookAtMost of its last run, or timers and arriving data wait
+// for as long as the calls come (a join to an open attach waited seconds so).
+TEST(LoopThread, CallsThatNeverRunTheLoopDoNotKeepItFromItsTimers) {
+  LoopThread loop;
+  Inbox<std::thread::id> inbox;
+  auto first = push_thread_id_after(loop, inbox, 1ms);
+  ASSERT_TRUE(loop.receive(inbox, 5s));  // the loop is lent to this thread now
+  auto second = push_thread_id_after(loop, inbox, 20ms);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::uint64_t calls = 0;
+  while (inbox.empty() && std::chrono::steady_clock::now() < deadline) {
+    loop.call([] {});
+    ++calls;
+  }
+  ASSERT_FALSE(inbox.empty()) << "a timer never fired in 10 s of " << calls << " calls";
+  EXPECT_NE(inbox.pop(0ms), std::this_thread::get_id()) << "the calls ran no handler: the loop's thread did";
+  loop.call([&] {
+    first.reset();
+    second.reset();
+  });
+}
+
 TEST(LoopThread, AThreadWaitingWhileAnotherHoldsTheLoopIsServed) {
   LoopThread loop;
   Inbox<std::thread::id> a_inbox, b_inbox;
