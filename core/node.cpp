@@ -763,6 +763,10 @@ bool Node::send_up(Message& message) {
 }
 
 void Node::send_to_child(std::size_t child, Message& message) {
+  // What this node has learnt of the tree goes first: a stream created, or a packet
+  // sent, to a back-end that has just joined must find it known at every commnode
+  // on its way (the join's report would otherwise follow it kNewsWindow later).
+  if (!news_down_.empty()) send_news_down();
   if (auto& link = children_[child].link) link->send(message.builder());
 }
 

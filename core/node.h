@@ -154,6 +154,7 @@ class Node {
   // bound, while stopping, or at the root, which has no parent (services deliver to
   // their observer there instead).
   bool send_up(Message& message);
+  // To a child, after the reports of the tree's changes waiting to go down.
   void send_to_child(std::size_t child, Message& message);
   // The child through which back-end `rank` is reached, if it is below this node.
   std::optional<std::size_t> route_to(Rank backend) const;

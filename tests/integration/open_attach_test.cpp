@@ -145,6 +145,32 @@ TEST_F(OpenAttach, BackendsTheTopologyDoesNotNameJoinAndAnswer) {
   }
 }
 
+// A stream made the moment the front-end hears of a join has the back-end that
+// joined: the news of the join reaches each commnode before the stream does (a node
+// sends what it has learnt of the tree before any message of a service), so the
+// commnode holding the back-end makes it a member. Six joins, each followed at once
+// by a stream of every back-end present.
+TEST_F(OpenAttach, AStreamMadeTheMomentABackendJoinsHasIt) {
+  ASSERT_TRUE(launch());
+  std::vector<canopy::Rank> present;
+  std::vector<pid_t> pids;
+  std::int32_t expected_sum = 0;
+  for (canopy::Rank rank = 100; rank < 106; ++rank) {
+    pids.push_back(start(rank, rank % 2 ? kC1 : kC2));
+    present.push_back(rank);
+    expected_sum += static_cast<std::int32_t>(rank);
+    // The front-end's live tree has it as soon as the front-end accepts the join.
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!parents().count(rank) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(parents().count(rank)) << "back-end " << rank << " did not join";
+    const auto [sum, contributors] = sum_of_ranks();
+    EXPECT_EQ(sum, expected_sum) << "after back-end " << rank << " joined";
+    EXPECT_EQ(contributors, present.size()) << "after back-end " << rank << " joined";
+  }
+  network_.reset();
+  for (pid_t pid : pids) EXPECT_NE(wait_exit(pid, 30s), -1);
+}
+
 // Two processes claim one rank at once, each at another commnode: neither commnode
 // knows of the other's, so the front-end decides, first come first served. Exactly
 // one joins and answers; the other is refused and told why. Five ranks in a row, so
