@@ -107,7 +107,7 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
   send_topology(*link);
   send_live_tree(*link, true);  // with its join: the newcomer learns its incarnation
-  emit(events::ChildConnected{index, rank, rejoined});
+  emit(events::ChildConnected{index, rank, rejoined, true});
 }
 
 }  // namespace canopy::core

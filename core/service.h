@@ -77,7 +77,8 @@ struct Started {
 struct ChildConnected {
   std::size_t child;
   Rank rank;
-  bool rejoined = false;
+  bool rejoined = false;  // a restarted process under a rank the tree had
+  bool joined = false;    // through an open attach (docs/attach.md)
 };
 // A child process or its connection is gone (not during a stop). `during_launch`:
 // before this node's subtree was up. `reason` says what happened ("back-end 3 on

@@ -718,6 +718,10 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
       return Error{ok.error(), ErrorKind::invalid_input};
     }
   }
+  if (options.joiners && !options.backends.empty()) {
+    return Error{"cannot create stream: a stream that takes in joiners is made of every back-end; give no list of them",
+                 ErrorKind::invalid_input};
+  }
   if (impl.attach()) {
     // Streams are made of the back-ends present when they are created.
     if (auto ok = wait_for_backends(impl.options.startup_timeout); !ok) {
@@ -737,24 +741,32 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     impl.stream_filters[spec.id] = options.upstream_filter;
   }
   static_cast<StreamOptions&>(spec) = options;
-  if (spec.backends.empty() && impl.options.open_attach) {
-    // Those attached now: the topology names none of those that joined.
-    spec.backends = impl.loop.call([&impl] {
-      std::vector<Rank> present;
-      if (const core::TreeView* view = impl.runtime->node.view()) {
-        for (Rank b : view->backends_below(view->root())) {
-          if (view->attached(b)) present.push_back(b);
-        }
+  // Those attached now: the topology names none of those that joined.
+  auto present = [&impl] {
+    std::vector<Rank> out;
+    if (const core::TreeView* view = impl.runtime->node.view()) {
+      for (Rank b : view->backends_below(view->root())) {
+        if (view->attached(b)) out.push_back(b);
       }
-      return present;
-    });
-    if (spec.backends.empty()) return Error{"cannot create stream: no back-end has attached yet", ErrorKind::invalid_input};
+    }
+    return out;
+  };
+  if (spec.backends.empty() && impl.options.open_attach) {
+    spec.backends = impl.loop.call(present);
+    if (spec.backends.empty() && !spec.joiners) {
+      return Error{"cannot create stream: no back-end has attached yet (a stream with joiners takes them in as they come)",
+                   ErrorKind::invalid_input};
+    }
   } else if (spec.backends.empty()) {
     spec.backends = impl.options.topology.backends();
   }
   std::sort(spec.backends.begin(), spec.backends.end());
   spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
-  impl.loop.run_or_post([&impl, spec] { impl.runtime->streams.create_stream(spec); });
+  impl.loop.run_or_post([&impl, spec, present]() mutable {
+    // Taken again where the joins are applied, so that none falls between the two.
+    if (spec.joiners && impl.options.open_attach) spec.backends = present();
+    impl.runtime->streams.create_stream(spec);
+  });
   auto deadline = Clock::now() + impl.options.startup_timeout;
   bool acked = impl.wait_until(deadline, [&] { return impl.acks.count(spec.id) || impl.stopped; });
   std::lock_guard lock(impl.mutex);

@@ -199,7 +199,10 @@ canopy::Result<void> Network::Impl::open_per_backend_stream() {
   if (per_backend_open.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(per_backend_mutex);  // once, whichever thread asks first
   if (per_backend_open.load(std::memory_order_relaxed)) return {};
-  auto made = frontend->create_stream({.upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
+  // In an open attach it takes in the back-ends that join later, as MRNet's
+  // per-back-end streams are made for any back-end the front-end knows.
+  auto made = frontend->create_stream(
+      {.joiners = open_attach, .upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
   if (!made) return canopy::Error{"cannot open the per-back-end streams: " + made.error()};
   if (*made != layer::kPerBackendStream) {
     return canopy::Error{"the per-back-end streams must be Canopy's first stream, not " + std::to_string(*made)};
@@ -457,10 +460,11 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     }
   }
   // The built-in filters are loaded into the tree now, as MRNet's commnodes have
-  // theirs built in, so that a tool's first stream costs no load; and, launched,
-  // the per-back-end streams are opened meanwhile.
+  // theirs built in, so that a tool's first stream costs no load; and, launched or
+  // in an open attach, the per-back-end streams are opened meanwhile (with a number
+  // of back-ends to attach, once they have: at the first stream or send).
   auto opened = std::async(std::launch::async, [&impl, attach]() -> canopy::Result<void> {
-    return attach ? canopy::Result<void>{} : impl.open_per_backend_stream();
+    return attach && !impl.open_attach ? canopy::Result<void>{} : impl.open_per_backend_stream();
   });
   auto loaded = impl.load_builtins();
   auto open = opened.get();
@@ -757,6 +761,9 @@ Stream* Network::new_Stream(Communicator* communicator, std::string upstream, st
 
 Stream* Network::get_Stream(unsigned int id) const {
   auto& impl = *impl_;
+  if (impl.open_attach && !layer::is_user_stream_id(id) && !impl.endpoints.count(id)) {
+    (void)get_BroadcastCommunicator();  // a back-end that attached since
+  }
   std::lock_guard lock(impl.mutex);
   auto it = impl.streams.find(id);
   if (it != impl.streams.end()) return it->second.get();

@@ -53,6 +53,9 @@ struct StreamCreate {
   downSeq @9 :UInt64;            # the stream's last broadcast (Broadcast.seq) the
                                  # sender had taken: for `create`, where the new member
                                  # starts; for `join`, the orphan's last
+  joiners @10 :Bool;             # the communicator is every back-end, and takes in
+                                 # those that join the tree later (open attach) as
+                                 # their join reaches each node
 }
 
 struct Resume {

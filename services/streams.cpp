@@ -45,6 +45,7 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   core::encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
   core::encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
   c.setUpstreamPlugin(spec.upstream_plugin);
+  c.setJoiners(spec.joiners);
 }
 
 StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
@@ -58,6 +59,7 @@ StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
   spec.downstream_filter = c.getDownstreamFilter();
   spec.downstream_params = core::decode_values(c.getDownstreamParams());
   spec.upstream_plugin = c.getUpstreamPlugin();
+  spec.joiners = c.getJoiners();
   return spec;
 }
 
@@ -151,8 +153,9 @@ void StreamService::on_event(const core::NodeEvent& event) {
     // this, so aggregates without the child follow the report.
     for (auto& [id, stream] : streams_) drop_member(stream, lost->child);
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
-    if (connected->rejoined) rejoin_streams(connected->child, connected->rank);
-  } else if (std::holds_alternative<core::events::TreeChanged>(event)) {
+    if (connected->rejoined || connected->joined) rejoin_streams(connected->child, connected->rank);
+  } else if (auto* changed = std::get_if<core::events::TreeChanged>(&event)) {
+    if (changed->kind != core::events::TreeChanged::Kind::failure) take_in(changed->rank);
     refresh_contexts();
     loosen_waves();
     if (!healing_.empty()) check_healing();
@@ -189,8 +192,17 @@ void StreamService::create_stream(const StreamSpec& spec) {
 
 void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
   if (auto it = streams_.find(spec.id); it != streams_.end()) {
-    // Sent again by the root after the tree healed (services/streams_heal.cpp).
-    if (it->second.spec.backends == spec.backends && it->second.spec.upstream_filter == spec.upstream_filter) {
+    // Sent again by the root after the tree healed (services/streams_heal.cpp); a
+    // stream that takes in joiners may have taken in some here that the sender has
+    // not heard of yet, or the other way round.
+    StreamSpec& mine = it->second.spec;
+    if (mine.joiners && spec.joiners && mine.upstream_filter == spec.upstream_filter) {
+      std::vector<Rank> both;
+      std::set_union(mine.backends.begin(), mine.backends.end(), spec.backends.begin(), spec.backends.end(),
+                     std::back_inserter(both));
+      mine.backends = std::move(both);
+      reopen(it->second);
+    } else if (mine.backends == spec.backends && mine.upstream_filter == spec.upstream_filter) {
       reopen(it->second);
     } else {
       report_stream_failure(spec.id, "stream " + std::to_string(spec.id) + " already exists");
@@ -240,10 +252,17 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
   auto it = streams_.find(ack.getStreamId());
   if (it == streams_.end()) return;
   Stream& stream = it->second;
-  stream.ack_failures.merge(ack.getFailures());
   auto& waiting = stream.awaiting_ack;
   auto pos = std::find(waiting.begin(), waiting.end(), child);
-  if (pos == waiting.end()) return;
+  if (pos == waiting.end()) {
+    // From a member taken in after the creation was acknowledged (a joiner, a
+    // rejoined back-end): nobody waits for it, but what failed there is told.
+    core::Failures failures;
+    failures.merge(ack.getFailures());
+    if (!failures.empty()) hold_stream_errors(stream.spec.id, failures);
+    return;
+  }
+  stream.ack_failures.merge(ack.getFailures());
   waiting.erase(pos);
   if (waiting.empty()) creation_acked(stream);
 }
@@ -700,6 +719,28 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
     loosen_waves();
   }
   add_member(it->second, child);
+}
+
+// A back-end has joined the tree (open attach), or joined it again under its rank:
+// every stream here that takes in joiners has it, and the child it is reached
+// through becomes a member, told of the stream if it was not one (a commnode that
+// had no back-end of it, created there now). The back-end itself, if it is this
+// node's child, is told when it connects (rejoin_streams).
+void StreamService::take_in(Rank rank) {
+  const core::TreeView* view = node_.view();
+  if (!view || !view->contains(rank) || view->role(rank) != Role::backend) return;
+  for (auto& [sid, stream] : streams_) {
+    if (!stream.spec.joiners) continue;
+    auto& b = stream.spec.backends;
+    auto at = std::lower_bound(b.begin(), b.end(), rank);
+    if (at == b.end() || *at != rank) b.insert(at, rank);
+    auto via = live_route(rank);
+    if (!via || queue_of(stream, *via)) continue;
+    add_member(stream, *via);
+    if (!stream.awaiting_ack.empty()) stream.awaiting_ack.push_back(*via);  // still being created
+    send_create(*via, stream);
+    log().info("stream {}: takes in back-end {} (below child {})", sid, rank, node_.children()[*via].rank);
+  }
 }
 
 // A restarted back-end connected again under its rank: it takes part again in every

@@ -161,6 +161,9 @@ class StreamService final : public core::Service {
   void route_point_to_point(wire::DataPacket::Reader packet);
   void join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined);
   void rejoin_streams(std::size_t child, Rank rank);
+  // Back-end `rank` joined the tree (or joined it again): the streams that take in
+  // joiners take it in.
+  void take_in(Rank rank);
   // The queue of member `child`, or null if it is not a member.
   static std::deque<Packet>* queue_of(Stream& stream, std::size_t child);
   // `child` takes part (again) in the stream's waves: added if absent, no longer

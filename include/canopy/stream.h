@@ -19,6 +19,11 @@ inline constexpr std::size_t kMaxStreams = 16384;
 
 struct StreamOptions {
   std::vector<Rank> backends;  // the communicator; empty = every back-end
+  // Open attach (docs/attach.md): the communicator is every back-end, those present
+  // when the stream is made and those that join the tree later, each a member from
+  // the moment its join reaches the nodes on its way (backends must be empty). A
+  // stream made without it has the back-ends present at its making only.
+  bool joiners = false;
   std::string upstream_filter = "sum";
   Packet upstream_params;      // given to the upstream filter's create
   SyncMode sync = SyncMode::wait_for_all;

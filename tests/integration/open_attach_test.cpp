@@ -171,6 +171,59 @@ TEST_F(OpenAttach, AStreamMadeTheMomentABackendJoinsHasIt) {
   for (pid_t pid : pids) EXPECT_NE(wait_exit(pid, 30s), -1);
 }
 
+// A stream made with `joiners` before any back-end is there takes each in as it
+// joins: under a commnode already on the stream, and under one that was not (the
+// stream is created there then). A stream made without it keeps the back-ends
+// present at its making, and a send to a later one is refused with the reason.
+TEST_F(OpenAttach, AStreamWithJoinersTakesInBackendsThatJoinLater) {
+  ASSERT_TRUE(launch());
+  auto none = network_->create_stream({.upstream_filter = "sum"});
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("no back-end has attached yet"), std::string::npos) << none.error();
+  auto listed = network_->create_stream({.backends = {1}, .joiners = true, .upstream_filter = "sum"});
+  ASSERT_FALSE(listed);
+  EXPECT_NE(listed.error().find("give no list"), std::string::npos) << listed.error();
+  auto sum = network_->create_stream({.joiners = true, .upstream_filter = "sum"});
+  ASSERT_TRUE(sum) << sum.error();
+  auto each = network_->create_stream({.joiners = true, .upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
+  ASSERT_TRUE(each) << each.error();
+
+  // Broadcasts kReply on `stream` and returns the sum and its contributors.
+  auto reply_sum = [&](canopy::StreamId stream) -> std::pair<std::int32_t, std::size_t> {
+    EXPECT_TRUE(network_->broadcast(stream, canopy::Packet{canopy::script::kReply, {-1, 0}}));
+    auto in = network_->receive(10s);
+    EXPECT_TRUE(in && *in) << (in ? "nothing within 10 s" : in.error());
+    if (!in || !*in) return {-1, 0};
+    EXPECT_EQ((*in)->stream, stream);
+    return {std::get<std::int32_t>((*in)->packet[0]), (*in)->packet.contributors()};
+  };
+  std::vector<pid_t> pids{start(40, kC2)};
+  ASSERT_TRUE(view_with({40}));
+  auto before = network_->create_stream({.upstream_filter = "sum"});  // 40 only
+  ASSERT_TRUE(before) << before.error();
+  EXPECT_EQ(reply_sum(*sum), std::make_pair(40, std::size_t{1}));
+
+  // 41 under the commnode that had no back-end (nor the stream), 42 beside 40.
+  pids.push_back(start(41, kC1));
+  pids.push_back(start(42, kC2));
+  ASSERT_TRUE(view_with({40, 41, 42}));
+  EXPECT_EQ(reply_sum(*sum), std::make_pair(40 + 41 + 42, std::size_t{3}));
+  EXPECT_EQ(reply_sum(*before), std::make_pair(40, std::size_t{1}));
+  for (canopy::Rank rank : {41, 42}) {
+    ASSERT_TRUE(network_->send_to(*each, rank, canopy::Packet{canopy::script::kReply, {-1, 0}}));
+    auto in = network_->receive(10s);
+    ASSERT_TRUE(in && *in) << "back-end " << rank << " did not answer on its stream";
+    EXPECT_EQ((*in)->stream, *each);
+    EXPECT_EQ(std::get<std::int32_t>((*in)->packet[0]), static_cast<std::int32_t>(rank));
+  }
+  auto refused = network_->send_to(*before, 41, canopy::Packet{canopy::script::kReply, {-1, 0}});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("joined after stream"), std::string::npos) << refused.error();
+
+  network_.reset();
+  for (pid_t pid : pids) EXPECT_NE(wait_exit(pid, 30s), -1);
+}
+
 // Two processes claim one rank at once, each at another commnode: neither commnode
 // knows of the other's, so the front-end decides, first come first served. Exactly
 // one joins and answers; the other is refused and told why. Five ranks in a row, so
