@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -104,22 +105,36 @@ TEST(LoopThread, ABlockingReceiveRunsTheLoopOnTheCallersThread) {
   loop.call([&] { timer.reset(); });
 }
 
-TEST(LoopThread, TheLoopsThreadTakesItBackWhenNoCallerComes) {
+namespace {
+
+// Lends the loop to this thread (a receive that ran it), arms a timer on it, lets
+// `pass_time` run, and returns the thread the timer's handler ran on, if it has.
+std::optional<std::thread::id> timer_while_lent(std::chrono::milliseconds delay,
+                                                const std::function<void(LoopThread&, Inbox<std::thread::id>&)>& pass_time) {
   LoopThread loop;
   Inbox<std::thread::id> inbox;
   auto first = push_thread_id_after(loop, inbox, 1ms);
-  ASSERT_TRUE(loop.receive(inbox, 5s));  // the loop is lent to this thread now
-  // Nobody calls for a while: the timer's handler must run anyway, on the loop's
-  // own thread, which took the loop back.
-  auto second = push_thread_id_after(loop, inbox, 30ms);
-  std::this_thread::sleep_for(LoopThread::kReclaimAfter + 300ms);
+  if (!loop.receive(inbox, 5s)) return std::nullopt;  // the loop is lent to this thread now
+  auto second = push_thread_id_after(loop, inbox, delay);
+  pass_time(loop, inbox);
   auto ran_on = inbox.pop(0ms);
-  ASSERT_TRUE(ran_on) << "a timer did not fire while the loop was lent and nobody called";
-  EXPECT_NE(*ran_on, std::this_thread::get_id());
   loop.call([&] {
     first.reset();
     second.reset();
   });
+  return ran_on;
+}
+
+}  // namespace
+
+TEST(LoopThread, TheLoopsThreadTakesItBackWhenNoCallerComes) {
+  // Nobody calls for a while: the timer's handler must run anyway, on the loop's
+  // own thread, which took the loop back.
+  auto ran_on = timer_while_lent(30ms, [](LoopThread&, Inbox<std::thread::id>&) {
+    std::this_thread::sleep_for(LoopThread::kReclaimAfter + 300ms);
+  });
+  ASSERT_TRUE(ran_on) << "a timer did not fire while the loop was lent and nobody called";
+  EXPECT_NE(*ran_on, std::this_thread::get_id());
 }
 
 // A caller that keeps calling without running the loop (a tool polling status() in a
@@ -127,23 +142,16 @@ TEST(LoopThread, TheLoopsThreadTakesItBackWhenNoCallerComes) {
 // all the same, within kLookAtMost of its last run, or timers and arriving data wait
 // for as long as the calls come (a join to an open attach waited seconds so).
 TEST(LoopThread, CallsThatNeverRunTheLoopDoNotKeepItFromItsTimers) {
-  LoopThread loop;
-  Inbox<std::thread::id> inbox;
-  auto first = push_thread_id_after(loop, inbox, 1ms);
-  ASSERT_TRUE(loop.receive(inbox, 5s));  // the loop is lent to this thread now
-  auto second = push_thread_id_after(loop, inbox, 20ms);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
   std::uint64_t calls = 0;
-  while (inbox.empty() && std::chrono::steady_clock::now() < deadline) {
-    loop.call([] {});
-    ++calls;
-  }
-  ASSERT_FALSE(inbox.empty()) << "a timer never fired in 10 s of " << calls << " calls";
-  EXPECT_NE(inbox.pop(0ms), std::this_thread::get_id()) << "the calls ran no handler: the loop's thread did";
-  loop.call([&] {
-    first.reset();
-    second.reset();
+  auto ran_on = timer_while_lent(20ms, [&](LoopThread& loop, Inbox<std::thread::id>& inbox) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (inbox.empty() && std::chrono::steady_clock::now() < deadline) {
+      loop.call([] {});
+      ++calls;
+    }
   });
+  ASSERT_TRUE(ran_on) << "a timer never fired in 10 s of " << calls << " calls";
+  EXPECT_NE(*ran_on, std::this_thread::get_id()) << "the calls ran no handler: the loop's thread did";
 }
 
 TEST(LoopThread, AThreadWaitingWhileAnotherHoldsTheLoopIsServed) {
