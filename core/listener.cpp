@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <limits>
 
 #include "core/log.h"
 #include "transport/tcp_link.h"
@@ -55,6 +57,27 @@ void reserve_listener_descriptor() {
   const int high = fcntl(probe, F_DUPFD_CLOEXEC, floor);  // the table grows to hold it
   if (high >= 0) ::close(high);
   ::close(probe);
+}
+
+std::optional<std::size_t> raise_descriptor_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == files.rlim_max) return std::nullopt;
+  files.rlim_cur = files.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) return std::nullopt;
+  return files.rlim_cur == RLIM_INFINITY ? std::numeric_limits<std::size_t>::max()
+                                         : static_cast<std::size_t>(files.rlim_cur);
+}
+
+std::optional<std::size_t> descriptors_left() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return std::nullopt;
+  if (files.rlim_cur == RLIM_INFINITY) return std::numeric_limits<std::size_t>::max();
+  std::error_code ec;
+  std::size_t open = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++open;
+  if (ec) return std::nullopt;
+  const auto limit = static_cast<std::size_t>(files.rlim_cur);
+  return open >= limit ? 0 : limit - open;
 }
 
 Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t port,

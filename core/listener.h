@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ namespace asio = boost::asio;
 // single-threaded one at once. Call it before the process starts threads: the
 // front-end does, before its loop's thread. Best effort; cheap when done already.
 void reserve_listener_descriptor();
+
+// Raises this process's soft limit on open descriptors to its hard limit (a
+// commnode holds one per child link, and an open attach's back-ends come as they
+// like; processes it starts afterwards inherit it). Returns the new limit, or
+// nothing if it was at its hard limit already (or cannot be raised).
+std::optional<std::size_t> raise_descriptor_limit();
+// How many more descriptors this process may open (its soft limit less those open,
+// counted in /proc/self/fd), or nothing if that cannot be told.
+std::optional<std::size_t> descriptors_left();
 
 class Listener {
  public:

@@ -374,6 +374,10 @@ class Node {
     std::unique_ptr<Timer> deadline;  // startup_timeout: no answer, refused
   };
   std::unordered_map<Rank, Joining> joining_;
+  // Open attach: descriptors a commnode keeps for the tree's own links (adoptions,
+  // striped paths, probes); a back-end that would take one of them is refused.
+  static constexpr std::size_t kJoinReserve = 32;
+  std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
   // Parents a probe found gone, and when: the requests of their orphans that come
   // later are adopted without probing again, until the failure report arrives (the
   // verdict is kept for `lost`, in case a rank comes back: a re-attached front-end).

@@ -11,7 +11,10 @@
 //     (on_adoption_report). The commnode holding it then makes it a child: it gets
 //     the topology (with itself in it) and the live tree, and the services see a back-end
 //     attach (the membership service makes it a member).
+#include <limits>
+
 #include "core/codec.h"
+#include "core/listener.h"
 #include "core/log.h"
 #include "core/node.h"
 
@@ -46,6 +49,24 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
                   describe(tree_->view().parent(rank)) + ")");
   }
   if (joining_.count(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
+  // A descriptor per back-end: short of them, the soft limit (often 1,024) is raised
+  // to the hard one, here rather than at the start so that the children this node
+  // launched keep the limit they were given. Counted again (a directory listing)
+  // only once the last count, less one per back-end since, comes near the reserve.
+  if (spare_descriptors_ < 4 * kJoinReserve) {
+    auto left = descriptors_left();
+    if (left && *left < kJoinReserve) {
+      if (auto raised = raise_descriptor_limit()) log().info("open descriptors: at most {} now", *raised);
+      left = descriptors_left();
+    }
+    spare_descriptors_ = left.value_or(std::numeric_limits<std::size_t>::max());
+    if (spare_descriptors_ < kJoinReserve) {
+      return refuse("it is out of file descriptors (" + std::to_string(spare_descriptors_) + " left, " +
+                    std::to_string(kJoinReserve) +
+                    " kept for the tree's own links): join under another commnode, or raise its limit (ulimit -n)");
+    }
+  }
+  --spare_descriptors_;
   if (stopping()) return refuse("this node is stopping");
   if (seeking_adopter()) return refuse("this node is itself an orphan");
   hello_deadlines_.erase(link.get());

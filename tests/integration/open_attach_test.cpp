@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -311,6 +313,62 @@ TEST_F(OpenAttach, ARankWhoseProcessDiedJoinsAgainUnderAnotherCommnode) {
   EXPECT_EQ(contributors, 2u);
   network_.reset();
   for (pid_t pid : {other, again}) EXPECT_NE(wait_exit(pid, 30s), -1);
+}
+
+// A commnode holds a descriptor per joined back-end. Short of them, it raises its
+// soft limit to its hard one; past that, it keeps a reserve for the tree's own links
+// and refuses further back-ends, saying why, instead of leaving them hanging in its
+// backlog. The commnode's limits are lowered from outside (prlimit) to a few dozen
+// above what it has open.
+TEST_F(OpenAttach, ACommnodeShortOfDescriptorsRaisesItsLimitThenRefusesJoinersSayingWhy) {
+  ASSERT_TRUE(launch());
+  const pid_t c1 = ProcessGuard::process_of_rank(kC1);
+  ASSERT_GT(c1, 0);
+  auto open_descriptors = [&] {
+    std::error_code ec;
+    std::size_t n = 0;
+    for (std::filesystem::directory_iterator it("/proc/" + std::to_string(c1) + "/fd", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      ++n;
+    }
+    return n;
+  };
+  const std::size_t open = open_descriptors();
+  ASSERT_GT(open, 0u);
+  const rlimit lowered{open + 20, open + 40};
+  ASSERT_EQ(prlimit(c1, RLIMIT_NOFILE, &lowered, nullptr), 0) << std::strerror(errno);
+
+  std::vector<pid_t> joined;
+  std::vector<std::string> refusals;
+  std::int32_t sum = 0;
+  for (canopy::Rank rank = 200; rank < 216; ++rank) {
+    const pid_t pid = start(rank, kC1);
+    bool in = false, out = false;
+    for (auto deadline = std::chrono::steady_clock::now() + 20s; !in && !out && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(10ms);
+      in = parents().count(rank) != 0;
+      out = waitpid(pid, nullptr, WNOHANG) == pid;
+    }
+    ASSERT_TRUE(in || out) << "back-end " << rank << " neither joined nor was refused within 20 s";
+    if (in) {
+      joined.push_back(pid);
+      sum += static_cast<std::int32_t>(rank);
+    } else {
+      refusals.push_back(slurp(last_stderr_));
+    }
+  }
+  rlimit now{};
+  ASSERT_EQ(prlimit(c1, RLIMIT_NOFILE, nullptr, &now), 0);
+  EXPECT_EQ(now.rlim_cur, lowered.rlim_max) << "the commnode did not raise its soft limit to its hard one";
+  EXPECT_GT(joined.size(), 0u);
+  ASSERT_GT(refusals.size(), 0u) << "every back-end joined: the limit was never reached";
+  for (const auto& told : refusals) EXPECT_NE(told.find("out of file descriptors"), std::string::npos) << told;
+  // The tree goes on with those it took.
+  const auto [total, contributors] = sum_of_ranks();
+  EXPECT_EQ(total, sum);
+  EXPECT_EQ(contributors, joined.size());
+  network_.reset();
+  for (pid_t pid : joined) EXPECT_NE(wait_exit(pid, 30s), -1);
 }
 
 // Without open attach the same tree takes no back-end it does not name, and the
