@@ -752,10 +752,12 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     return out;
   };
   if (spec.backends.empty() && impl.options.open_attach) {
-    spec.backends = impl.loop.call(present);
-    if (spec.backends.empty() && !spec.joiners) {
-      return Error{"cannot create stream: no back-end has attached yet (a stream with joiners takes them in as they come)",
-                   ErrorKind::invalid_input};
+    if (!spec.joiners) {  // a stream with joiners takes those present where it is created, below
+      spec.backends = impl.loop.call(present);
+      if (spec.backends.empty()) {
+        return Error{"cannot create stream: no back-end has attached yet (a stream with joiners takes them in as they come)",
+                     ErrorKind::invalid_input};
+      }
     }
   } else if (spec.backends.empty()) {
     spec.backends = impl.options.topology.backends();

@@ -662,8 +662,8 @@ Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packe
 bool StreamService::made_with(StreamId id, Rank backend) const {
   auto it = streams_.find(id);
   if (it == streams_.end()) return false;
-  const auto& members = it->second.spec.backends;
-  return std::find(members.begin(), members.end(), backend) != members.end();
+  const auto& members = it->second.spec.backends;  // ascending
+  return std::binary_search(members.begin(), members.end(), backend);
 }
 
 std::vector<StreamId> StreamService::stream_ids() const {

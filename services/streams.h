@@ -87,7 +87,8 @@ class StreamService final : public core::Service {
   // one of its filters (applied where the node has children); its member children
   // that are commnodes.
   bool has_stream(StreamId id) const { return streams_.count(id) != 0; }
-  // Whether stream `id` was made with back-end `backend` among its members.
+  // Whether back-end `backend` is a member of stream `id`: one it was made with, or a
+  // joiner it took in.
   bool made_with(StreamId id, Rank backend) const;
   // Every stream this node is on, ascending.
   std::vector<StreamId> stream_ids() const;

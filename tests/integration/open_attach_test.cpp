@@ -90,17 +90,23 @@ class OpenAttach : public TreeTest {
     return out;
   }
 
-  // Broadcasts kReply on a new stream over every back-end present and returns the
-  // ranks that answered (their sum, with the contributors).
+  // Broadcasts kReply on `stream` and returns the ranks that answered (their sum,
+  // with the contributors).
+  std::pair<std::int32_t, std::size_t> reply_sum(canopy::StreamId stream) {
+    EXPECT_TRUE(network_->broadcast(stream, canopy::Packet{canopy::script::kReply, {-1, 0}}));
+    auto in = network_->receive(10s);
+    EXPECT_TRUE(in && *in) << (in ? "nothing within 10 s" : in.error());
+    if (!in || !*in) return {-1, 0};
+    EXPECT_EQ((*in)->stream, stream);
+    return {std::get<std::int32_t>((*in)->packet[0]), (*in)->packet.contributors()};
+  }
+
+  // reply_sum() on a new stream over every back-end present.
   std::pair<std::int32_t, std::size_t> sum_of_ranks() {
     auto stream = network_->create_stream({.upstream_filter = "sum"});
     EXPECT_TRUE(stream) << stream.error();
     if (!stream) return {-1, 0};
-    EXPECT_TRUE(network_->broadcast(*stream, canopy::Packet{canopy::script::kReply, {-1, 0}}));
-    auto in = network_->receive(10s);
-    EXPECT_TRUE(in && *in) << (in ? "nothing within 10 s" : in.error());
-    if (!in || !*in) return {-1, 0};
-    return {std::get<std::int32_t>((*in)->packet[0]), (*in)->packet.contributors()};
+    return reply_sum(*stream);
   }
 
   std::string file_;
@@ -190,15 +196,6 @@ TEST_F(OpenAttach, AStreamWithJoinersTakesInBackendsThatJoinLater) {
   auto each = network_->create_stream({.joiners = true, .upstream_filter = "pass", .sync = canopy::SyncMode::dont_wait});
   ASSERT_TRUE(each) << each.error();
 
-  // Broadcasts kReply on `stream` and returns the sum and its contributors.
-  auto reply_sum = [&](canopy::StreamId stream) -> std::pair<std::int32_t, std::size_t> {
-    EXPECT_TRUE(network_->broadcast(stream, canopy::Packet{canopy::script::kReply, {-1, 0}}));
-    auto in = network_->receive(10s);
-    EXPECT_TRUE(in && *in) << (in ? "nothing within 10 s" : in.error());
-    if (!in || !*in) return {-1, 0};
-    EXPECT_EQ((*in)->stream, stream);
-    return {std::get<std::int32_t>((*in)->packet[0]), (*in)->packet.contributors()};
-  };
   std::vector<pid_t> pids{start(40, kC2)};
   ASSERT_TRUE(view_with({40}));
   auto before = network_->create_stream({.upstream_filter = "sum"});  // 40 only
