@@ -161,10 +161,6 @@ struct Network::Impl final : core::Node::Observer,
     event.rank = rank;
     event.reason = reason;
     push_event(std::move(event));
-    failure_reasons[rank] = reason;  // for the errors of the streams it may have cost
-    if (auto waiting = incomplete.extract(rank)) {
-      for (auto& report : waiting.mapped()) report_incomplete(report);
-    }
     const auto* node = options.topology.find(rank);
     // A lost commnode is healed; a lost back-end leaves the membership view
     // (on_view), and the streams go on with the others.
@@ -182,22 +178,10 @@ struct Network::Impl final : core::Node::Observer,
       events.push(std::move(*event));
     }
   }
-  // The error names the stream's filter and what became of the failed parent (the
-  // node, and the signal or status it died of), not only the re-adoption: the
-  // cause is most often the filter itself (issue 16). An orphan may be adopted
-  // before the front-end hears why its parent failed (its parent waits a moment for
-  // the exit status): its errors then wait for that report, or for the network's
-  // stop, whichever comes first.
-  void on_recovered(const Event& report) override {
-    if (!report.incomplete_streams.empty()) {
-      if (failure_reasons.count(report.failed_parent)) {
-        report_incomplete(report);
-      } else {
-        incomplete[report.failed_parent].push_back(report);
-      }
-    }
-    push_event(report);
-  }
+  // What a recovery cost a stream is told by its waves, each delivered complete or
+  // flagged (Received::complete): no error stands in for them
+  // (docs/fault-tolerance.md, "Waves after a failure").
+  void on_recovered(const Event& report) override { push_event(report); }
   // A re-attached front-end: how the tree outlived the one before it. Its streams
   // that are not state recoverable may have lost data.
   void on_promotion(std::vector<Event> promotion) override {
@@ -217,22 +201,6 @@ struct Network::Impl final : core::Node::Observer,
     promotion_heard = true;
     changed.notify_all();
   }
-  void report_incomplete(const Event& report) {
-    for (StreamId s : report.incomplete_streams) {
-      std::string filter;
-      {
-        std::lock_guard lock(mutex);
-        if (auto it = stream_filters.find(s); it != stream_filters.end()) filter = " '" + it->second + "'";
-      }
-      auto why = failure_reasons.find(report.failed_parent);
-      inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: " + std::to_string(report.rank) +
-                           " was re-adopted after its parent failed (" +
-                           (why != failure_reasons.end() ? why->second : std::to_string(report.failed_parent)) +
-                           "), and the stream's filter" + filter +
-                           " is not state recoverable (or its output outgrew what an orphan holds back)",
-                       ErrorKind::disconnected});
-    }
-  }
   void push_event(Event event) {
     event.time = std::chrono::system_clock::now();
     events.push(std::move(event));
@@ -250,13 +218,11 @@ struct Network::Impl final : core::Node::Observer,
   void on_stream_error(StreamId stream, const std::string& error) override {
     inbox.push(Error{"stream " + std::to_string(stream) + ": " + error});
   }
-  void on_upstream(StreamId stream, Packet&& packet) override {
-    inbox.push(Received{stream, std::move(packet), runtime->membership.view().id});
+  void on_upstream(StreamId stream, Packet&& packet, const services::WaveVerdict& wave) override {
+    inbox.push(Received{.stream = stream, .packet = std::move(packet), .view = runtime->membership.view().id,
+                        .wave = wave.wave, .holds = wave.holds, .complete = wave.complete});
   }
   void on_stopped(const std::string& reason) override {
-    for (auto& [parent, reports] : std::exchange(incomplete, {})) {
-      for (auto& report : reports) report_incomplete(report);
-    }
     {
       std::lock_guard lock(mutex);
       stopped = true;
@@ -434,9 +400,6 @@ struct Network::Impl final : core::Node::Observer,
   std::chrono::microseconds reattach_connect{0};
   bool promotion_heard = false;
   std::map<StreamId, std::string> acks;
-  std::map<StreamId, std::string> stream_filters;  // upstream filter of each stream made
-  std::map<Rank, std::string> failure_reasons;     // loop thread only
-  std::map<Rank, std::vector<Event>> incomplete;   // by failed parent, until its reason (loop thread)
   std::map<std::uint64_t, std::string> request_acks;
   StreamId next_stream = 1;
   std::uint64_t next_request = 1;
@@ -738,7 +701,6 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
                    ErrorKind::invalid_input};
     }
     spec.id = impl.next_stream++;
-    impl.stream_filters[spec.id] = options.upstream_filter;
   }
   static_cast<StreamOptions&>(spec) = options;
   // Those attached now: the topology names none of those that joined.

@@ -232,6 +232,12 @@ void Network::Impl::file(canopy::Received&& received) {
                           std::to_string(source) + ": " + packet.error());
     return;
   }
+  if (received.wave) {
+    auto& impl = (*packet)->impl();
+    impl.wave = received.wave;
+    impl.wave_backends = received.holds;
+    impl.complete = received.complete;
+  }
   Stream* stream = stream_for(id, received.stream, end);
   stream->queue_.push_back(*packet);
   if (stream->data_fd_[1] >= 0) {

@@ -320,6 +320,12 @@ unsigned int Packet::get_NumElements() const { return static_cast<unsigned>(impl
 DataType Packet::get_ElementType(unsigned int i) const { return i < impl_->types.size() ? impl_->types[i] : UNKNOWN_T; }
 bool Packet::has_Error() const { return !impl_->error.empty(); }
 
+bool Packet::is_CompleteWave() const { return impl_->complete; }
+
+long long Packet::get_Wave() const { return impl_->wave ? static_cast<long long>(*impl_->wave) : -1; }
+
+unsigned int Packet::get_WaveBackends() const { return impl_->wave_backends; }
+
 namespace codec {
 
 namespace {

@@ -9,6 +9,7 @@
 // A packet whose first value is a string has its format first; any other is compact.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Packet::Impl {
   Rank source = UnknownRank;
   Rank inlet = UnknownRank;
   std::string error;  // "" unless packing failed
+  // At the front-end, the wave it closes (Packet::get_Wave and is_CompleteWave).
+  std::optional<std::uint64_t> wave;
+  std::uint32_t wave_backends = 0;
+  bool complete = true;
 };
 
 namespace codec {

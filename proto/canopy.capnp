@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 6;
+const protocolVersion :UInt32 = 7;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -216,6 +216,26 @@ struct DataPacket {
   pointToPoint @4 :Bool;         # true: route down to `destination` only
   contributors @5 :UInt32;       # number of back-end packets aggregated into this one
   values @6 :List(Value);
+  # Wave identity (upstream, not point-to-point; docs/fault-tolerance.md, "Waves
+  # after a failure"). Each back-end numbers its packets on a stream from 0; a node
+  # builds a wave from its children's packets of one number, and what the filter
+  # makes of it carries that number up. The root calls a wave complete when `held`
+  # and `digest` are those of every back-end of the stream in its membership view.
+  wave @7 :UInt64;               # the wave's number on its stream
+  state @8 :Bool;                # an adopted orphan's filter state (state
+                                 # composition): of no wave, filtered on its own
+  held @9 :UInt32;               # the back-ends whose packets the wave holds (each
+                                 # once; unlike `contributors`, whatever the filter says)
+  digest @10 :UInt64;            # sum of waveDigest(rank) over those back-ends, mod 2^64
+  more @11 :Bool;                # more packets of this wave follow from the sender
+                                 # (a filter that made several of one wave); `held`
+                                 # and `digest` count in the last one only
+  empty @12 :Bool;               # no packet: the sender's part in wave `wave` gave
+                                 # no output (or its filter failed; then held = 0).
+                                 # It counts its back-ends and holds no values
+  cut @13 :Bool;                 # some node closed the wave without a member that
+                                 # owed it a packet (lost, or past a time-out): the
+                                 # root flags it incomplete whatever it holds
 }
 
 struct Value {

@@ -19,6 +19,17 @@ enum Kind {
   resume @5;                     # body: Resume; orphan -> root, forwarded up by each node
   replay @6;                     # body: Replay; root -> an orphan, routed down to it
   broadcast @7;                  # body: Broadcast; down a stream, to all its back-ends
+  late @8;                       # body: Late; up to the root: packets dropped because
+                                 # their wave had closed
+}
+
+struct Late {
+  # Packets a node dropped because their wave had already closed there (a time-out,
+  # a loss, or a packet that came after its wave left). Batched for 50 ms per node,
+  # like errors; the root adds them up per node (NodeStatus::late_packets).
+  streamId @0 :UInt32;
+  rank @1 :UInt32;               # the node that dropped them
+  count @2 :UInt64;              # how many since its last report
 }
 
 struct Broadcast {
@@ -56,6 +67,10 @@ struct StreamCreate {
   joiners @10 :Bool;             # the communicator is every back-end, and takes in
                                  # those that join the tree later (open attach) as
                                  # their join reaches each node
+  nextWave @11 :UInt64;          # wave numbering (DataPacket.wave): for `create` to a
+                                 # back-end that joins or rejoins a running stream, the
+                                 # wave it starts at (its parent's lowest open one); for
+                                 # `join`, the first wave the orphan will send its adopter
 }
 
 struct Resume {

@@ -18,6 +18,8 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
                                                                       &streams, &requests, &recovery}) {
     (void)node.add_service(*service);  // distinct ids: cannot fail
   }
+  // Waves are judged against the view the root holds when they reach it.
+  streams.set_view_source([this]() -> const View& { return membership.view(); });
 }
 
 std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology) {
@@ -49,7 +51,9 @@ std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topo
     if (!listed.count(n.rank) && view->contains(n.rank)) out.push_back(status_of(n.rank));
   }
   const auto& membership = runtime.membership;
+  const auto& late = runtime.streams.late_packets();
   for (auto& s : out) {
+    if (auto l = late.find(s.rank); l != late.end()) s.late_packets = l->second;
     if (s.role != Role::backend) continue;
     s.member = membership.view().contains(s.rank);
     s.epoch = membership.epoch(s.rank);

@@ -33,9 +33,11 @@ SyncMode from_wire(wire::streams::SyncMode mode) {
   return SyncMode::wait_for_all;
 }
 
-void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, DownSeq down_seq) {
+void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, DownSeq down_seq,
+                std::uint64_t next_wave) {
   c.setStreamId(spec.id);
   c.setDownSeq(down_seq);
+  c.setNextWave(next_wave);
   auto list = c.initBackends(spec.backends.size());
   for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
   c.setUpstreamFilter(spec.upstream_filter);
@@ -63,7 +65,30 @@ StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
   return spec;
 }
 
+WaveTag read_tag(wire::DataPacket::Reader d) {
+  return {.wave = d.getWave(), .held = d.getHeld(), .digest = d.getDigest(), .state = d.getState(),
+          .more = d.getMore(), .empty = d.getEmpty(), .cut = d.getCut()};
+}
+
+void write_tag(wire::DataPacket::Builder d, const WaveTag& tag) {
+  d.setWave(tag.wave);
+  d.setHeld(tag.held);
+  d.setDigest(tag.digest);
+  d.setState(tag.state);
+  d.setMore(tag.more);
+  d.setEmpty(tag.empty);
+  d.setCut(tag.cut);
+}
+
 }  // namespace
+
+std::uint64_t wave_digest(Rank rank) {
+  // splitmix64's finaliser: every bit of the rank reaches every bit of the share.
+  std::uint64_t z = rank + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 
 Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
   constexpr std::int64_t kMax = 3600 * 1000;
@@ -91,7 +116,8 @@ StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters,
       observer_(observer),
       error_timer_(node.io()),
       hold_timer_(node.io()),
-      heal_timer_(node.io()) {}
+      heal_timer_(node.io()),
+      late_timer_(node.io()) {}
 
 // ---- messages and events ----
 
@@ -106,7 +132,7 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
       auto d = body.getAs<wire::DataPacket>();
       if (!from_child) return deliver_down(d);
       if (d.getPointToPoint()) return route_point_to_point(d);
-      return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d));
+      return accept_upstream(from.child, d.getStreamId(), core::decode_packet(d), read_tag(d));
     }
     case Kind::BROADCAST:
       if (!from_child && !node_.stopping()) {
@@ -117,7 +143,7 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::CREATE:
       if (!from_child) {
         auto create = body.getAs<wire::streams::StreamCreate>();
-        open_stream(read_spec(create), create.getDownSeq());
+        open_stream(read_spec(create), create.getDownSeq(), create.getNextWave());
       }
       return;
     case Kind::ACK:
@@ -134,7 +160,19 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::JOIN:
       if (from_child) {
         auto join = body.getAs<wire::streams::StreamCreate>();
-        join_stream(from.child, read_spec(join), join.getDownSeq());
+        join_stream(from.child, read_spec(join), join.getDownSeq(), join.getNextWave());
+      }
+      return;
+    case Kind::LATE:
+      if (from_child) {
+        auto late = body.getAs<wire::streams::Late>();
+        if (node_.is_root()) {
+          late_by_rank_[late.getRank()] += late.getCount();
+        } else {
+          core::Outgoing message(node_.identity(), id(), Kind::LATE);
+          message.set<wire::streams::Late>(late);
+          node_.send_up(message);
+        }
       }
       return;
     case Kind::RESUME:
@@ -161,6 +199,13 @@ void StreamService::on_event(const core::NodeEvent& event) {
     if (!healing_.empty()) check_healing();
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     compensate();
+  } else if (std::holds_alternative<core::events::Orphaned>(event) ||
+             std::holds_alternative<core::events::Promoted>(event)) {
+    // What was sent up before is lost with the parent or reached it; what is sent
+    // from now on is held for the new one, which is told where it starts.
+    for (auto& [sid, stream] : streams_) {
+      if (!stream.orphaned_at) stream.orphaned_at = stream.next_wave;
+    }
   }
 }
 
@@ -190,7 +235,7 @@ void StreamService::create_stream(const StreamSpec& spec) {
   open_stream(opened, down_start(down_generation_));
 }
 
-void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
+void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::uint64_t first_wave) {
   if (auto it = streams_.find(spec.id); it != streams_.end()) {
     // Sent again by the root after the tree healed (services/streams_heal.cpp); a
     // stream that takes in joiners may have taken in some here that the sender has
@@ -216,6 +261,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
   Stream stream;
   stream.spec = spec;
   stream.down_last = down_from;
+  stream.next_close = stream.next_wave = first_wave;
   if (auto made = make_filters(stream); !made) {
     report_stream_failure(spec.id, made.error());
     return;
@@ -229,7 +275,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
     for (std::size_t i = 0; i < children.size(); ++i) {
       if (member[i] && children[i].link) stream.members.push_back(i);
     }
-    stream.queues.resize(stream.members.size());
+    stream.owes.assign(stream.members.size(), first_wave);
     stream.awaiting_ack = stream.members;
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
@@ -244,7 +290,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from) {
 
 void StreamService::send_create(std::size_t child, const Stream& stream) {
   core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-  write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
+  write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last, stream.next_close);
   node_.send_to_child(child, message);
 }
 
@@ -411,105 +457,153 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
 // ---- up ----
 
 void StreamService::send_up(StreamId stream, Packet packet) {
-  packet.set_source(node_.identity().rank);
+  const Rank me = node_.identity().rank;
+  packet.set_source(me);
   packet.set_contributors(1);
-  if (auto it = streams_.find(stream); it != streams_.end() && it->second.filter) {
-    it->second.wave.clear();
-    it->second.wave.push_back(std::move(packet));
-    emit_wave(it->second);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
+    // A stream this back-end was not told of: its parent drops the packet as well.
+    report_upstream(stream, packet, {.held = 1, .digest = wave_digest(me)});
     return;
   }
-  report_upstream(stream, packet);
+  Stream& s = it->second;
+  const WaveTag tag{.wave = s.next_wave, .held = 1, .digest = wave_digest(me)};
+  s.wave.clear();
+  s.wave.push_back(std::move(packet));
+  if (s.filter) return emit_wave(s, tag);  // the back-end keeps a state-recoverable filter's state
+  s.next_wave = tag.wave + 1;
+  report_upstream(stream, s.wave.front(), tag);
 }
 
-void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packet) {
+void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packet, const WaveTag& tag) {
   auto it = streams_.find(id);
   if (it == streams_.end()) {
     log().warn("dropping a packet from child {} for unknown stream {}", node_.children()[child].rank, id);
     return;
   }
   Stream& stream = it->second;
-  auto* queue = queue_of(stream, child);
-  if (!queue) {
+  const auto m = member_index(stream, child);
+  if (!m) {
     log().warn("dropping a packet on stream {} from non-member child {}", id, node_.children()[child].rank);
     return;
   }
-  if (stream.spec.sync == SyncMode::dont_wait) {
+  if (tag.state || stream.spec.sync == SyncMode::dont_wait) {
+    // Filtered on its own as it comes: an orphan's filter state (of no wave), or
+    // any packet of a don't-wait stream (its wave's number goes on with it).
+    stream.wave.clear();
+    if (!tag.empty) stream.wave.push_back(std::move(packet));
+    return emit_wave(stream, tag);
+  }
+  auto& owes = stream.owes[*m];
+  if (tag.wave < owes || tag.wave < stream.next_close) {
+    // Its wave has closed here: a time-out, or the member was given up for it.
+    owes = std::max(owes, tag.wave + (tag.more ? 0 : 1));
+    if (tag.empty || !stream.filter->state_recoverable()) return count_late(stream);
+    // A state-recoverable filter's output is whole whatever waves it comes in (the
+    // union stays complete): the packet is filtered on its own, of no wave.
     stream.wave.clear();
     stream.wave.push_back(std::move(packet));
-    emit_wave(stream);
-    return;
+    return emit_wave(stream, {.state = true});
   }
-  if (queue->empty()) ++stream.nonempty;
-  queue->push_back(std::move(packet));
+  // A member sends its waves in order: from this one on, it adds to no earlier one.
+  owes = tag.wave + (tag.more ? 0 : 1);
+  auto& open = stream.open;
+  auto at = std::lower_bound(open.begin(), open.end(), tag.wave,
+                             [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+  if (at == open.end() || at->number != tag.wave) {
+    OpenWave fresh;
+    if (!stream.spare.empty()) {
+      fresh = std::move(stream.spare.back());
+      stream.spare.pop_back();
+    }
+    fresh.number = tag.wave;
+    fresh.held = 0;
+    fresh.digest = 0;
+    fresh.cut = false;
+    fresh.first = NodeClock::now();
+    at = open.insert(at, std::move(fresh));
+  }
+  if (!tag.empty) at->packets.emplace_back(child, std::move(packet));
+  at->cut |= tag.cut;
+  if (!tag.more) {
+    at->held += tag.held;
+    at->digest += tag.digest;
+  }
   run_waves(stream);
 }
 
 void StreamService::run_waves(Stream& stream) {
-  bool emitted = false;
-  while (!stream.members.empty() && stream.nonempty == stream.members.size()) {
-    stream.wave.clear();
-    for (auto& queue : stream.queues) {
-      stream.wave.push_back(std::move(queue.front()));
-      queue.pop_front();
-      if (queue.empty()) --stream.nonempty;
-    }
-    emit_wave(stream);
-    emitted = true;
-    prune_departed(stream);
-  }
+  const auto lowest = std::min_element(stream.owes.begin(), stream.owes.end());
+  const std::uint64_t limit = lowest == stream.owes.end() ? ~std::uint64_t{0} : *lowest;
+  while (!stream.open.empty() && stream.open.front().number < limit) close_front_wave(stream);
   if (stream.wave_timer) {
-    // time_out mode: the timer measures from the first packet of the open wave.
-    if (emitted || stream.nonempty == 0) {
+    // The timer measures from the first packet of the oldest open wave.
+    if (stream.open.empty()) {
       stream.timer_armed = false;
       stream.wave_timer->cancel();
+    } else if (!stream.timer_armed) {
+      arm_wave_timer(stream);
     }
-    if (stream.nonempty > 0 && !stream.timer_armed) arm_wave_timer(stream);
   }
+}
+
+void StreamService::close_front_wave(Stream& stream) {
+  OpenWave w = std::move(stream.open.front());
+  stream.open.pop_front();
+  stream.next_close = std::max(stream.next_close, w.number + 1);
+  // In the order of the children, as a wave always was, whatever order they came in.
+  std::stable_sort(w.packets.begin(), w.packets.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  stream.wave.clear();
+  for (auto& [child, packet] : w.packets) stream.wave.push_back(std::move(packet));
+  w.packets.clear();
+  const WaveTag tag{.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut};
+  stream.spare.push_back(std::move(w));
+  emit_wave(stream, tag);
+}
+
+std::chrono::milliseconds StreamService::patience(const Stream& stream) const {
+  // After the tree changed shape, wait-for-all waits at most the suspect threshold
+  // for a straggler (see loosen_waves).
+  return stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout : node_.plan().fault.suspect;
 }
 
 void StreamService::arm_wave_timer(Stream& stream) {
   stream.timer_armed = true;
-  // After the tree changed shape, wait-for-all tolerates stragglers for the suspect
-  // threshold (see loosen_waves).
-  stream.wave_timer->expires_after(stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout
-                                                                          : node_.plan().fault.suspect);
+  stream.wave_timer->expires_at(stream.open.front().first + patience(stream));
   stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
     if (!ec) run_partial_wave(id);
   });
 }
 
-// time_out mode: the time is up for the open wave; filter what has arrived.
+// The time is up for the oldest open wave: it closes with what has come, and so
+// does every later one that has waited as long. The members it waited for skip it:
+// what they send for it later is late.
 void StreamService::run_partial_wave(StreamId id) {
   auto it = streams_.find(id);
   if (it == streams_.end() || !it->second.timer_armed) return;
   Stream& stream = it->second;
   stream.timer_armed = false;
-  // Everything queued has waited at least the time-out: close waves until the
-  // queues are empty, or a backlog left by a failure would drain one wave per
-  // time-out.
-  while (stream.nonempty > 0) {
-    stream.wave.clear();
-    for (auto& queue : stream.queues) {
-      if (queue.empty()) continue;
-      stream.wave.push_back(std::move(queue.front()));
-      queue.pop_front();
-      if (queue.empty()) --stream.nonempty;
+  const auto now = NodeClock::now();
+  while (!stream.open.empty() && stream.open.front().first + patience(stream) <= now) {
+    const std::uint64_t number = stream.open.front().number;
+    for (auto& owes : stream.owes) {
+      if (owes <= number) stream.open.front().cut = true;
+      owes = std::max(owes, number + 1);
     }
-    log().debug("stream {}: wave closed by time-out with {} of {} children", id, stream.wave.size(),
-                stream.members.size());
-    emit_wave(stream);
+    log().debug("stream {}: wave {} closed by time-out with {} back-end(s)", id, number,
+                stream.open.front().held);
+    close_front_wave(stream);
   }
-  prune_departed(stream);
   run_waves(stream);
 }
 
-// Once a child has left or joined, the packets in flight at the moment of the
-// failure (lost, or compensated by filter state) leave the children's packet counts
-// unequal for good, so a wave could wait forever for a packet that will never come.
-// From the first failure or adoption this node hears of, its wait-for-all streams
-// close a wave that has waited longer than the suspect threshold with the packets
-// present. Every node floods the reports, so every node loosens its streams.
+// Once a child has left or joined, a wave may wait for a packet that will never
+// come (a member whose next wave was lost, a restarted back-end that sends nothing
+// yet). From the first failure or adoption this node hears of, its wait-for-all
+// streams close a wave that has waited longer than the suspect threshold with the
+// packets present (the root flags it incomplete). Every node floods the reports,
+// so every node loosens its streams.
 void StreamService::loosen_waves() {
   if (node_.children().empty()) return;
   for (auto& [id, stream] : streams_) {
@@ -521,32 +615,85 @@ void StreamService::loosen_waves() {
   }
 }
 
-void StreamService::emit_wave(Stream& stream) {
+void StreamService::emit_wave(Stream& stream, WaveTag tag) {
   auto& out = stream.output;
   out.clear();
-  if (auto r = stream.filter->execute(stream.wave, out); !r) {
-    report_stream_error(stream.spec.id, r.error());
+  const bool numbered = !tag.state;
+  if (numbered) stream.next_wave = std::max(stream.next_wave, tag.wave + 1);
+  const bool more = tag.more;  // of a don't-wait packet passed on: its sender's flag
+  tag.more = false;
+  tag.empty = false;
+  if (!stream.wave.empty()) {
+    if (auto r = stream.filter->execute(stream.wave, out); !r) {
+      report_stream_error(stream.spec.id, r.error());
+      // The wave goes on without what this node held: the root flags it.
+      out.clear();
+      tag.held = 0;
+      tag.digest = 0;
+      tag.cut = true;
+    }
+  }
+  if (out.empty()) {
+    // Nothing to send, but the parent learns this node's part in the wave.
+    if (numbered && !node_.is_root()) {
+      tag.empty = true;
+      tag.more = more;
+      report_upstream(stream.spec.id, Packet{}, tag);
+    }
     return;
   }
   // An aggregate comes from this node; what `pass` forwards keeps its sender.
   const bool forwarded = stream.spec.upstream_filter == "pass";
-  for (auto& packet : out) {
-    if (!forwarded) packet.set_source(node_.identity().rank);
-    report_upstream(stream.spec.id, packet);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!forwarded) out[i].set_source(node_.identity().rank);
+    tag.more = i + 1 < out.size() || more;
+    report_upstream(stream.spec.id, out[i], tag);
   }
 }
 
-// A lost child leaves the stream: later waves do not wait for it. What it sent
-// before it was lost is not dropped: if packets of it are still queued, it stays a
-// member, departing, for the waves they belong to (it has a packet in each, so no
-// wave waits for it), and leaves once its queue is empty.
-void StreamService::drop_member(Stream& stream, std::size_t child) {
-  if (auto* queue = queue_of(stream, child)) {
-    if (queue->empty()) {
-      remove_member(stream, child);
-    } else if (std::find(stream.departing.begin(), stream.departing.end(), child) == stream.departing.end()) {
-      stream.departing.push_back(child);
+void StreamService::count_late(Stream& stream) {
+  ++stream.late;
+  if (late_armed_) return;
+  late_armed_ = true;
+  late_timer_.expires_after(kLateBatch);
+  late_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) send_late_reports();
+  });
+}
+
+void StreamService::send_late_reports() {
+  late_armed_ = false;
+  const Rank me = node_.identity().rank;
+  for (auto& [sid, stream] : streams_) {
+    const std::uint64_t n = std::exchange(stream.late, 0);
+    if (n == 0) continue;
+    log().info("stream {}: dropped {} packet(s) whose wave had closed", sid, n);
+    if (node_.is_root()) {
+      late_by_rank_[me] += n;
+      continue;
     }
+    core::Outgoing message(node_.identity(), id(), Kind::LATE);
+    auto late = message.init<wire::streams::Late>();
+    late.setStreamId(sid);
+    late.setRank(me);
+    late.setCount(n);
+    node_.send_up(message);
+  }
+}
+
+// A lost child leaves the stream: no wave waits for it any more, and those that
+// waited only for it close now. What it sent before it was lost stays in the
+// waves of its numbers.
+void StreamService::drop_member(Stream& stream, std::size_t child) {
+  if (auto m = member_index(stream, child)) {
+    // A back-end's packets for the open waves it owed are lost for good: those
+    // waves close short, flagged. A commnode's back-ends may still bring theirs
+    // through their adopters; what they do not bring, the root finds missing.
+    if (node_.children()[child].role == Role::backend) {
+      for (auto& w : stream.open) w.cut |= w.number >= stream.owes[*m];
+    }
+    stream.members.erase(stream.members.begin() + *m);
+    stream.owes.erase(stream.owes.begin() + *m);
   }
   auto& waiting = stream.awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
@@ -557,35 +704,16 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
   run_waves(stream);
 }
 
-std::deque<Packet>* StreamService::queue_of(Stream& stream, std::size_t child) {
+std::optional<std::size_t> StreamService::member_index(const Stream& stream, std::size_t child) {
   auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-  return pos == stream.members.end() ? nullptr : &stream.queues[pos - stream.members.begin()];
+  if (pos == stream.members.end()) return std::nullopt;
+  return static_cast<std::size_t>(pos - stream.members.begin());
 }
 
-void StreamService::add_member(Stream& stream, std::size_t child) {
-  std::erase(stream.departing, child);  // back before its old packets were used up
-  if (queue_of(stream, child)) return;
+void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t from) {
+  if (member_index(stream, child)) return;
   stream.members.push_back(child);
-  stream.queues.emplace_back();
-}
-
-void StreamService::remove_member(Stream& stream, std::size_t child) {
-  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-  if (pos == stream.members.end()) return;
-  auto q = stream.queues.begin() + (pos - stream.members.begin());
-  if (!q->empty()) --stream.nonempty;
-  stream.queues.erase(q);
-  stream.members.erase(pos);
-  std::erase(stream.departing, child);
-}
-
-void StreamService::prune_departed(Stream& stream) {
-  std::vector<std::size_t> gone;
-  for (std::size_t child : stream.departing) {
-    const auto* queue = queue_of(stream, child);
-    if (!queue || queue->empty()) gone.push_back(child);
-  }
-  for (std::size_t child : gone) remove_member(stream, child);
+  stream.owes.push_back(std::max(from, stream.next_close));
 }
 
 // ---- point-to-point between back-ends ----
@@ -688,7 +816,7 @@ std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
 
 // A stream of an adopted orphan: join it to the local stream, creating the stream
 // here (and asking upwards) if this node was not on it.
-void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined) {
+void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined, std::uint64_t next_wave) {
   auto it = streams_.find(spec.id);
   if (it == streams_.end()) {
     if (streams_.size() >= kMaxStreams) {
@@ -697,6 +825,8 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
     }
     Stream stream;
     stream.spec = spec;
+    // Its waves start where the orphan's do.
+    stream.next_close = stream.next_wave = next_wave;
     if (node_.is_root()) {
       // A front-end that re-attached: its broadcasts are numbered in a generation
       // above the tree's, which it has not sent.
@@ -712,13 +842,17 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
     it = streams_.emplace(spec.id, std::move(stream)).first;
     if (!node_.is_root()) {
       core::Outgoing join(node_.identity(), id(), Kind::JOIN);
-      write_spec(join.init<wire::streams::StreamCreate>(), spec, joined);
+      write_spec(join.init<wire::streams::StreamCreate>(), spec, joined, next_wave);
       node_.send_up(join);
     }
     log().info("stream {} created here for an adopted orphan", spec.id);
     loosen_waves();
   }
-  add_member(it->second, child);
+  // Its packets join the waves of their numbers here, from the first it sends; an
+  // orphan behind this node's waves adds to those still open.
+  add_member(it->second, child, next_wave);
+  log().info("stream {}: child {} sends from wave {} (waves here close from {})", spec.id,
+             node_.children()[child].rank, next_wave, it->second.next_close);
 }
 
 // A back-end has joined the tree (open attach), or joined it again under its rank:
@@ -735,8 +869,8 @@ void StreamService::take_in(Rank rank) {
     auto at = std::lower_bound(b.begin(), b.end(), rank);
     if (at == b.end() || *at != rank) b.insert(at, rank);
     auto via = live_route(rank);
-    if (!via || queue_of(stream, *via)) continue;
-    add_member(stream, *via);
+    if (!via || member_index(stream, *via)) continue;
+    add_member(stream, *via, stream.next_close);
     if (!stream.awaiting_ack.empty()) stream.awaiting_ack.push_back(*via);  // still being created
     send_create(*via, stream);
     log().info("stream {}: takes in back-end {} (below child {})", sid, rank, node_.children()[*via].rank);
@@ -745,13 +879,13 @@ void StreamService::take_in(Rank rank) {
 
 // A restarted back-end connected again under its rank: it takes part again in every
 // stream here whose communicator names it (it is created at the back-end as at
-// launch). Its first packet joins the wave the others are filling at that moment.
+// launch), from the lowest wave still open here: its first packet bears that number.
 void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   std::vector<StreamId> ids;
   for (auto& [sid, stream] : streams_) {
     const auto& b = stream.spec.backends;
     if (!std::binary_search(b.begin(), b.end(), rank)) continue;
-    add_member(stream, child);
+    add_member(stream, child, stream.next_close);
     ids.push_back(sid);
   }
   std::sort(ids.begin(), ids.end());
@@ -771,8 +905,12 @@ void StreamService::compensate() {
   std::sort(ids.begin(), ids.end());
   for (StreamId sid : ids) {
     Stream& stream = streams_.at(sid);
+    // The first wave the adopter hears of from here: the first sent while orphaned
+    // (held back for it), or the next.
+    const std::uint64_t next = stream.orphaned_at.value_or(stream.next_wave);
+    stream.orphaned_at.reset();
     core::Outgoing join(node_.identity(), id(), Kind::JOIN);
-    write_spec(join.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last);
+    write_spec(join.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last, next);
     node_.send_up(join);
     send_resume(stream);
     if (!stream.filter || !stream.filter->state_recoverable()) {
@@ -787,7 +925,7 @@ void StreamService::compensate() {
     }
     state->set_source(me);
     state->set_contributors(0);  // state, not new input
-    report_upstream(sid, *state);
+    report_upstream(sid, *state, {.state = true});
   }
   std::sort(incomplete_.begin(), incomplete_.end());
   incomplete_.erase(std::unique(incomplete_.begin(), incomplete_.end()), incomplete_.end());
@@ -846,9 +984,34 @@ void StreamService::send_stream_errors() {
   }
 }
 
-void StreamService::report_upstream(StreamId stream, const Packet& packet) {
+bool StreamService::complete(Stream& stream, const WaveTag& tag) {
+  const View* view = view_ ? &view_() : nullptr;
+  const std::uint64_t view_id = view ? view->id : 0;
+  if (stream.expected_view != view_id || stream.expected_size != stream.spec.backends.size()) {
+    stream.expected_view = view_id;
+    stream.expected_size = stream.spec.backends.size();
+    stream.expected_held = 0;
+    stream.expected_digest = 0;
+    for (Rank b : stream.spec.backends) {
+      if (view && !view->contains(b)) continue;
+      ++stream.expected_held;
+      stream.expected_digest += wave_digest(b);
+    }
+  }
+  return !tag.cut && tag.held == stream.expected_held && tag.digest == stream.expected_digest;
+}
+
+void StreamService::report_upstream(StreamId stream, const Packet& packet, const WaveTag& tag) {
   if (node_.is_root()) {
-    if (observer_) observer_->on_upstream(stream, Packet(packet));
+    if (!observer_) return;
+    WaveVerdict verdict;
+    if (!tag.state) {
+      verdict.wave = tag.wave;
+      verdict.holds = tag.held;
+      auto it = streams_.find(stream);
+      verdict.complete = it != streams_.end() && complete(it->second, tag);
+    }
+    observer_->on_upstream(stream, Packet(packet), verdict);
     return;
   }
   if (node_.phase() == core::Phase::orphaned) {
@@ -861,6 +1024,7 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet) {
   auto d = message.init<wire::DataPacket>();
   d.setStreamId(stream);
   core::encode_packet(packet, d);
+  write_tag(d, tag);
   // Refused here, with the filter and the size, not sent for the parent to refuse:
   // that closed the link, and the user saw only a missing result (issue 16).
   if (const auto bytes = capnp::computeSerializedSizeInWords(message.builder()) * sizeof(capnp::word);

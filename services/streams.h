@@ -8,17 +8,29 @@
 // the member children, or to one back-end (point-to-point). Back-ends also send to
 // each other through the nearest common ancestor.
 //
-// On the node's events: a lost child leaves the streams (later waves do not wait
-// for it); once the tree has changed shape, wait-for-all waves tolerate stragglers;
-// after this node is adopted it rejoins its streams at the adopter and sends the
-// state of each state-recoverable filter (state composition); a restarted back-end
-// that rejoins under its rank takes part again in the streams that name it.
+// Waves have identity (docs/fault-tolerance.md, "Waves after a failure"): every
+// back-end numbers its packets on a stream from 0, and a node builds each wave from
+// its children's packets of one number. It knows, for each member child, the lowest
+// wave that child may still send (a child sends its waves in order), and closes a
+// wave once no member can still add to it: a lost child no longer holds a wave
+// open, and an orphan's packets join the waves of their own numbers at its adopter.
+// No filter ever sees a wave mixed from two numbers. The root calls a wave complete
+// when it holds exactly the stream's back-ends in its membership view (by count and
+// by a digest of their ranks), and flags every other one incomplete.
+//
+// On the node's events: a lost child leaves the streams; once the tree has changed
+// shape, wait-for-all waves wait at most the suspect threshold for stragglers;
+// after this node is adopted it rejoins its streams at the adopter, saying which
+// wave it sends next, and sends the state of each state-recoverable filter (state
+// composition, of no wave); a restarted back-end that rejoins under its rank takes
+// part again in the streams that name it, from its parent's current wave.
 #pragma once
 
 #include <boost/asio.hpp>
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +42,7 @@
 
 #include "canopy/packet.h"
 #include "canopy/stream.h"
+#include "canopy/view.h"
 #include "core/failures.h"
 #include "core/node.h"
 #include "filters/filter.h"
@@ -52,6 +65,26 @@ struct StreamSpec : StreamOptions {
 // Reads the sync "filter" parameter: one positive integer, the time-out in ms.
 Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params);
 
+// A packet's place in the waves of its stream (DataPacket.wave, held, digest, state).
+struct WaveTag {
+  std::uint64_t wave = 0;
+  std::uint32_t held = 0;     // back-ends whose packets it holds
+  std::uint64_t digest = 0;   // sum of wave_digest(rank) over them
+  bool state = false;         // filter state after a heal: of no wave
+  bool more = false;          // more packets of this wave follow from the sender
+  bool empty = false;         // no packet: the wave gave no output at the sender
+  bool cut = false;           // closed somewhere without a member that owed it
+};
+// One back-end's share of a wave digest: a 64-bit mix of its rank, so that a wave
+// holding other back-ends than expected, in the same number, is told apart.
+std::uint64_t wave_digest(Rank rank);
+// What the root says of a wave it delivers.
+struct WaveVerdict {
+  std::optional<std::uint64_t> wave;  // none: of no wave (filter state)
+  std::uint32_t holds = 0;
+  bool complete = false;
+};
+
 class StreamService final : public core::Service {
  public:
   class Observer {
@@ -60,13 +93,17 @@ class StreamService final : public core::Service {
     // Root only:
     virtual void on_stream_ack(StreamId stream, const std::string& error) {}
     virtual void on_stream_error(StreamId stream, const std::string& error) {}
-    virtual void on_upstream(StreamId stream, Packet&& packet) {}
+    virtual void on_upstream(StreamId stream, Packet&& packet, const WaveVerdict& wave) {}
     // Leaf only:
     virtual void on_downstream(StreamId stream, Packet&& packet) {}
   };
 
   // `node`, `filters` and `observer` (may be null) are borrowed.
   StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer);
+  // Root: where the membership view comes from, against which waves are judged
+  // complete (Runtime gives its membership service's); without it, a wave is
+  // complete when it holds every back-end of the stream.
+  void set_view_source(std::function<const View&()> view) { view_ = std::move(view); }
 
   core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
   std::string_view name() const override { return "streams"; }
@@ -98,23 +135,52 @@ class StreamService final : public core::Service {
   // lack data (filters that are not state recoverable, or output dropped while
   // orphaned), ascending.
   const std::vector<StreamId>& incomplete_after_adoption() const { return incomplete_; }
+  // Root: packets dropped at each node because their wave had closed there, as
+  // reported so far (NodeStatus::late_packets).
+  const std::map<Rank, std::uint64_t>& late_packets() const { return late_by_rank_; }
 
  private:
+  // A wave being built: the packets of one number that have come so far.
+  struct OpenWave {
+    std::uint64_t number = 0;
+    std::vector<std::pair<std::size_t, Packet>> packets;  // (child index, packet)
+    std::uint32_t held = 0;
+    std::uint64_t digest = 0;
+    bool cut = false;
+    NodeClock::time_point first{};  // when its first packet came
+  };
   struct Stream {
     StreamSpec spec;
     std::vector<std::size_t> members;            // participating children (indexes)
-    std::vector<std::deque<Packet>> queues;      // one per member
-    std::size_t nonempty = 0;                    // members with a queued packet
+    // One per member: the lowest wave it may still send. A wave closes once every
+    // member's is above it.
+    std::vector<std::uint64_t> owes;
+    std::deque<OpenWave> open;                   // ascending wave number
+    std::vector<OpenWave> spare;                 // closed ones, reused: no allocation per wave
+    // Waves below this are closed here (or were never open here).
+    std::uint64_t next_close = 0;
+    // The number of the next wave this node sends up: a back-end's next packet, a
+    // commnode's next aggregate.
+    std::uint64_t next_wave = 0;
+    // Orphaned: the first wave sent up since the parent was lost (what the new
+    // parent is told to expect first).
+    std::optional<std::uint64_t> orphaned_at;
+    std::uint64_t late = 0;                      // dropped since the last report
     std::unique_ptr<filters::Filter> filter;      // upstream
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
-    std::vector<Packet> wave, output;             // reused by run_waves: no allocation per wave
+    std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
-    // Lost members whose packets that arrived before the loss still wait in their
-    // queues: they take part in the waves those packets belong to, then leave.
-    std::vector<std::size_t> departing;
     core::Failures ack_failures;  // of the subtree's acks so far
-    std::unique_ptr<Timer> wave_timer;  // time_out mode: closes a partial wave
+    // time_out mode, and wait-for-all once the tree has changed: closes a wave
+    // that has waited its time with what has come.
+    std::unique_ptr<Timer> wave_timer;
     bool timer_armed = false;
+    // Root: the count and digest of the stream's back-ends in the view, for view
+    // `expected_view` and `expected_size` back-ends in the spec.
+    std::uint64_t expected_view = ~std::uint64_t{0};
+    std::size_t expected_size = 0;
+    std::uint32_t expected_held = 0;
+    std::uint64_t expected_digest = 0;
     // Broadcasts (services/streams_replay.cpp): the last taken from the parent (at
     // the root: the last sent); false until the first is taken at a node that
     // joined the stream for an adopted orphan (it has no earlier one to follow).
@@ -126,8 +192,9 @@ class StreamService final : public core::Service {
     NodeClock::time_point held_since{};
   };
 
-  // `down_from`: the last broadcast before the stream reached this node.
-  void open_stream(const StreamSpec& spec, DownSeq down_from);
+  // `down_from`: the last broadcast before the stream reached this node;
+  // `first_wave`: the wave it starts at.
+  void open_stream(const StreamSpec& spec, DownSeq down_from, std::uint64_t first_wave = 0);
   void on_ack(std::size_t child, wire::streams::StreamAck::Reader ack);
   void deliver_down(wire::DataPacket::Reader packet);
   void forward_down(StreamId stream, const Packet& packet, std::optional<Rank> destination, DownSeq seq = 0);
@@ -148,31 +215,39 @@ class StreamService final : public core::Service {
   void on_resume(wire::streams::Resume::Reader resume);
   void on_replay(wire::streams::Replay::Reader replay);
   static constexpr std::chrono::seconds kHoldLimit{5};
-  void accept_upstream(std::size_t child, StreamId stream, Packet packet);
+  void accept_upstream(std::size_t child, StreamId stream, Packet packet, const WaveTag& tag);
   Result<void> make_filters(Stream& stream);
   // A filter instance's context here and now (its place in the live tree included).
   FilterContext filter_context(const Stream& stream, bool upstream) const;
   // The tree changed: every instance here is told its context again.
   void refresh_contexts();
+  // Closes, in order, every open wave no member can still add to, and (re)arms the
+  // wave timer.
   void run_waves(Stream& stream);
+  // The timer: every open wave that has waited its time closes with what it has;
+  // the members it waited for skip it.
   void run_partial_wave(StreamId id);
   void arm_wave_timer(Stream& stream);
-  void emit_wave(Stream& stream);
+  std::chrono::milliseconds patience(const Stream& stream) const;
+  void close_front_wave(Stream& stream);
+  // Filters `stream.wave` and sends what comes out up, as wave `tag`.
+  void emit_wave(Stream& stream, WaveTag tag);
   void loosen_waves();
+  void count_late(Stream& stream);
+  void send_late_reports();
+  static constexpr std::chrono::milliseconds kLateBatch{50};
   void route_point_to_point(wire::DataPacket::Reader packet);
-  void join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined);
+  void join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined, std::uint64_t next_wave);
   void rejoin_streams(std::size_t child, Rank rank);
   // Back-end `rank` joined the tree (or joined it again): the streams that take in
   // joiners take it in.
   void take_in(Rank rank);
-  // The queue of member `child`, or null if it is not a member.
-  static std::deque<Packet>* queue_of(Stream& stream, std::size_t child);
-  // `child` takes part (again) in the stream's waves: added if absent, no longer
-  // departing.
-  static void add_member(Stream& stream, std::size_t child);
+  // Member `child`'s position in `members` and `owes`, or null if it is not one.
+  static std::optional<std::size_t> member_index(const Stream& stream, std::size_t child);
+  // `child` takes part (again) in the stream's waves, from wave `from` (or the
+  // first still open here, if later); a member already keeps its place.
+  static void add_member(Stream& stream, std::size_t child, std::uint64_t from);
   void drop_member(Stream& stream, std::size_t child);
-  static void remove_member(Stream& stream, std::size_t child);
-  static void prune_departed(Stream& stream);
   void compensate();
 
   void send_create(std::size_t child, const Stream& stream);
@@ -210,7 +285,9 @@ class StreamService final : public core::Service {
   void hold_stream_errors(StreamId stream, const core::Failures& failures);
   void send_stream_errors();
   static constexpr std::chrono::milliseconds kErrorBatch{50};
-  void report_upstream(StreamId stream, const Packet& packet);
+  void report_upstream(StreamId stream, const Packet& packet, const WaveTag& tag);
+  // Root: whether wave `tag` holds exactly the stream's back-ends in the view.
+  bool complete(Stream& stream, const WaveTag& tag);
 
   core::Node& node_;
   filters::FilterRegistry& filters_;
@@ -226,6 +303,10 @@ class StreamService final : public core::Service {
   bool hold_armed_ = false;
   std::map<StreamId, Healing> healing_;  // root: creations waiting for the tree to heal
   Timer heal_timer_;
+  std::function<const View&()> view_;    // root: the membership view
+  std::map<Rank, std::uint64_t> late_by_rank_;  // root: late packets dropped, by node
+  Timer late_timer_;
+  bool late_armed_ = false;
 };
 
 }  // namespace canopy::services

@@ -45,12 +45,12 @@ void StreamService::creation_acked(Stream& stream) {
 
 void StreamService::reopen(Stream& stream) {
   for (Rank b : stream.spec.backends) {
-    if (auto via = live_route(b)) add_member(stream, *via);
+    if (auto via = live_route(b)) add_member(stream, *via, stream.next_close);
   }
   stream.ack_failures = {};
   stream.awaiting_ack.clear();
   for (std::size_t i : stream.members) {
-    if (!node_.children()[i].link) continue;  // departing: lost, its last packets queued
+    if (!node_.children()[i].link) continue;
     stream.awaiting_ack.push_back(i);
     send_create(i, stream);
   }

@@ -117,6 +117,49 @@ bool matches(const canopy::Value& got, const canopy::Value& want) {
   return got == want;
 }
 
+// Whether `got` can be the demo's aggregate of wave `wave` over some `holds` of
+// `backends` (an incomplete wave: which ones is not known): a value of one wave
+// number, never two mixed. Filters that are not checked pass.
+bool of_one_wave(const std::string& filter, std::int32_t wave, std::uint32_t holds, const canopy::Value& got,
+                 const std::vector<canopy::Rank>& backends) {
+  if (holds == 0 || holds > backends.size()) return false;
+  auto value_of = [&](std::size_t i) { return static_cast<double>(canopy::demo::demo_value(wave, backends[i])); };
+  // The least and the most that `holds` of them can add up to (backends ascending).
+  double least = 0, most = 0;
+  for (std::size_t i = 0; i < holds; ++i) least += value_of(i), most += value_of(backends.size() - 1 - i);
+  auto number = [](const canopy::Value& v) -> std::optional<double> {
+    if (auto* i = std::get_if<std::int32_t>(&v)) return *i;
+    if (auto* d = std::get_if<double>(&v)) return *d;
+    return std::nullopt;
+  };
+  auto within = [](double x, double lo, double hi) { return x >= lo - 1e-6 && x <= hi + 1e-6; };
+  if (filter == "sum") {
+    auto x = number(got);
+    return x && within(*x, least, most);
+  }
+  if (filter == "avg") {
+    auto x = number(got);
+    return x && within(*x * holds, least, most);
+  }
+  if (filter == "min" || filter == "max") {
+    auto x = number(got);
+    return x && within(*x, value_of(0), value_of(backends.size() - 1));
+  }
+  if (filter == "concat" || filter == "union") {
+    auto* xs = std::get_if<std::vector<std::int32_t>>(&got);
+    if (!xs || xs->size() != holds) return false;
+    std::set<std::int32_t> seen;
+    for (auto x : *xs) {
+      const auto r = static_cast<canopy::Rank>(x - wave * 1000);
+      if (x - wave * 1000 < 0 || !std::binary_search(backends.begin(), backends.end(), r) || !seen.insert(x).second) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return true;
+}
+
 // The topology of a run. In attach mode (docs/attach.md) the leaves of a topology in
 // MRNet's format are commnodes, as MRNet means them there, and --backends N says how
 // many back-ends will attach below them; --backends turns a --tree's leaves into
@@ -289,13 +332,17 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   if (auto r = net.broadcast(*stream, *start); !r) return fail(r.error());
 
   auto run_start = Clock::now();
-  int received = 0;
+  int received = 0;  // results, of any wave
   int mismatches = 0;
   std::string first_mismatch;
-  // Each result covers the back-ends of the membership view it arrived in: once a
-  // back-end fails, the waves go on without it (docs/membership.md). The members of
-  // every view seen, from the view events and, for a view whose event has not come
-  // yet (it comes once the view is stable), from Network::view().
+  // Waves have identity (docs/fault-tolerance.md, "Waves after a failure"): each
+  // result says which wave it is, how many back-ends it holds, and whether it holds
+  // every back-end of the stream in the membership view it came in. A complete
+  // wave is checked exactly over those back-ends; an incomplete one (packets lost in
+  // a failure) is listed, and checked to be of its one wave over as many back-ends
+  // as it says.
+  std::vector<std::uint64_t> incomplete;
+  std::optional<std::uint64_t> last_wave;
   std::map<std::uint64_t, std::vector<canopy::Rank>> members_of_view;
   if (!attach) members_of_view[0] = backends;
   auto members_of = [&](std::uint64_t id) -> const std::vector<canopy::Rank>* {
@@ -312,7 +359,11 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
       if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
     }
   };
-  while (received < opt.waves) {
+  auto mismatch = [&](const std::string& what) {
+    if (mismatches++ == 0) first_mismatch = what;
+  };
+  const std::uint64_t final_wave = static_cast<std::uint64_t>(std::max(opt.waves, 1) - 1);
+  while (!last_wave || *last_wave < final_wave) {
     if (g_signal) {
       handle_events();
       return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
@@ -326,54 +377,77 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     if (!in) return fail(in.error());
     if (!*in) {
       if (Clock::now() - run_start > quiet_limit + std::chrono::milliseconds(opt.interval_ms) * received) {
-        return fail("no result for wave " + std::to_string(received) + " within " +
+        return fail("no result for wave " + std::to_string(last_wave ? *last_wave + 1 : 0) + " within " +
                     std::to_string(quiet_limit.count()) + " ms");
       }
       continue;
     }
-    const auto& packet = (*in)->packet;
-    status.count((*in)->stream);
-    int wave = received++;
-    const auto* members = members_of((*in)->view);
-    if (demo && members) {
-      auto want = expected_value(opt.filter, wave, *members);
-      bool ok = want && packet.size() == 1 && matches(packet[0], *want);
-      // A wave that the members of the previous view completed may still be closing
-      // at the front-end when the new view comes in: it is stamped with the new one.
-      const auto* before = (*in)->view > 0 ? members_of((*in)->view - 1) : nullptr;
-      if (!ok && before && packet.size() == 1) {
-        if (auto earlier = expected_value(opt.filter, wave, *before)) ok = matches(packet[0], *earlier);
+    const auto& result = **in;
+    const auto& packet = result.packet;
+    status.count(result.stream);
+    ++received;
+    if (!result.wave) continue;  // of no wave: the demo's filters keep no state
+    const std::uint64_t wave = *result.wave;
+    last_wave = std::max(last_wave.value_or(0), wave);
+    if (!result.complete) incomplete.push_back(wave);
+    const auto* members = members_of(result.view);
+    std::vector<canopy::Rank> held;  // the back-ends a complete wave holds
+    if (members) {
+      std::set_intersection(backends.begin(), backends.end(), members->begin(), members->end(),
+                            std::back_inserter(held));
+    }
+    const auto w = static_cast<std::int32_t>(wave);
+    if (demo && result.complete && members) {
+      auto want = expected_value(opt.filter, w, held);
+      if (!want || packet.size() != 1 || !matches(packet[0], *want) || result.holds != held.size()) {
+        mismatch("wave " + std::to_string(wave) + ": got " +
+                 (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) + " over " +
+                 std::to_string(result.holds) + " back-ends" +
+                 (want ? ", expected " + canopy::to_string(*want) + " over " + std::to_string(held.size()) : ""));
       }
-      if (!ok && mismatches++ == 0) {
-        first_mismatch = "wave " + std::to_string(wave) + ": got " +
-                         (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) +
-                         (want ? ", expected " + canopy::to_string(*want) : std::string());
-      }
+    } else if (demo && (packet.size() != 1 || !of_one_wave(opt.filter, w, result.holds, packet[0], backends))) {
+      mismatch("wave " + std::to_string(wave) + ": got " +
+               (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) +
+               ", which is not of that wave's values over " + std::to_string(result.holds) + " back-ends");
     }
     if (jsonl) {
       std::string values;
       for (const auto& v : packet.values()) values += (values.empty() ? "" : ",") + canopy::to_json(v);
-      std::printf("{\"stream\":%u,\"wave\":%d,\"values\":[%s]}\n", (*in)->stream, wave, values.c_str());
+      std::printf("{\"stream\":%u,\"wave\":%llu,\"values\":[%s],\"contributors\":%u,\"complete\":%s}\n",
+                  result.stream, static_cast<unsigned long long>(wave), values.c_str(), result.holds,
+                  result.complete ? "true" : "false");
     } else {
       std::string values;
       for (const auto& v : packet.values()) values += (values.empty() ? "" : " ") + canopy::to_string(v);
-      std::printf("wave %d: %s (%s)\n", wave, values.c_str(), count(packet.contributors(), "back-end").c_str());
+      std::printf("wave %llu: %s (%s)\n", static_cast<unsigned long long>(wave), values.c_str(),
+                  result.complete ? count(result.holds, "back-end").c_str()
+                                  : (std::to_string(result.holds) + " of " + std::to_string(held.size()) +
+                                     " back-ends; incomplete")
+                                        .c_str());
     }
     std::fflush(stdout);
   }
   double run_seconds = seconds_since(run_start);
   handle_events();  // heard after the last wave, before the tree stops
+  std::uint64_t late = 0;
+  for (const auto& n : net.status()) late += n.late_packets;
   auto stopped = net.shutdown();
   std::string check = !demo ? "skipped" : mismatches ? "failed" : "ok";
+  std::string listed;
+  for (auto w : incomplete) listed += (listed.empty() ? "" : ",") + std::to_string(w);
   if (jsonl) {
     std::printf(
         "{\"summary\":{\"waves\":%d,\"backends\":%zu,\"processes\":%zu,\"filter\":%s,\"launch_seconds\":%.6f,"
-        "\"run_seconds\":%.6f,\"check\":\"%s\"}}\n",
+        "\"run_seconds\":%.6f,\"check\":\"%s\",\"incomplete_waves\":[%s],\"late_packets\":%llu}}\n",
         received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
-        check.c_str());
+        check.c_str(), listed.c_str(), static_cast<unsigned long long>(late));
   } else {
-    std::printf("%s of %s over %s in %.3f s; check: %s\n", count(static_cast<std::size_t>(received), "wave").c_str(), opt.filter.c_str(),
-                count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
+    std::printf("%s of %s over %s in %.3f s; check: %s", count(static_cast<std::size_t>(received), "wave").c_str(),
+                opt.filter.c_str(), count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
+    if (!incomplete.empty()) {
+      std::printf("; %zu incomplete (lost in failures): %s", incomplete.size(), listed.c_str());
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
   if (mismatches) return fail(std::to_string(mismatches) + " waves did not match the demo workload; first: " + first_mismatch);

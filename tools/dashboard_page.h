@@ -71,6 +71,7 @@ function nodeItem(n, byRank, drawn) {
   label.appendChild(el("span", "badge state", n.state));
   if (n.incarnation > 0) label.appendChild(el("span", "badge adopted", "adopted, incarnation " + n.incarnation));
   if (n.role === "backend" && n.member === false) label.appendChild(el("span", "badge", "not in the view (epoch " + n.epoch + ")"));
+  if (n.late_packets) label.appendChild(el("span", "badge", n.late_packets + " late packet(s) dropped"));
   if (n.link) label.appendChild(el("span", "link", n.link + " link" + (n.nics ? ", NICs " + n.nics : "")));
   li.appendChild(label);
   const kids = (n.children || []).map(r => byRank.get(r)).filter(c => c && !drawn.has(c.rank));

@@ -103,6 +103,7 @@ void StatusWriter::update(Network& net) {
       json += std::string(",\"member\":") + (n.member ? "true" : "false") + ",\"epoch\":" + std::to_string(n.epoch) +
               ",\"stale_dropped\":" + std::to_string(n.stale_dropped);
     }
+    if (n.late_packets) json += ",\"late_packets\":" + std::to_string(n.late_packets);
     json += "}";
   }
   const auto view = net.view();
@@ -230,6 +231,7 @@ Result<Frame> render(const std::string& path) {
     bool member = true;  // back-ends; status files of older versions say nothing
     std::uint32_t epoch = 0;
     std::uint64_t stale_dropped = 0;
+    std::uint64_t late_packets = 0;
   };
   std::map<Rank, Entry> nodes;
   std::vector<Rank> order;
@@ -248,6 +250,7 @@ Result<Frame> render(const std::string& path) {
       if (n["member"]) e.member = n["member"].as<bool>();
       if (n["epoch"]) e.epoch = n["epoch"].as<std::uint32_t>();
       if (n["stale_dropped"]) e.stale_dropped = n["stale_dropped"].as<std::uint64_t>();
+      if (n["late_packets"]) e.late_packets = n["late_packets"].as<std::uint64_t>();
       auto rank = n["rank"].as<Rank>();
       order.push_back(rank);
       nodes.emplace(rank, std::move(e));
@@ -276,6 +279,7 @@ Result<Frame> render(const std::string& path) {
     if (e.incarnation) out << " (adopted, incarnation " << e.incarnation << ")";
     if (e.role == "backend" && !e.member) out << ", not a member of the view (epoch " << e.epoch << ")";
     if (e.stale_dropped) out << ", " << e.stale_dropped << " stale message(s) kept out";
+    if (e.late_packets) out << ", " << e.late_packets << " late packet(s) dropped (their wave had closed)";
     out << "\n";
     std::string below = prefix + (root ? "" : last ? "   " : "|  ");
     for (std::size_t i = 0; i < e.children.size(); ++i) print(e.children[i], below, i + 1 == e.children.size(), false);

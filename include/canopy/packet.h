@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -118,9 +119,21 @@ struct Received {
   StreamId stream = 0;
   Packet packet;
   // The membership view (docs/membership.md) the receiving process held when the
-  // packet reached it. At the front-end an aggregate covers that view's members,
-  // plus what a back-end that left in it had sent before it failed.
+  // packet reached it.
   std::uint64_t view = 0;
+  // Upstream, at the front-end (docs/fault-tolerance.md, "Waves after a failure"):
+  // the wave this result closes, numbered on its stream by the back-ends from 0 (one
+  // per packet each sends on it); none for a packet of no wave (point-to-point, or
+  // the filter state an adopted orphan gives its new parent).
+  std::optional<std::uint64_t> wave;
+  // How many back-ends the wave holds, each once (whatever the filter set as the
+  // packet's contributors).
+  std::uint32_t holds = 0;
+  // Whether the wave holds exactly the back-ends of the stream that are members of
+  // view `view`: then it is exact over all of them. An incomplete wave is exact over
+  // the `holds` back-ends it holds, and lacks others (packets lost in a failure,
+  // closed by a time-out, or don't-wait's one packet at a time).
+  bool complete = false;
 };
 
 // How a node groups its children's packets into waves for the upstream filter.

@@ -43,6 +43,10 @@ struct NodeStatus {
   bool member = false;
   std::uint32_t epoch = 0;
   std::uint64_t stale_dropped = 0;
+  // Front-end only: packets of a stream this process dropped because their wave had
+  // already closed there (a time-out, or a wave closed without a member after a
+  // failure), as reported so far (docs/fault-tolerance.md, "Waves after a failure").
+  std::uint64_t late_packets = 0;
 };
 
 }  // namespace canopy

@@ -48,6 +48,17 @@ class Packet {
   // A packing error (an unknown directive, a NULL %s): the packet carries nothing.
   bool has_Error() const;
 
+  // Canopy's extension, not in MRNet (docs/mrnet.md, "Waves after a failure"): at
+  // the front-end, whether the packet is of a wave that holds every back-end of its
+  // stream. A wave that lost back-ends' packets in a failure is delivered as MRNet
+  // delivers one, aggregated over those it holds, and says so here: false, with
+  // get_WaveBackends() of them. True for a packet of no wave (sent down, or to a
+  // back-end). get_Wave() is the wave's number on its stream (each back-end's n-th
+  // packet on it is in wave n-1), or -1 for a packet of no wave.
+  bool is_CompleteWave() const;
+  long long get_Wave() const;
+  unsigned int get_WaveBackends() const;
+
   // Identity, as in MRNet.
   bool operator==(const Packet& other) const { return this == &other; }
   bool operator!=(const Packet& other) const { return this != &other; }

@@ -333,8 +333,7 @@ TEST(Orphans, AnOrphanHoldsBackOutputOfANonRecoverableStreamAndSendsItOnceAdopte
 
 // The front-end adopts when it is the only candidate (b:1x2: one commnode). Its
 // filter of a non-recoverable stream gets no state, and each orphan's report names
-// the stream: the front-end library turns that into receive() errors
-// (tests/integration/recovery_claims_test.cpp).
+// the stream (what the failure cost it, each wave tells: tests/node/waves_test.cpp).
 TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
   TreeHarness tree("b:1x2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());

@@ -166,11 +166,13 @@ void TreeHarness::reattach_frontend(Rank acceptor) {
                            [heard](Result<void> done) { heard->reattached = done ? "" : done.error(); });
 }
 
-StreamId TreeHarness::open_stream(const std::string& filter) {
+StreamId TreeHarness::open_stream(const std::string& filter, SyncMode sync, std::chrono::milliseconds timeout) {
   services::StreamSpec spec;
   spec.id = next_stream_++;
   spec.backends = topology_.backends();
   spec.upstream_filter = filter;
+  spec.sync = sync;
+  spec.sync_timeout = timeout;
   runtime(root()).streams.create_stream(spec);
   EXPECT_TRUE(run_until([&] { return heard(root()).acks.count(spec.id) != 0; }, std::chrono::seconds(5)));
   EXPECT_EQ(heard(root()).acks[spec.id], "");
