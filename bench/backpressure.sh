@@ -65,8 +65,8 @@ for bytes in $sizes; do
   # The tree is up once the front-end says so.
   for _ in $(seq 1 300); do grep -q "flooding" "$out/flood-$bytes.log" 2>/dev/null && break; sleep 0.1; done
   grep -q "flooding" "$out/flood-$bytes.log" || { echo "bench/backpressure.sh: the tree did not come up: $out/flood-$bytes.log" >&2; exit 1; }
-  commnode=$(pgrep -g "$group" -x canopy-commnode | head -n 1)
-  backend=$(pgrep -g "$group" -f -- "--backend $bytes" | head -n 1)
+  commnode=$(pgrep -s "$group" -x canopy-commnode | head -n 1)
+  backend=$(pgrep -s "$group" -f -- "--backend $bytes" | head -n 1)
   start=$(now_ms)
   echo "time_s,commnode_rss_mib,backend_rss_mib" > "$out/rss-$bytes.csv"
   state=running
@@ -82,7 +82,7 @@ for bytes in $sizes; do
   kill -CONT "$group" 2>/dev/null || true
   status=0
   wait "$group" || status=$?
-  left=$(pgrep -g "$group" | wc -l || true)
+  left=$(pgrep -s "$group" | wc -l || true)
   end_group
   [ "$status" = 0 ] || { echo "bench/backpressure.sh: canopy-flood exited $status (see $out/flood-$bytes.log)" >&2; exit 1; }
   [ "$left" = 0 ] || { echo "bench/backpressure.sh: $left processes left after canopy-flood" >&2; exit 1; }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Chaos soak (docs/benchmarks.md, "Chaos soak"; issue 16): the union workload on
+# Chaos soak (docs/benchmarks.md, "Chaos soak"; issues 16 and 44): the union workload,
+# with a sum stream beside it (--sum-stream: every complete wave checked exact), on
 # b:8^2 while a random commnode is SIGKILLed, or SIGSTOPped for 0.5 to 7 s, every 1 to
 # 3 s, for the whole run; once per seed. The stops straddle --lost (default 5000 ms):
 # a stop just below it must not cost anything, one just above it makes a zombie
 # parent whose children were re-adopted meanwhile (docs/fault-tolerance.md). Each run
 # must end with exit status 0, a complete union (canopy run checks it against every
-# back-end's record: docs/demo.md) and no process left.
+# back-end's record: docs/demo.md), no wrong wave of the sum, and no process left.
 #
 #   bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--quick]
 #       default /tmp/canopy-chaos-YYYYmmdd-HHMMSS, N = 10, S = 60, SPEC = b:8^2,
@@ -13,7 +14,9 @@
 #
 #   OUTPUT_DIR/runs.csv     seed, kills, stops, stops at or over --lost, exit status,
 #                           union check (ok/failed/none), missing, extra, processes
-#                           left after the run, seconds
+#                           left after the run, seconds, the sum's complete, incomplete
+#                           and wrong waves
+#   OUTPUT_DIR/waves.png    the sum's incomplete waves per fault, by seed
 #   OUTPUT_DIR/faults.csv   seed, time (s), commnode pid, kill or stop, stop length (ms)
 #   OUTPUT_DIR/seed-K.*     canopy run's jsonl output (.jsonl), its stderr (.log),
 #                           the records (.record/)
@@ -57,7 +60,7 @@ out=$(cd "$out" && pwd)
 own_group_trap
 
 
-echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds" > "$out/runs.csv"
+echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds,sum_complete,sum_incomplete,sum_wrong" > "$out/runs.csv"
 echo "seed,time_s,pid,fault,stop_ms" > "$out/faults.csv"
 for seed in $(seq 1 "$seeds"); do
   RANDOM=$seed
@@ -65,7 +68,7 @@ for seed in $(seq 1 "$seeds"); do
   rm -rf "$record"
   start=$(now_ms)
   setsid "$canopy" run --tree "$tree" --workload union --duration "$seconds" --record "$record" \
-    --lost "$lost" --format jsonl > "$out/seed-$seed.jsonl" 2> "$out/seed-$seed.log" &
+    --lost "$lost" --sum-stream --format jsonl > "$out/seed-$seed.jsonl" 2> "$out/seed-$seed.log" &
   group=$!
   kills=0 stops=0 over=0
   sleep 2  # the tree is up
@@ -82,7 +85,7 @@ for seed in $(seq 1 "$seeds"); do
     if [ "$now" -ge "$next_fault" ]; then
       # A commnode of this run that is running (not one stopped already).
       victims=()
-      for pid in $(pgrep -g "$group" -x canopy-commnode || true); do
+      for pid in $(pgrep -s "$group" -x canopy-commnode || true); do
         [ -z "${resume[$pid]:-}" ] && victims+=("$pid")
       done
       if [ ${#victims[@]} -gt 0 ]; then
@@ -126,26 +129,30 @@ for seed in $(seq 1 "$seeds"); do
   sleep 1  # what the tree does after its front-end exited
   # Live processes of the run (a zombie has exited; whether it is reaped is up to
   # whoever inherited it, here or init).
-  left_list=$(ps -e -o pid=,pgid=,stat=,comm= | awk -v g="$group" '$2 == g && $3 !~ /^Z/ { print $1 " " $4 }')
+  left_list=$(ps -e -o pid=,sid=,stat=,comm= | awk -v g="$group" '$2 == g && $3 !~ /^Z/ { print $1 " " $4 }')
   left=$(grep -c . <<<"$left_list" || true)
   [ "$left" -gt 0 ] && echo "seed $seed: processes left: $(tr '\n' ';' <<<"$left_list")" >&2
-  kill -KILL -- "-$group" 2>/dev/null || true
+  kill_session "$group"
   group=""
   secs=$(awk -v a="$start" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
   summary=$(grep '"summary"' "$out/seed-$seed.jsonl" | tail -n 1 || true)
   check=$(sed -n 's/.*"check":"\([a-z]*\)".*/\1/p' <<<"$summary")
   missing=$(sed -n 's/.*"missing":\([0-9]*\).*/\1/p' <<<"$summary")
   extra=$(sed -n 's/.*"extra":\([0-9]*\).*/\1/p' <<<"$summary")
-  echo "$seed,$kills,$stops,$over,$status,${check:-none},${missing:-},${extra:-},$left,$secs" >> "$out/runs.csv"
-  echo "seed $seed/$seeds: $kills kills, $stops stops ($over at or over --lost): exit $status, check ${check:-none}, $left left, $secs s" >&2
+  sum_complete=$(sed -n 's/.*"sum":{"complete_waves":\([0-9]*\).*/\1/p' <<<"$summary")
+  sum_incomplete=$(sed -n 's/.*"sum":{[^}]*"incomplete_waves":\[\([0-9,]*\)\].*/\1/p' <<<"$summary" | tr ',' '\n' | grep -c . || true)
+  sum_wrong=$(sed -n 's/.*"wrong_waves":\([0-9]*\).*/\1/p' <<<"$summary")
+  echo "$seed,$kills,$stops,$over,$status,${check:-none},${missing:-},${extra:-},$left,$secs,${sum_complete:-},${sum_incomplete:-},${sum_wrong:-}" >> "$out/runs.csv"
+  echo "seed $seed/$seeds: $kills kills, $stops stops ($over at or over --lost): exit $status, check ${check:-none}, $left left, $secs s; sum: ${sum_complete:-?} complete, ${sum_incomplete:-?} incomplete, ${sum_wrong:-?} wrong waves" >&2
 done
 
 awk -F, -v tree="$tree" -v secs="$seconds" -v lost="$lost" '
-  NR > 1 { runs++; ok = ($5 == 0 && $6 == "ok" && $9 == 0); if (ok) passed++; else bad = bad " " $1
-           kills += $2; stops += $3; over += $4 }
+  NR > 1 { runs++; ok = ($5 == 0 && $6 == "ok" && $9 == 0 && $13 == "0"); if (ok) passed++; else bad = bad " " $1
+           kills += $2; stops += $3; over += $4; complete += $11; incomplete += $12; wrong += $13 }
   END {
-    printf "%s, union workload for %d s, --lost %d ms: %d of %d runs passed (exit 0, union complete, nothing left)\n", tree, secs, lost, passed, runs
+    printf "%s, union workload for %d s, --lost %d ms: %d of %d runs passed (exit 0, union complete, no wrong wave, nothing left)\n", tree, secs, lost, passed, runs
     printf "faults: %d SIGKILLs, %d SIGSTOPs (%d at or over --lost)\n", kills, stops, over
+    printf "sum beside the union: %d complete waves, %d incomplete (%.1f per fault), %d wrong\n", complete, incomplete, (kills + stops) ? incomplete / (kills + stops) : 0, wrong
     if (bad != "") printf "failed seeds:%s\n", bad
   }' "$out/runs.csv" > "$out/summary.txt"
 cat "$out/summary.txt"
@@ -169,7 +176,24 @@ set boxwidth 0.6
 plot "$out/runs.csv" using 1:(\$2 + \$3) skip 1 with boxes lc rgb "#8e44ad" title "SIGSTOP >= --lost", \
      "" using 1:(\$2 + \$3 - \$4) skip 1 with boxes lc rgb "#2980b9" title "SIGSTOP < --lost", \
      "" using 1:2 skip 1 with boxes lc rgb "#c0392b" title "SIGKILL", \
-     "" using 1:(\$2 + \$3 + 1):((\$5 == 0 && stringcolumn(6) eq "ok" && \$9 == 0) ? "passed" : "FAILED") skip 1 with labels notitle
+     "" using 1:(\$2 + \$3 + 1):((\$5 == 0 && stringcolumn(6) eq "ok" && \$9 == 0 && \$13 == 0) ? "passed" : "FAILED") skip 1 with labels notitle
 PLOT
-echo "figure: $out/chaos.png" >&2
-awk -F, 'NR > 1 && !($5 == 0 && $6 == "ok" && $9 == 0) { bad = 1 } END { exit bad }' "$out/runs.csv"
+gnuplot <<PLOT
+set terminal pngcairo size 1100,520 font "sans,11"
+set output "$out/waves.png"
+set datafile separator ","
+set title "Sum beside the union, $tree, $seconds s at 10 waves/s: waves flagged incomplete per fault, and wrong waves" noenhanced
+set xlabel "seed"
+set ylabel "incomplete waves per fault (kill or stop)"
+set xrange [0.5:$seeds.5]
+set xtics 1
+set yrange [0:*]
+set offsets 0, 0, graph 0.15, 0
+set grid ytics
+set style fill solid 0.7 border -1
+set boxwidth 0.6
+plot "$out/runs.csv" using 1:((\$2 + \$3) > 0 ? \$12 / (\$2 + \$3) : 0) skip 1 with boxes lc rgb "#2980b9" title "incomplete waves per fault", \
+     "" using 1:(((\$2 + \$3) > 0 ? \$12 / (\$2 + \$3) : 0)):(sprintf("%d of %d flagged, %d wrong", \$12, \$11 + \$12, \$13)) skip 1 with labels offset 0,1 notitle
+PLOT
+echo "figures: $out/chaos.png, $out/waves.png" >&2
+awk -F, 'NR > 1 && !($5 == 0 && $6 == "ok" && $9 == 0 && $13 == "0") { bad = 1 } END { exit bad }' "$out/runs.csv"

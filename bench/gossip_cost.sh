@@ -53,7 +53,7 @@ setsid timeout -s KILL "$limit" "$bench" cost --out "$out" --topology "$topology
 group=$!
 status=0
 wait "$group" || status=$?
-if pgrep -g "$group" >/dev/null 2>&1; then
+if pgrep -s "$group" >/dev/null 2>&1; then
   echo "processes left in group $group: killing them" >&2
   kill -KILL -- "-$group" 2>/dev/null || true
 fi

@@ -112,7 +112,7 @@ for i in 0 1; do
   st=0
   wait "${pids[$i]}" || st=$?
   echo "${names[$i]} tree: exit status $st (0: nobody declared failed; 1: someone was, or the run failed)" >> "$out/status.txt"
-  if pgrep -g "${pids[$i]}" >/dev/null 2>&1; then
+  if pgrep -s "${pids[$i]}" >/dev/null 2>&1; then
     echo "processes left in group ${pids[$i]}: killing them" | tee -a "$out/status.txt" >&2
     kill -CONT -- "-${pids[$i]}" 2>/dev/null || true
     kill -KILL -- "-${pids[$i]}" 2>/dev/null || true

@@ -29,8 +29,7 @@ run_bounded() {
   while kill -0 "$pid" 2>/dev/null; do
     if [ "$waited" -ge $((limit * 10)) ]; then
       echo "run over ${limit} s, killed: $*" >&2
-      kill -CONT -- "-$pid" 2>/dev/null || true
-      kill -KILL -- "-$pid" 2>/dev/null || true
+      kill_session "$pid"
       break
     fi
     sleep 0.1
@@ -38,15 +37,26 @@ run_bounded() {
   done
   local status=0
   wait "$pid" || status=$?
-  if pgrep -g "$pid" >/dev/null 2>&1; then
-    echo "processes left in group $pid after: $* -- killing them" >&2
-    pgrep -a -g "$pid" >&2 || true
-    kill -CONT -- "-$pid" 2>/dev/null || true
-    kill -KILL -- "-$pid" 2>/dev/null || true
+  if [ -n "$(session_pids "$pid")" ]; then
+    echo "processes left in session $pid after: $* -- killing them" >&2
+    ps -o pid=,comm= -p "$(session_pids "$pid" | paste -sd,)" >&2 || true
+    kill_session "$pid"
     status=1
   fi
   [ "$status" -eq 0 ] || echo "exit status $status: $* (see $log.log)" >&2
   return 0
+}
+
+# A run is started with setsid: its session holds every process of its tree, each
+# child in a process group of its own (core/process.cpp), so runs are found and
+# ended by session, not by process group (which held only the front-end since
+# 2026-11-25, and left chaos.sh injecting no fault at all).
+# session_pids SID: the live processes of session SID (zombies have exited), a line each.
+session_pids() { ps -e -o pid=,sid=,stat= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ { print $1 }'; }
+# kill_session SID: continues and kills every process of session SID.
+kill_session() {
+  pkill -CONT -s "$1" 2>/dev/null || true
+  pkill -KILL -s "$1" 2>/dev/null || true
 }
 
 # now_ms: milliseconds since the epoch.
@@ -59,8 +69,7 @@ now_ms() { date +%s%3N; }
 group=""
 end_group() {
   [ -n "$group" ] || return 0
-  kill -CONT -- "-$group" 2>/dev/null || true
-  kill -KILL -- "-$group" 2>/dev/null || true
+  kill_session "$group"
   wait "$group" 2>/dev/null || true
   group=""
 }

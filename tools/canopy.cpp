@@ -31,6 +31,7 @@
 #include "canopy/slurm.h"
 #include "canopy/topology.h"
 #include "canopy.capnp.h"
+#include "demo_check.h"
 #include "demo_protocol.h"
 #include "programs.h"
 #include "cli_checks.h"
@@ -63,6 +64,7 @@ struct RunOptions {
   int rate_hz = 10;
   double duration_s = 10;
   std::string record_dir;
+  bool sum_stream = false;  // union workload: a sum stream beside it, every wave checked
   canopy::FaultToleranceOptions fault;
   // The --gossip options given, each over the topology's gossip: settings.
   struct {
@@ -81,84 +83,6 @@ struct RunOptions {
 };
 
 const std::vector<std::string> kBuiltinFilters{"sum", "min", "max", "avg", "concat", "union"};
-
-// The demo workload's expected aggregate at `wave` (docs/demo.md), or nothing for
-// filters whose result is not checked.
-std::optional<canopy::Value> expected_value(const std::string& filter, std::int32_t wave,
-                                            const std::vector<canopy::Rank>& backends) {
-  std::vector<std::int32_t> values;
-  for (auto r : backends) values.push_back(canopy::demo::demo_value(wave, r));
-  std::sort(values.begin(), values.end());
-  if (filter == "sum") {
-    std::int32_t s = 0;
-    for (auto v : values) s += v;
-    return s;
-  }
-  if (filter == "min") return values.front();
-  if (filter == "max") return values.back();
-  if (filter == "avg") {
-    double s = 0;
-    for (auto v : values) s += v;
-    return s / values.size();
-  }
-  if (filter == "concat" || filter == "union") return values;
-  return std::nullopt;
-}
-
-bool matches(const canopy::Value& got, const canopy::Value& want) {
-  if (auto* xs = std::get_if<std::vector<std::int32_t>>(&got)) {
-    auto sorted = *xs;
-    std::sort(sorted.begin(), sorted.end());
-    return canopy::Value{sorted} == want;
-  }
-  if (auto* d = std::get_if<double>(&got); d && std::holds_alternative<double>(want)) {
-    return std::abs(*d - std::get<double>(want)) < 1e-6 * std::max(1.0, std::abs(*d));
-  }
-  return got == want;
-}
-
-// Whether `got` can be the demo's aggregate of wave `wave` over some `holds` of
-// `backends` (an incomplete wave: which ones is not known): a value of one wave
-// number, never two mixed. Filters that are not checked pass.
-bool of_one_wave(const std::string& filter, std::int32_t wave, std::uint32_t holds, const canopy::Value& got,
-                 const std::vector<canopy::Rank>& backends) {
-  if (holds == 0 || holds > backends.size()) return false;
-  auto value_of = [&](std::size_t i) { return static_cast<double>(canopy::demo::demo_value(wave, backends[i])); };
-  // The least and the most that `holds` of them can add up to (backends ascending).
-  double least = 0, most = 0;
-  for (std::size_t i = 0; i < holds; ++i) least += value_of(i), most += value_of(backends.size() - 1 - i);
-  auto number = [](const canopy::Value& v) -> std::optional<double> {
-    if (auto* i = std::get_if<std::int32_t>(&v)) return *i;
-    if (auto* d = std::get_if<double>(&v)) return *d;
-    return std::nullopt;
-  };
-  auto within = [](double x, double lo, double hi) { return x >= lo - 1e-6 && x <= hi + 1e-6; };
-  if (filter == "sum") {
-    auto x = number(got);
-    return x && within(*x, least, most);
-  }
-  if (filter == "avg") {
-    auto x = number(got);
-    return x && within(*x * holds, least, most);
-  }
-  if (filter == "min" || filter == "max") {
-    auto x = number(got);
-    return x && within(*x, value_of(0), value_of(backends.size() - 1));
-  }
-  if (filter == "concat" || filter == "union") {
-    auto* xs = std::get_if<std::vector<std::int32_t>>(&got);
-    if (!xs || xs->size() != holds) return false;
-    std::set<std::int32_t> seen;
-    for (auto x : *xs) {
-      const auto r = static_cast<canopy::Rank>(x - wave * 1000);
-      if (x - wave * 1000 < 0 || !std::binary_search(backends.begin(), backends.end(), r) || !seen.insert(x).second) {
-        return false;
-      }
-    }
-    return true;
-  }
-  return true;
-}
 
 // The topology of a run. In attach mode (docs/attach.md) the leaves of a topology in
 // MRNet's format are commnodes, as MRNet means them there, and --backends N says how
@@ -243,6 +167,9 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     if (ec) return fail("cannot create --log-dir " + opt.log_dir + ": " + ec.message(), 2);
     setenv("CANOPY_LOG_DIR", std::filesystem::absolute(opt.log_dir).c_str(), 1);
   }
+  if (opt.sum_stream && opt.workload != "union") {
+    return fail("--sum-stream is for --workload union (the demo workload's stream is checked wave by wave already)", 2);
+  }
   // --record is checked before anything is launched.
   if (!opt.record_dir.empty()) {
     if (opt.workload != "union") return fail("--record is for --workload union", 2);
@@ -323,7 +250,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   }
   if (opt.workload == "union") {
     if (!opt.backend.empty()) return fail("--workload union runs the demo back-end; drop --backend", 2);
-    return run_union(net, jsonl, opt.rate_hz, opt.duration_s, opt.record_dir, status, backends, fail);
+    return run_union(net, jsonl, opt.rate_hz, opt.duration_s, opt.record_dir, status, backends, fail, opt.sum_stream);
   }
 
   auto stream = net.create_stream({.upstream_filter = opt.filter});
@@ -333,34 +260,18 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
 
   auto run_start = Clock::now();
   int received = 0;  // results, of any wave
-  int mismatches = 0;
-  std::string first_mismatch;
   // Waves have identity (docs/fault-tolerance.md, "Waves after a failure"): each
   // result says which wave it is, how many back-ends it holds, and whether it holds
-  // every back-end of the stream in the membership view it came in. A complete
-  // wave is checked exactly over those back-ends; an incomplete one (packets lost in
-  // a failure) is listed, and checked to be of its one wave over as many back-ends
-  // as it says.
-  std::vector<std::uint64_t> incomplete;
+  // every back-end of the stream in the membership view it came in (demo_check.h).
+  DemoCheck waves(opt.filter, backends, demo);
+  if (!attach) waves.know_view(0, backends);
   std::optional<std::uint64_t> last_wave;
-  std::map<std::uint64_t, std::vector<canopy::Rank>> members_of_view;
-  if (!attach) members_of_view[0] = backends;
-  auto members_of = [&](std::uint64_t id) -> const std::vector<canopy::Rank>* {
-    if (auto it = members_of_view.find(id); it != members_of_view.end()) return &it->second;
-    auto now = net.view();
-    members_of_view[now.id] = now.members;
-    if (now.id == id) return &members_of_view[id];
-    return nullptr;
-  };
   // A wave is late when no result came for this long: the workload is stuck.
   const auto quiet_limit = std::chrono::milliseconds(std::max(10000, opt.interval_ms * 4 + 5000));
   auto handle_events = [&] {
     for (const auto& e : print_events(net, jsonl, status)) {
-      if (e.kind == canopy::Event::Kind::view) members_of_view[e.view.id] = e.view.members;
+      if (e.kind == canopy::Event::Kind::view) waves.on_view(e.view);
     }
-  };
-  auto mismatch = [&](const std::string& what) {
-    if (mismatches++ == 0) first_mismatch = what;
   };
   const std::uint64_t final_wave = static_cast<std::uint64_t>(std::max(opt.waves, 1) - 1);
   while (!last_wave || *last_wave < final_wave) {
@@ -389,27 +300,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     if (!result.wave) continue;  // of no wave: the demo's filters keep no state
     const std::uint64_t wave = *result.wave;
     last_wave = std::max(last_wave.value_or(0), wave);
-    if (!result.complete) incomplete.push_back(wave);
-    const auto* members = members_of(result.view);
-    std::vector<canopy::Rank> held;  // the back-ends a complete wave holds
-    if (members) {
-      std::set_intersection(backends.begin(), backends.end(), members->begin(), members->end(),
-                            std::back_inserter(held));
-    }
-    const auto w = static_cast<std::int32_t>(wave);
-    if (demo && result.complete && members) {
-      auto want = expected_value(opt.filter, w, held);
-      if (!want || packet.size() != 1 || !matches(packet[0], *want) || result.holds != held.size()) {
-        mismatch("wave " + std::to_string(wave) + ": got " +
-                 (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) + " over " +
-                 std::to_string(result.holds) + " back-ends" +
-                 (want ? ", expected " + canopy::to_string(*want) + " over " + std::to_string(held.size()) : ""));
-      }
-    } else if (demo && (packet.size() != 1 || !of_one_wave(opt.filter, w, result.holds, packet[0], backends))) {
-      mismatch("wave " + std::to_string(wave) + ": got " +
-               (packet.size() ? canopy::to_string(packet[0]) : std::string("nothing")) +
-               ", which is not of that wave's values over " + std::to_string(result.holds) + " back-ends");
-    }
+    const std::size_t expected = waves.check(result, net);
     if (jsonl) {
       std::string values;
       for (const auto& v : packet.values()) values += (values.empty() ? "" : ",") + canopy::to_json(v);
@@ -421,7 +312,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
       for (const auto& v : packet.values()) values += (values.empty() ? "" : " ") + canopy::to_string(v);
       std::printf("wave %llu: %s (%s)\n", static_cast<unsigned long long>(wave), values.c_str(),
                   result.complete ? count(result.holds, "back-end").c_str()
-                                  : (std::to_string(result.holds) + " of " + std::to_string(held.size()) +
+                                  : (std::to_string(result.holds) + " of " + std::to_string(expected) +
                                      " back-ends; incomplete")
                                         .c_str());
     }
@@ -432,9 +323,8 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   std::uint64_t late = 0;
   for (const auto& n : net.status()) late += n.late_packets;
   auto stopped = net.shutdown();
-  std::string check = !demo ? "skipped" : mismatches ? "failed" : "ok";
-  std::string listed;
-  for (auto w : incomplete) listed += (listed.empty() ? "" : ",") + std::to_string(w);
+  std::string check = !demo ? "skipped" : waves.mismatches() ? "failed" : "ok";
+  const std::string listed = waves.incomplete_list();
   if (jsonl) {
     std::printf(
         "{\"summary\":{\"waves\":%d,\"backends\":%zu,\"processes\":%zu,\"filter\":%s,\"launch_seconds\":%.6f,"
@@ -444,13 +334,16 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   } else {
     std::printf("%s of %s over %s in %.3f s; check: %s", count(static_cast<std::size_t>(received), "wave").c_str(),
                 opt.filter.c_str(), count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
-    if (!incomplete.empty()) {
-      std::printf("; %zu incomplete (lost in failures): %s", incomplete.size(), listed.c_str());
+    if (!waves.incomplete().empty()) {
+      std::printf("; %zu incomplete (lost in failures): %s", waves.incomplete().size(), listed.c_str());
     }
     std::printf("\n");
   }
   std::fflush(stdout);
-  if (mismatches) return fail(std::to_string(mismatches) + " waves did not match the demo workload; first: " + first_mismatch);
+  if (waves.mismatches()) {
+    return fail(std::to_string(waves.mismatches()) + " waves did not match the demo workload; first: " +
+                waves.first_mismatch());
+  }
   if (!stopped) return fail(stopped.error());
   return 0;
 }
@@ -576,6 +469,10 @@ int main(int argc, char** argv) {
                       "line), the front-end its final union to DIR/frontend.txt, and the run checks that the union "
                       "holds everything the surviving back-ends sent, and what failed ones sent more than a second "
                       "before their failure (docs/demo.md)");
+  run_cmd->add_flag("--sum-stream", opt.sum_stream,
+                    "union workload: beside the union, each back-end sends TICK*1000 + RANK on a sum stream at every "
+                    "tick, and the run checks that every complete wave of it is exact and lists the incomplete ones "
+                    "(waves through failures: docs/demo.md)");
   auto ms = [](std::chrono::milliseconds& target) {
     return [&target](int v) { target = std::chrono::milliseconds(v); };
   };

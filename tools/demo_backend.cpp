@@ -35,7 +35,8 @@ std::optional<long> mpi_rank() {
 // end marker. False if the network stopped. An integer is recorded, with the time,
 // and flushed to the file before it is sent: if this process is killed, its file
 // still holds everything it sent (union_record.h).
-bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packet& start) {
+bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packet& start,
+               std::optional<canopy::StreamId> sum_stream) {
   std::int32_t rate = 0, duration_ms = 0;
   std::string record;
   if (!start.unpack("%d %d %s", rate, duration_ms, record) || rate <= 0) {
@@ -53,10 +54,13 @@ bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packe
   const auto period = std::chrono::microseconds(1000000 / rate);
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(duration_ms);
   auto next = std::chrono::steady_clock::now();
-  while (next < end) {
+  for (std::int32_t tick = 0; next < end; ++tick) {
     std::int32_t x = value(random);
     if (out) out << canopy::demo::record_line(x, std::chrono::system_clock::now()) << std::flush;
     if (!be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
+    if (sum_stream && !be.send(*sum_stream, canopy::Packet{tick, {canopy::demo::demo_value(tick, be.rank())}})) {
+      return false;
+    }
     next += period;
     std::this_thread::sleep_until(next);
   }
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
   }
   auto& be = **backend;
   std::deque<canopy::Received> later;  // came during the waves of an earlier start packet
+  std::optional<canopy::StreamId> union_sum;  // the union's sum stream, if it has one
   while (true) {
     canopy::Received in;
     if (!later.empty()) {
@@ -125,8 +130,12 @@ int main(int argc, char** argv) {
     }
     const auto& stream = in.stream;
     const auto& packet = in.packet;
+    if (packet.tag() == canopy::demo::kUnionSumTag) {
+      union_sum = stream;
+      continue;
+    }
     if (packet.tag() == canopy::demo::kUnionStartTag) {
-      if (!run_union(be, stream, packet)) return 0;
+      if (!run_union(be, stream, packet, union_sum)) return 0;
       continue;
     }
     std::int32_t waves = 0, interval_ms = 0, shape = 0;

@@ -19,6 +19,11 @@ inline constexpr std::int32_t kEchoTag = -2;
 // [0, kUnionRange) per tick as a one-element array, then its end marker.
 inline constexpr std::int32_t kUnionStartTag = -3;
 inline constexpr std::int32_t kUnionRange = 1000000;
+// Beside the union (canopy run --workload union --sum-stream): no values, on a
+// stream of its own, before the union's start. At each tick of the union the
+// back-end of rank r then also sends, on this stream, tick*1000 + r (demo_value):
+// a sum over it is checked wave by wave, through failures (docs/demo.md).
+inline constexpr std::int32_t kUnionSumTag = -4;
 
 // The negative integer a back-end sends last, so the front-end knows it is done.
 inline std::int32_t union_end_marker(std::uint32_t rank) { return -1 - static_cast<std::int32_t>(rank); }

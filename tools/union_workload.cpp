@@ -30,6 +30,7 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
         // A hung member: it stopped about when its heartbeat was last seen growing.
         failure_time.emplace(e.rank, e.time - e.silent);
       } else if (e.kind == canopy::Event::Kind::view) {
+        if (out.sum) out.sum->on_view(e.view);
         // A back-end leaves the view after its failure event; a view event's own time
         // stands in if there was none (it is later: the check is then more lenient).
         for (auto r : e.left) {
@@ -66,7 +67,10 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
       handle_events();  // what went wrong, as the front-end heard it
       return fail(in.error(), 1);
     }
-    if (*in) {
+    if (*in && out.sum && (*in)->stream == out.sum_stream) {
+      status.count((*in)->stream);
+      out.sum->check(**in, net);
+    } else if (*in) {
       ++out.packets;
       status.count((*in)->stream);
       for (const auto& v : (*in)->packet.values()) {
@@ -133,12 +137,21 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   } else {
     for (auto r : out.gone_before) failed.emplace(r, canopy::demo::WallClock::time_point{});
   }
+  // The sum beside the union: every complete wave exact, the incomplete ones listed.
+  std::string sum_json;
+  if (out.sum) {
+    std::uint64_t late = 0;
+    for (const auto& n : net.status()) late += n.late_packets;
+    sum_json = ",\"sum\":{\"complete_waves\":" + std::to_string(out.sum->complete()) + ",\"incomplete_waves\":[" +
+               out.sum->incomplete_list() + "],\"wrong_waves\":" + std::to_string(out.sum->mismatches()) +
+               ",\"late_packets\":" + std::to_string(late) + "}";
+  }
   if (jsonl) {
     std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
                 "\"missing\":%zu,\"extra\":%zu,\"failed_backends\":%zu,\"late_values\":%zu,\"late_arrived\":%zu,"
-                "\"run_seconds\":%.3f,\"check\":\"%s\"}}\n",
+                "\"run_seconds\":%.3f,\"check\":\"%s\"%s}}\n",
                 backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
-                counts.late_values, counts.late_arrived, out.seconds, check.c_str());
+                counts.late_values, counts.late_arrived, out.seconds, check.c_str(), sum_json.c_str());
   } else {
     std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
                 count(backends.size(), "back-end").c_str(), out.seconds, check.c_str());
@@ -154,16 +167,34 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
       }
     }
     std::printf("\n");
+    if (out.sum) {
+      std::printf("sum beside it: %zu complete waves, %zu incomplete (lost in failures), %d wrong\n",
+                  out.sum->complete(), out.sum->incomplete().size(), out.sum->mismatches());
+    }
   }
   std::fflush(stdout);
   auto stopped = net.shutdown();
   if (check == "failed") return fail("the union differs from what the back-ends sent", 1);
+  if (out.sum && out.sum->mismatches()) {
+    return fail(std::to_string(out.sum->mismatches()) + " waves of the sum beside the union were wrong; first: " +
+                    out.sum->first_mismatch(),
+                1);
+  }
   if (!stopped) return fail(stopped.error(), 1);
   return 0;
 }
 
 int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const std::string& record_dir,
-              StatusWriter& status, const std::vector<Rank>& backends, const Fail& fail) {
+              StatusWriter& status, const std::vector<Rank>& backends, const Fail& fail, bool sum_stream) {
+  UnionOutcome out;
+  if (sum_stream) {
+    // First, so that every back-end knows it before the union starts.
+    auto sum = net.create_stream({.upstream_filter = "sum"});
+    if (!sum) return fail(sum.error(), 1);
+    if (auto r = net.broadcast(*sum, canopy::Packet{canopy::demo::kUnionSumTag, {}}); !r) return fail(r.error(), 1);
+    out.sum_stream = *sum;
+    out.sum = std::make_unique<DemoCheck>("sum", backends, true);
+  }
   auto stream = net.create_stream({.upstream_filter = "incremental_union"});
   if (!stream) return fail(stream.error(), 1);
   const auto duration_ms = static_cast<std::int32_t>(duration_s * 1000);
@@ -178,7 +209,6 @@ int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const st
                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count()) +
                       ",\"record\":" + json_string(record));
   status.update(net);
-  UnionOutcome out;
   const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
   if (int code = collect_union(net, jsonl, status, backends, limit, out, fail); code != 0) return code;
   return finish_union(net, jsonl, record_dir, backends, out, fail);

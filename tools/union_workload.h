@@ -17,11 +17,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "canopy/frontend.h"
+#include "demo_check.h"
 #include "status_file.h"
 #include "union_record.h"
 
@@ -29,6 +32,9 @@ namespace canopy::tools {
 
 struct UnionOutcome {
   std::set<std::int32_t> result;
+  // --sum-stream: the stream beside the union, and the check of its every wave.
+  std::optional<StreamId> sum_stream;
+  std::unique_ptr<DemoCheck> sum;
   std::map<canopy::Rank, canopy::demo::WallClock::time_point> failed;  // left the view, and since when
   std::set<canopy::Rank> gone_before;
   std::size_t packets = 0;
@@ -43,8 +49,10 @@ using Fail = std::function<int(const std::string& message, int code)>;
 // from each back-end for `duration_s`, recorded in `record_dir` if not empty),
 // writes what a re-attaching front-end needs into the status file, collects the
 // union and checks it. The exit status.
+// With `sum_stream`, a sum stream beside it whose every wave is checked
+// (demo_protocol.h, kUnionSumTag).
 int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const std::string& record_dir,
-              StatusWriter& status, const std::vector<Rank>& backends, const Fail& fail);
+              StatusWriter& status, const std::vector<Rank>& backends, const Fail& fail, bool sum_stream = false);
 // Receives until every back-end of `backends` not failed (nor `out.gone_before`) has
 // sent its end marker, within `limit`, printing the union's size once a second.
 int collect_union(Network& net, bool jsonl, StatusWriter& status, const std::vector<Rank>& backends,
