@@ -17,6 +17,7 @@
 #
 # Settings (environment): CANOPY_BUILD_DIR (default build/, configured and built
 # already), FLAKINESS_LOAD=0 (no stress-ng), FLAKINESS_JOBS (ctest -j, default 2),
+# FLAKINESS_REGEX (only the tests of the label whose names match it, ctest -R),
 # FLAKINESS_PLOT_ONLY=1 (figure and summary again from OUTPUT_DIR). stress-ng is
 # installed with apt-get if missing (as root); it runs in a process group of its own,
 # killed on the way out whatever happens. Each ctest run is bounded by ctest's own --timeout per test.
@@ -77,7 +78,8 @@ if [ "$plot_only" != 1 ]; then
   for k in $(seq 1 "$runs"); do
     loadavg=$(cut -d' ' -f1 /proc/loadavg)
     start=$(date +%s%N)
-    ctest --test-dir "$build" -L "$label" -j "$jobs" --timeout 300 --output-on-failure > "$out/run-$k.log" 2>&1 || true
+    ctest --test-dir "$build" -L "$label" ${FLAKINESS_REGEX:+-R "$FLAKINESS_REGEX"} -j "$jobs" --timeout 300 \
+      --output-on-failure > "$out/run-$k.log" 2>&1 || true
     seconds=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
     total=$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$out/run-$k.log")
     failed=$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$out/run-$k.log")

@@ -110,11 +110,19 @@ int run_attach_frontend(const AttachFrontendOptions& opt) {
       for (const auto& v : (*in)->packet.values()) {
         values += (values.empty() ? "" : jsonl ? "," : " ") + (jsonl ? canopy::to_json(v) : canopy::to_string(v));
       }
+      // The wave it closes, if any, and whether it holds every back-end (docs/demo.md).
+      const auto& wave = (*in)->wave;
       if (jsonl) {
-        std::printf("{\"stream\":%u,\"tag\":%d,\"values\":[%s]}\n", (*in)->stream, (*in)->packet.tag(),
-                    values.c_str());
+        const std::string of_wave = wave ? ",\"wave\":" + std::to_string(*wave) + ",\"contributors\":" +
+                                               std::to_string((*in)->holds) +
+                                               ",\"complete\":" + ((*in)->complete ? "true" : "false")
+                                         : "";
+        std::printf("{\"stream\":%u,\"tag\":%d,\"values\":[%s]%s}\n", (*in)->stream, (*in)->packet.tag(),
+                    values.c_str(), of_wave.c_str());
       } else {
-        std::printf("stream %u, tag %d: %s\n", (*in)->stream, (*in)->packet.tag(), values.c_str());
+        const std::string of_wave =
+            wave ? ", wave " + std::to_string(*wave) + ((*in)->complete ? "" : " (incomplete)") : "";
+        std::printf("stream %u, tag %d%s: %s\n", (*in)->stream, (*in)->packet.tag(), of_wave.c_str(), values.c_str());
       }
       std::fflush(stdout);
     }
