@@ -109,6 +109,24 @@ class MrnetApi : public canopy::testing::ProcessTest {
 
   // Sends TAG_EXIT on `stream` (summed to 0), deletes the network and checks that
   // every back-end ended well and no process is left.
+  // Waits (at most 20 s) for `orphans` adoptions (TOPOL_CHANGE_PARENT), failing on any
+  // error event on the way; returns how many came.
+  int wait_for_adoptions(Network* net, int orphans) {
+    int adopted = 0;
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         adopted < orphans && std::chrono::steady_clock::now() < deadline;) {
+      std::unique_ptr<Event> e(net->next_Event());
+      if (!e) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      EXPECT_NE(e->get_Class(), Event::ERROR_EVENT)
+          << static_cast<ErrorEvent::ErrorEventData*>(e->get_Data())->get_Message();
+      adopted += e->get_Type() == TopologyEvent::TOPOL_CHANGE_PARENT;
+    }
+    return adopted;
+  }
+
   void finish(Stream* stream, unsigned int backends) {
     ASSERT_NE(stream, nullptr) << net_->error_detail();
     ASSERT_EQ(stream->send(TAG_EXIT, ""), 0);

@@ -374,25 +374,35 @@ TEST_F(MrnetApi, TFilterSumStaysExactThroughAKilledCommnode) {
   constexpr int kWaves = 50000, kValue = 3;
   ASSERT_EQ(s->send(TAG_WAVES, "%d %d", kValue, kWaves), 0);
   long long last = -1;
+  // The next wave's packet (null once `deadline` has passed), checked to come once
+  // and in order, its sum (`first` the number of the back-ends' first wave of this
+  // request) of its one wave over the back-ends it holds.
+  auto next = [&](std::chrono::steady_clock::time_point deadline, long long first) -> PacketPtr {
+    for (int tag = 0; std::chrono::steady_clock::now() < deadline;) {
+      PacketPtr p;
+      const int r = s->recv(&tag, p, false);
+      EXPECT_NE(r, -1) << net->error_detail();
+      if (r != 1) {
+        std::this_thread::sleep_for(1ms);
+        continue;
+      }
+      int total = 0;
+      EXPECT_EQ(p->unpack("%d", &total), 0);
+      const long long w = p->get_Wave();
+      EXPECT_GT(w, last) << "waves come once each, in order";
+      last = w;
+      EXPECT_EQ(total, kValue * (w - first) * p->get_WaveBackends()) << "wave " << w << " mixes waves";
+      return p;
+    }
+    return PacketPtr();
+  };
   int received = 0, whole = 0, partial = 0, whole_after = 0;  // whole_after: after the kill
   bool killed = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 60s;
-       last < kWaves - 1 && std::chrono::steady_clock::now() < deadline;) {
-    int tag = 0;
-    PacketPtr p;
-    const int r = s->recv(&tag, p, false);
-    ASSERT_NE(r, -1) << net->error_detail();
-    if (r == 0) {
-      std::this_thread::sleep_for(1ms);
-      continue;
-    }
-    int total = 0;
-    ASSERT_EQ(p->unpack("%d", &total), 0);
+  for (auto deadline = std::chrono::steady_clock::now() + 60s; last < kWaves - 1;) {
+    PacketPtr p = next(deadline, 0);
+    if (!p) break;
     const long long w = p->get_Wave();
-    ASSERT_GT(w, last) << "waves come once each, in order";
-    last = w;
     const unsigned holds = p->get_WaveBackends();
-    EXPECT_EQ(total, kValue * w * holds) << "wave " << w << " over " << holds << " back-ends mixes waves";
     if (p->is_CompleteWave()) {
       EXPECT_EQ(holds, 4u) << "wave " << w;
       ++whole;
@@ -412,36 +422,14 @@ TEST_F(MrnetApi, TFilterSumStaysExactThroughAKilledCommnode) {
   std::printf("%d whole waves, %d flagged, of %d (%d whole after the kill)\n", whole, partial, kWaves, whole_after);
   // The back-ends flooded: most waves after the kill closed before the orphans were
   // adopted. Once they are, the next waves are whole again, numbered on.
-  int adopted = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 20s; adopted < 2 && std::chrono::steady_clock::now() < deadline;) {
-    std::unique_ptr<Event> e(net->next_Event());
-    if (!e) {
-      std::this_thread::sleep_for(20ms);
-      continue;
-    }
-    adopted += e->get_Type() == TopologyEvent::TOPOL_CHANGE_PARENT;
-  }
-  ASSERT_EQ(adopted, 2);
+  ASSERT_EQ(wait_for_adoptions(net, 2), 2);
   constexpr int kMore = 100;
   ASSERT_EQ(s->send(TAG_WAVES, "%d %d", kValue, kMore), 0);
   int more_whole = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 30s;
-       last < kWaves + kMore - 1 && std::chrono::steady_clock::now() < deadline;) {
-    int tag = 0;
-    PacketPtr p;
-    const int r = s->recv(&tag, p, false);
-    ASSERT_NE(r, -1) << net->error_detail();
-    if (r == 0) {
-      std::this_thread::sleep_for(1ms);
-      continue;
-    }
-    int total = 0;
-    ASSERT_EQ(p->unpack("%d", &total), 0);
-    const long long w = p->get_Wave();
-    ASSERT_GT(w, last) << "waves come once each, in order";
-    last = w;
-    EXPECT_TRUE(p->is_CompleteWave()) << "wave " << w << " after the heal holds " << p->get_WaveBackends();
-    EXPECT_EQ(total, kValue * (w - kWaves) * p->get_WaveBackends()) << "wave " << w;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; last < kWaves + kMore - 1;) {
+    PacketPtr p = next(deadline, kWaves);
+    if (!p) break;
+    EXPECT_TRUE(p->is_CompleteWave()) << "wave " << last << " after the heal holds " << p->get_WaveBackends();
     more_whole += p->is_CompleteWave();
   }
   EXPECT_EQ(last, kWaves + kMore - 1);
@@ -480,17 +468,7 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   // Until both orphans are adopted.
-  int adopted = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 20s; adopted < 2 && std::chrono::steady_clock::now() < deadline;) {
-    std::unique_ptr<Event> e(net->next_Event());
-    if (!e) {
-      std::this_thread::sleep_for(20ms);
-      continue;
-    }
-    EXPECT_NE(e->get_Class(), Event::ERROR_EVENT) << static_cast<ErrorEvent::ErrorEventData*>(e->get_Data())->get_Message();
-    adopted += e->get_Type() == TopologyEvent::TOPOL_CHANGE_PARENT;
-  }
-  ASSERT_EQ(adopted, 2);
+  ASSERT_EQ(wait_for_adoptions(net, 2), 2);
   // The orphans' states reach the front-end as their own waves (state composition),
   // so the union may take one more result to be whole; never a value is missing.
   std::vector<int> all = wave(20);

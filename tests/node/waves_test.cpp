@@ -104,6 +104,16 @@ bool root_has_wave(TreeHarness& tree, std::uint64_t w) {
   return false;
 }
 
+// Opens a sum stream over every back-end of `tree` (launched), and has each send its
+// first `waves` waves, all of which the root has before it returns (or a failure
+// is reported).
+StreamId open_sum_after(TreeHarness& tree, int waves) {
+  const StreamId stream = tree.open_stream("sum");
+  for (Rank b : tree.topology().backends()) send(tree, stream, b, waves);
+  EXPECT_TRUE(tree.run_until([&] { return root_has_wave(tree, waves - 1); }, 5s)) << "the first waves";
+  return stream;
+}
+
 bool adopted(TreeHarness& tree, Ranks orphans) {
   for (Rank r : orphans) {
     if (tree.node(r).phase() != core::Phase::running || tree.node(r).identity().incarnation == 0) return false;
@@ -146,9 +156,7 @@ TEST_F(Waves, WithoutAFailureEveryWaveIsCompleteAndExact) {
 TEST_F(Waves, PacketsInFlightInACommnodeThatFailsCostOnlyTheirWaves) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  const StreamId stream = tree.open_stream("sum");
-  for (Rank b : {0u, 1u, 2u, 3u}) send(tree, stream, b, 3);
-  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 2); }, 5s));
+  const StreamId stream = open_sum_after(tree, 3);
   send(tree, stream, 0, 2);  // waves 3, 4 wait in FE+1 for back-end 1's
   for (Rank b : {2u, 3u}) send(tree, stream, b, 2);  // and at the front-end for FE+1's
   tree.run_for(50ms);
@@ -172,9 +180,7 @@ TEST_F(Waves, PacketsInFlightInACommnodeThatFailsCostOnlyTheirWaves) {
 TEST_F(Waves, AnOrphanAheadOfItsAdoptersChildrenJoinsTheWavesOfItsNumbers) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  const StreamId stream = tree.open_stream("sum");
-  for (Rank b : {0u, 1u, 2u, 3u}) send(tree, stream, b, 2);
-  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 1); }, 5s));
+  const StreamId stream = open_sum_after(tree, 2);
   for (Rank b : {0u, 1u}) send(tree, stream, b, 2);  // waves 2, 3: FE+1's part reaches the front-end
   tree.run_for(50ms);
   tree.kill(FE + 1);
@@ -195,9 +201,7 @@ TEST_F(Waves, AnOrphanAheadOfItsAdoptersChildrenJoinsTheWavesOfItsNumbers) {
 TEST_F(Waves, AnOrphanBehindItsAdoptersChildrenIsNotShiftedIntoTheirWaves) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  const StreamId stream = tree.open_stream("sum");
-  for (Rank b : {0u, 1u, 2u, 3u}) send(tree, stream, b, 2);
-  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 1); }, 5s));
+  const StreamId stream = open_sum_after(tree, 2);
   for (Rank b : {2u, 3u}) send(tree, stream, b, 4);  // waves 2..5
   tree.run_for(50ms);
   tree.kill(FE + 1);
@@ -307,9 +311,7 @@ TEST_F(Waves, ABackendThatFailsMidWaveCostsTheWaveItOwed) {
 TEST_F(Waves, AWaveHoldingAFailedBackendInPlaceOfALiveOneIsNotComplete) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  const StreamId stream = tree.open_stream("sum");
-  for (Rank b : {0u, 1u, 2u, 3u}) send(tree, stream, b, 2);
-  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 1); }, 5s));
+  const StreamId stream = open_sum_after(tree, 2);
   send(tree, stream, 3, 1);  // wave 2 waits in FE+2 for back-end 2's
   send(tree, stream, 1, 1);  // and in FE+1 for back-end 0's
   tree.run_for(50ms);
@@ -378,9 +380,7 @@ TEST_F(Waves, TheAdopterFailingDuringTheAdoption) {
 TEST_F(Waves, ARejoiningBackendStartsAtTheStreamsCurrentWave) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
-  const StreamId stream = tree.open_stream("sum");
-  for (Rank b : {0u, 1u, 2u, 3u}) send(tree, stream, b, 3);
-  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 2); }, 5s));
+  const StreamId stream = open_sum_after(tree, 3);
   tree.kill(3);
   ASSERT_TRUE(tree.run_until([&] { return !tree.runtime(FE).membership.view().contains(3); }, 10s));
   for (Rank b : {0u, 1u, 2u}) send(tree, stream, b, 2);
