@@ -1,0 +1,287 @@
+// Waves (docs/fault-tolerance.md, "Waves after a failure"): a packet going up joins
+// the wave of its number; a wave closes once no member child can still add to it,
+// or its time is up; what the filter makes of it goes up as the same wave; packets
+// for closed waves are counted late.
+#include <algorithm>
+
+#include "core/log.h"
+#include "services/streams.h"
+
+namespace canopy::services {
+
+using core::log;
+using Kind = wire::streams::Kind;
+
+// ---- up ----
+
+void StreamService::send_up(StreamId stream, Packet packet) {
+  const Rank me = node_.identity().rank;
+  packet.set_source(me);
+  packet.set_contributors(1);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
+    // A stream this back-end was not told of: its parent drops the packet as well.
+    report_upstream(stream, packet, {.held = 1, .digest = wave_digest(me)});
+    return;
+  }
+  Stream& s = it->second;
+  const WaveTag tag{.wave = s.next_wave, .held = 1, .digest = wave_digest(me)};
+  s.wave.clear();
+  s.wave.push_back(std::move(packet));
+  if (s.filter) return emit_wave(s, tag);  // the back-end keeps a state-recoverable filter's state
+  s.next_wave = tag.wave + 1;
+  report_upstream(stream, s.wave.front(), tag);
+}
+
+void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packet, const WaveTag& tag) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    log().warn("dropping a packet from child {} for unknown stream {}", node_.children()[child].rank, id);
+    return;
+  }
+  Stream& stream = it->second;
+  const auto m = member_index(stream, child);
+  if (!m) {
+    log().warn("dropping a packet on stream {} from non-member child {}", id, node_.children()[child].rank);
+    return;
+  }
+  if (tag.state || stream.spec.sync == SyncMode::dont_wait) {
+    // Filtered on its own as it comes: an orphan's filter state (of no wave), or
+    // any packet of a don't-wait stream (its wave's number goes on with it).
+    stream.wave.clear();
+    if (!tag.empty) stream.wave.push_back(std::move(packet));
+    return emit_wave(stream, tag);
+  }
+  auto& owes = stream.owes[*m];
+  if (tag.wave < owes || tag.wave < stream.next_close) {
+    // Its wave has closed here: a time-out, or the member was given up for it.
+    owes = std::max(owes, tag.wave + (tag.more ? 0 : 1));
+    if (tag.empty || !stream.filter->state_recoverable()) return count_late(stream);
+    // A state-recoverable filter's output is whole whatever waves it comes in (the
+    // union stays complete): the packet is filtered on its own, of no wave.
+    stream.wave.clear();
+    stream.wave.push_back(std::move(packet));
+    return emit_wave(stream, {.state = true});
+  }
+  // A member sends its waves in order: from this one on, it adds to no earlier one.
+  owes = tag.wave + (tag.more ? 0 : 1);
+  auto& open = stream.open;
+  auto at = std::lower_bound(open.begin(), open.end(), tag.wave,
+                             [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+  if (at == open.end() || at->number != tag.wave) {
+    OpenWave fresh;
+    if (!stream.spare.empty()) {
+      fresh = std::move(stream.spare.back());
+      stream.spare.pop_back();
+    }
+    fresh.number = tag.wave;
+    fresh.held = 0;
+    fresh.digest = 0;
+    fresh.cut = false;
+    fresh.first = NodeClock::now();
+    at = open.insert(at, std::move(fresh));
+  }
+  if (!tag.empty) at->packets.emplace_back(child, std::move(packet));
+  at->cut |= tag.cut;
+  if (!tag.more) {
+    at->held += tag.held;
+    at->digest += tag.digest;
+  }
+  run_waves(stream);
+}
+
+void StreamService::run_waves(Stream& stream) {
+  const auto lowest = std::min_element(stream.owes.begin(), stream.owes.end());
+  const std::uint64_t limit = lowest == stream.owes.end() ? ~std::uint64_t{0} : *lowest;
+  while (!stream.open.empty() && stream.open.front().number < limit) close_front_wave(stream);
+  if (stream.wave_timer) {
+    // The timer measures from the first packet of the oldest open wave.
+    if (stream.open.empty()) {
+      stream.timer_armed = false;
+      stream.wave_timer->cancel();
+    } else if (!stream.timer_armed) {
+      arm_wave_timer(stream);
+    }
+  }
+}
+
+void StreamService::close_front_wave(Stream& stream) {
+  OpenWave w = std::move(stream.open.front());
+  stream.open.pop_front();
+  stream.next_close = std::max(stream.next_close, w.number + 1);
+  // In the order of the children, as a wave always was, whatever order they came in;
+  // a child's own packets (a filter below that made several) in theirs. A wave of a
+  // packet or so per child is sorted in place (no allocation); a large one (a
+  // filter that made 200,000, from each of two children, interleaved) by merge.
+  auto& in = w.packets;
+  auto by_child = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (in.size() <= 64) {
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      for (std::size_t j = i; j > 0 && by_child(in[j], in[j - 1]); --j) std::swap(in[j], in[j - 1]);
+    }
+  } else {
+    std::stable_sort(in.begin(), in.end(), by_child);
+  }
+  stream.wave.clear();
+  for (auto& [child, packet] : w.packets) stream.wave.push_back(std::move(packet));
+  w.packets.clear();
+  const WaveTag tag{.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut};
+  stream.spare.push_back(std::move(w));
+  emit_wave(stream, tag);
+}
+
+std::chrono::milliseconds StreamService::patience(const Stream& stream) const {
+  // After the tree changed shape, wait-for-all waits at most the suspect threshold
+  // for a straggler (see loosen_waves).
+  return stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout : node_.plan().fault.suspect;
+}
+
+void StreamService::arm_wave_timer(Stream& stream) {
+  stream.timer_armed = true;
+  stream.wave_timer->expires_at(stream.open.front().first + patience(stream));
+  stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
+    if (!ec) run_partial_wave(id);
+  });
+}
+
+// The time is up for the oldest open wave: it closes with what has come, and so
+// does every later one that has waited as long. The members it waited for skip it:
+// what they send for it later is late.
+void StreamService::run_partial_wave(StreamId id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end() || !it->second.timer_armed) return;
+  Stream& stream = it->second;
+  stream.timer_armed = false;
+  const auto now = NodeClock::now();
+  while (!stream.open.empty() && stream.open.front().first + patience(stream) <= now) {
+    const std::uint64_t number = stream.open.front().number;
+    for (auto& owes : stream.owes) {
+      if (owes <= number) stream.open.front().cut = true;
+      owes = std::max(owes, number + 1);
+    }
+    log().debug("stream {}: wave {} closed by time-out with {} back-end(s)", id, number,
+                stream.open.front().held);
+    close_front_wave(stream);
+  }
+  run_waves(stream);
+}
+
+// Once a child has left or joined, a wave may wait for a packet that will never
+// come (a member whose next wave was lost, a restarted back-end that sends nothing
+// yet). From the first failure or adoption this node hears of, its wait-for-all
+// streams close a wave that has waited longer than the suspect threshold with the
+// packets present (the root flags it incomplete). Every node floods the reports,
+// so every node loosens its streams.
+void StreamService::loosen_waves() {
+  if (node_.children().empty()) return;
+  for (auto& [id, stream] : streams_) {
+    if (stream.wave_timer || !stream.filter) continue;
+    stream.wave_timer = std::make_unique<Timer>(node_.io());
+    log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
+               node_.plan().fault.suspect.count());
+    run_waves(stream);
+  }
+}
+
+void StreamService::emit_wave(Stream& stream, WaveTag tag) {
+  auto& out = stream.output;
+  out.clear();
+  const bool numbered = !tag.state;
+  if (numbered) stream.next_wave = std::max(stream.next_wave, tag.wave + 1);
+  const bool more = tag.more;  // of a don't-wait packet passed on: its sender's flag
+  tag.more = false;
+  tag.empty = false;
+  if (!stream.wave.empty()) {
+    if (auto r = stream.filter->execute(stream.wave, out); !r) {
+      report_stream_error(stream.spec.id, r.error());
+      // The wave goes on without what this node held: the root flags it.
+      out.clear();
+      tag.held = 0;
+      tag.digest = 0;
+      tag.cut = true;
+    }
+  }
+  if (out.empty()) {
+    // Nothing to send, but the parent learns this node's part in the wave.
+    if (numbered && !node_.is_root()) {
+      tag.empty = true;
+      tag.more = more;
+      report_upstream(stream.spec.id, Packet{}, tag);
+    }
+    return;
+  }
+  // An aggregate comes from this node; what `pass` forwards keeps its sender.
+  const bool forwarded = stream.spec.upstream_filter == "pass";
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!forwarded) out[i].set_source(node_.identity().rank);
+    tag.more = i + 1 < out.size() || more;
+    report_upstream(stream.spec.id, out[i], tag);
+  }
+}
+
+void StreamService::count_late(Stream& stream) {
+  ++stream.late;
+  if (late_armed_) return;
+  late_armed_ = true;
+  late_timer_.expires_after(kLateBatch);
+  late_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) send_late_reports();
+  });
+}
+
+void StreamService::send_late_reports() {
+  late_armed_ = false;
+  const Rank me = node_.identity().rank;
+  for (auto& [sid, stream] : streams_) {
+    const std::uint64_t n = std::exchange(stream.late, 0);
+    if (n == 0) continue;
+    log().info("stream {}: dropped {} packet(s) whose wave had closed", sid, n);
+    if (node_.is_root()) {
+      late_by_rank_[me] += n;
+      continue;
+    }
+    core::Outgoing message(node_.identity(), id(), Kind::LATE);
+    auto late = message.init<wire::streams::Late>();
+    late.setStreamId(sid);
+    late.setRank(me);
+    late.setCount(n);
+    node_.send_up(message);
+  }
+}
+
+// A lost child leaves the stream: no wave waits for it any more, and those that
+// waited only for it close now. What it sent before it was lost stays in the
+// waves of its numbers.
+void StreamService::drop_member(Stream& stream, std::size_t child) {
+  if (auto m = member_index(stream, child)) {
+    // A back-end's packets for the open waves it owed are lost for good: those
+    // waves close short, flagged. A commnode's back-ends may still bring theirs
+    // through their adopters; what they do not bring, the root finds missing.
+    if (node_.children()[child].role == Role::backend) {
+      for (auto& w : stream.open) w.cut |= w.number >= stream.owes[*m];
+    }
+    stream.members.erase(stream.members.begin() + *m);
+    stream.owes.erase(stream.owes.begin() + *m);
+  }
+  auto& waiting = stream.awaiting_ack;
+  if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
+    waiting.erase(w);
+    stream.ack_failures.add(node_.children()[child].rank, std::string(kLostMember));
+    if (waiting.empty()) creation_acked(stream);
+  }
+  run_waves(stream);
+}
+
+std::optional<std::size_t> StreamService::member_index(const Stream& stream, std::size_t child) {
+  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
+  if (pos == stream.members.end()) return std::nullopt;
+  return static_cast<std::size_t>(pos - stream.members.begin());
+}
+
+void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t from) {
+  if (member_index(stream, child)) return;
+  stream.members.push_back(child);
+  stream.owes.push_back(std::max(from, stream.next_close));
+}
+
+}  // namespace canopy::services
