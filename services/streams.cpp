@@ -276,6 +276,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
       if (member[i] && children[i].link) stream.members.push_back(i);
     }
     stream.owes.assign(stream.members.size(), first_wave);
+    stream.heard.assign(stream.members.size(), NodeClock::now());
     stream.awaiting_ack = stream.members;
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));

@@ -155,6 +155,9 @@ class StreamService final : public core::Service {
     // One per member: the lowest wave it may still send. A wave closes once every
     // member's is above it.
     std::vector<std::uint64_t> owes;
+    // One per member, kept once the waves are loosened: when its last packet came. A
+    // straggler holds a wave for as long as it keeps sending (see wave_deadline).
+    std::vector<NodeClock::time_point> heard;
     std::deque<OpenWave> open;                   // ascending wave number
     std::vector<OpenWave> spare;                 // closed ones, reused: no allocation per wave
     // Waves below this are closed here (or were never open here).
@@ -228,6 +231,8 @@ class StreamService final : public core::Service {
   // the members it waited for skip it.
   void run_partial_wave(StreamId id);
   void arm_wave_timer(Stream& stream);
+  // When wave `w`, open at this node, stops waiting for what has not come.
+  NodeClock::time_point wave_deadline(const Stream& stream, const OpenWave& w) const;
   std::chrono::milliseconds patience(const Stream& stream) const;
   void close_front_wave(Stream& stream);
   // Filters `stream.wave` and sends what comes out up, as wave `tag`.

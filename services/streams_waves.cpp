@@ -52,6 +52,7 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     if (!tag.empty) stream.wave.push_back(std::move(packet));
     return emit_wave(stream, tag);
   }
+  if (stream.wave_timer) stream.heard[*m] = NodeClock::now();
   auto& owes = stream.owes[*m];
   if (tag.wave < owes || tag.wave < stream.next_close) {
     // Its wave has closed here: a time-out, or the member was given up for it.
@@ -132,20 +133,34 @@ void StreamService::close_front_wave(Stream& stream) {
 
 std::chrono::milliseconds StreamService::patience(const Stream& stream) const {
   // After the tree changed shape, wait-for-all waits at most the suspect threshold
-  // for a straggler (see loosen_waves).
+  // for a silent straggler (see loosen_waves).
   return stream.spec.sync == SyncMode::time_out ? stream.spec.sync_timeout : node_.plan().fault.suspect;
+}
+
+NodeClock::time_point StreamService::wave_deadline(const Stream& stream, const OpenWave& w) const {
+  // A time-out wave closes its time after its first packet, as the user asked.
+  if (stream.spec.sync == SyncMode::time_out) return w.first + patience(stream);
+  // A loosened wait-for-all wave waits for each member that owes it until that member
+  // has been silent for `suspect` since the wave opened. One that keeps sending is
+  // behind, not gone: on a loaded machine back-ends drift apart by more than any
+  // fixed time, and cutting every wave a slow member is behind on would cut them all.
+  auto latest = w.first;
+  for (std::size_t m = 0; m < stream.owes.size(); ++m) {
+    if (stream.owes[m] <= w.number) latest = std::max(latest, stream.heard[m]);
+  }
+  return latest + patience(stream);
 }
 
 void StreamService::arm_wave_timer(Stream& stream) {
   stream.timer_armed = true;
-  stream.wave_timer->expires_at(stream.open.front().first + patience(stream));
+  stream.wave_timer->expires_at(wave_deadline(stream, stream.open.front()));
   stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
     if (!ec) run_partial_wave(id);
   });
 }
 
 // The time is up for the oldest open wave: it closes with what has come, and so
-// does every later one that has waited as long. The members it waited for skip it:
+// does every later one whose time is up too. The members it waited for skip it:
 // what they send for it later is late.
 void StreamService::run_partial_wave(StreamId id) {
   auto it = streams_.find(id);
@@ -153,7 +168,7 @@ void StreamService::run_partial_wave(StreamId id) {
   Stream& stream = it->second;
   stream.timer_armed = false;
   const auto now = NodeClock::now();
-  while (!stream.open.empty() && stream.open.front().first + patience(stream) <= now) {
+  while (!stream.open.empty() && wave_deadline(stream, stream.open.front()) <= now) {
     const std::uint64_t number = stream.open.front().number;
     for (auto& owes : stream.owes) {
       if (owes <= number) stream.open.front().cut = true;
@@ -169,14 +184,15 @@ void StreamService::run_partial_wave(StreamId id) {
 // Once a child has left or joined, a wave may wait for a packet that will never
 // come (a member whose next wave was lost, a restarted back-end that sends nothing
 // yet). From the first failure or adoption this node hears of, its wait-for-all
-// streams close a wave that has waited longer than the suspect threshold with the
-// packets present (the root flags it incomplete). Every node floods the reports,
+// streams close a wave with the packets present (the root flags it incomplete) once
+// every member that owes it has been silent for the suspect threshold. Every node floods the reports,
 // so every node loosens its streams.
 void StreamService::loosen_waves() {
   if (node_.children().empty()) return;
   for (auto& [id, stream] : streams_) {
     if (stream.wave_timer || !stream.filter) continue;
     stream.wave_timer = std::make_unique<Timer>(node_.io());
+    stream.heard.assign(stream.members.size(), NodeClock::now());
     log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
                node_.plan().fault.suspect.count());
     run_waves(stream);
@@ -262,6 +278,7 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
     }
     stream.members.erase(stream.members.begin() + *m);
     stream.owes.erase(stream.owes.begin() + *m);
+    stream.heard.erase(stream.heard.begin() + *m);
   }
   auto& waiting = stream.awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
@@ -282,6 +299,7 @@ void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t 
   if (member_index(stream, child)) return;
   stream.members.push_back(child);
   stream.owes.push_back(std::max(from, stream.next_close));
+  stream.heard.push_back(NodeClock::now());
 }
 
 }  // namespace canopy::services

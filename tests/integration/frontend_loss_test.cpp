@@ -80,7 +80,10 @@ std::set<std::int32_t> integers_in(const std::string& path) {
 // and the re-attach file is gone once the run ends in order.
 TEST_F(FrontendLoss, AttachFrontendCarriesTheUnionRunToItsEndAfterTheFrontEndIsKilled) {
   const std::string record = dir_ + "/record";
-  const pid_t run = start_run({"--tree", "b:4^2", "--workload", "union", "--rate", "20", "--duration", "5",
+  // 15 s of workload: on a loaded machine (sanitizers, two tests beside it) the steps
+  // before the third front-end took more than 5 s, and a run that had ended in order
+  // took the re-attach file with it before the kill it was meant to survive.
+  const pid_t run = start_run({"--tree", "b:4^2", "--workload", "union", "--rate", "20", "--duration", "15",
                                "--record", record, "--keep-tree-for", "30"});
   ASSERT_GT(run, 0);
   ASSERT_TRUE(workload_started(1500ms));

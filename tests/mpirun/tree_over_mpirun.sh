@@ -6,7 +6,7 @@
 # b:3^2 of tree_over_slurm.sh: the commnodes of n2 and n3 by one mpirun (level 1),
 # back-end 5, on n1 under n3's commnode, by another (level 2).
 #   union    the union workload checks out; exactly two mpiruns ran; nothing is left
-#   heal     the union running 4 s, the commnode of n2 SIGKILLed after 1.5 s: its
+#   heal     the union running 4 s, the commnode of n2 SIGKILLed 1 s into it: its
 #            back-ends are adopted, the failure is reported, the union still checks
 #            out, and n3's commnode (same mpirun) was not taken down with it
 #   striped  each host with two NICs, so that every link between hosts is striped:
@@ -87,8 +87,11 @@ case "$mode" in
   *) netns_fail "unknown mode $mode" ;;
 esac
 if [ "$mode" = heal ]; then
+  # The kill waits for the workload: a back-end of n2 has recorded a value (a
+  # fixed delay after launch killed the commnode during start-up on a loaded machine).
   (
-    sleep 1.5
+    until [ -s "$work/record/be-2.txt" ]; do sleep 0.1; done
+    sleep 1
     for pid in $(ip netns pids "$NETNS_N2"); do
       case "$(cat "/proc/$pid/comm" 2>/dev/null)" in canopy-commnod*) kill -KILL "$pid" && echo "$pid" > "$work/killed" ;; esac
     done
