@@ -67,8 +67,14 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   // A member sends its waves in order: from this one on, it adds to no earlier one.
   owes = tag.wave + (tag.more ? 0 : 1);
   auto& open = stream.open;
-  auto at = std::lower_bound(open.begin(), open.end(), tag.wave,
-                             [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+  // Mostly the newest wave, or one after it: looked at before searching.
+  auto at = open.end();
+  if (!open.empty() && open.back().number >= tag.wave) {
+    at = open.back().number == tag.wave
+             ? open.end() - 1
+             : std::lower_bound(open.begin(), open.end(), tag.wave,
+                                [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+  }
   if (at == open.end() || at->number != tag.wave) {
     OpenWave fresh;
     if (!stream.spare.empty()) {
@@ -111,20 +117,22 @@ void StreamService::close_front_wave(Stream& stream) {
   stream.open.pop_front();
   stream.next_close = std::max(stream.next_close, w.number + 1);
   // In the order of the children, as a wave always was, whatever order they came in;
-  // a child's own packets (a filter below that made several) in theirs. A wave of a
-  // packet or so per child is sorted in place (no allocation); a large one (a
-  // filter that made 200,000, from each of two children, interleaved) by merge.
-  auto& in = w.packets;
-  auto by_child = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (in.size() <= 64) {
-    for (std::size_t i = 1; i < in.size(); ++i) {
-      for (std::size_t j = i; j > 0 && by_child(in[j], in[j - 1]); --j) std::swap(in[j], in[j - 1]);
+  // a child's own packets (a filter below that made several) in theirs. What is
+  // sorted is (child, arrival) keys, and each packet is moved once: a wave of a
+  // packet or so per child by insertion (no allocation), a large one (a filter that
+  // made 200,000, from each of two children, interleaved) by merge.
+  auto& keys = stream.order;
+  keys.clear();
+  for (std::size_t i = 0; i < w.packets.size(); ++i) keys.emplace_back(w.packets[i].first, i);
+  if (keys.size() <= 64) {
+    for (std::size_t i = 1; i < keys.size(); ++i) {
+      for (std::size_t j = i; j > 0 && keys[j] < keys[j - 1]; --j) std::swap(keys[j], keys[j - 1]);
     }
   } else {
-    std::stable_sort(in.begin(), in.end(), by_child);
+    std::sort(keys.begin(), keys.end());  // (child, arrival): stable by construction
   }
   stream.wave.clear();
-  for (auto& [child, packet] : w.packets) stream.wave.push_back(std::move(packet));
+  for (const auto& key : keys) stream.wave.push_back(std::move(w.packets[key.second].second));
   w.packets.clear();
   const WaveTag tag{.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut};
   stream.spare.push_back(std::move(w));
