@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -51,6 +52,22 @@ bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
   return done();
+}
+
+// For a `canopy run --format jsonl` started with its output in `out_path`: whether
+// its first wave has come (bounded), and, once it ends (bounded by `limit`), its
+// status and output.
+bool first_wave_came(const std::string& out_path) {
+  return wait_for([&] { return slurp(out_path).find("{\"stream\":1,") != std::string::npos; }, 60s);
+}
+std::optional<Output> finished(pid_t run, const std::string& out_path, std::chrono::seconds limit) {
+  Output output;
+  bool ended = false;
+  if (!wait_for([&] { return ended || (ended = waitpid(run, &output.status, WNOHANG) == run); }, limit)) {
+    return std::nullopt;
+  }
+  output.out = slurp(out_path);
+  return output;
 }
 
 // Runs canopy with `args` on a thread of its own and, once `ready()` holds, SIGKILLs
@@ -259,7 +276,7 @@ TEST(DemoRun, ARunBehindItsScheduleButMovingIsNotCalledStuck) {
                                                   out_path);
   ASSERT_GT(run, 0);
   bool stopped_twice = false;
-  if (wait_for([&] { return slurp(out_path).find("{\"stream\":1,") != std::string::npos; }, 60s)) {
+  if (first_wave_came(out_path)) {
     const pid_t b = ProcessGuard::process_of_rank(1);
     stopped_twice = b > 0;
     for (int i = 0; i < 2 && stopped_twice; ++i) {
@@ -269,12 +286,10 @@ TEST(DemoRun, ARunBehindItsScheduleButMovingIsNotCalledStuck) {
       std::this_thread::sleep_for(1s);
     }
   }
-  Output output;
-  bool ended = false;
-  ASSERT_TRUE(wait_for([&] { return ended || (ended = waitpid(run, &output.status, WNOHANG) == run); }, 120s))
-      << "canopy run did not end";
-  output.out = slurp(out_path);
+  const auto ended = finished(run, out_path, 120s);
   std::filesystem::remove_all(dir);
+  ASSERT_TRUE(ended) << "canopy run did not end";
+  const Output& output = *ended;
   ASSERT_TRUE(stopped_twice) << output.out.substr(0, 2000);
   EXPECT_EQ(exit_code(output), 0) << output.out.substr(output.out.size() > 2000 ? output.out.size() - 2000 : 0);
   EXPECT_NE(output.out.find("{\"stream\":1,\"wave\":999,"), std::string::npos) << "the last wave never came";
@@ -302,7 +317,7 @@ TEST(SumRunThroughFailures, EveryCompleteWaveIsExactAfterACommnodeAndABackendAre
   // Each kill once the run is under way: waves have come (a fixed time after the
   // processes appeared killed a commnode during start-up on a loaded machine).
   bool killed_commnode = false, killed_backend = false;
-  if (wait_for([&] { return slurp(out_path).find("{\"stream\":1,") != std::string::npos; }, 60s)) {
+  if (first_wave_came(out_path)) {
     std::this_thread::sleep_for(1000ms);
     const pid_t c = ProcessGuard::process_of_rank(kCommnode);
     killed_commnode = c > 0 && kill(c, SIGKILL) == 0;
@@ -310,12 +325,10 @@ TEST(SumRunThroughFailures, EveryCompleteWaveIsExactAfterACommnodeAndABackendAre
     const pid_t b = ProcessGuard::process_of_rank(kBackend);
     killed_backend = b > 0 && kill(b, SIGKILL) == 0;
   }
-  Output output;
-  bool ended = false;
-  ASSERT_TRUE(wait_for([&] { return ended || (ended = waitpid(run, &output.status, WNOHANG) == run); }, 240s))
-      << "canopy run did not end";
-  output.out = slurp(out_path);
+  const auto ended = finished(run, out_path, 240s);
   std::filesystem::remove_all(dir);
+  ASSERT_TRUE(ended) << "canopy run did not end";
+  const Output& output = *ended;
   ASSERT_TRUE(killed_commnode && killed_backend) << output.out;
   ASSERT_EQ(exit_code(output), 0) << output.out.substr(0, 4000);
 
