@@ -52,7 +52,8 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     if (!tag.empty) stream.wave.push_back(std::move(packet));
     return emit_wave(stream, tag);
   }
-  if (stream.wave_timer) stream.heard[*m] = NodeClock::now();
+  // Only a loosened wait-for-all wave asks when a member was last heard from.
+  if (stream.wave_timer && stream.spec.sync == SyncMode::wait_for_all) stream.heard[*m] = NodeClock::now();
   auto& owes = stream.owes[*m];
   if (tag.wave < owes || tag.wave < stream.next_close) {
     // Its wave has closed here: a time-out, or the member was given up for it.
