@@ -36,9 +36,13 @@ done
 "$here/scripts/setup.sh"  # clang among the rest
 
 build="$here/build-fuzz"
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# -O2 with line tables only (-g1): every frame of a crash keeps its file and line
+# (docs/testing.md, "Build time").
+release="-O2 -g1 -DNDEBUG"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$release" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$release" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCANOPY_BUILD_FUZZERS=ON -DCANOPY_BUILD_TESTS=OFF -DCANOPY_BUILD_BENCH=OFF >/dev/null
 targets=()
 for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
