@@ -25,11 +25,12 @@
 #   OUTPUT_DIR/chaos.png    faults per seed and how each run ended
 #   OUTPUT_DIR/summary.txt  runs that passed, and what failed
 #
-# Waves in flight at the faults: the sum's waves (10 a second, counted from the
-# workload's start, which is taken as its first progress line less 1 s) that were
-# sent while a fault held their way up (a stop, for its length but at most --lost,
-# after which the stopped commnode's back-ends are adopted), or were on their way up
-# at a fault (the wave sent just before it). No fault may cost more (issue 44).
+# Waves in flight at the faults: of the sum's waves sent (10 a second for --seconds,
+# delivered or not, timed from the workload's start, taken as its first progress
+# line less 1 s), those sent while a fault held their way up (a stop, for its length
+# but at most --lost, after which the stopped commnode's back-ends are adopted), or
+# on their way up at a fault (the wave sent just before it). No fault may cost more
+# (issue 44).
 #
 # Settings (environment): CANOPY_BUILD_DIR (default build/, built already). Every run
 # is in a process group of its own, continued and killed on the way out.
@@ -156,7 +157,7 @@ for seed in $(seq 1 "$seeds"); do
   in_flight=""
   if [ -n "$first_line" ] && [ -n "$sum_complete" ]; then
     in_flight=$(awk -F, -v seed="$seed" -v origin="$(( (first_line - start - 1000) ))" -v lost="$lost" \
-                    -v waves="$((sum_complete + sum_incomplete))" '
+                    -v waves="$((seconds * 10))" '
       NR > 1 && $1 == seed { n++; from[n] = $2 - 0.1; to[n] = $2 + ($4 == "stop" ? ($5 < lost ? $5 : lost) / 1000 : 0) }
       END {
         held = 0

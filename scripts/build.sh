@@ -8,7 +8,7 @@ shift || true
 "$here/scripts/setup.sh"
 # RelWithDebInfo with line tables only (-g1), not gcc's full debug information (-g):
 # backtraces, sanitizer reports, perf and `canopy stack --lines` keep every
-# function, file and line, and the build takes a third less time (docs/testing.md,
+# function, file and line, and the build takes about a fifth less time (docs/testing.md,
 # "Build time"). For a debugger's view of local variables: CANOPY_BUILD_TYPE=Debug,
 # or -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG" among the arguments.
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE="${CANOPY_BUILD_TYPE:-RelWithDebInfo}" \
