@@ -7,31 +7,39 @@
 
 namespace canopy::transport {
 
-void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
-  auto segments = message.getSegmentsForOutput();
-  // Segment table: count-1, then each size, padded to a whole word.
-  std::size_t table_words = (segments.size() + 2) / 2;
-  std::size_t body_words = table_words;
-  for (auto& s : segments) body_words += s.size();
+std::size_t frame_words(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments) {
+  // The length word, the segment table (count-1, then each size, padded to a whole
+  // word), the segments.
+  std::size_t words = 1 + (segments.size() + 2) / 2;
+  for (auto& s : segments) words += s.size();
+  return words;
+}
 
-  std::size_t at = out.size();
-  out.resize(at + 1 + body_words);
-  auto* bytes = reinterpret_cast<std::byte*>(out.data() + at);
-  std::uint64_t body_bytes = body_words * sizeof(capnp::word);
-  std::memcpy(bytes, &body_bytes, 8);  // little-endian hosts only (x86-64, aarch64)
+void write_frame(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, std::size_t words, Word* out) {
+  const std::size_t table_words = (segments.size() + 2) / 2;
+  std::uint64_t body_bytes = (words - 1) * sizeof(capnp::word);
+  std::memcpy(out, &body_bytes, 8);  // little-endian hosts only (x86-64, aarch64)
 
-  auto* table = reinterpret_cast<std::uint32_t*>(out.data() + at + 1);
+  auto* table = reinterpret_cast<std::uint32_t*>(out + 1);
   table[0] = static_cast<std::uint32_t>(segments.size() - 1);
   for (std::size_t i = 0; i < segments.size(); ++i) {
     table[i + 1] = static_cast<std::uint32_t>(segments[i].size());
   }
   if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
 
-  Word* dst = out.data() + at + 1 + table_words;
+  Word* dst = out + 1 + table_words;
   for (auto& s : segments) {
     std::memcpy(dst, s.begin(), s.size() * sizeof(capnp::word));
     dst += s.size();
   }
+}
+
+void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
+  auto segments = message.getSegmentsForOutput();
+  const std::size_t words = frame_words(segments);
+  const std::size_t at = out.size();
+  out.resize(at + words);
+  write_frame(segments, words, out.data() + at);
 }
 
 FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {}

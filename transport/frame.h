@@ -70,6 +70,10 @@ struct FrameLimits {
 
 // Appends one frame holding `message` to `out`.
 void append_frame(capnp::MessageBuilder& message, FrameBuffer& out);
+// The same in two steps, for a destination that is not a FrameBuffer: the words a
+// frame of `segments` takes, then the frame written to `out` (that many words).
+std::size_t frame_words(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments);
+void write_frame(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, std::size_t words, Word* out);
 
 // Splits a word-aligned receive buffer into frames. Call feed() after bytes arrive,
 // then next() until it returns nothing.

@@ -9,69 +9,6 @@
 
 namespace canopy::transport {
 
-SendStream::SendStream(std::size_t block_bytes) : block_bytes_(std::max<std::size_t>(64, block_bytes)) {}
-
-std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
-  auto segments = message.getSegmentsForOutput();
-  // The frame: 8-byte body length, segment table (count-1, then each size, padded to
-  // a whole word), segments. The same bytes as append_frame() in frame.cpp.
-  const std::size_t table_words = (segments.size() + 2) / 2;
-  std::size_t body_words = table_words;
-  for (const auto& segment : segments) body_words += segment.size();
-  const std::size_t frame_bytes = (1 + body_words) * sizeof(capnp::word);
-
-  if (blocks_.empty() || blocks_.back().capacity - blocks_.back().size < frame_bytes) {
-    Block block;
-    auto fits = std::find_if(spare_.begin(), spare_.end(), [&](const Block& b) { return b.capacity >= frame_bytes; });
-    if (fits != spare_.end()) {
-      block = std::move(*fits);
-      spare_.erase(fits);
-    } else {
-      block.capacity = std::max(block_bytes_, frame_bytes);
-      block.bytes = std::make_unique_for_overwrite<std::byte[]>(block.capacity);
-    }
-    block.seq = end_;
-    block.size = 0;
-    blocks_.push_back(std::move(block));
-  }
-  Block& tail = blocks_.back();
-  std::byte* out = tail.bytes.get() + tail.size;
-  const std::uint64_t body_bytes = body_words * sizeof(capnp::word);
-  std::memcpy(out, &body_bytes, 8);  // little-endian hosts, as frame.cpp
-  auto* table = reinterpret_cast<std::uint32_t*>(out + 8);
-  table[0] = static_cast<std::uint32_t>(segments.size() - 1);
-  for (std::size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<std::uint32_t>(segments[i].size());
-  if (segments.size() % 2 == 0) table[segments.size() + 1] = 0;
-  std::byte* dst = out + 8 + table_words * sizeof(capnp::word);
-  for (const auto& segment : segments) {
-    std::memcpy(dst, segment.begin(), segment.size() * sizeof(capnp::word));
-    dst += segment.size() * sizeof(capnp::word);
-  }
-  tail.size += frame_bytes;
-  end_ += frame_bytes;
-  return end_;
-}
-
-std::span<const std::byte> SendStream::contiguous(std::uint64_t seq, std::size_t max) const {
-  assert(seq >= begin() && seq < end_);
-  // Fragments are cut at the back and resent from the front: look there first.
-  auto it = blocks_.end() - 1;
-  if (seq < it->seq) {
-    it = std::upper_bound(blocks_.begin(), blocks_.end(), seq,
-                          [](std::uint64_t s, const Block& b) { return s < b.seq; }) - 1;
-  }
-  std::size_t offset = seq - it->seq;
-  return {it->bytes.get() + offset, std::min<std::size_t>(it->size - offset, max)};
-}
-
-void SendStream::release(std::uint64_t seq) {
-  while (!blocks_.empty() && blocks_.front().end() <= seq) {
-    Block& block = blocks_.front();
-    if (spare_.size() < 4 && block.capacity <= 4 * block_bytes_) spare_.push_back(std::move(block));
-    blocks_.pop_front();
-  }
-}
-
 SendWindow::SendWindow(std::size_t path_count) : in_flight_(path_count, 0) {}
 
 void SendWindow::add(std::uint64_t seq, std::uint32_t length, std::uint32_t checksum, std::uint32_t path) {

@@ -1,8 +1,6 @@
 // The sending half of a striped link, without I/O.
 //
-// SendStream holds the outgoing byte stream: framed messages (frame.h) numbered by
-// byte, from the oldest unacknowledged byte to the newest queued one. SendWindow
-// tracks the fragments cut from it that are not yet acknowledged: on which path each
+// SendStream (send_stream.h) holds the outgoing byte stream. SendWindow tracks the fragments cut from it that are not yet acknowledged: on which path each
 // went last, when it must be sent again, and which wait for a path to resend them.
 // Not thread-safe; the link's io_context thread owns both.
 #pragma once
@@ -21,45 +19,10 @@
 #include <vector>
 
 #include "transport/backoff.h"
+#include "transport/send_stream.h"
 #include "transport/seq_tracking.h"
 
 namespace canopy::transport {
-
-class SendStream {
- public:
-  // Frames are appended to blocks of `block_bytes` (a larger frame gets a block of
-  // its own); blocks are freed, or kept for reuse, once acknowledged.
-  explicit SendStream(std::size_t block_bytes = 1u << 20);
-
-  // Appends one frame holding `message`, encoded as append_frame() (frame.h) does but
-  // straight into the block: one copy of the message, no zero-filling first.
-  // Returns one past its last sequence number.
-  std::uint64_t append(capnp::MessageBuilder& message);
-
-  std::uint64_t begin() const { return blocks_.empty() ? end_ : blocks_.front().seq; }
-  std::uint64_t end() const { return end_; }
-  std::uint64_t held_bytes() const { return end_ - begin(); }
-
-  // The held bytes from `seq` to the end of its block, at most `max`: a fragment
-  // never spans two blocks, so it is one contiguous buffer. Requires
-  // begin() <= seq < end(). Valid until release() frees the block.
-  std::span<const std::byte> contiguous(std::uint64_t seq, std::size_t max) const;
-
-  // Frees every block that ends at or below `seq`.
-  void release(std::uint64_t seq);
-
- private:
-  struct Block {
-    std::uint64_t seq = 0;                // of its first byte
-    std::unique_ptr<std::byte[]> bytes;   // never reallocated: writes in flight point into it
-    std::size_t size = 0, capacity = 0;
-    std::uint64_t end() const { return seq + size; }
-  };
-  std::size_t block_bytes_;
-  std::deque<Block> blocks_;
-  std::vector<Block> spare_;  // released blocks kept for reuse (a few, not too large)
-  std::uint64_t end_ = 0;
-};
 
 class SendWindow {
  public:

@@ -53,7 +53,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
 
 void TcpLink::send(capnp::MessageBuilder& message) {
   if (!open_ || closing_) return;
-  append_frame(message, queued_);
+  stream_.append(message);
   note_sent();
   if (!writing_ && !corked_) write_queued();
   check_watermarks();
@@ -74,7 +74,7 @@ void TcpLink::pause_reading(bool paused) {
 }
 
 void TcpLink::write_queued() {
-  if (queued_.empty()) {
+  if (written_ == stream_.end()) {
     writing_ = false;
     if (closing_) {
       // Our side is done. Closing the socket now, with bytes from the peer still
@@ -91,19 +91,25 @@ void TcpLink::write_queued() {
     return;
   }
   writing_ = true;
-  in_flight_.swap(queued_);
-  queued_.clear();
-  asio::async_write(socket_, asio::buffer(in_flight_.data(), in_flight_.size() * sizeof(capnp::word)),
-                    [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                      if (!self->open_) return;
-                      if (ec) {
-                        self->fail("write failed: " + ec.message());
-                        return;
-                      }
-                      self->in_flight_.clear();
-                      self->write_queued();
-                      self->check_watermarks();
-                    });
+  // Everything queued, one buffer per block; frames appended meanwhile go after it.
+  writing_to_ = stream_.end();
+  gather_.clear();
+  for (std::uint64_t at = written_; at < writing_to_;) {
+    auto part = stream_.contiguous(at, writing_to_ - at);
+    gather_.emplace_back(part.data(), part.size());
+    at += part.size();
+  }
+  asio::async_write(socket_, gather_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+    if (!self->open_) return;
+    if (ec) {
+      self->fail("write failed: " + ec.message());
+      return;
+    }
+    self->written_ = self->writing_to_;
+    self->stream_.release(self->written_);
+    self->write_queued();
+    self->check_watermarks();
+  });
 }
 
 void TcpLink::close(std::string_view reason) {
@@ -128,13 +134,13 @@ void TcpLink::fail(std::string reason) {
 
 void TcpLink::abort(std::string_view reason) {
   if (!open_) return;
-  queued_.clear();
+  written_ = stream_.end();  // what is queued is never written
   fail(std::string(reason));
 }
 
 void TcpLink::abort_with(capnp::MessageBuilder& last, std::string_view reason) {
   if (!open_) return;
-  if (!writing_ && queued_.empty()) {
+  if (!writing_ && written_ == stream_.end()) {
     FrameBuffer frame;
     append_frame(last, frame);
     boost::system::error_code ec;

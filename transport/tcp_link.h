@@ -8,6 +8,7 @@
 
 #include "transport/frame.h"
 #include "transport/link.h"
+#include "transport/send_stream.h"
 
 namespace canopy::transport {
 
@@ -29,7 +30,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   void abort_with(capnp::MessageBuilder& last, std::string_view reason) override;
   bool is_open() const override { return open_; }
   const std::string& peer() const override { return peer_; }
-  std::size_t queued_bytes() const override { return (queued_.size() + in_flight_.size()) * sizeof(Word); }
+  std::size_t queued_bytes() const override { return stream_.end() - written_; }
   void pause_reading(bool paused) override;
   void cork(bool corked) override;
 
@@ -45,8 +46,14 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   std::string peer_;
   MessageHandler on_message_;
   CloseHandler on_close_;
-  FrameBuffer queued_;    // frames waiting for the next write
-  FrameBuffer in_flight_; // frames being written
+  // Frames not yet written, in blocks that never move (send_stream.h): a burst
+  // queued while a write is in flight is never copied to grow its buffer, and the
+  // blocks are reused rather than given back and faulted in again.
+  SendStream stream_{kBlockBytes};
+  static constexpr std::size_t kBlockBytes = 256u << 10;
+  std::uint64_t written_ = 0;   // bytes of stream_ written
+  std::uint64_t writing_to_ = 0;  // the end of the write in flight
+  std::vector<asio::const_buffer> gather_;  // its buffers, one per block
   bool writing_ = false;
   bool corked_ = false;
   bool reading_ = false;  // a read is outstanding

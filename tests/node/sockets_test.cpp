@@ -3,8 +3,10 @@
 // parent is refused by the time any orphan has read its link's end
 // (docs/fault-tolerance.md).
 #include <capnp/message.h>
+#include <capnp/serialize.h>
 
 #include "core/listener.h"
+#include "transport/frame.h"
 #include "transport/tcp_link.h"
 
 #include <arpa/inet.h>
@@ -210,6 +212,60 @@ TEST(TcpLink, ACorkedBurstLeavesOnlyWhenUncorked) {
   pollfd in{peer, POLLIN, 0};
   ASSERT_EQ(::poll(&in, 1, 10000), 1);
   EXPECT_TRUE(readable());
+  link->abort("done");
+  ::close(peer);
+}
+
+// A burst queued while the peer reads nothing spans many of the link's blocks, and
+// one frame is larger than a block: every frame arrives whole and in order, and the
+// link's queue is empty once the peer has read it all.
+TEST(TcpLink, ABurstOverManyBlocksArrivesWholeAndInOrder) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const int peer = connect_to(acceptor.local_endpoint().port());
+  ASSERT_GE(peer, 0) << std::strerror(errno);
+  auto link = transport::TcpLink::create(acceptor.accept());
+  link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+  constexpr std::uint32_t kFrames = 20000;
+  constexpr std::uint32_t kLarge = 7777;  // this one is 1 MiB
+  auto words_of = [](std::uint32_t i) -> std::uint32_t { return i == kLarge ? (1u << 17) : i % 97; };
+  std::uint64_t sent = 0;
+  for (std::uint32_t i = 0; i < kFrames; ++i) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<capnp::AnyPointer>().initAs<capnp::List<std::uint64_t>>(words_of(i) + 1);
+    list.set(0, i);
+    for (std::uint32_t w = 1; w <= words_of(i); ++w) list.set(w, i * 1000003ull + w);
+    link->send(message);
+    sent += capnp::computeSerializedSizeInWords(message) * 8;
+    io.poll();  // writes start, and stall once the socket is full
+  }
+  EXPECT_GT(link->queued_bytes(), 0u) << "the peer read nothing, yet all " << sent << " bytes left";
+  transport::FrameReader reader;
+  std::uint32_t next = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (next < kFrames && std::chrono::steady_clock::now() < deadline) {
+    io.poll();
+    auto space = reader.prepare();
+    const ssize_t n = ::recv(peer, space.data(), space.size(), MSG_DONTWAIT);
+    if (n <= 0) {
+      ASSERT_TRUE(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) << "the link's end closed";
+      io.run_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    reader.commit(static_cast<std::size_t>(n));
+    while (auto frame = reader.next()) {
+      capnp::FlatArrayMessageReader message(kj::arrayPtr(frame->body.data(), frame->body.size()));
+      auto list = message.getRoot<capnp::AnyPointer>().getAs<capnp::List<std::uint64_t>>();
+      ASSERT_EQ(list.size(), words_of(next) + 1) << "frame " << next;
+      ASSERT_EQ(list[0], next);
+      for (std::uint32_t w = 1; w <= words_of(next); ++w) ASSERT_EQ(list[w], next * 1000003ull + w) << "frame " << next;
+      ++next;
+    }
+    ASSERT_TRUE(reader.error().empty()) << reader.error();
+  }
+  EXPECT_EQ(next, kFrames) << "frames read before the time-out";
+  io.poll();
+  EXPECT_EQ(link->queued_bytes(), 0u);
   link->abort("done");
   ::close(peer);
 }
