@@ -140,14 +140,22 @@ class StreamService final : public core::Service {
   const std::map<Rank, std::uint64_t>& late_packets() const { return late_by_rank_; }
 
  private:
-  // A wave being built: the packets of one number that have come so far.
+  // A wave being built: what has come of it so far. Its packets wait in their
+  // children's queues (ChildQueue), not here: with a child thousands of waves ahead
+  // of another, a vector per open wave was megabytes of memory touched once each.
   struct OpenWave {
     std::uint64_t number = 0;
-    std::vector<std::pair<std::size_t, Packet>> packets;  // (child index, packet)
     std::uint32_t held = 0;
     std::uint64_t digest = 0;
     bool cut = false;
     NodeClock::time_point first{};  // when its first packet came
+  };
+  // One child's packets for the open waves, ascending by wave (each child sends its
+  // waves in order); kept after the child has left until its packets' waves close.
+  struct ChildQueue {
+    std::size_t child = 0;
+    std::deque<std::pair<std::uint64_t, Packet>> packets;  // (wave, packet)
+    bool left = false;  // no longer a member: the queue goes once it is empty
   };
   struct Stream {
     StreamSpec spec;
@@ -159,7 +167,7 @@ class StreamService final : public core::Service {
     // straggler holds a wave for as long as it keeps sending (see wave_deadline).
     std::vector<NodeClock::time_point> heard;
     std::deque<OpenWave> open;                   // ascending wave number
-    std::vector<OpenWave> spare;                 // closed ones, reused: no allocation per wave
+    std::vector<ChildQueue> queues;              // ascending child index
     // Waves below this are closed here (or were never open here).
     std::uint64_t next_close = 0;
     // The number of the next wave this node sends up: a back-end's next packet, a
@@ -172,7 +180,6 @@ class StreamService final : public core::Service {
     std::unique_ptr<filters::Filter> filter;      // upstream
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
     std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
-    std::vector<std::pair<std::size_t, std::size_t>> order;  // close_front_wave's (child, arrival) keys
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     core::Failures ack_failures;  // of the subtree's acks so far
     // time_out mode, and wait-for-all once the tree has changed: closes a wave
@@ -225,6 +232,10 @@ class StreamService final : public core::Service {
   FilterContext filter_context(const Stream& stream, bool upstream) const;
   // The tree changed: every instance here is told its context again.
   void refresh_contexts();
+  // Where wave `wave` is in `stream.open`, or where it would go.
+  static std::deque<OpenWave>::iterator find_wave(Stream& stream, std::uint64_t wave);
+  // Child `child`'s queue, made if it has none.
+  static ChildQueue& queue_of(Stream& stream, std::size_t child);
   // Closes, in order, every open wave no member can still add to, and (re)arms the
   // wave timer.
   void run_waves(Stream& stream);

@@ -67,35 +67,46 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   }
   // A member sends its waves in order: from this one on, it adds to no earlier one.
   owes = tag.wave + (tag.more ? 0 : 1);
-  auto& open = stream.open;
-  // Mostly the newest wave, or one after it: looked at before searching.
-  auto at = open.end();
-  if (!open.empty() && open.back().number >= tag.wave) {
-    at = open.back().number == tag.wave
-             ? open.end() - 1
-             : std::lower_bound(open.begin(), open.end(), tag.wave,
-                                [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+  auto at = find_wave(stream, tag.wave);
+  if (at == stream.open.end() || at->number != tag.wave) {
+    // Only a timer asks when a wave opened (one opened before its stream was
+    // loosened waits from when its members were last heard, set then).
+    at = stream.open.insert(at, OpenWave{.number = tag.wave,
+                                         .first = stream.wave_timer ? NodeClock::now() : NodeClock::time_point{}});
   }
-  if (at == open.end() || at->number != tag.wave) {
-    OpenWave fresh;
-    if (!stream.spare.empty()) {
-      fresh = std::move(stream.spare.back());
-      stream.spare.pop_back();
-    }
-    fresh.number = tag.wave;
-    fresh.held = 0;
-    fresh.digest = 0;
-    fresh.cut = false;
-    fresh.first = NodeClock::now();
-    at = open.insert(at, std::move(fresh));
+  if (!tag.empty) {
+    auto& packets = queue_of(stream, child).packets;
+    // After the packets of waves up to its own (a child's are always; a child that
+    // left and came back under the same index may have older ones still here).
+    auto pos = packets.end();
+    while (pos != packets.begin() && std::prev(pos)->first > tag.wave) --pos;
+    packets.emplace(pos, tag.wave, std::move(packet));
   }
-  if (!tag.empty) at->packets.emplace_back(child, std::move(packet));
   at->cut |= tag.cut;
   if (!tag.more) {
     at->held += tag.held;
     at->digest += tag.digest;
   }
   run_waves(stream);
+}
+
+std::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
+  auto& open = stream.open;
+  if (open.empty() || wave > open.back().number) return open.end();
+  // Open waves mostly have every number from the oldest on: the wave is where its
+  // number says, without a search.
+  const std::uint64_t offset = wave - std::min(wave, open.front().number);
+  if (offset < open.size() && open[offset].number == wave) return open.begin() + static_cast<std::ptrdiff_t>(offset);
+  return std::lower_bound(open.begin(), open.end(), wave,
+                          [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+}
+
+StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t child) {
+  auto& queues = stream.queues;
+  auto it = std::lower_bound(queues.begin(), queues.end(), child,
+                             [](const ChildQueue& q, std::size_t c) { return q.child < c; });
+  if (it == queues.end() || it->child != child) it = queues.insert(it, ChildQueue{.child = child});
+  return *it;
 }
 
 void StreamService::run_waves(Stream& stream) {
@@ -114,30 +125,30 @@ void StreamService::run_waves(Stream& stream) {
 }
 
 void StreamService::close_front_wave(Stream& stream) {
-  OpenWave w = std::move(stream.open.front());
+  const OpenWave w = stream.open.front();
   stream.open.pop_front();
   stream.next_close = std::max(stream.next_close, w.number + 1);
-  // In the order of the children, as a wave always was, whatever order they came in;
-  // a child's own packets (a filter below that made several) in theirs. What is
-  // sorted is (child, arrival) keys, and each packet is moved once: a wave of a
-  // packet or so per child by insertion (no allocation), a large one (a filter that
-  // made 200,000, from each of two children, interleaved) by merge.
-  auto& keys = stream.order;
-  keys.clear();
-  for (std::size_t i = 0; i < w.packets.size(); ++i) keys.emplace_back(w.packets[i].first, i);
-  if (keys.size() <= 64) {
-    for (std::size_t i = 1; i < keys.size(); ++i) {
-      for (std::size_t j = i; j > 0 && keys[j] < keys[j - 1]; --j) std::swap(keys[j], keys[j - 1]);
-    }
-  } else {
-    std::sort(keys.begin(), keys.end());  // (child, arrival): stable by construction
-  }
+  // In the order of the children, as a wave always was, whatever order they came
+  // in; a child's own packets (a filter below that made several) in theirs.
   stream.wave.clear();
-  for (const auto& key : keys) stream.wave.push_back(std::move(w.packets[key.second].second));
-  w.packets.clear();
-  const WaveTag tag{.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut};
-  stream.spare.push_back(std::move(w));
-  emit_wave(stream, tag);
+  for (auto q = stream.queues.begin(); q != stream.queues.end();) {
+    auto& packets = q->packets;
+    while (!packets.empty() && packets.front().first <= w.number) {
+      if (packets.front().first == w.number) {
+        stream.wave.push_back(std::move(packets.front().second));
+      } else {
+        count_late(stream);  // of a wave closed without it (never expected: see accept_upstream)
+      }
+      packets.pop_front();
+    }
+    // A child that has left keeps its queue only while it holds packets.
+    if (packets.empty() && q->left) {
+      q = stream.queues.erase(q);
+    } else {
+      ++q;
+    }
+  }
+  emit_wave(stream, {.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut});
 }
 
 std::chrono::milliseconds StreamService::patience(const Stream& stream) const {
@@ -285,6 +296,7 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
     if (node_.children()[child].role == Role::backend) {
       for (auto& w : stream.open) w.cut |= w.number >= stream.owes[*m];
     }
+    for (auto& q : stream.queues) q.left |= q.child == child;
     stream.members.erase(stream.members.begin() + *m);
     stream.owes.erase(stream.owes.begin() + *m);
     stream.heard.erase(stream.heard.begin() + *m);
@@ -306,6 +318,7 @@ std::optional<std::size_t> StreamService::member_index(const Stream& stream, std
 
 void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t from) {
   if (member_index(stream, child)) return;
+  for (auto& q : stream.queues) q.left &= q.child != child;
   stream.members.push_back(child);
   stream.owes.push_back(std::max(from, stream.next_close));
   stream.heard.push_back(NodeClock::now());
