@@ -15,10 +15,10 @@
 #   OUTPUT_DIR/runs.csv     seed, kills, stops, stops at or over --lost, exit status,
 #                           union check (ok/failed/none), missing, extra, processes
 #                           left after the run, seconds, the sum's complete, incomplete
-#                           and wrong waves, and its waves in flight at the faults
-#                           (below)
-#   OUTPUT_DIR/waves.png    the sum's incomplete waves beside its waves in flight at
-#                           the faults, by seed
+#                           and wrong waves, its waves in flight at the faults
+#                           (below), and its waves that never came (lost whole)
+#   OUTPUT_DIR/waves.png    the sum's incomplete and lost waves beside its waves in
+#                           flight at the faults, by seed
 #   OUTPUT_DIR/faults.csv   seed, time (s), commnode pid, kill or stop, stop length (ms)
 #   OUTPUT_DIR/seed-K.*     canopy run's jsonl output (.jsonl), its stderr (.log),
 #                           the records (.record/)
@@ -69,7 +69,7 @@ out=$(cd "$out" && pwd)
 own_group_trap
 
 
-echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds,sum_complete,sum_incomplete,sum_wrong,sum_in_flight" > "$out/runs.csv"
+echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds,sum_complete,sum_incomplete,sum_wrong,sum_in_flight,sum_missing" > "$out/runs.csv"
 echo "seed,time_s,pid,fault,stop_ms" > "$out/faults.csv"
 for seed in $(seq 1 "$seeds"); do
   RANDOM=$seed
@@ -153,6 +153,7 @@ for seed in $(seq 1 "$seeds"); do
   sum_complete=$(sed -n 's/.*"sum":{"complete_waves":\([0-9]*\).*/\1/p' <<<"$summary")
   sum_incomplete=$(sed -n 's/.*"sum":{[^}]*"incomplete_waves":\[\([0-9,]*\)\].*/\1/p' <<<"$summary" | tr ',' '\n' | grep -c . || true)
   sum_wrong=$(sed -n 's/.*"wrong_waves":\([0-9]*\).*/\1/p' <<<"$summary")
+  sum_missing=$(sed -n 's/.*"missing_waves":\[\([0-9,]*\)\].*/\1/p' <<<"$summary" | tr ',' '\n' | grep -c . || true)
   # The sum's waves in flight at this seed's faults (see the top of this script).
   in_flight=""
   if [ -n "$first_line" ] && [ -n "$sum_complete" ]; then
@@ -168,19 +169,19 @@ for seed in $(seq 1 "$seeds"); do
         print held
       }' "$out/faults.csv")
   fi
-  echo "$seed,$kills,$stops,$over,$status,${check:-none},${missing:-},${extra:-},$left,$secs,${sum_complete:-},${sum_incomplete:-},${sum_wrong:-},${in_flight}" >> "$out/runs.csv"
-  echo "seed $seed/$seeds: $kills kills, $stops stops ($over at or over --lost): exit $status, check ${check:-none}, $left left, $secs s; sum: ${sum_complete:-?} complete, ${sum_incomplete:-?} incomplete (${in_flight:-?} in flight at the faults), ${sum_wrong:-?} wrong waves" >&2
+  echo "$seed,$kills,$stops,$over,$status,${check:-none},${missing:-},${extra:-},$left,$secs,${sum_complete:-},${sum_incomplete:-},${sum_wrong:-},${in_flight},${sum_missing:-}" >> "$out/runs.csv"
+  echo "seed $seed/$seeds: $kills kills, $stops stops ($over at or over --lost): exit $status, check ${check:-none}, $left left, $secs s; sum: ${sum_complete:-?} complete, ${sum_incomplete:-?} incomplete, ${sum_missing:-?} lost whole (${in_flight:-?} in flight at the faults), ${sum_wrong:-?} wrong waves" >&2
 done
 
 awk -F, -v tree="$tree" -v secs="$seconds" -v lost="$lost" '
   NR > 1 { runs++; ok = ($5 == 0 && $6 == "ok" && $9 == 0 && $13 == "0"); if (ok) passed++; else bad = bad " " $1
-           kills += $2; stops += $3; over += $4; complete += $11; incomplete += $12; wrong += $13; in_flight += $14
-           if ($12 > $14) above = above " " $1 }
+           kills += $2; stops += $3; over += $4; complete += $11; incomplete += $12; wrong += $13; in_flight += $14; lost_whole += $15
+           if ($12 + $15 > $14) above = above " " $1 }
   END {
     printf "%s, union workload for %d s, --lost %d ms: %d of %d runs passed (exit 0, union complete, no wrong wave, nothing left)\n", tree, secs, lost, passed, runs
     printf "faults: %d SIGKILLs, %d SIGSTOPs (%d at or over --lost)\n", kills, stops, over
-    printf "sum beside the union: %d complete waves, %d incomplete (%.1f per fault), %d wrong\n", complete, incomplete, (kills + stops) ? incomplete / (kills + stops) : 0, wrong
-    printf "waves in flight at the faults: %d; seeds with more incomplete waves than that:%s\n", in_flight, above == "" ? " none" : above
+    printf "sum beside the union: %d complete waves, %d incomplete (%.1f per fault), %d lost whole, %d wrong\n", complete, incomplete, (kills + stops) ? incomplete / (kills + stops) : 0, lost_whole, wrong
+    printf "waves in flight at the faults: %d; seeds with more incomplete and lost waves than that:%s\n", in_flight, above == "" ? " none" : above
     if (bad != "") printf "failed seeds:%s\n", bad
   }' "$out/runs.csv" > "$out/summary.txt"
 cat "$out/summary.txt"
@@ -210,7 +211,7 @@ gnuplot <<PLOT
 set terminal pngcairo size 1100,520 font "sans,11"
 set output "$out/waves.png"
 set datafile separator ","
-set title "Sum beside the union: waves flagged incomplete, against the waves in flight at the faults\n$tree, $seconds s at 10 waves/s, --lost $lost ms" noenhanced
+set title "Sum beside the union: waves flagged incomplete or lost whole, against the waves in flight at the faults\n$tree, $seconds s at 10 waves/s, --lost $lost ms" noenhanced
 set xlabel "seed"
 set ylabel "waves"
 set key inside top left
@@ -222,8 +223,9 @@ set grid ytics
 set style fill solid 0.7 border -1
 set boxwidth 0.35
 plot "$out/runs.csv" using (\$1 - 0.18):14 skip 1 with boxes lc rgb "#bdc3c7" title "in flight at the faults (the bound)", \
+     "" using (\$1 + 0.18):(\$12 + \$15) skip 1 with boxes lc rgb "#c0392b" title "lost whole (never came)", \
      "" using (\$1 + 0.18):12 skip 1 with boxes lc rgb "#2980b9" title "flagged incomplete", \
-     "" using 1:((\$12 > \$14 ? \$12 : \$14)):(sprintf("%d of %d delivered flagged\n%d wrong, %d faults", \$12, \$11 + \$12, \$13, \$2 + \$3)) skip 1 with labels offset 0,1.5 notitle
+     "" using 1:((\$12 + \$15 > \$14 ? \$12 + \$15 : \$14)):(sprintf("%d of %d delivered flagged, %d lost\n%d wrong, %d faults", \$12, \$11 + \$12, \$15, \$13, \$2 + \$3)) skip 1 with labels offset 0,1.5 notitle
 PLOT
 echo "figures: $out/chaos.png, $out/waves.png" >&2
 awk -F, 'NR > 1 && !($5 == 0 && $6 == "ok" && $9 == 0 && $13 == "0") { bad = 1 } END { exit bad }' "$out/runs.csv"

@@ -329,18 +329,22 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   auto stopped = net.shutdown();
   std::string check = !demo ? "skipped" : waves.mismatches() ? "failed" : "ok";
   const std::string listed = waves.incomplete_list();
+  const auto missing = waves.missing(final_wave + 1);
+  const std::string missing_listed = DemoCheck::wave_list(missing);
   if (jsonl) {
     std::printf(
         "{\"summary\":{\"waves\":%d,\"backends\":%zu,\"processes\":%zu,\"filter\":%s,\"launch_seconds\":%.6f,"
-        "\"run_seconds\":%.6f,\"check\":\"%s\",\"incomplete_waves\":[%s],\"late_packets\":%llu}}\n",
+        "\"run_seconds\":%.6f,\"check\":\"%s\",\"incomplete_waves\":[%s],\"missing_waves\":[%s],"
+        "\"late_packets\":%llu}}\n",
         received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
-        check.c_str(), listed.c_str(), static_cast<unsigned long long>(late));
+        check.c_str(), listed.c_str(), missing_listed.c_str(), static_cast<unsigned long long>(late));
   } else {
     std::printf("%s of %s over %s in %.3f s; check: %s", count(static_cast<std::size_t>(received), "wave").c_str(),
                 opt.filter.c_str(), count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
     if (!waves.incomplete().empty()) {
       std::printf("; %zu incomplete (lost in failures): %s", waves.incomplete().size(), listed.c_str());
     }
+    if (!missing.empty()) std::printf("; %zu never came (lost whole): %s", missing.size(), missing_listed.c_str());
     std::printf("\n");
   }
   std::fflush(stdout);

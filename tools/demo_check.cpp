@@ -102,6 +102,8 @@ std::size_t DemoCheck::check(const Received& result, Network& net) {
   if (!result.wave) return 0;
   const std::uint64_t wave = *result.wave;
   const auto& packet = result.packet;
+  if (wave >= seen_.size()) seen_.resize(wave + 1);
+  seen_[wave] = true;
   if (result.complete) {
     ++complete_;
   } else {
@@ -130,9 +132,17 @@ std::size_t DemoCheck::check(const Received& result, Network& net) {
   return held.size();
 }
 
-std::string DemoCheck::incomplete_list() const {
+std::vector<std::uint64_t> DemoCheck::missing(std::uint64_t count) const {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t w = 0; w < count; ++w) {
+    if (w >= seen_.size() || !seen_[w]) out.push_back(w);
+  }
+  return out;
+}
+
+std::string DemoCheck::wave_list(const std::vector<std::uint64_t>& waves) {
   std::string out;
-  for (auto w : incomplete_) out += (out.empty() ? "" : ",") + std::to_string(w);
+  for (auto w : waves) out += (out.empty() ? "" : ",") + std::to_string(w);
   return out;
 }
 

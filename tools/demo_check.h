@@ -44,7 +44,13 @@ class DemoCheck {
   const std::vector<std::uint64_t>& incomplete() const { return incomplete_; }
   std::size_t complete() const { return complete_; }
   // "1,2,5": the incomplete waves, for a summary.
-  std::string incomplete_list() const;
+  std::string incomplete_list() const { return wave_list(incomplete_); }
+  // The waves below `count` that never came, complete or not: lost whole in a
+  // failure, or still on their way when the run ended.
+  std::vector<std::uint64_t> missing(std::uint64_t count) const;
+  // One past the highest wave that came (0: none).
+  std::uint64_t end() const { return seen_.size(); }
+  static std::string wave_list(const std::vector<std::uint64_t>& waves);
 
  private:
   const std::vector<Rank>* members_of(std::uint64_t view, Network& net);
@@ -58,6 +64,7 @@ class DemoCheck {
   std::string first_;
   std::vector<std::uint64_t> incomplete_;
   std::size_t complete_ = 0;
+  std::vector<bool> seen_;  // by wave number
 };
 
 }  // namespace canopy::tools

@@ -53,9 +53,19 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
   double last_report = 0;
   std::size_t last_size = out.result.size();
   auto& result = out.result;
+  // After the last end marker: the sum's last waves, while one comes at least every
+  // kSumQuiet.
+  constexpr auto kSumQuiet = std::chrono::seconds(2);
+  std::optional<Clock::time_point> sum_heard;
+  auto sum_done = [&] {
+    if (!out.sum) return true;
+    if (!sum_heard) sum_heard = Clock::now();
+    return out.sum->missing(out.sum_waves ? out.sum_waves : out.sum->end()).empty() ||
+           Clock::now() - *sum_heard > kSumQuiet;
+  };
   while (true) {
     handle_events();
-    if (waiting == 0) break;
+    if (waiting == 0 && sum_done()) break;
     if (g_signal) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
     if (Clock::now() - run_start > limit) {
       return fail("back-ends " + rank_list(unfinished()) + " did not finish within " +
@@ -70,6 +80,7 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
     if (*in && out.sum && (*in)->stream == out.sum_stream) {
       status.count((*in)->stream);
       out.sum->check(**in, net);
+      if (sum_heard) sum_heard = Clock::now();
     } else if (*in) {
       ++out.packets;
       status.count((*in)->stream);
@@ -139,11 +150,16 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   }
   // The sum beside the union: every complete wave exact, the incomplete ones listed.
   std::string sum_json;
+  // Waves of the sum that never came: lost whole in a failure, or still on their way
+  // when the run ended.
+  const auto sum_missing = out.sum ? out.sum->missing(out.sum_waves ? out.sum_waves : out.sum->end())
+                                   : std::vector<std::uint64_t>{};
   if (out.sum) {
     std::uint64_t late = 0;
     for (const auto& n : net.status()) late += n.late_packets;
     sum_json = ",\"sum\":{\"complete_waves\":" + std::to_string(out.sum->complete()) + ",\"incomplete_waves\":[" +
-               out.sum->incomplete_list() + "],\"wrong_waves\":" + std::to_string(out.sum->mismatches()) +
+               out.sum->incomplete_list() + "],\"missing_waves\":[" + DemoCheck::wave_list(sum_missing) +
+               "],\"wrong_waves\":" + std::to_string(out.sum->mismatches()) +
                ",\"late_packets\":" + std::to_string(late) + "}";
   }
   if (jsonl) {
@@ -168,8 +184,8 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
     }
     std::printf("\n");
     if (out.sum) {
-      std::printf("sum beside it: %zu complete waves, %zu incomplete (lost in failures), %d wrong\n",
-                  out.sum->complete(), out.sum->incomplete().size(), out.sum->mismatches());
+      std::printf("sum beside it: %zu complete waves, %zu incomplete (lost in failures), %zu never came, %d wrong\n",
+                  out.sum->complete(), out.sum->incomplete().size(), sum_missing.size(), out.sum->mismatches());
     }
   }
   std::fflush(stdout);
@@ -198,6 +214,13 @@ int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const st
   auto stream = net.create_stream({.upstream_filter = "incremental_union"});
   if (!stream) return fail(stream.error(), 1);
   const auto duration_ms = static_cast<std::int32_t>(duration_s * 1000);
+  if (out.sum) {
+    // As a back-end counts its ticks (demo_backend.cpp): one every 1000000 / rate µs
+    // from its start, while before its end.
+    const auto duration_us = static_cast<std::uint64_t>(std::max(duration_ms, 0)) * 1000;
+    const auto period_us = static_cast<std::uint64_t>(1000000 / std::max(rate_hz, 1));
+    out.sum_waves = (duration_us + period_us - 1) / period_us;
+  }
   std::string record = record_dir.empty() ? "" : std::filesystem::absolute(record_dir).string();
   if (auto r = net.broadcast(*stream, canopy::Packet{canopy::demo::kUnionStartTag, {rate_hz, duration_ms, record}});
       !r) {

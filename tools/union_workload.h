@@ -35,6 +35,10 @@ struct UnionOutcome {
   // --sum-stream: the stream beside the union, and the check of its every wave.
   std::optional<StreamId> sum_stream;
   std::unique_ptr<DemoCheck> sum;
+  // The waves each back-end sends on it (0: not known; then the highest that came
+  // stands in). Its last waves may still be on their way when the union's last end
+  // marker comes: they are waited for while they keep coming.
+  std::uint64_t sum_waves = 0;
   std::map<canopy::Rank, canopy::demo::WallClock::time_point> failed;  // left the view, and since when
   std::set<canopy::Rank> gone_before;
   std::size_t packets = 0;

@@ -171,7 +171,7 @@ TEST_F(Cli, RunWithoutArgumentsPrintsTheDefaultTreesSums) {
   EXPECT_NE(o.out.find("{\"stream\":1,\"wave\":3,\"values\":[48120],\"contributors\":16,\"complete\":true}"),
             std::string::npos)
       << o.out;
-  EXPECT_NE(o.out.find("\"incomplete_waves\":[],\"late_packets\":0}"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"incomplete_waves\":[],\"missing_waves\":[],\"late_packets\":0}"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("\"backends\":16,\"processes\":21"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("\"check\":\"ok\""), std::string::npos) << o.out;
 }
