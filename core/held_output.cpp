@@ -2,6 +2,8 @@
 
 #include <capnp/serialize.h>
 
+#include "core/service.h"
+
 namespace canopy::core {
 
 bool HeldOutput::hold(capnp::MessageBuilder& message) {
@@ -14,9 +16,13 @@ bool HeldOutput::hold(capnp::MessageBuilder& message) {
 }
 
 void HeldOutput::send_all(transport::Link& link) {
+  // Each copy's first segment is this one (a builder leaves it zeroed), not 8 KiB
+  // calloc'd per message: an adopted orphan sends all of this before its loop runs
+  // again, and a flood held back for a second is tens of thousands of messages.
+  ScratchSegment scratch;
   for (auto& words : messages_) {
     capnp::FlatArrayMessageReader reader(words.asPtr());
-    capnp::MallocMessageBuilder copy;
+    capnp::MallocMessageBuilder copy(scratch.words());
     copy.setRoot(reader.getRoot<capnp::AnyPointer>());
     link.send(copy);
   }
