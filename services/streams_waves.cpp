@@ -76,8 +76,8 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   }
   if (!tag.empty) {
     auto& packets = queue_of(stream, child).packets;
-    // After the packets of waves up to its own (a child's are always; a child that
-    // left and came back under the same index may have older ones still here).
+    // After the packets of waves up to its own: a child's come in order, so this is
+    // the end; the search only keeps the queue in order whatever comes.
     auto pos = packets.end();
     while (pos != packets.begin() && std::prev(pos)->first > tag.wave) --pos;
     packets.emplace(pos, tag.wave, std::move(packet));

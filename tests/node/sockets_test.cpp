@@ -182,15 +182,29 @@ TEST(Listener, AKilledProcessRefusesConnectionsBeforeItsLinksEnd) {
   for (auto &c : clients) ::close(c.fd);
 }
 
+// A TcpLink on loopback, started, and the plain socket at its other end.
+class TcpLinkToPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    peer = connect_to(acceptor.local_endpoint().port());
+    ASSERT_GE(peer, 0) << std::strerror(errno);
+    link = transport::TcpLink::create(acceptor.accept());
+    link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+  }
+  void TearDown() override {
+    if (link) link->abort("done");
+    if (peer >= 0) ::close(peer);
+  }
+
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  int peer = -1;
+  std::shared_ptr<transport::TcpLink> link;
+};
+
 // While corked, a link writes nothing: the messages of a burst wait, and leave
 // together when it is uncorked.
-TEST(TcpLink, ACorkedBurstLeavesOnlyWhenUncorked) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  const int peer = connect_to(acceptor.local_endpoint().port());
-  ASSERT_GE(peer, 0) << std::strerror(errno);
-  auto link = transport::TcpLink::create(acceptor.accept());
-  link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+TEST_F(TcpLinkToPeer, ACorkedBurstLeavesOnlyWhenUncorked) {
   auto readable = [&] {
     char byte;
     return ::recv(peer, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
@@ -212,20 +226,12 @@ TEST(TcpLink, ACorkedBurstLeavesOnlyWhenUncorked) {
   pollfd in{peer, POLLIN, 0};
   ASSERT_EQ(::poll(&in, 1, 10000), 1);
   EXPECT_TRUE(readable());
-  link->abort("done");
-  ::close(peer);
 }
 
 // A burst queued while the peer reads nothing spans many of the link's blocks, and
 // one frame is larger than a block: every frame arrives whole and in order, and the
 // link's queue is empty once the peer has read it all.
-TEST(TcpLink, ABurstOverManyBlocksArrivesWholeAndInOrder) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  const int peer = connect_to(acceptor.local_endpoint().port());
-  ASSERT_GE(peer, 0) << std::strerror(errno);
-  auto link = transport::TcpLink::create(acceptor.accept());
-  link->start([](capnp::MessageReader&) {}, [](std::string_view) {});
+TEST_F(TcpLinkToPeer, ABurstOverManyBlocksArrivesWholeAndInOrder) {
   constexpr std::uint32_t kFrames = 20000;
   constexpr std::uint32_t kLarge = 7777;  // this one is 1 MiB
   auto words_of = [](std::uint32_t i) -> std::uint32_t { return i == kLarge ? (1u << 17) : i % 97; };
@@ -266,8 +272,6 @@ TEST(TcpLink, ABurstOverManyBlocksArrivesWholeAndInOrder) {
   EXPECT_EQ(next, kFrames) << "frames read before the time-out";
   io.poll();
   EXPECT_EQ(link->queued_bytes(), 0u);
-  link->abort("done");
-  ::close(peer);
 }
 
 }  // namespace
