@@ -60,7 +60,7 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
   auto sum_done = [&] {
     if (!out.sum) return true;
     if (!sum_heard) sum_heard = Clock::now();
-    return out.sum->missing(out.sum_waves ? out.sum_waves : out.sum->end()).empty() ||
+    return out.sum_missing().empty() ||
            Clock::now() - *sum_heard > kSumQuiet;
   };
   while (true) {
@@ -152,8 +152,7 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   std::string sum_json;
   // Waves of the sum that never came: lost whole in a failure, or still on their way
   // when the run ended.
-  const auto sum_missing = out.sum ? out.sum->missing(out.sum_waves ? out.sum_waves : out.sum->end())
-                                   : std::vector<std::uint64_t>{};
+  const auto sum_missing = out.sum_missing();
   if (out.sum) {
     std::uint64_t late = 0;
     for (const auto& n : net.status()) late += n.late_packets;

@@ -39,6 +39,10 @@ struct UnionOutcome {
   // stands in). Its last waves may still be on their way when the union's last end
   // marker comes: they are waited for while they keep coming.
   std::uint64_t sum_waves = 0;
+  // The sum's waves that never came, of those it should have had.
+  std::vector<std::uint64_t> sum_missing() const {
+    return sum ? sum->missing(sum_waves ? sum_waves : sum->end()) : std::vector<std::uint64_t>{};
+  }
   std::map<canopy::Rank, canopy::demo::WallClock::time_point> failed;  // left the view, and since when
   std::set<canopy::Rank> gone_before;
   std::size_t packets = 0;
