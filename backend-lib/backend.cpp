@@ -64,17 +64,20 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
       upstream_full = full;
     }
     flow.notify_all();
+    // A drain that stopped at the high-water mark goes on (posted: this runs inside
+    // the link's write completion).
+    if (!full) loop.post([this] { drain(); });
   }
 
   // Back-pressure (docs/protocol.md, "Resource bounds"): a caller's packet waits
   // while the link to the parent is full or while the packets handed to the loop and
-  // not yet sent pass the same bound; never in a handler (a handler's send goes out
-  // at once). Sends `packet` on `stream`, up (or to back-end `to`, sent down by the
-  // tree): on this thread when it runs the loop (a handler), or can hold it while the
-  // way up is idle (the caller-thread fast path: the packet leaves at once), else
-  // queued for the thread that runs the loop, which sends what is queued in one pass:
-  // one wake-up for a burst, not one per packet. False if the network stopped
-  // meanwhile (nothing was sent).
+  // not yet sent hold more than kHandOffBytes of memory; never in a handler (a
+  // handler's send goes out at once). Sends `packet` on `stream`, up (or to back-end
+  // `to`, sent down by the tree): on this thread when it runs the loop (a handler),
+  // or can hold it while the way up is idle (the caller-thread fast path: the packet
+  // leaves at once), else queued for the thread that runs the loop, which sends what
+  // is queued in slices (drain()): one wake-up for a burst, not one per packet. False
+  // if the network stopped meanwhile (nothing was sent).
   template <typename P>  // const Packet& or Packet&&: queued by copy or by move
   bool send(StreamId stream, std::optional<Rank> to, P&& packet) {
     {
@@ -87,10 +90,10 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
         return true;
       }
     }
-    const std::size_t bytes = core::packet_payload_bytes(packet);
+    const std::size_t bytes = queued_cost(packet);
     loop.kick();  // someone must run the loop for room to come
     std::unique_lock lock(flow_mutex);
-    flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= core::Node::kUpstreamHighWater); });
+    flow.wait(lock, [&] { return stopped.load() || (!upstream_full && posted_bytes <= kHandOffBytes); });
     if (stopped.load()) return false;
     posted_bytes += bytes;
     queued.push_back({std::forward<P>(packet), stream, to, bytes});
@@ -108,23 +111,45 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     }
   }
 
-  // On the loop: sends every queued packet, in order.
+  // What a queued packet holds in memory: its payload, its values, and its place in
+  // the queue. A packet of one int is 4 bytes of payload and about 150 of memory:
+  // bounding the payload alone let a back-end that outran its parent hold millions
+  // of them (268 MB).
+  static std::size_t queued_cost(const Packet& packet) {
+    return core::packet_payload_bytes(packet) + packet.size() * sizeof(Value) + sizeof(QueuedSend) + 32;
+  }
+
+  // On the loop: sends what is queued, in order, a slice (kDrainSliceBytes) at a
+  // time, posting itself again for the rest, so that the loop runs its timers,
+  // reads and writes between two slices (one drain of a million packets held a
+  // busy back-end's loop for seconds: nothing was written meanwhile, and its parent
+  // declared it lost). It stops while the link to the parent is above its
+  // high-water mark and goes on when it is back down (on_upstream_full).
   void drain() {
+    if (stopped.load()) return;  // nobody waits for what is queued: send() said so
     {
       std::lock_guard lock(flow_mutex);
-      draining.swap(queued);
+      if (draining_at == draining.size()) {
+        draining.clear();  // keeps its capacity for the next burst
+        draining_at = 0;
+        draining.swap(queued);
+      }
     }
     std::size_t bytes = 0;
-    for (const auto& q : draining) {
+    for (; draining_at < draining.size() && bytes < kDrainSliceBytes && !runtime->node.upstream_full();
+         ++draining_at) {
+      const auto& q = draining[draining_at];
       deliver(q.stream, q.to, q.packet);
       bytes += q.bytes;
     }
-    draining.clear();  // keeps its capacity for the next burst
+    bool more = false;
     {
       std::lock_guard lock(flow_mutex);
       posted_bytes -= bytes;
+      more = draining_at < draining.size() || !queued.empty();
     }
     flow.notify_all();
+    if (more && !runtime->node.upstream_full()) loop.post([this] { drain(); });
   }
 
   struct QueuedSend {
@@ -133,8 +158,12 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     std::optional<Rank> to;
     std::size_t bytes;
   };
-  std::vector<QueuedSend> queued;    // under flow_mutex; one drain() posted while not empty
-  std::vector<QueuedSend> draining;  // the loop's, in drain()
+  // Handed to the loop before a caller waits for room: some 7,000 small packets.
+  static constexpr std::size_t kHandOffBytes = 1u << 20;
+  static constexpr std::size_t kDrainSliceBytes = 64u << 10;
+  std::vector<QueuedSend> queued;    // under flow_mutex; a drain() posted while not empty
+  std::vector<QueuedSend> draining;  // taken from queued; sent up to draining_at
+  std::size_t draining_at = 0;
 
   // What receive() and try_receive() give for what the inbox gave.
   Result<std::optional<Received>> received(std::optional<std::variant<Received, Error>> item);

@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 extern char** environ;
 
 namespace canopy::core {
@@ -19,6 +22,30 @@ std::string describe_wait_status(int status) {
     return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
   }
   return "ended with wait status " + std::to_string(status);
+}
+
+std::optional<CpuAccount> cpu_account(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  CpuAccount account;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    unsigned long long ran = 0, waited = 0;
+    if (!(in >> ran >> waited)) continue;  // a thread that ended meanwhile
+    account.ran += std::chrono::nanoseconds(ran);
+    account.waited += std::chrono::nanoseconds(waited);
+    any = true;
+    // stat: "TID (COMM) STATE ...", COMM possibly holding spaces or parentheses.
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    if (const auto end = line.rfind(") "); end != std::string::npos && end + 2 < line.size()) {
+      account.runnable = account.runnable || line[end + 2] == 'R';
+    }
+  }
+  if (ec || !any) return std::nullopt;
+  return account;
 }
 
 std::string shell_quote(const std::string& word) {

@@ -11,8 +11,10 @@
 
 #include <boost/asio.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,19 @@ std::string shell_quote(const std::string& word);
 // /bin/sh with {host} and {command} replaced by shell-quoted words.
 std::vector<std::string> launcher_argv(const std::string& launcher_template, const std::string& host,
                                        const std::vector<std::string>& command, const Environment& env);
+
+// The CPU a process's threads have had, and how long they waited for one while
+// runnable, from the kernel's scheduler statistics (/proc/PID/task/*/schedstat):
+// what tells a process starved of CPU on a loaded machine from one that hangs.
+// The kernel adds a wait to `waited` only once it ends: a thread waiting now is
+// `runnable`.
+struct CpuAccount {
+  std::chrono::nanoseconds ran{0};
+  std::chrono::nanoseconds waited{0};
+  bool runnable = false;  // a thread is runnable now (state R)
+};
+// Nothing if the process is gone or the kernel keeps no such statistics.
+std::optional<CpuAccount> cpu_account(pid_t pid);
 
 class ChildProcess {
  public:

@@ -1,8 +1,12 @@
 #include "services/detection.h"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "core/log.h"
+#include "core/parent_link.h"
 
 namespace canopy::services {
 
@@ -18,12 +22,24 @@ const char* to_string(PeerState state) {
   return "?";
 }
 
+bool starved_not_hung(const core::CpuAccount& before, const core::CpuAccount& after,
+                      std::chrono::nanoseconds window, std::chrono::nanoseconds ran_earlier,
+                      std::chrono::nanoseconds hung_cpu) {
+  const auto waited = after.waited - before.waited;
+  const auto ran = ran_earlier + (after.ran - before.ran);
+  return (waited * 2 >= window || after.runnable) && ran < hung_cpu;
+}
+
 PeerState peer_state_after(std::chrono::milliseconds silent, const FaultToleranceOptions& fault) {
   return silent >= fault.lost ? PeerState::lost : silent >= fault.suspect ? PeerState::suspect : PeerState::alive;
 }
 
 DetectionService::DetectionService(core::Node& node, Observer* observer)
-    : node_(node), observer_(observer), timer_(node.io()) {}
+    : node_(node), observer_(observer), timer_(node.io()) {
+  // Started by a Canopy parent (it set where to connect): the parent process, or a
+  // wrapper that idles (ssh, srun), which is never found starved.
+  if (const pid_t parent = getppid(); parent > 1 && std::getenv(core::kEnvParent)) parent_process_ = parent;
+}
 
 void DetectionService::on_event(const core::NodeEvent& event) {
   if (auto* started = std::get_if<core::events::Started>(&event)) {
@@ -39,6 +55,8 @@ void DetectionService::on_event(const core::NodeEvent& event) {
     if (connected->child < children_.size()) children_[connected->child] = PeerState::alive;  // a rejoin
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     parent_ = PeerState::alive;
+    parent_starving_ = {};
+    parent_process_.reset();  // a new parent, whose process is not known here
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     timer_.cancel();
   }
@@ -68,14 +86,19 @@ void DetectionService::tick() {
   const auto now = NodeClock::now();
   if (const auto& parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
     const Rank rank = node_.view()->parent(node_.identity().rank);
-    watch(*parent, parent_, "parent " + node_.describe(rank), now, rank);
+    // Still the process that started this one (an orphaned process is given to init).
+    const bool started_us = parent_process_ && getppid() == *parent_process_;
+    watch(*parent, parent_, "parent " + node_.describe(rank), now, rank,
+          started_us ? parent_process_ : std::nullopt, parent_starving_);
   }
   auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
+  starving_.resize(children.size());
   for (std::size_t i = 0; i < children.size(); ++i) {
     auto& child = children[i];
     if (!child.link || !child.link->is_open()) continue;
-    watch(*child.link, children_[i], "child " + node_.describe(child.rank), now);
+    const auto process = child.process && child.process->running() ? std::optional(child.process->pid()) : std::nullopt;
+    watch(*child.link, children_[i], "child " + node_.describe(child.rank), now, std::nullopt, process, starving_[i]);
     if (children_[i] == PeerState::lost && child.process && child.process->running()) {
       // Fence it: a hung process must not wake up later and rejoin a healed tree.
       child.process->kill(SIGKILL);
@@ -85,7 +108,8 @@ void DetectionService::tick() {
 }
 
 void DetectionService::watch(transport::Link& link, PeerState& state, const std::string& who,
-                             NodeClock::time_point now, std::optional<Rank> parent) {
+                             NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
+                             Starvation& starvation) {
   const auto& fault = node_.plan().fault;
   if (now - link.last_sent() >= fault.heartbeat) {
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
@@ -93,7 +117,16 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
     ++heartbeats_sent_;
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_received());
-  const PeerState next = peer_state_after(silent, fault);
+  PeerState next = peer_state_after(silent, fault);
+  if (next == PeerState::alive) {
+    starvation = {};
+  } else if (process) {
+    if (state == PeerState::alive) {
+      starvation.mark = core::cpu_account(*process);
+      starvation.marked_at = now;
+    }
+    if (next == PeerState::lost && starved(starvation, *process, now, who, silent)) next = PeerState::suspect;
+  }
   if (next == state) return;
   log().warn("{}: {} -> {} (silent for {} ms)", who, to_string(state), to_string(next), silent.count());
   state = next;
@@ -113,6 +146,32 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
     return link.abort_with(report.builder(), why);
   }
   link.abort(why);
+}
+
+bool DetectionService::starved(Starvation& s, pid_t pid, NodeClock::time_point now, const std::string& who,
+                               std::chrono::milliseconds silent) {
+  const auto& fault = node_.plan().fault;
+  if (!s.mark) return false;  // no statistics: silence alone decides
+  const auto window = now - s.marked_at;
+  if (window * 2 < fault.lost - fault.suspect) return true;  // judged over a window
+  const auto account = core::cpu_account(pid);
+  if (!account) return false;
+  const bool starved = starved_not_hung(*s.mark, *account, window, s.ran, kHungCpu);
+  const auto ran = account->ran - s.mark->ran;
+  const auto waited = account->waited - s.mark->waited;
+  s.ran += ran;
+  s.mark = account;
+  s.marked_at = now;
+  if (starved && !s.said) {
+    s.said = true;
+    log().warn("{}: silent for {} ms, but it waited {} of the last {} ms for a CPU{} and ran {} ms: starved on a "
+               "loaded machine, not hung; still watching it",
+               who, silent.count(), std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(window).count(),
+               account->runnable ? " (and waits now)" : "",
+               std::chrono::duration_cast<std::chrono::milliseconds>(ran).count());
+  }
+  return starved;
 }
 
 void DetectionService::report_node_lost(Rank rank, const std::string& reason) {

@@ -5,7 +5,12 @@
 // heartbeats go on links idle for a heartbeat interval, a peer silent for the
 // suspect threshold is suspect, for the lost threshold lost, and its link is cut (a
 // lost child process this node started is killed, so that it cannot wake up and
-// rejoin a healed tree). Each change of a peer's state is logged.
+// rejoin a healed tree). Each change of a peer's state is logged. A child process
+// this node started on its own host is not lost while the kernel shows it starved
+// of CPU rather than hung: silent past the lost threshold, it spent at least half
+// of the last (lost - suspect) waiting for a CPU, and has had less than kHungCpu of
+// CPU since it turned suspect (docs/fault-tolerance.md, "Silence under load"). A
+// process judges the parent that started it the same way, until it is adopted.
 //
 // It also reports the loss of a running process up to the front-end (NodeLost); at
 // the root that is the observer's on_node_lost.
@@ -32,6 +37,16 @@ const char* to_string(PeerState state);
 // The state a peer silent for `silent` is in, under `fault`'s thresholds.
 PeerState peer_state_after(std::chrono::milliseconds silent, const FaultToleranceOptions& fault);
 
+// Whether a peer silent past the lost threshold is starved on a loaded machine
+// rather than hung, from its process's CPU account at the start (`before`) and the
+// end (`after`) of `window`, and the CPU it had while silent before that
+// (`ran_earlier`): it waited for a CPU for half the window or waits now, and has had
+// less than `hung_cpu` since it fell silent (one that ran that long and said
+// nothing hangs in a loop).
+bool starved_not_hung(const core::CpuAccount& before, const core::CpuAccount& after,
+                      std::chrono::nanoseconds window, std::chrono::nanoseconds ran_earlier,
+                      std::chrono::nanoseconds hung_cpu);
+
 class DetectionService final : public core::Service {
  public:
   // Root only.
@@ -57,12 +72,30 @@ class DetectionService final : public core::Service {
   }
   std::uint64_t heartbeats_sent() const { return heartbeats_sent_; }
 
+  // CPU a silent child may have had and still be called starved: one that ran this
+  // long and said nothing hangs in a loop.
+  static constexpr std::chrono::milliseconds kHungCpu{500};
+
  private:
+  // The CPU account of a suspect child's process, to judge it at the lost
+  // threshold: starved or hung.
+  struct Starvation {
+    std::optional<core::CpuAccount> mark;  // at suspect, then at each judgement
+    NodeClock::time_point marked_at{};
+    std::chrono::nanoseconds ran{0};  // since it turned suspect
+    bool said = false;                // logged once a spell
+  };
+  // Whether process `pid`, silent past the lost threshold, is starved (see above).
+  bool starved(Starvation& s, pid_t pid, NodeClock::time_point now, const std::string& who,
+               std::chrono::milliseconds silent);
+
   void tick();
   void arm();
   // `parent`: the rank at the other end, when `link` is the link to the parent.
+  // `process`: the peer's process on this host, when this node knows it.
   void watch(transport::Link& link, PeerState& state, const std::string& who,
-             NodeClock::time_point now, std::optional<Rank> parent = std::nullopt);
+             NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
+             Starvation& starvation);
   void report_node_lost(Rank rank, const std::string& reason);
 
   core::Node& node_;
@@ -70,7 +103,12 @@ class DetectionService final : public core::Service {
   Timer timer_;
   bool started_ = false;
   PeerState parent_ = PeerState::alive;
+  Starvation parent_starving_;
+  // The process that started this one, while it is the parent (not after an
+  // adoption).
+  std::optional<pid_t> parent_process_;
   std::vector<PeerState> children_;  // by child index
+  std::vector<Starvation> starving_;  // by child index
   std::uint64_t heartbeats_sent_ = 0;
 };
 

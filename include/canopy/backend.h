@@ -76,9 +76,10 @@ class Backend {
   Result<std::optional<Received>> try_receive();
 
   // Sends a packet up a stream. Waits while the way up is full: more than 16 MiB
-  // queued towards the parent, or handed over and not yet queued (the tree is slower
-  // than this sender; docs/protocol.md, "Resource bounds"). From a handler on the
-  // network's thread it never waits. An error if the network stopped meanwhile.
+  // queued towards the parent, or 1 MiB of packets handed over and not yet queued
+  // (the tree is slower than this sender; docs/protocol.md, "Resource bounds").
+  // From a handler on the network's thread it never waits. An error if the network
+  // stopped meanwhile.
   Result<void> send(StreamId stream, const Packet& packet);
   // The same, taking the packet: when it must wait for the network's thread it is
   // queued without a copy.

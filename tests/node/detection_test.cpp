@@ -99,5 +99,28 @@ TEST(Detection, ABusyLinkCarriesNoHeartbeatAndAnIdleOneDoes) {
   EXPECT_TRUE(tree.run_until([&] { return tree.heard(FE).upstream.size() == rounds; }, fault.heartbeat));
 }
 
+// The verdict on a child silent past the lost threshold (issue 45): on a loaded
+// machine a healthy process may wait seconds for a CPU; one that hangs does not.
+TEST(Detection, ASilentPeerIsStarvedOnlyWhileItWaitsForACpuAndHasHadLittle) {
+  using std::chrono::milliseconds;
+  const auto window = milliseconds(3000);
+  const auto hung = services::DetectionService::kHungCpu;
+  const core::CpuAccount before{milliseconds(100), milliseconds(500), false};
+  // Waited most of the window, ran a little: starved.
+  EXPECT_TRUE(services::starved_not_hung(before, {milliseconds(110), milliseconds(2500), false}, window,
+                                         milliseconds(0), hung));
+  // Runnable now, its wait not yet counted by the kernel: starved.
+  EXPECT_TRUE(services::starved_not_hung(before, {milliseconds(100), milliseconds(500), true}, window,
+                                         milliseconds(0), hung));
+  // Neither ran nor waited (stopped, or blocked for good): hung.
+  EXPECT_FALSE(services::starved_not_hung(before, before, window, milliseconds(0), hung));
+  // Waited, but ran its fill and said nothing: hung in a loop.
+  EXPECT_FALSE(services::starved_not_hung(before, {milliseconds(700), milliseconds(2500), true}, window,
+                                          milliseconds(0), hung));
+  // ... counting what it ran in earlier windows of the same silence.
+  EXPECT_FALSE(services::starved_not_hung(before, {milliseconds(200), milliseconds(2500), true}, window,
+                                          milliseconds(450), hung));
+}
+
 }  // namespace
 }  // namespace canopy::testing
