@@ -37,6 +37,7 @@ std::string to_json(const Event& e) {
     case Event::Kind::failure:
     case Event::Kind::frontend_lost:
       out += ",\"reason\":" + to_json(Value{e.reason});
+      if (e.silent.count() > 0) out += ",\"silent_ms\":" + std::to_string(e.silent.count());
       break;
     case Event::Kind::promoted:
       out += ",\"failed_parent\":" + std::to_string(e.failed_parent) + ",\"adopted\":" + std::to_string(e.adopted) +

@@ -168,6 +168,17 @@ struct Network::Impl final : core::Node::Observer,
       inbox.push(Error{"lost " + reason + "; results from now on are incomplete", ErrorKind::disconnected});
     }
   }
+  void on_orphan_lost(Rank rank, Rank failed, std::chrono::milliseconds silent) override {
+    Event event;
+    event.kind = Event::Kind::failure;
+    event.rank = rank;
+    const auto& fault = options.fault_tolerance;
+    event.reason = "back-end " + std::to_string(rank) + " was not adopted within " +
+                   std::to_string((fault.lost + fault.suspect).count()) + " ms after its parent " +
+                   std::to_string(failed) + " failed: it died or hung with it";
+    event.silent = silent;
+    push_event(std::move(event));
+  }
   void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
   void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) override {
     events.push(services::gossip_event(rank, detector, silent));

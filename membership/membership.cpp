@@ -85,9 +85,15 @@ void MembershipService::on_event(const core::NodeEvent& event) {
   }
 }
 
-// Root: a commnode failed, and the back-ends below it are orphans. Nobody is left to
-// report one that no adopter takes in (it stops itself after the adoption
-// time-out): the root declares those failed itself once the time-out has passed.
+// Root: a commnode failed, and the back-ends below it are orphans. A live orphan
+// asks for adoption as soon as it finds its parent gone: at once if the parent died,
+// and after `lost` if it hung, which is also when its parent's parent tells the root;
+// it waits at most `lost` for an adopter that does not answer (it may hang too)
+// before it asks the next. So one that does not hang from the root through live
+// processes `lost + suspect` after the root heard of the failure died with its
+// parent (a node crash), or hung with it, and nobody else is left to report it: the
+// root declares it failed, dating its loss back to `lost` before it heard (a hung
+// parent passed nothing on after that).
 void MembershipService::watch_orphans(Rank failed) {
   const auto* tree = node_.view();
   if (!tree || !tree->contains(failed) || tree->role(failed) == Role::backend) return;
@@ -95,14 +101,22 @@ void MembershipService::watch_orphans(Rank failed) {
   if (orphans.empty()) return;
   auto timer = std::make_unique<Timer>(node_.io());
   const auto& fault = node_.plan().fault;
-  timer->expires_after(fault.adoption_timeout + fault.lost);
-  timer->async_wait([this, orphans = std::move(orphans)](const boost::system::error_code& ec) {
+  timer->expires_after(fault.lost + fault.suspect);
+  timer->async_wait([this, failed, orphans = std::move(orphans)](const boost::system::error_code& ec) {
     if (ec || node_.stopping()) return;
+    const auto silent = node_.plan().fault.lost * 2;
+    holding_change_ = true;  // all of them in one view change
     for (Rank r : orphans) {
       if (view_.contains(r) && !node_.view()->attached(r)) {
-        report(r, {.kind = ReportKind::failure, .reason = "not adopted after its parent failed"});
+        const auto& fault = node_.plan().fault;
+        const std::string reason = "not adopted within " + std::to_string((fault.lost + fault.suspect).count()) +
+                                   " ms after its parent " + node_.describe(failed) + " failed";
+        if (observer_) observer_->on_orphan_lost(r, failed, silent);
+        report(r, {.kind = ReportKind::failure, .reason = reason});
       }
     }
+    holding_change_ = false;
+    if (!pending_left_.empty()) start_change();
   });
   orphan_watches_.push_back(std::move(timer));
 }
@@ -253,7 +267,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, const Report
   if (pending_joined_.erase(rank)) return;  // joined and left before a view had it
   pending_left_.emplace(rank, reason);
   if (!first_pending_) first_pending_ = StableClock::now();
-  start_change();
+  if (!holding_change_) start_change();
 }
 
 void MembershipService::on_join_report(Rank detector, Rank rank) {

@@ -62,6 +62,10 @@ class MembershipService final : public core::Service {
     // heartbeat still for `silent` (docs/gossip.md); once per report that reaches the
     // root, whether or not the view had it already.
     virtual void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) {}
+    // Root: back-end `rank`, below commnode `failed` when it failed, was not adopted
+    // within `lost + suspect` and is declared failed; nothing it sent can have come
+    // through for `silent` (since `lost` before its parent's failure was known).
+    virtual void on_orphan_lost(Rank rank, Rank failed, std::chrono::milliseconds silent) {}
   };
 
   // `node` and `observer` (may be null) are borrowed.
@@ -178,6 +182,7 @@ class MembershipService final : public core::Service {
   std::optional<NodeClock::time_point> first_pending_;
   // Root: one per failed commnode, until its orphans must have been adopted.
   std::vector<std::unique_ptr<Timer>> orphan_watches_;
+  bool holding_change_ = false;  // reports are being gathered into one change
 };
 
 }  // namespace canopy::membership

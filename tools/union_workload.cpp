@@ -25,7 +25,8 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
   auto handle_events = [&] {
     for (const auto& e : print_events(net, jsonl, status)) {
       if (e.kind == canopy::Event::Kind::failure && is_backend.count(e.rank)) {
-        failure_time.emplace(e.rank, e.time);
+        // Known late (an orphan nobody adopted): since when nothing of it came through.
+        failure_time.emplace(e.rank, e.time - e.silent);
       } else if (e.kind == canopy::Event::Kind::gossip && is_backend.count(e.rank)) {
         // A hung member: it stopped about when its heartbeat was last seen growing.
         failure_time.emplace(e.rank, e.time - e.silent);

@@ -61,6 +61,9 @@ struct Event {
   // there. At the front-end one event per report that reaches it; the view without
   // the member follows.
   Rank detector = 0;
+  // gossip: as above; failure: how long before `time` the process may have failed
+  // (0 but for a back-end that died with its parent, declared when no adoption came:
+  // docs/membership.md).
   std::chrono::milliseconds silent{0};
 };
 

@@ -63,6 +63,7 @@ struct Recorder : core::Node::Observer,
     gossip_reports.emplace_back(rank, detector);
   }
   void on_confirmed(Rank rank, std::chrono::milliseconds silent) override { confirmed[rank] = silent; }
+  void on_orphan_lost(Rank rank, Rank, std::chrono::milliseconds silent) override { orphans_lost[rank] = silent; }
   void on_promotion(std::vector<Event> events) override { promotion = std::move(events); }
 
   // The live-tree changes this process applied, in order.
@@ -82,6 +83,7 @@ struct Recorder : core::Node::Observer,
   std::vector<membership::ViewChange> views;
   std::vector<std::pair<Rank, Rank>> gossip_reports;       // root: (failed, detector)
   std::map<Rank, std::chrono::milliseconds> confirmed;     // by this member's gossip
+  std::map<Rank, std::chrono::milliseconds> orphans_lost;  // root: orphans nobody adopted, declared failed
   std::vector<Event> promotion;                             // a re-attached front-end's
   std::optional<std::string> reattached;                    // its outcome: "" or the error
 };
