@@ -3,13 +3,17 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -46,6 +50,50 @@ std::optional<CpuAccount> cpu_account(pid_t pid) {
   }
   if (ec || !any) return std::nullopt;
   return account;
+}
+
+namespace {
+
+std::optional<std::size_t> number_in(const char* path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  if (in >> n) return n;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<void> room_for_tasks(std::size_t tasks) {
+  // Tasks running now: the fourth field of /proc/loadavg is "runnable/total".
+  std::size_t running = 0;
+  {
+    std::ifstream in("/proc/loadavg");
+    std::string a, b, c, now;
+    if (in >> a >> b >> c >> now) {
+      if (auto slash = now.find('/'); slash != std::string::npos) running = std::strtoull(now.c_str() + slash + 1, nullptr, 10);
+    }
+  }
+  struct Limit {
+    std::string what;
+    std::size_t value;
+  };
+  std::vector<Limit> limits;
+  if (auto n = number_in("/proc/sys/kernel/pid_max")) limits.push_back({"the kernel's pid_max", *n});
+  if (auto n = number_in("/proc/sys/kernel/threads-max")) limits.push_back({"the kernel's threads-max", *n});
+  if (rlimit r{}; getrlimit(RLIMIT_NPROC, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+    limits.push_back({"this user's process limit (ulimit -u)", static_cast<std::size_t>(r.rlim_cur)});
+  }
+  for (const auto& limit : limits) {
+    const std::size_t room = limit.value > running ? limit.value - running : 0;
+    if (tasks > room) {
+      return Error{"this machine has room for " + std::to_string(room) + " more processes and threads (" + limit.what +
+                       " is " + std::to_string(limit.value) + ", and " + std::to_string(running) +
+                       " are running), and the tree would start about " + std::to_string(tasks) +
+                       " here: run a smaller tree, or spread it over hosts (docs/launch.md)",
+                   ErrorKind::invalid_input};
+    }
+  }
+  return {};
 }
 
 std::string shell_quote(const std::string& word) {

@@ -52,6 +52,12 @@ struct CpuAccount {
 // Nothing if the process is gone or the kernel keeps no such statistics.
 std::optional<CpuAccount> cpu_account(pid_t pid);
 
+// Whether this machine has room for `tasks` more processes and threads: an error
+// naming the figures if not (the kernel's pid_max and threads-max less the tasks
+// running now, and this user's process limit, ulimit -u). Checked before a tree is
+// started here, rather than failing after thousands of processes and gigabytes.
+Result<void> room_for_tasks(std::size_t tasks);
+
 class ChildProcess {
  public:
   // Starts argv[0] (searched in PATH if it has no '/') with the current

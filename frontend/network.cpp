@@ -21,6 +21,7 @@
 #include "core/listener.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
+#include "core/process.h"
 #include "services/runtime.h"
 #include "transport/random.h"
 #include "transport/tcp_link.h"
@@ -457,6 +458,17 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     }
     const char* tool = slurm ? "srun" : "mpirun";
     if (!on_path(tool)) return Error{through + " needs " + tool + ", which is not on PATH", ErrorKind::invalid_input};
+  }
+  if (options.method == LaunchMethod::spawn && !attach) {
+    // Started here: the processes on the front-end's host; a back-end runs two
+    // threads (the program's and the network's), a commnode one. b:1000^2 was taken
+    // and failed 17 s and 1.7 GB later (issue 45).
+    const std::string& here = options.topology.root().host;
+    std::size_t tasks = 0;
+    for (const auto& n : options.topology.nodes()) {
+      if (n.host == here && n.rank != options.topology.root().rank) tasks += n.role == Role::backend ? 2 : 1;
+    }
+    if (auto room = core::room_for_tasks(tasks); !room) return Error{room.error(), ErrorKind::invalid_input};
   }
   if (!options.reattach_file.empty() && options.fault_tolerance.keep_tree_for.count() == 0) {
     return Error{"a re-attach file is for a tree kept after its front-end: set keep_tree_for too",

@@ -1,19 +1,50 @@
 #include "run_output.h"
 
 #include <poll.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 namespace canopy::tools {
 
 std::atomic<int> g_signal{0};
 
+namespace {
+
+sem_t g_interrupted;  // posted by the first signal, for the watchdog
+
+}  // namespace
+
 void catch_interrupts() {
+  sem_init(&g_interrupted, 0, 0);
   struct sigaction sa {};
-  sa.sa_handler = [](int sig) { g_signal = sig; };
+  sa.sa_handler = [](int sig) {
+    if (g_signal.exchange(sig) == 0) {
+      sem_post(&g_interrupted);
+      return;
+    }
+    static const char again[] = "canopy: interrupted again: exiting at once\n";
+    (void)!write(2, again, sizeof again - 1);
+    _exit(130);
+  };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // The command shuts its tree down on the first signal. Should that not end within
+  // kStopLimit (a front-end filter that never returns holds the network's thread,
+  // and a run waiting on it never ended, even on SIGINT: issue 45), the process
+  // exits anyway; its commnodes find their parent gone and stop their subtrees.
+  std::thread([] {
+    while (sem_wait(&g_interrupted) != 0) {
+    }
+    std::this_thread::sleep_for(kStopLimit);
+    std::fprintf(stderr, "canopy: the tree did not stop within %lld s of the signal (a filter that never returns?); "
+                 "exiting\n", static_cast<long long>(kStopLimit.count()));
+    std::fflush(stderr);
+    _exit(130);
+  }).detach();
 }
 
 double seconds_since(Clock::time_point t) {

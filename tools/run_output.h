@@ -18,8 +18,10 @@ using Clock = std::chrono::steady_clock;
 // The signal that interrupted the command (SIGINT, SIGTERM), 0 while none has.
 extern std::atomic<int> g_signal;
 // Sets g_signal on SIGINT and SIGTERM, instead of dying: the command shuts its tree
-// down and says why.
+// down and says why. A second signal ends the process at once, and so does the first
+// after kStopLimit: a signal always ends the command.
 void catch_interrupts();
+inline constexpr std::chrono::seconds kStopLimit{20};
 
 double seconds_since(Clock::time_point t);
 // `s` as a JSON string, quotes included.

@@ -7,9 +7,11 @@
 //             parameter ("%ud") names, as a filter with a bad pointer would;
 //   `flood`   emits as many packets per wave as its parameter ("%ud") says;
 //   `bloat`   emits one packet of as many int32 as its parameter ("%ud") says.
+#include <chrono>
 #include <csignal>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "canopy/filter.h"
 
@@ -98,8 +100,27 @@ class Bloat {
 
 }  // namespace
 
+// Never returns at the front-end (depth 0): a plug-in that hangs where the results
+// are delivered; elsewhere a sum.
+class Hang {
+ public:
+  Hang(const canopy::FilterContext& context, const canopy::Packet&) : hang_(context.depth == 0) {}
+
+  canopy::Result<void> execute(std::span<const canopy::Packet> wave, std::vector<canopy::Packet>& out) {
+    while (hang_) std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::int32_t sum = 0;
+    for (const auto& p : wave) sum += p.size() == 0 ? 0 : std::get<std::int32_t>(p[0]);
+    out.push_back(canopy::Packet(wave.empty() ? 0 : wave.front().tag(), {sum}));
+    return {};
+  }
+
+ private:
+  bool hang_;
+};
+
 CANOPY_FILTER(stamp, Stamp)
 CANOPY_FILTER(explode, Explode)
 CANOPY_FILTER(crash, Crash)
 CANOPY_FILTER(flood, Flood)
 CANOPY_FILTER(bloat, Bloat)
+CANOPY_FILTER(hang, Hang)

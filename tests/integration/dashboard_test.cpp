@@ -4,9 +4,13 @@
 // status file holds at that moment: the commnode lost, its orphans alive under
 // their adopters with their incarnations. Also: only GET and HEAD, loopback only
 // unless asked.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,9 +194,11 @@ TEST_F(Dashboard, IsReadOnlyAndOnLoopbackUnlessAsked) {
   const std::regex url_line("dashboard: (http://127\\.0\\.0\\.1:[0-9]+/)");
   std::string printed;
   const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
-  std::string post, missing, state;
+  std::string post, post_form, missing, state;
   if (announced) {
     post = shell("curl -s -o /dev/null -w '%{http_code}' -X POST " + url[1].str()).first;
+    // With a body (issue 45: the connection was closed without an answer).
+    post_form = shell("curl -s -o /dev/null -w '%{http_code}' -d 'a=1' " + url[1].str() + "state.json").first;
     missing = shell("curl -s -o /dev/null -w '%{http_code}' " + url[1].str() + "secret").first;
     wait_for([&] {
       state = shell("curl -s " + url[1].str() + "state.json").first;
@@ -203,8 +209,59 @@ TEST_F(Dashboard, IsReadOnlyAndOnLoopbackUnlessAsked) {
   waitpid(run, nullptr, 0);
   ASSERT_TRUE(announced) << printed;
   EXPECT_EQ(post, "405");
+  EXPECT_EQ(post_form, "405");
   EXPECT_EQ(missing, "404");
   EXPECT_NE(state.find("\"link\":\"striped\",\"nics\":\"127.0.0.1 to 127.0.0.1\""), std::string::npos) << state;
+}
+
+// Connections beyond the cap are answered 503 and closed at once (issue 45: 1,100
+// held-open connections used up the front-end's descriptors and held adoptions back).
+TEST_F(Dashboard, HoldsAtMost64ConnectionsAndTurnsAwayTheRest) {
+  const std::string out = dir_ + "/run.out";
+  const pid_t run = start_canopy({"run", "--tree", "b:1", "--waves", "1000", "--interval", "50", "--dashboard", "0"}, out);
+  ASSERT_GT(run, 0);
+  std::smatch url;
+  const std::regex url_line("dashboard: (http://127\\.0\\.0\\.1:([0-9]+)/)");
+  std::string printed;
+  const bool announced = wait_for([&] { printed = slurp(out); return std::regex_search(printed, url, url_line); }, 20s);
+  std::vector<pollfd> held;
+  std::size_t turned_away = 0, served = 0;
+  std::string page;
+  if (announced) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<std::uint16_t>(std::stoi(url[2].str())));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // 100 silent connections: the first 64 are served (each until 10 s of silence),
+    // the rest answered 503 and closed.
+    for (int i = 0; i < 100; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) held.push_back({fd, POLLIN, 0});
+    }
+    // Those turned away are readable (the answer, then end of file) within 2 s.
+    for (auto until = std::chrono::steady_clock::now() + 2s; std::chrono::steady_clock::now() < until;) {
+      poll(held.data(), held.size(), 100);
+    }
+    for (const auto& p : held) {
+      char buf[256];
+      const ssize_t n = (p.revents & POLLIN) ? recv(p.fd, buf, sizeof buf, 0) : -1;
+      if (n > 0 && std::string(buf, n).find(" 503 ") != std::string::npos) ++turned_away;
+      else if (!(p.revents & POLLIN)) ++served;
+    }
+    // Closed, they make room again.
+    for (const auto& p : held) close(p.fd);
+    wait_for([&] {
+      page = shell("curl -s -o /dev/null -w '%{http_code}' " + url[1].str()).first;
+      return page == "200";
+    }, 20s);
+  }
+  kill(run, SIGTERM);
+  waitpid(run, nullptr, 0);
+  ASSERT_TRUE(announced) << printed;
+  EXPECT_EQ(held.size(), 100u);
+  EXPECT_EQ(served, 64u) << "connections held open";
+  EXPECT_EQ(turned_away, 36u) << "connections answered 503";
+  EXPECT_EQ(page, "200") << "the page once the connections closed";
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ pid_t spinner(std::optional<int> cpu = std::nullopt) {
       CPU_SET(*cpu, &set);
       sched_setaffinity(0, sizeof set, &set);
     }
-    for (volatile unsigned long i = 0;; ++i) {
-    }
+    volatile unsigned long spins = 0;
+    while (true) spins = spins + 1;
   }
   return pid;
 }
