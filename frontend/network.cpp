@@ -169,14 +169,11 @@ struct Network::Impl final : core::Node::Observer,
       inbox.push(Error{"lost " + reason + "; results from now on are incomplete", ErrorKind::disconnected});
     }
   }
-  void on_orphan_lost(Rank rank, Rank failed, std::chrono::milliseconds silent) override {
+  void on_orphan_lost(Rank rank, const std::string& reason, std::chrono::milliseconds silent) override {
     Event event;
     event.kind = Event::Kind::failure;
     event.rank = rank;
-    const auto& fault = options.fault_tolerance;
-    event.reason = "back-end " + std::to_string(rank) + " was not adopted within " +
-                   std::to_string((fault.lost + fault.suspect).count()) + " ms after its parent " +
-                   std::to_string(failed) + " failed: it died or hung with it";
+    event.reason = reason;
     event.silent = silent;
     push_event(std::move(event));
   }

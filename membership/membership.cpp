@@ -104,14 +104,14 @@ void MembershipService::watch_orphans(Rank failed) {
   timer->expires_after(fault.lost + fault.suspect);
   timer->async_wait([this, failed, orphans = std::move(orphans)](const boost::system::error_code& ec) {
     if (ec || node_.stopping()) return;
-    const auto silent = node_.plan().fault.lost * 2;
+    const auto& fault = node_.plan().fault;
+    const std::string why = " was not adopted within " + std::to_string((fault.lost + fault.suspect).count()) +
+                            " ms after its parent " + node_.describe(failed) + " failed: it died or hung with it";
     holding_change_ = true;  // all of them in one view change
     for (Rank r : orphans) {
       if (view_.contains(r) && !node_.view()->attached(r)) {
-        const auto& fault = node_.plan().fault;
-        const std::string reason = "not adopted within " + std::to_string((fault.lost + fault.suspect).count()) +
-                                   " ms after its parent " + node_.describe(failed) + " failed";
-        if (observer_) observer_->on_orphan_lost(r, failed, silent);
+        const std::string reason = node_.describe(r) + why;
+        if (observer_) observer_->on_orphan_lost(r, reason, fault.lost * 2);
         report(r, {.kind = ReportKind::failure, .reason = reason});
       }
     }

@@ -62,10 +62,11 @@ class MembershipService final : public core::Service {
     // heartbeat still for `silent` (docs/gossip.md); once per report that reaches the
     // root, whether or not the view had it already.
     virtual void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) {}
-    // Root: back-end `rank`, below commnode `failed` when it failed, was not adopted
-    // within `lost + suspect` and is declared failed; nothing it sent can have come
-    // through for `silent` (since `lost` before its parent's failure was known).
-    virtual void on_orphan_lost(Rank rank, Rank failed, std::chrono::milliseconds silent) {}
+    // Root: back-end `rank`, below a commnode when it failed, was not adopted within
+    // `lost + suspect` and is declared failed (`reason` says so); nothing it sent can
+    // have come through for `silent` (since `lost` before its parent's failure was
+    // known).
+    virtual void on_orphan_lost(Rank rank, const std::string& reason, std::chrono::milliseconds silent) {}
   };
 
   // `node` and `observer` (may be null) are borrowed.

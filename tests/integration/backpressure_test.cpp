@@ -61,6 +61,28 @@ double rss_mib(pid_t pid) {
   return kib / 1024;
 }
 
+// Under AddressSanitizer, freed memory waits in a quarantine (256 MiB) before it is
+// used again: the resident memory of a flooding process would grow with every packet
+// that passed, not with what is held, and 64 of them took longer than 20 s to exit
+// under load. While this lives, the processes this one starts get none (elsewhere the
+// option is unread).
+class WithoutQuarantine {
+ public:
+  WithoutQuarantine() {
+    if (const char* asan = std::getenv("ASAN_OPTIONS")) was_ = asan;
+    setenv("ASAN_OPTIONS", (was_.value_or("") + ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0").c_str(), 1);
+  }
+  ~WithoutQuarantine() {
+    if (was_) setenv("ASAN_OPTIONS", was_->c_str(), 1);
+    else unsetenv("ASAN_OPTIONS");
+  }
+  WithoutQuarantine(const WithoutQuarantine&) = delete;
+  WithoutQuarantine& operator=(const WithoutQuarantine&) = delete;
+
+ private:
+  std::optional<std::string> was_;
+};
+
 // canopy-flood's front-end, in a process of its own so that it can be stopped: b:1x4,
 // the back-ends sending packets of `packet_bytes` as fast as they can, for `seconds`.
 class Flood {
@@ -79,24 +101,10 @@ class Flood {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    // Under AddressSanitizer, freed memory waits in a quarantine (256 MiB) before it
-    // is used again: the resident memory would grow with every packet that passed,
-    // not with what is held. The flood's processes get none; elsewhere the option is
-    // unread.
-    std::vector<std::string> env;
-    bool asan_set = false;
-    for (char** e = environ; *e; ++e) {
-      env.emplace_back(*e);
-      if (env.back().rfind("ASAN_OPTIONS=", 0) == 0) {
-        env.back() += ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0";
-        asan_set = true;
-      }
+    {
+      WithoutQuarantine quiet;
+      spawned_ = posix_spawn(&frontend_, kFlood.c_str(), &actions, nullptr, argv.data(), environ) == 0;
     }
-    if (!asan_set) env.emplace_back("ASAN_OPTIONS=quarantine_size_mb=0:thread_local_quarantine_size_kb=0");
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    spawned_ = posix_spawn(&frontend_, kFlood.c_str(), &actions, nullptr, argv.data(), envp.data()) == 0;
     posix_spawn_file_actions_destroy(&actions);
   }
   ~Flood() { std::filesystem::remove_all(dir_); }
@@ -238,15 +246,12 @@ TEST(Backpressure, ATreeFloodedWithWavesLosesNobody) {
   ProcessGuard guard;
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("canopy-flooded-" + std::to_string(getpid()) + ".jsonl")).string();
-  // Without AddressSanitizer's quarantine (as the floods above): 64 back-ends each
-  // holding 256 MiB of freed packets took longer than 20 s to exit under load.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const std::optional<std::string> was = asan ? std::optional<std::string>(asan) : std::nullopt;
-  setenv("ASAN_OPTIONS", (was.value_or("") + ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0").c_str(), 1);
-  const pid_t run = canopy::testing::start_canopy(
-      {"run", "--tree", "b:8^2", "--waves", "100000000", "--interval", "0", "--format", "jsonl"}, out);
-  if (was) setenv("ASAN_OPTIONS", was->c_str(), 1);
-  else unsetenv("ASAN_OPTIONS");
+  pid_t run = -1;
+  {
+    WithoutQuarantine quiet;
+    run = canopy::testing::start_canopy(
+        {"run", "--tree", "b:8^2", "--waves", "100000000", "--interval", "0", "--format", "jsonl"}, out);
+  }
   ASSERT_GT(run, 0);
   auto waves = [&] {
     const std::string text = slurp(out);

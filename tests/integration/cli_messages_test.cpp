@@ -1,9 +1,7 @@
 // What a new user meets first at the command line (issue 17, item 6): bad input
 // answered with a message that says what to do, before anything is launched;
 // help and version; counts in good English.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,18 +106,10 @@ TEST_F(CliMessages, ATreeTooLargeForThisMachineIsRefusedBeforeLaunch) {
 TEST_F(CliMessages, ASignalEndsARunWhoseFrontEndFilterHangs) {
   const std::string dir = std::filesystem::temp_directory_path() / ("canopy-hang-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, (dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, (dir + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> args = {kCanopy, "run", "--tree", "b:2", "--filter", "hang", "--plugin",
-                                   CANOPY_CLAIMS_FILTERS, "--waves", "1000"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t run = -1;
-  ASSERT_EQ(posix_spawn(&run, kCanopy.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t run = canopy::testing::start_canopy(
+      {"run", "--tree", "b:2", "--filter", "hang", "--plugin", CANOPY_CLAIMS_FILTERS, "--waves", "1000"},
+      dir + "/out", dir + "/err");
+  ASSERT_GT(run, 0);
   // Its first wave reaches the front-end's filter, which hangs: nothing is printed.
   std::this_thread::sleep_for(3s);
   kill(run, SIGINT);

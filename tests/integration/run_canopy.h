@@ -66,8 +66,10 @@ inline Output run_canopy(std::vector<std::string> args) {
 inline int exit_code(const Output& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
 
 // Starts `argv` (argv[0] a path) with the environment of this process and, if
-// `stdout_path` is given, its standard output into that file; its pid, or -1.
-inline pid_t start_process(std::vector<std::string> argv, const std::string& stdout_path = {}) {
+// `stdout_path` (`stderr_path`) is given, its standard output (error) into that
+// file; its pid, or -1.
+inline pid_t start_process(std::vector<std::string> argv, const std::string& stdout_path = {},
+                           const std::string& stderr_path = {}) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -76,6 +78,9 @@ inline pid_t start_process(std::vector<std::string> argv, const std::string& std
   if (!stdout_path.empty()) {
     posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
+  if (!stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   pid_t pid = -1;
   if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&actions);
@@ -83,9 +88,10 @@ inline pid_t start_process(std::vector<std::string> argv, const std::string& std
 }
 
 // canopy with `args`, not waited for (start_process).
-inline pid_t start_canopy(std::vector<std::string> args, const std::string& stdout_path = {}) {
+inline pid_t start_canopy(std::vector<std::string> args, const std::string& stdout_path = {},
+                          const std::string& stderr_path = {}) {
   args.insert(args.begin(), kCanopy);
-  return start_process(std::move(args), stdout_path);
+  return start_process(std::move(args), stdout_path, stderr_path);
 }
 
 // Attach mode: canopy-demo-backend of ranks 0..count-1 attaching through `file`;

@@ -63,7 +63,9 @@ struct Recorder : core::Node::Observer,
     gossip_reports.emplace_back(rank, detector);
   }
   void on_confirmed(Rank rank, std::chrono::milliseconds silent) override { confirmed[rank] = silent; }
-  void on_orphan_lost(Rank rank, Rank, std::chrono::milliseconds silent) override { orphans_lost[rank] = silent; }
+  void on_orphan_lost(Rank rank, const std::string&, std::chrono::milliseconds silent) override {
+    orphans_lost[rank] = silent;
+  }
   void on_promotion(std::vector<Event> events) override { promotion = std::move(events); }
 
   // The live-tree changes this process applied, in order.
