@@ -55,7 +55,7 @@ int main() {
   identity.secret = *secret;
   // Its children get it from this process explicitly (services/launch.cpp): a filter
   // plugin's own child processes need not inherit it.
-  unsetenv(canopy::core::kEnvSecret);
+  canopy::core::erase_secret_from_environment();
   canopy::core::init_logging(identity.role, identity.rank);
 
   if (!parent) {

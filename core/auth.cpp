@@ -136,6 +136,16 @@ Result<Secret> secret_from_environment(std::chrono::milliseconds wait) {
   return secret;
 }
 
+void erase_secret_from_environment() {
+  const std::size_t name = std::strlen(kEnvSecret);
+  std::vector<char*> texts;  // every copy: a variable can be in the block twice
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, kEnvSecret, name) == 0 && (*e)[name] == '=') texts.push_back(*e);
+  }
+  unsetenv(kEnvSecret);  // first: a wiped entry would no longer match the name
+  for (char* text : texts) sodium_memzero(text, std::strlen(text));
+}
+
 Proof hello_proof(const Secret& secret, capnp::Data::Reader challenge, wire::Hello::Reader hello) {
   Transcript t("canopy-hello");
   t.data(challenge);

@@ -57,6 +57,11 @@ Result<Secret> parse_secret(std::string_view hex);
 // CANOPY_SECRET_ON_STDIN=1, the first line of standard input (waited for up to
 // `wait`). The error names the variables to set.
 Result<Secret> secret_from_environment(std::chrono::milliseconds wait = std::chrono::seconds(10));
+// Removes CANOPY_SECRET from this process's environment and wipes its text: unsetenv
+// alone leaves the text where /proc/PID/environ still shows it (the kernel reads the
+// block the process started with). Not thread-safe, as setenv is not: call it before
+// starting threads.
+void erase_secret_from_environment();
 
 // The connector's proof over the acceptor's nonce, the hello's nonce and its fields
 // (`pid` is left out, being only for logs).

@@ -37,6 +37,7 @@
 #include "core/plan.h"
 #include "core/service.h"
 #include "transport/link.h"
+#include "transport/refusal_log.h"
 
 namespace canopy::core {
 
@@ -278,7 +279,9 @@ class Node {
   void release_held_adoption(const transport::Link* orphan_link);
   void adopt_orphan(const OrphanRequest& request);
   void review_held_adoptions();
-  void log_refusal(const std::string& peer, const std::string& why);
+  // Logs the refusal of a connection from `peer` before it proved the secret, once per
+  // address and `kind` in a while (transport/refusal_log.h).
+  void log_refusal(const std::string& peer, std::string_view kind, const std::string& why);
   // The connecting side's handshake on a link up (parent or potential adopter): the
   // hello goes out at once, its proof once the acceptor's challenge has proved that
   // the acceptor knows the secret (core/auth.h).
@@ -384,11 +387,7 @@ class Node {
   std::unordered_map<Rank, NodeClock::time_point> parents_found_gone_;
   // Expires with the node: a probe's connect handler may run after it is gone.
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
-  struct RefusalLog {
-    std::chrono::steady_clock::time_point logged;
-    std::size_t unlogged = 0;
-  };
-  std::unordered_map<std::string, RefusalLog> refusal_log_;  // by peer address
+  transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
   // Links up whose handshake is under way.
   struct UpHandshake {
     std::optional<Rank> acceptor;  // the rank that must answer, when known (an adopter)

@@ -23,17 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// A refused handshake is logged once per peer address in this long, with the count
-// of those left unlogged meanwhile: a peer that retries without end (or a scan)
-// does not fill the log.
-constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
-constexpr std::size_t kRefusalLogAddresses = 1024;
-
-std::string address_of(const std::string& peer) {
-  const auto colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
-
 }  // namespace
 
 // Listens on every NIC address of this node's host, all on one port.
@@ -59,7 +48,7 @@ std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * t
 void Node::accept_link(std::shared_ptr<Link> link) {
   if (phase() == Phase::stopped) return link->abort("stopped");
   if (pending_.size() >= max_pending()) {
-    log_refusal(link->peer(), fmt::format("{} connections are already waiting for their hello, the most this "
+    log_refusal(link->peer(), "pending", fmt::format("{} connections are already waiting for their hello, the most this "
                                           "node holds", pending_.size()));
     return link->abort("too many connections without a hello");
   }
@@ -70,7 +59,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
   deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
     auto l = weak.lock();
     if (ec || !l || child_of_link_.count(l.get())) return;
-    log().warn("closing connection from {}: no hello within {} ms", l->peer(), plan_.startup_timeout.count());
+    log_refusal(l->peer(), "silent", fmt::format("no hello within {} ms", plan_.startup_timeout.count()));
     l->close("no hello in time");
   });
   link->start([this, raw](capnp::MessageReader& message) { on_accepted_message(raw, message); },
@@ -125,37 +114,38 @@ void Node::on_accepted_closed(const Link* link, std::string_view reason) {
   if (it == pending_.end()) return;
   // Garbage or an oversized frame before any hello: docs/protocol.md promises the
   // warning, once per address in a while like any refused handshake.
-  if (reason.starts_with("bad frame")) log_refusal((*it)->peer(), std::string(reason) + " (before a hello)");
+  if (reason.starts_with("bad frame")) log_refusal((*it)->peer(), "frame", std::string(reason) + " (before a hello)");
   pending_.erase(it);
 }
 
 void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing connection from {}: {}", link->peer(), why);
+  // Nothing is proved yet: whoever can reach the port can cause these.
+  auto refuse = [&](std::string_view kind, const std::string& why) {
+    log_refusal(link->peer(), kind, why);
     link->close(why);
   };
   // A process of another version or another tree can never be accepted here: it is
   // told why and to stop, so that its own error says so (an attached back-end's
   // receive() fails with the reason), not just that its parent hung up.
-  auto refuse_for_good = [&](const std::string& why) {
+  auto refuse_for_good = [&](std::string_view kind, const std::string& why) {
     Message stop(id_);
     stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
     link->send(stop.builder());
-    refuse(why);
+    refuse(kind, why);
   };
-  if (msg.getBody().which() != Body::HELLO) return refuse("first message is not a hello");
+  if (msg.getBody().which() != Body::HELLO) return refuse("not a hello", "first message is not a hello");
   auto hello = msg.getBody().getHello();
   if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
-    return refuse_for_good("protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
+    return refuse_for_good("version", "protocol version " + std::to_string(hello.getProtocolVersion()) + ", expected " +
                            std::to_string(wire::PROTOCOL_VERSION));
   }
   if (hello.getNetworkId() != id_.network_id) {
     // The stranger is told its own id only: this tree's id is what lets a process
     // join it, and must not be handed to whoever connects.
-    return refuse_for_good(fmt::format("hello from another network (network id {:x})", hello.getNetworkId()));
+    return refuse_for_good("network", fmt::format("hello from another network (network id {:x})", hello.getNetworkId()));
   }
   if (hello.getNonce().size() != kNonceBytes) {
-    return refuse("the hello's nonce is not " + std::to_string(kNonceBytes) + " bytes");
+    return refuse("nonce", "the hello's nonce is not " + std::to_string(kNonceBytes) + " bytes");
   }
   // Nothing else of the hello is looked at before its proof: the challenge proves
   // this node knows the secret, over the hello's nonce and a fresh one of its own,
@@ -179,7 +169,7 @@ void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Read
                                     msg.getBody().getHelloProof().getProof());
   if (!proved) {
     // Logged once per address in a while: a stranger retrying must not fill the log.
-    log_refusal(link->peer(), fmt::format("authentication failed (a {}, pid {}, claiming rank {}): wrong or "
+    log_refusal(link->peer(), "proof", fmt::format("authentication failed (a {}, pid {}, claiming rank {}): wrong or "
                                           "missing network secret",
                                           to_string(from_wire(hello.getRole())), hello.getPid(), hello.getRank()));
     Message stop(id_);
@@ -547,23 +537,10 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   emit(events::ChildConnected{index, child.rank, true});
 }
 
-// Once per address in kRefusalLogInterval, with how many were not logged since.
-void Node::log_refusal(const std::string& peer, const std::string& why) {
-  const auto now = Clock::now();
-  if (refusal_log_.size() >= kRefusalLogAddresses) refusal_log_.clear();  // bounded whoever connects
-  auto& entry = refusal_log_[address_of(peer)];
-  if (entry.logged != Clock::time_point{} && now - entry.logged < kRefusalLogInterval) {
-    ++entry.unlogged;
-    return;
+void Node::log_refusal(const std::string& peer, std::string_view kind, const std::string& why) {
+  if (auto unlogged = refusals_.admit(peer, kind)) {
+    log().warn("refusing connection from {}: {}{}", peer, why, transport::RefusalLog::unlogged_note(*unlogged));
   }
-  if (entry.unlogged > 0) {
-    log().warn("refusing connection from {}: {} ({} more refused from this address, not logged)", peer, why,
-               entry.unlogged);
-  } else {
-    log().warn("refusing connection from {}: {}", peer, why);
-  }
-  entry.logged = now;
-  entry.unlogged = 0;
 }
 
 }  // namespace canopy::core

@@ -2,6 +2,7 @@
 // side of the path handshake, and makes links of paths (docs/striping.md).
 #include "transport/striped_link.h"
 #include "transport/striped_link_detail.h"
+#include "transport/refusal_log.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -44,6 +45,15 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
   // second at most, however fast they come.
   std::size_t refused_unlogged = 0;
   std::chrono::steady_clock::time_point refusal_logged{};
+  // The other refusals, by the address that caused them.
+  RefusalLog refusals;
+
+  template <typename... Args>
+  void log_refusal(const std::string& from, std::string_view kind, fmt::format_string<Args...> format, Args&&... args) {
+    if (auto unlogged = refusals.admit(from, kind)) {
+      options.log->warn("{}{}", fmt::format(format, std::forward<Args>(args)...), RefusalLog::unlogged_note(*unlogged));
+    }
+  }
 
   void drop(const std::shared_ptr<Pending>& h) {
     error_code ignored;
@@ -81,11 +91,9 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
     if (on_plain) {
       on_plain(std::move(h->socket));
     } else {
-      options.log->warn("closing a connection from {} on a striped-only port: no path hello",
-                        [&] {
-                          error_code ec;
-                          return endpoint_text(h->socket.remote_endpoint(ec));
-                        }());
+      error_code ec;
+      const std::string from = endpoint_text(h->socket.remote_endpoint(ec));
+      log_refusal(from, "plain", "closing a connection from {} on a striped-only port: no path hello", from);
       error_code ignored;
       h->socket.close(ignored);
     }
@@ -111,7 +119,7 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
       std::uint16_t version;
       std::memcpy(&version, h->hello + 8, 2);
       status = version != kStripeVersion ? HelloStatus::bad_version : HelloStatus::malformed;
-      options.log->warn("striped path from {} refused: {}", from, hello.error());
+      log_refusal(from, "hello", "striped path from {} refused: {}", from, hello.error());
     } else {
       if (auto it = links.find(hello->link_id); it != links.end()) {
         link = it->second.lock();
@@ -133,8 +141,8 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
         created = true;
       }
       if (status != HelloStatus::accepted) {
-        options.log->warn("striped path {} of link {:016x} from {} refused: {}", hello->path_index, hello->link_id,
-                          from, to_string(status));
+        log_refusal(from, "link", "striped path {} of link {:016x} from {} refused: {}", hello->path_index,
+                    hello->link_id, from, to_string(status));
       }
     }
     h->answer.status = status;
@@ -156,9 +164,10 @@ struct StripedAcceptor::State : std::enable_shared_from_this<StripedAcceptor::St
               return self->give_up(h, created ? link : nullptr, "its first path failed during the hello");
             }
             if (!tags_equal(h->proof, proof_tag(self->options.path_mac, h->hello, h->answer))) {
-              self->options.log->warn("striped path {} of link {:016x} from {} refused: its proof of the network's "
-                                      "secret is wrong",
-                                      index, link->link_id_, from);
+              self->log_refusal(from, "proof",
+                                "striped path {} of link {:016x} from {} refused: its proof of the network's secret "
+                                "is wrong",
+                                index, link->link_id_, from);
               return self->give_up(h, created ? link : nullptr, "its first path did not prove the network's secret");
             }
             h->timer.cancel();
@@ -220,7 +229,10 @@ void StripedAcceptor::take(tcp::socket socket) {
   h->timer.async_wait([weak = std::weak_ptr<State>(state_), h](const error_code& ec) {
     auto state = weak.lock();
     if (ec || !state || state->closed) return;
-    state->options.log->warn("closing a connection: no path hello within {} ms", ms(state->options.hello_timeout));
+    error_code ignored;
+    const std::string from = endpoint_text(h->socket.remote_endpoint(ignored));
+    state->log_refusal(from, "silent", "closing a connection from {}: no hello within {} ms", from,
+                       ms(state->options.hello_timeout));
     state->drop(h);
   });
   state_->peek(h);

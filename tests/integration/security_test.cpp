@@ -63,13 +63,14 @@ struct HelloSpec {
   std::uint64_t network_id = 0;
   canopy::core::Nonce nonce = canopy::core::new_nonce();
   bool standby = false;
+  std::uint32_t protocol_version = canopy::wire::PROTOCOL_VERSION;
 };
 
 // The hello of `spec` as its own message (root: wire::Hello).
 std::unique_ptr<capnp::MallocMessageBuilder> hello_of(const HelloSpec& spec) {
   auto message = std::make_unique<capnp::MallocMessageBuilder>();
   auto h = message->initRoot<canopy::wire::Hello>();
-  h.setProtocolVersion(canopy::wire::PROTOCOL_VERSION);
+  h.setProtocolVersion(spec.protocol_version);
   h.setNetworkId(spec.network_id);
   h.setRole(spec.role);
   h.setRank(spec.rank);
@@ -462,6 +463,94 @@ TEST_F(Security, GarbageBeforeAHelloIsLoggedAsABadFrame) {
   EXPECT_NE(log.find("bad frame"), std::string::npos) << "no 'bad frame' warning in " << log_file;
   EXPECT_NE(log.find("(before a hello)"), std::string::npos);
   expect_backend_0_untouched();
+}
+
+// Every refusal a stranger can cause is logged once per address and kind in a while,
+// with the count of those not logged (docs/security.md, "Logs an outsider cannot
+// fill"): 20 of each kind from one address write one line per kind, where a hello of
+// another network wrote one line per try (95,260 lines in 10 s, issue 45). The
+// silent connections are opened first: they are closed at the hello deadline.
+TEST_F(Security, EveryRefusalAStrangerCausesIsLoggedOncePerKindInAWhile) {
+  constexpr int kTries = 20;
+  const boost::asio::ip::tcp::endpoint to{boost::asio::ip::make_address(second_commnode().address),
+                                          second_commnode().port};
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> silent;
+  for (int i = 0; i < 2 * kTries; ++i) {
+    auto& socket = silent.emplace_back(io);
+    socket.connect(to);
+    if (i % 2 == 1) {
+      // A frame header announcing 16 bytes that never come: silent to the node, not
+      // to the listener.
+      std::array<std::uint8_t, 8> header{16};
+      boost::asio::write(socket, boost::asio::buffer(header));
+    }
+  }
+  const auto silent_since = std::chrono::steady_clock::now();
+  for (int i = 0; i < kTries; ++i) {
+    {
+      HostileClient client(second_commnode().address, second_commnode().port);
+      ASSERT_EQ(client.error(), "");
+      client.say_hello({.rank = 2, .network_id = attach_.network_id + 1});
+      ASSERT_TRUE(client.wait([](const auto& h) { return h.closed.has_value(); }).closed) << "another network";
+    }
+    {
+      HostileClient client(second_commnode().address, second_commnode().port);
+      client.say_hello({.rank = 2, .network_id = attach_.network_id, .protocol_version = 1});
+      ASSERT_TRUE(client.wait([](const auto& h) { return h.closed.has_value(); }).closed) << "another version";
+    }
+    {
+      HostileClient client(second_commnode().address, second_commnode().port);
+      client.send_proof({});
+      ASSERT_TRUE(client.wait([](const auto& h) { return h.closed.has_value(); }).closed) << "not a hello";
+    }
+    {
+      boost::asio::ip::tcp::socket socket(io);
+      socket.connect(to);
+      std::array<std::uint8_t, 24> garbage{};  // a segment table claiming 2^32 segments
+      garbage[0] = 16;
+      std::fill(garbage.begin() + 8, garbage.end(), 0xff);
+      boost::asio::write(socket, boost::asio::buffer(garbage));
+      std::array<char, 4096> sink;
+      boost::system::error_code ec;
+      while (!ec) socket.read_some(boost::asio::buffer(sink), ec);  // closed by the commnode
+    }
+  }
+  // The hello deadline is the start-up time-out (10 s).
+  std::this_thread::sleep_until(silent_since + 11s);
+  const auto log_file = dir_ / ("commnode-" + std::to_string(FE + 2) + ".log");
+  std::string log;
+  auto count_until_seen = [&](const std::string& what) {
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         count_of(log, what) == 0 && std::chrono::steady_clock::now() < until;) {
+      std::this_thread::sleep_for(50ms);
+      log = slurp(log_file);
+    }
+    return count_of(log, what);
+  };
+  for (const std::string what : {"another network", "protocol version 1,", "first message is not a hello",
+                                 "bad frame", ": no hello within", "closing a connection from"}) {
+    const auto logged = count_until_seen(what);
+    EXPECT_GE(logged, 1u) << "'" << what << "' was not logged: " << log_file;
+    // ": no hello within" is in both the node's and the listener's lines.
+    EXPECT_LE(logged, what == ": no hello within" ? 4u : 2u)
+        << "'" << what << "' logged " << logged << " times for " << kTries << " tries from one address";
+  }
+  expect_backend_0_untouched();
+}
+
+// The commnodes wipe the secret from their environment once read: unsetenv alone
+// left it in /proc/PID/environ, which shows the block a process started with.
+TEST_F(Security, TheSecretIsNotInACommnodesEnvironment) {
+  const std::string secret = canopy::core::to_hex(attach_.secret);
+  for (Rank commnode : {FE + 1, FE + 2}) {
+    const pid_t pid = ProcessGuard::process_of_rank(commnode);
+    ASSERT_GT(pid, 0) << "no process for commnode " << commnode;
+    const std::string environment = slurp("/proc/" + std::to_string(pid) + "/environ");
+    EXPECT_NE(environment.find("CANOPY_RANK="), std::string::npos) << "not the commnode's environment";
+    EXPECT_EQ(environment.find(secret), std::string::npos) << "commnode " << commnode << " has the secret in /proc/"
+                                                           << pid << "/environ";
+  }
 }
 
 // Connections that never say hello are bounded at each stage of the handshake
