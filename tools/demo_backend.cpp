@@ -3,10 +3,14 @@
 //   canopy-demo-backend                       started by a Canopy parent
 //   canopy-demo-backend --attach FILE [RANK]  attach mode (docs/attach.md); the rank
 //       defaults to the MPI rank from the environment (Open MPI, PMIx, PMI, Slurm)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
-#include <fstream>
 #include <random>
 #include <cstdlib>
 #include <optional>
@@ -31,24 +35,71 @@ std::optional<long> mpi_rank() {
   return std::nullopt;
 }
 
+// Where a union back-end writes what it sends (union_record.h): an integer is
+// recorded, and on disk, before it is sent, so that if this process is killed its
+// file still holds everything it sent. A write that fails (a full disk) is said once,
+// with the file and the reason, and ends the recording, and with it the integers
+// this back-end sends: an integer that is not recorded is not sent.
+class Record {
+ public:
+  Record(canopy::Rank rank, const std::string& dir) : rank_(rank) {
+    if (dir.empty()) return;
+    path_ = dir + "/be-" + std::to_string(rank) + ".txt";
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("cannot create");
+  }
+  ~Record() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Record(const Record&) = delete;
+  Record& operator=(const Record&) = delete;
+
+  // Whether `x` may be sent: recorded, or no recording asked for.
+  bool write(std::int32_t x) {
+    if (path_.empty()) return true;
+    if (failed_) return false;
+    const std::string line = canopy::demo::record_line(x, std::chrono::system_clock::now());
+    for (std::size_t done = 0; done < line.size();) {
+      const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // A line cut short has no newline: read_record skips it.
+        fail("cannot write");
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  void fail(const char* what) {
+    std::fprintf(stderr,
+                 "canopy-demo-backend %u: %s %s: %s; recording stops here, and with it this back-end's integers "
+                 "(each is recorded before it is sent)\n",
+                 rank_, what, path_.c_str(), std::strerror(errno));
+    failed_ = true;
+  }
+
+  canopy::Rank rank_;
+  std::string path_;
+  int fd_ = -1;
+  bool failed_ = false;
+};
+
 // The union workload: random integers at a rate, each recorded if asked, then the
-// end marker. False if the network stopped. An integer is recorded, with the time,
-// and flushed to the file before it is sent: if this process is killed, its file
-// still holds everything it sent (union_record.h).
+// end marker (the record-failed one if the record could not be written). False if
+// the network stopped. The sum beside it goes on whatever the record does.
 bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packet& start,
                std::optional<canopy::StreamId> sum_stream) {
   std::int32_t rate = 0, duration_ms = 0;
-  std::string record;
-  if (!start.unpack("%d %d %s", rate, duration_ms, record) || rate <= 0) {
+  std::string dir;
+  if (!start.unpack("%d %d %s", rate, duration_ms, dir) || rate <= 0) {
     std::fprintf(stderr, "canopy-demo-backend %u: bad union start packet \"%s\"\n", be.rank(), start.format().c_str());
     return true;
   }
-  std::ofstream out;
-  if (!record.empty()) {
-    auto path = record + "/be-" + std::to_string(be.rank()) + ".txt";
-    out.open(path, std::ios::trunc);
-    if (!out) std::fprintf(stderr, "canopy-demo-backend %u: cannot write %s\n", be.rank(), path.c_str());
-  }
+  Record record(be.rank(), dir);
   std::mt19937 random(be.rank() * 7919u + static_cast<unsigned>(std::random_device{}()));
   std::uniform_int_distribution<std::int32_t> value(0, canopy::demo::kUnionRange - 1);
   const auto period = std::chrono::microseconds(1000000 / rate);
@@ -56,17 +107,16 @@ bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packe
   auto next = std::chrono::steady_clock::now();
   for (std::int32_t tick = 0; next < end; ++tick) {
     std::int32_t x = value(random);
-    if (out) out << canopy::demo::record_line(x, std::chrono::system_clock::now()) << std::flush;
-    if (!be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
+    if (record.write(x) && !be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
     if (sum_stream && !be.send(*sum_stream, canopy::Packet{tick, {canopy::demo::demo_value(tick, be.rank())}})) {
       return false;
     }
     next += period;
     std::this_thread::sleep_until(next);
   }
-  out.close();  // every integer is on disk before the marker says we are done
-  return static_cast<bool>(
-      be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{canopy::demo::union_end_marker(be.rank())}}}));
+  const std::int32_t marker = record.failed() ? canopy::demo::union_record_failed_marker(be.rank())
+                                              : canopy::demo::union_end_marker(be.rank());
+  return static_cast<bool>(be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{marker}}}));
 }
 
 // Waits `interval` between two waves, keeping the packets that come meanwhile for

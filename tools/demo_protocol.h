@@ -27,6 +27,13 @@ inline constexpr std::int32_t kUnionSumTag = -4;
 
 // The negative integer a back-end sends last, so the front-end knows it is done.
 inline std::int32_t union_end_marker(std::uint32_t rank) { return -1 - static_cast<std::int32_t>(rank); }
+// The end marker of a back-end whose record could not be written (a full disk): it
+// sent no integer after the first it could not record, so that its record still
+// holds everything it sent. Back-end ranks are below kRecordFailed.
+inline constexpr std::int32_t kRecordFailed = 1 << 30;
+inline std::int32_t union_record_failed_marker(std::uint32_t rank) {
+  return union_end_marker(rank) - kRecordFailed;
+}
 
 inline std::int32_t demo_value(std::int32_t wave, std::uint32_t rank) {
   return wave * 1000 + static_cast<std::int32_t>(rank);

@@ -1,6 +1,10 @@
 #include "union_workload.h"
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -91,6 +95,10 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
         for (auto x : *xs) {
           if (x < 0) {
             auto r = static_cast<canopy::Rank>(-1 - x);  // canopy::demo::union_end_marker
+            if (r >= static_cast<canopy::Rank>(canopy::demo::kRecordFailed)) {
+              r -= canopy::demo::kRecordFailed;  // union_record_failed_marker
+              out.record_failed.insert(r);
+            }
             if (is_backend.count(r) && finished.insert(r).second && !failed.count(r) && !out.gone_before.count(r)) {
               --waiting;
             }
@@ -125,10 +133,29 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   auto& failed = out.failed;
   std::string check = "skipped";
   canopy::demo::UnionCheck counts;
+  // What stopped the recording, said with the check (a full disk: its free space).
+  std::string record_trouble;
   if (!record_dir.empty()) {
+    errno = 0;
     std::ofstream file(std::filesystem::path(record_dir) / "frontend.txt", std::ios::trunc);
     for (auto x : result) file << x << '\n';
-    if (!file.flush()) return fail("cannot write " + record_dir + "/frontend.txt", 1);
+    if (!file.flush()) {
+      // Only a copy for the user: the check below is made in memory.
+      record_trouble = "cannot write " + record_dir + "/frontend.txt" + (errno ? std::string(": ") + std::strerror(errno) : "");
+    }
+    if (!out.record_failed.empty()) {
+      std::vector<canopy::Rank> ranks(out.record_failed.begin(), out.record_failed.end());
+      std::string free_space;
+      struct statvfs fs {};
+      if (statvfs(record_dir.c_str(), &fs) == 0) {
+        free_space = " (its file system has " + std::to_string(static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize) +
+                     " bytes free)";
+      }
+      record_trouble = std::string(record_trouble.empty() ? "" : record_trouble + "; ") + "back-end(s) " +
+                       rank_list(ranks) + " could not write their record in " + record_dir + free_space +
+                       ": each stopped sending integers at the first it could not record, so the check covers what "
+                       "was recorded (their own errors say why)";
+    }
     std::map<canopy::Rank, std::vector<canopy::demo::RecordedValue>> records;
     for (auto r : backends) {
       auto path = std::filesystem::path(record_dir) / ("be-" + std::to_string(r) + ".txt");
@@ -165,9 +192,10 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   if (jsonl) {
     std::printf("{\"summary\":{\"workload\":\"union\",\"backends\":%zu,\"union_size\":%zu,\"expected\":%zu,"
                 "\"missing\":%zu,\"extra\":%zu,\"failed_backends\":%zu,\"late_values\":%zu,\"late_arrived\":%zu,"
-                "\"run_seconds\":%.3f,\"check\":\"%s\"%s}}\n",
+                "\"run_seconds\":%.3f,\"check\":\"%s\"%s%s}}\n",
                 backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
-                counts.late_values, counts.late_arrived, out.seconds, check.c_str(), sum_json.c_str());
+                counts.late_values, counts.late_arrived, out.seconds, check.c_str(), sum_json.c_str(),
+                record_trouble.empty() ? "" : (",\"record_error\":" + json_string(record_trouble)).c_str());
   } else {
     std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
                 count(backends.size(), "back-end").c_str(), out.seconds, check.c_str());
@@ -190,6 +218,10 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
   }
   std::fflush(stdout);
   auto stopped = net.shutdown();
+  if (!record_trouble.empty()) {
+    return fail(record_trouble + (check == "failed" ? "; and the union differs from what the back-ends recorded" : ""),
+                1);
+  }
   if (check == "failed") return fail("the union differs from what the back-ends sent", 1);
   if (out.sum && out.sum->mismatches()) {
     return fail(std::to_string(out.sum->mismatches()) + " waves of the sum beside the union were wrong; first: " +

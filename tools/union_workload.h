@@ -45,6 +45,9 @@ struct UnionOutcome {
   }
   std::map<canopy::Rank, canopy::demo::WallClock::time_point> failed;  // left the view, and since when
   std::set<canopy::Rank> gone_before;
+  // Back-ends whose record could not be written (a full disk): each sent no integer
+  // after the first it could not record (demo_protocol.h, union_record_failed_marker).
+  std::set<canopy::Rank> record_failed;
   std::size_t packets = 0;
   double seconds = 0;
 };
