@@ -212,6 +212,7 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   t.setOpenAttach(plan.open_attach);
   t.setMrnetBackendArgs(plan.mrnet_backend_args);
   t.setBulkLaunch(plan.bulk);
+  t.setReattachFile(plan.reattach_file);
   auto ft = t.initFaultTolerance();
   ft.setEnabled(plan.fault.enabled);
   ft.setHeartbeatMs(static_cast<std::uint32_t>(plan.fault.heartbeat.count()));
@@ -238,6 +239,7 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
   plan.mrnet_backend_args = t.getMrnetBackendArgs();
   plan.bulk = t.getBulkLaunch();
+  plan.reattach_file = t.getReattachFile();
   auto ft = t.getFaultTolerance();
   plan.fault.enabled = ft.getEnabled();
   plan.fault.heartbeat = milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));

@@ -112,6 +112,19 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
     case Body::FAILURE_REPORT: {
       ++news_received_;
       auto f = body.getFailureReport();
+      if (f.getToTheLost() && f.getRank() == id_.rank && is_root()) {
+        // A child took this front-end for lost: it was stopped longer than `lost`
+        // where the child could not see its process. The tree has healed without it
+        // (an heir stands in the root's place with a grace period), so it must not
+        // act on the tree again: it leaves, saying so.
+        declared_lost_ = true;
+        abandon("a child took this front-end for lost (" + std::string(f.getReason()) + ")" +
+                (plan_.fault.keep_tree_for.count() > 0
+                     ? "; the tree is kept for " + std::to_string(plan_.fault.keep_tree_for.count()) +
+                           " ms under an heir, for a front-end to re-attach"
+                     : "; without a grace period (keep_tree_for) the tree stops"));
+        return true;
+      }
       on_failure_report(f.getRank(), f.getReason(), from.link, f.getIncarnation());
       return true;
     }
@@ -401,20 +414,6 @@ void Node::become_orphan(const std::string& reason) {
 bool Node::promoted() const {
   const auto* o = std::get_if<Orphaned>(&phase_);
   return o && o->promoted;
-}
-
-void Node::promote(std::chrono::milliseconds grace, const std::string& reason) {
-  auto& o = std::get<Orphaned>(phase_);
-  o.promoted = true;
-  log().info("promoted in the place of the lost {}: the tree waits {} ms for a front-end to re-attach",
-             describe(o.failed_parent), grace.count());
-  o.deadline = std::make_unique<Timer>(io_, grace);
-  o.deadline->async_wait([this, grace](const boost::system::error_code& ec) {
-    if (ec || !promoted()) return;
-    begin_stop("no front-end re-attached within " + std::to_string(grace.count()) + " ms");
-  });
-  review_held_adoptions();  // orphans that asked before this node knew it was the heir
-  emit(events::Promoted{o.failed_parent, reason});
 }
 
 void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::function<void(Result<Adoption>)> done) {

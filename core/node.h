@@ -130,6 +130,9 @@ class Node {
   // Orphaned in the root's place (events::Promoted): holding output back for a
   // front-end to re-attach, adopting rather than looking for an adopter.
   bool promoted() const;
+  // This front-end read that a child took it for lost, and left the tree
+  // (docs/fault-tolerance.md, "A stopped front-end").
+  bool declared_lost() const { return declared_lost_; }
   const LaunchPlan& plan() const { return plan_; }
   const std::optional<Topology>& topology() const { return topology_; }
   // The live tree; null until the topology is known.
@@ -323,6 +326,7 @@ class Node {
   // place (`reason`: how the root was lost). Stops the tree once `grace` has passed
   // without a front-end.
   void promote(std::chrono::milliseconds grace, const std::string& reason);
+  void remove_reattach_file();
   // Orphaned and looking for an adopter (not promoted): such a node adopts no one.
   bool seeking_adopter() const { return phase() == Phase::orphaned && !promoted(); }
   void adopted_by(wire::Adopted::Reader adopted);
@@ -387,6 +391,7 @@ class Node {
   std::unordered_map<Rank, NodeClock::time_point> parents_found_gone_;
   // Expires with the node: a probe's connect handler may run after it is gone.
   std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
+  bool declared_lost_ = false;
   transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
   // Links up whose handshake is under way.
   struct UpHandshake {

@@ -2,6 +2,9 @@
 // "When the front-end fails"), both ends: the new front-end's request and its
 // handshake up to the heir's topology, and the heir's acceptance, which makes the
 // new front-end its parent.
+#include <cstdio>
+
+#include "core/attach_file.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/node.h"
@@ -89,6 +92,34 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
 }
 
 // ---- the heir ----
+
+// The heir, left without the root, takes the root's place for the grace period.
+void Node::promote(std::chrono::milliseconds grace, const std::string& reason) {
+  auto& o = std::get<Orphaned>(phase_);
+  o.promoted = true;
+  log().info("promoted in the place of the lost {}: the tree waits {} ms for a front-end to re-attach",
+             describe(o.failed_parent), grace.count());
+  o.deadline = std::make_unique<Timer>(io_, grace);
+  o.deadline->async_wait([this, grace](const boost::system::error_code& ec) {
+    if (ec || !promoted()) return;
+    remove_reattach_file();
+    begin_stop("no front-end re-attached within " + std::to_string(grace.count()) + " ms");
+  });
+  review_held_adoptions();  // orphans that asked before this node knew it was the heir
+  emit(events::Promoted{o.failed_parent, reason});
+}
+
+// The re-attach file holds the secret, and no front-end can use it once the tree
+// stops: the heir removes it, when it is on this host (or a shared file system) and
+// is this tree's.
+void Node::remove_reattach_file() {
+  const std::string& path = plan_.reattach_file;
+  if (path.empty()) return;
+  auto file = attach::read_attach_file(path);
+  if (!file || file->network_id != id_.network_id) return;
+  if (std::remove(path.c_str()) == 0) log().info("removed the re-attach file {}: the grace period is over", path);
+}
+
 
 // A front-end re-attaching after the tree lost its own: this node, promoted in the
 // root's place, takes it as its parent. It sends the topology and every report of

@@ -32,6 +32,10 @@ struct LaunchPlan {
   // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
   // Not on the wire.
   bool reattached = false;
+  // With fault.keep_tree_for: the front-end's re-attach file, which a heir that stops
+  // at the end of the grace period removes (it holds the secret), when it is on the
+  // heir's host and holds this tree's network id.
+  std::string reattach_file;
   FaultToleranceOptions fault;
 };
 

@@ -32,7 +32,7 @@ std::optional<CpuAccount> cpu_account(pid_t pid) {
   std::error_code ec;
   const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
   CpuAccount account;
-  bool any = false;
+  bool any = false, all_stopped = true;
   for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
     std::ifstream in(task.path() / "schedstat");
     unsigned long long ran = 0, waited = 0;
@@ -45,10 +45,15 @@ std::optional<CpuAccount> cpu_account(pid_t pid) {
     std::string line;
     std::getline(stat, line);
     if (const auto end = line.rfind(") "); end != std::string::npos && end + 2 < line.size()) {
-      account.runnable = account.runnable || line[end + 2] == 'R';
+      const char state = line[end + 2];
+      account.runnable = account.runnable || state == 'R';
+      all_stopped = all_stopped && (state == 'T' || state == 't');
+    } else {
+      all_stopped = false;
     }
   }
   if (ec || !any) return std::nullopt;
+  account.stopped = all_stopped;
   return account;
 }
 

@@ -48,6 +48,9 @@ struct CpuAccount {
   std::chrono::nanoseconds ran{0};
   std::chrono::nanoseconds waited{0};
   bool runnable = false;  // a thread is runnable now (state R)
+  // Every thread is stopped (state T: SIGSTOP, Ctrl-Z) or stopped by a tracer (t: a
+  // debugger at a breakpoint): the process lives and will run again when continued.
+  bool stopped = false;
 };
 // Nothing if the process is gone or the kernel keeps no such statistics.
 std::optional<CpuAccount> cpu_account(pid_t pid);

@@ -235,6 +235,9 @@ struct Network::Impl final : core::Node::Observer,
     {
       std::lock_guard lock(mutex);
       stopped = true;
+      // Taken for lost and replaced by an heir: the re-attach file is the next
+      // front-end's way in, and the heir removes it when its grace period ends.
+      replaced = runtime->node.declared_lost();
       changed.notify_all();
     }
     inbox.push(Error{"network stopped: " + reason, ErrorKind::stopped});
@@ -403,6 +406,7 @@ struct Network::Impl final : core::Node::Observer,
   bool shut_down = false;
   bool attach_file_written = false;  // removed again at shutdown: it holds the secret
   bool reattach_file_written = false;  // the same
+  bool replaced = false;  // a child took this front-end for lost (Node::declared_lost)
   // Re-attaching: the outcome of the request to the commnode asked, from the first
   // connection to the topology, and whether the heir's report has arrived.
   std::optional<Result<void>> reattach_outcome;
@@ -532,6 +536,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     }
   }
   plan.fault = options.fault_tolerance;
+  if (!options.reattach_file.empty()) plan.reattach_file = std::filesystem::absolute(options.reattach_file).string();
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 
@@ -844,6 +849,11 @@ std::vector<NodeStatus> Network::status() const {
   return impl.loop.call([&impl] { return services::tree_status(*impl.runtime, impl.options.topology); });
 }
 
+bool Network::replaced() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->replaced;
+}
+
 Result<void> Network::shutdown() {
   Impl& impl = *impl_;
   {
@@ -853,7 +863,7 @@ Result<void> Network::shutdown() {
   }
   // No back-end can join a tree that is stopping; the file's secret goes with it.
   if (impl.attach_file_written) std::remove(impl.options.attach_file.c_str());
-  if (impl.reattach_file_written) std::remove(impl.options.reattach_file.c_str());
+  if (impl.reattach_file_written && !impl.replaced) std::remove(impl.options.reattach_file.c_str());
   impl.loop.run_or_post([&impl] { impl.runtime->node.shutdown("front-end shut down"); });
   // Each node gives its children a grace period, longer with height, then kills them.
   auto limit = core::Node::stop_grace_for_height(impl.options.topology.depth()) + std::chrono::seconds(3);

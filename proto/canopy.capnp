@@ -157,6 +157,9 @@ struct Topology {
   openAttach @12 :Bool;         # attach mode: back-ends the topology does not name may
                                 # join under any commnode, each under a rank of its own
                                 # below 1,000,000 (docs/attach.md, "Open attach")
+  reattachFile @13 :Text;       # the front-end's re-attach file (keepTreeForMs): a heir
+                                # that stops at the end of the grace period removes it
+                                # if it finds it, holding this tree's network id
 
   enum LinkKind {
     automatic @0;               # striped when both hosts have two NICs or more
@@ -294,6 +297,9 @@ struct FailureReport {
   rank @0 :UInt32;
   reason @1 :Text;
   incarnation @2 :UInt32;
+  toTheLost @3 :Bool;
+  # True when a child sends it to the parent it declared lost (below); a front-end
+  # that reads one about itself was taken for lost (stopped too long), and leaves.
   # The incarnation of `rank` the reporter knew: a report about an incarnation the
   # receiver knows was adopted since (a higher one) is stale and ignored. A child
   # that declares its parent lost sends this report about the parent to the parent

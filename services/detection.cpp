@@ -84,12 +84,23 @@ void DetectionService::arm() {
 void DetectionService::tick() {
   if (node_.stopping()) return;
   const auto now = NodeClock::now();
+  const auto& fault = node_.plan().fault;
+  if (last_tick_ != NodeClock::time_point{} && now - last_tick_ > fault.suspect) {
+    resumed_ = now;
+    const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick_);
+    if (gap >= fault.lost) {
+      log().warn("this process did not run for {} ms (it was stopped, or starved of CPU): its peers' silence over "
+                 "that time is not held against them",
+                 gap.count());
+    }
+  }
+  last_tick_ = now;
   if (const auto& parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
     const Rank rank = node_.view()->parent(node_.identity().rank);
     // Still the process that started this one (an orphaned process is given to init).
     const bool started_us = parent_process_ && getppid() == *parent_process_;
     watch(*parent, parent_, "parent " + node_.describe(rank), now, rank,
-          started_us ? parent_process_ : std::nullopt, parent_starving_);
+          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.view()->root());
   }
   auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
@@ -109,14 +120,18 @@ void DetectionService::tick() {
 
 void DetectionService::watch(transport::Link& link, PeerState& state, const std::string& who,
                              NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
-                             Starvation& starvation) {
+                             Starvation& starvation, bool front_end) {
   const auto& fault = node_.plan().fault;
-  if (now - link.last_sent() >= fault.heartbeat) {
+  // Judged before this tick's heartbeat goes out: a link declared lost says so to
+  // its peer only if nothing is being written on it (TcpLink::abort_with).
+  const auto heartbeat = [&] {
+    if (now - link.last_sent() < fault.heartbeat) return;
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
     link.send(beat.builder());
     ++heartbeats_sent_;
-  }
-  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_received());
+  };
+  const auto silent =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - std::max(link.last_received(), resumed_));
   PeerState next = peer_state_after(silent, fault);
   if (next == PeerState::alive) {
     starvation = {};
@@ -125,12 +140,15 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
       starvation.mark = core::cpu_account(*process);
       starvation.marked_at = now;
     }
-    if (next == PeerState::lost && starved(starvation, *process, now, who, silent)) next = PeerState::suspect;
+    if (next == PeerState::lost &&
+        ((front_end && stopped_front_end(starvation, *process, who)) || starved(starvation, *process, now, who, silent))) {
+      next = PeerState::suspect;
+    }
   }
-  if (next == state) return;
+  if (next == state) return heartbeat();
   log().warn("{}: {} -> {} (silent for {} ms)", who, to_string(state), to_string(next), silent.count());
   state = next;
-  if (next != PeerState::lost) return;
+  if (next != PeerState::lost) return heartbeat();
   const std::string why = "no message or heartbeat for " + std::to_string(silent.count()) + " ms";
   if (parent) {
     // The parent hears it was declared lost, should it be only stalled and read it
@@ -143,6 +161,7 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
     f.setRank(*parent);
     f.setReason(node_.describe(node_.identity().rank) + " heard " + why);
     f.setIncarnation(node_.view()->incarnation(*parent));
+    f.setToTheLost(true);
     return link.abort_with(report.builder(), why);
   }
   link.abort(why);
@@ -172,6 +191,16 @@ bool DetectionService::starved(Starvation& s, pid_t pid, NodeClock::time_point n
                std::chrono::duration_cast<std::chrono::milliseconds>(ran).count());
   }
   return starved;
+}
+
+bool DetectionService::stopped_front_end(Starvation& s, pid_t pid, const std::string& who) {
+  const auto account = core::cpu_account(pid);
+  if (!account || !account->stopped) return false;
+  if (!s.said_stopped) {
+    s.said_stopped = true;
+    log().warn("{} is stopped (SIGSTOP, Ctrl-Z or a debugger), not dead: the tree waits for it to continue", who);
+  }
+  return true;
 }
 
 void DetectionService::report_node_lost(Rank rank, const std::string& reason) {

@@ -84,18 +84,24 @@ class DetectionService final : public core::Service {
     NodeClock::time_point marked_at{};
     std::chrono::nanoseconds ran{0};  // since it turned suspect
     bool said = false;                // logged once a spell
+    bool said_stopped = false;        // the same, for a stopped front-end
   };
   // Whether process `pid`, silent past the lost threshold, is starved (see above).
   bool starved(Starvation& s, pid_t pid, NodeClock::time_point now, const std::string& who,
                std::chrono::milliseconds silent);
 
+  // Whether the front-end's process `pid`, silent past the lost threshold, is
+  // stopped (SIGSTOP, Ctrl-Z, a debugger): alive, and waited for.
+  bool stopped_front_end(Starvation& s, pid_t pid, const std::string& who);
+
   void tick();
   void arm();
   // `parent`: the rank at the other end, when `link` is the link to the parent.
-  // `process`: the peer's process on this host, when this node knows it.
+  // `process`: the peer's process on this host, when this node knows it;
+  // `front_end`: that process is the front-end's, waited for while it is stopped.
   void watch(transport::Link& link, PeerState& state, const std::string& who,
              NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
-             Starvation& starvation);
+             Starvation& starvation, bool front_end = false);
   void report_node_lost(Rank rank, const std::string& reason);
 
   core::Node& node_;
@@ -110,6 +116,12 @@ class DetectionService final : public core::Service {
   std::vector<PeerState> children_;  // by child index
   std::vector<Starvation> starving_;  // by child index
   std::uint64_t heartbeats_sent_ = 0;
+  // This process's own gaps: a tick that came later than `suspect` after the one
+  // before means this process did not run meanwhile (stopped, or starved of CPU).
+  // Its peers' messages may be waiting unread: silence is counted from `resumed_`
+  // at the earliest.
+  NodeClock::time_point last_tick_{};
+  NodeClock::time_point resumed_{};
 };
 
 }  // namespace canopy::services

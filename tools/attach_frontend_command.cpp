@@ -1,5 +1,7 @@
 #include "attach_frontend_command.h"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +51,10 @@ int run_attach_frontend(const AttachFrontendOptions& opt) {
   if (run->reattach_file.empty()) {
     return fail("the run of " + opt.status_file + " was not started with --keep-tree-for: its tree did not outlive its "
                 "front-end", 2);
+  }
+  if (!std::filesystem::exists(run->reattach_file)) {
+    return fail("the re-attach file " + run->reattach_file + " is gone: the tree's grace period ended (its heir "
+                "removes the file as it stops), so there is no tree left to re-attach to", 1);
   }
   const std::string record_dir = opt.record_dir.empty() ? run->record_dir : opt.record_dir;
   if (!record_dir.empty() && run->workload != "union") return fail("--record is for a run of the union workload", 2);

@@ -129,7 +129,15 @@ canopy::Result<canopy::Topology> run_topology(const RunOptions& opt) {
 
 int run_tree(const RunOptions& opt, StatusWriter& status) {
   bool jsonl = opt.format == "jsonl";
-  auto fail = [&](const std::string& message, int code = 1) {
+  canopy::Network* launched = nullptr;
+  auto fail = [&](std::string message, int code = 1) {
+    if (launched && launched->replaced()) {
+      // Taken for lost while it was stopped: the tree goes on under an heir, and a
+      // front-end may take the run over (the status file turns stale, as for a
+      // front-end that died).
+      status.keep_for_reattach();
+      if (!opt.status_file.empty()) message += "; to carry the run on: canopy attach-frontend " + opt.status_file;
+    }
     if (jsonl) std::cout << "{\"error\":" << json_string(message) << "}" << std::endl;
     std::cerr << "canopy run: " << message << "\n";
     return code;
@@ -226,6 +234,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   if (!network) return fail(network.error(), network.error_kind() == canopy::ErrorKind::invalid_input ? 2 : 1);
   double launch_seconds = seconds_since(started);
   auto& net = **network;
+  launched = &net;
   if (attach) {
     std::size_t commnodes = topology->size() - backends.size() - 1;
     if (jsonl) {

@@ -150,6 +150,7 @@ void StatusWriter::publish(const std::string& run_fields) {
 }
 
 void StatusWriter::finish(int exit_status) {
+  if (keep_for_reattach_) return;
   publish("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
   if (path_.empty()) return;
   write("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));

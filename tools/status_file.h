@@ -30,8 +30,11 @@ class StatusWriter {
   // Writes the tree if the last write is a second old or more: a reader on another
   // host tells a live run by the file's age.
   void refresh(Network& net);
-  // The run is over: writes the last tree seen with the run's exit status.
+  // The run is over: writes the last tree seen with the run's exit status. Not when
+  // the front-end was replaced (keep_for_reattach): the file, left as it was, turns
+  // stale once this process is gone, which is what canopy attach-frontend looks for.
   void finish(int exit_status);
+  void keep_for_reattach() { keep_for_reattach_ = true; }
 
   // The dashboard (borrowed; may be null) gets what the file gets, more often (every
   // 250 ms while the workload runs), with the streams' rates and the latest events.
@@ -54,6 +57,7 @@ class StatusWriter {
   void publish(const std::string& run_fields);
 
   std::string path_;
+  bool keep_for_reattach_ = false;
   std::string process_;  // ,"host":…,"pid":…,"pid_start":…: this process, written once
   std::string info_;     // ,"workload":… (set_run_info)
   std::string tree_ = "\"nodes\":[]";  // the "nodes" and "view" members of the last write

@@ -190,7 +190,15 @@ class Network {
   // and whether it is alive; the root first, then breadth-first, then lost ones.
   std::vector<NodeStatus> status() const;
 
-  // Tears the tree down: every commnode and back-end exits. Idempotent.
+  // Whether this front-end was taken for lost by a child (it was stopped longer than
+  // `lost` where the child could not see its process) and has left the tree, which
+  // went on under an heir for keep_tree_for: receive() then fails with `stopped`, the
+  // re-attach file is kept, and a front-end may re-attach (reattach()) within the
+  // grace period (docs/fault-tolerance.md, "A stopped front-end").
+  bool replaced() const;
+
+  // Tears the tree down: every commnode and back-end exits. Idempotent. A replaced
+  // front-end's tree is not its own any more: it is left running.
   Result<void> shutdown();
 
  private:

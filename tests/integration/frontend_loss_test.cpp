@@ -49,7 +49,7 @@ class FrontendLoss : public ::testing::Test {
     args.insert(args.begin(), "run");
     args.insert(args.end(), {"--status", status()});
     args.insert(args.end(), kQuickDetection.begin(), kQuickDetection.end());
-    return start_canopy(args, dir_ + "/run.out");
+    return start_canopy(args, dir_ + "/run.out", dir_ + "/run.err");
   }
   std::string status() const { return dir_ + "/status.json"; }
   // Waits (bounded) until the run's workload has started, then `settle` more.
@@ -57,6 +57,11 @@ class FrontendLoss : public ::testing::Test {
     const bool started = wait_for([&] { return slurp(status()).find("union_until_ms") != std::string::npos; }, 20s);
     std::this_thread::sleep_for(settle);
     return started;
+  }
+  // Whether `pid` ended within `limit` (reaped, its status in `wstatus`).
+  static bool ended(pid_t pid, int& wstatus, std::chrono::milliseconds limit) {
+    bool reaped = false;
+    return wait_for([&] { return reaped || (reaped = waitpid(pid, &wstatus, WNOHANG) == pid); }, limit);
   }
   static void kill_and_reap(pid_t pid) {
     kill(pid, SIGKILL);
@@ -137,9 +142,74 @@ TEST_F(FrontendLoss, WithoutANewFrontEndTheTreeExitsWhenTheGracePeriodEnds) {
   kill_and_reap(run);
   const auto left = ProcessGuard::wait_for_none(10s);
   EXPECT_TRUE(left.empty()) << left.size() << " processes still running after the grace period";
+  // The heir removed the re-attach file, which holds the secret (issue 45: it stayed).
+  EXPECT_FALSE(std::filesystem::exists(status() + ".reattach")) << "the secret outlived the grace period";
   Output late = run_canopy({"attach-frontend", status(), "--timeout", "2"});
   EXPECT_EQ(exit_code(late), 1) << late.err;
-  EXPECT_NE(late.err.find("no process of the tree took this front-end"), std::string::npos) << late.err;
+  EXPECT_NE(late.err.find(".reattach is gone: the tree's grace period ended"), std::string::npos) << late.err;
+}
+
+// A front-end stopped longer than `lost` (SIGSTOP; a user's Ctrl-Z; a debugger) is
+// not dead: its children, which see its process, wait for it, and the run ends well
+// when it continues. Before (issue 45), the tree promoted an heir and the run was lost.
+TEST_F(FrontendLoss, AStoppedFrontEndIsWaitedForByTheChildrenThatSeeItsProcess) {
+  const pid_t run = start_run({"--tree", "b:2^2", "--waves", "25", "--interval", "200", "--keep-tree-for", "30"});
+  ASSERT_GT(run, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(dir_ + "/run.out").find("wave 3:") != std::string::npos; }, 20s))
+      << slurp(dir_ + "/run.out");
+  ASSERT_EQ(kill(run, SIGSTOP), 0);
+  std::this_thread::sleep_for(3s);  // lost is 800 ms
+  ASSERT_EQ(kill(run, SIGCONT), 0);
+  int wstatus = 0;
+  ASSERT_TRUE(ended(run, wstatus, 40s)) << "the run did not end";
+  const std::string out = slurp(dir_ + "/run.out");
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << out;
+  EXPECT_NE(out.find("25 waves of sum over 4 back-ends"), std::string::npos) << out;
+  EXPECT_NE(out.find("check: ok"), std::string::npos) << out;
+  EXPECT_EQ(out.find("front-end was lost"), std::string::npos) << out;
+}
+
+// Where no child can see the front-end's process (here its commnode runs under a
+// launcher that stays its parent, as ssh does), a stopped front-end is taken for lost
+// and an heir takes the root's place. The front-end, when it continues, reads that it
+// was taken for lost, leaves the tree and says how to carry the run on; the re-attach
+// file stays for that, and the heir removes it when the grace period ends. Before
+// (issue 45), the woken front-end went on alone and failed 45 s later, while
+// attach-frontend refused to take its place.
+TEST_F(FrontendLoss, AFrontEndTakenForLostWhileStoppedSaysSoAndLeavesTheTreeToAnHeir) {
+  const std::string topology = dir_ + "/far.yaml";
+  std::ofstream(topology) << R"(hosts:
+  - {name: far, address: 127.0.0.2}
+nodes:
+  - {rank: 1000000, role: frontend}
+  - {rank: 1000001, role: commnode, host: far}
+  - {rank: 0, role: backend, host: far}
+  - {rank: 1, role: backend, host: far}
+edges:
+  - {parent: 1000000, children: [1000001]}
+  - {parent: 1000001, children: [0, 1]}
+)";
+  const pid_t run = start_run({"--topology", topology, "--launcher", "timeout 120 {command}", "--waves", "100",
+                               "--interval", "200", "--keep-tree-for", "4"});
+  ASSERT_GT(run, 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(dir_ + "/run.out").find("wave 3:") != std::string::npos; }, 20s))
+      << slurp(dir_ + "/run.out");
+  ASSERT_EQ(kill(run, SIGSTOP), 0);
+  std::this_thread::sleep_for(2500ms);  // lost is 800 ms
+  ASSERT_EQ(kill(run, SIGCONT), 0);
+  int wstatus = 0;
+  ASSERT_TRUE(ended(run, wstatus, 20s)) << "the front-end did not leave";
+  const std::string out = slurp(dir_ + "/run.err");
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 1) << out;
+  EXPECT_NE(out.find("a child took this front-end for lost (commnode 1000001 on far heard no message or heartbeat"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("to carry the run on: canopy attach-frontend " + status()), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(status() + ".reattach")) << "the front-end took the re-attach file with it";
+  EXPECT_EQ(slurp(status()).find("\"run\":\"finished\""), std::string::npos) << "a finished run cannot be re-attached";
+  // Nobody re-attaches: the heir stops the tree and removes the file.
+  EXPECT_TRUE(ProcessGuard::wait_for_none(15s).empty()) << "the tree outlived its grace period";
+  EXPECT_FALSE(std::filesystem::exists(status() + ".reattach")) << "the secret outlived the grace period";
 }
 
 // Bad input is refused before anything runs, with exit status 2.

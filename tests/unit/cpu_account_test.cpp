@@ -51,8 +51,10 @@ TEST(CpuAccount, AProcessThatSpinsRunsAndIsRunnable) {
   // it is running or waiting to run.
   EXPECT_GT(after->ran, before->ran);
   EXPECT_TRUE(after->runnable);
+  EXPECT_FALSE(after->stopped);
 }
 
+// And it says it is stopped (a stopped front-end is waited for: docs/fault-tolerance.md).
 TEST(CpuAccount, AStoppedProcessNeitherRunsNorWaits) {
   const pid_t pid = spinner();
   ASSERT_GT(pid, 0);
@@ -67,6 +69,7 @@ TEST(CpuAccount, AStoppedProcessNeitherRunsNorWaits) {
   EXPECT_EQ(after->ran, before->ran);
   EXPECT_EQ(after->waited, before->waited);
   EXPECT_FALSE(after->runnable);
+  EXPECT_TRUE(after->stopped);
 }
 
 // Three spinners on one CPU: each waits for it about two thirds of the time.
