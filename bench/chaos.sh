@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
 # Chaos soak (docs/benchmarks.md, "Chaos soak"; issues 16 and 44): the union workload,
 # with a sum stream beside it (--sum-stream: every complete wave checked exact), on
-# b:8^2 while a random commnode is SIGKILLed, or SIGSTOPped for 0.5 to 7 s, every 1 to
-# 3 s, for the whole run; once per seed. The stops straddle --lost (default 5000 ms):
-# a stop just below it must not cost anything, one just above it makes a zombie
-# parent whose children were re-adopted meanwhile (docs/fault-tolerance.md). Each run
-# must end with exit status 0, a complete union (canopy run checks it against every
-# back-end's record: docs/demo.md), no wrong wave of the sum, and no process left.
+# b:8^2 while a fault hits a random commnode every 1 to 3 s, for the whole run; once
+# per seed. The faults (--faults, any of them, comma-separated; all by default):
+#   kill       SIGKILL
+#   stop       SIGSTOP for 0.5 to 7 s, half of them within 10% of --lost (default
+#              5000 ms): a stop just below it must not cost anything, one just above
+#              it makes a zombie parent whose children were re-adopted meanwhile
+#              (docs/fault-tolerance.md)
+#   stopkill   SIGSTOP, then SIGKILL 0.5 s to --lost later (a hang that ends in death)
+#   crash      the commnode and its back-ends SIGKILLed together (a host crash)
+#   orphanstop one of its back-ends SIGSTOPped, the commnode SIGKILLed 0.5 s later, the
+#              back-end continued 1 to 3 s after that (issue 45: it died of the
+#              kernel's SIGHUP, unreported)
+# Each run must end with exit status 0, a complete union (canopy run checks it
+# against every back-end's record: docs/demo.md), no wrong wave of the sum, and no
+# process left.
 #
-#   bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--quick]
+#   bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS]
+#                  [--faults LIST] [--quick]
 #       default /tmp/canopy-chaos-YYYYmmdd-HHMMSS, N = 10, S = 60, SPEC = b:8^2,
-#       MS = 5000; --quick: 2 seeds of 20 s
+#       MS = 5000, LIST = kill,stop,stopkill,crash,orphanstop; --quick: 2 seeds of 20 s
 #
-#   OUTPUT_DIR/runs.csv     seed, kills, stops, stops at or over --lost, exit status,
+#   OUTPUT_DIR/runs.csv     seed, kills (every fault that ends in a SIGKILL), stops
+#                           (plain stops), stops at or over --lost, exit status,
 #                           union check (ok/failed/none), missing, extra, processes
 #                           left after the run, seconds, the sum's complete, incomplete
 #                           and wrong waves, its waves in flight at the faults
 #                           (below), and its waves that never came (lost whole)
 #   OUTPUT_DIR/waves.png    the sum's incomplete and lost waves beside its waves in
 #                           flight at the faults, by seed
-#   OUTPUT_DIR/faults.csv   seed, time (s), commnode pid, kill or stop, stop length (ms)
+#   OUTPUT_DIR/faults.csv   seed, time (s), commnode pid, fault, stop length (ms)
 #   OUTPUT_DIR/seed-K.*     canopy run's jsonl output (.jsonl), its stderr (.log),
 #                           the records (.record/)
 #   OUTPUT_DIR/chaos.png    faults per seed and how each run ended
@@ -42,7 +53,8 @@ seeds=10
 seconds=60
 tree='b:8^2'
 lost=5000
-usage="usage: bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--quick]"
+faults=kill,stop,stopkill,crash,orphanstop
+usage="usage: bench/chaos.sh [OUTPUT_DIR] [--seeds N] [--seconds S] [--tree SPEC] [--lost MS] [--faults LIST] [--quick]"
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) seeds=2; seconds=20 ;;
@@ -50,7 +62,8 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=${2:?--seconds needs a value}; shift ;;
     --tree) tree=${2:?--tree needs a value}; shift ;;
     --lost) lost=${2:?--lost needs a value}; shift ;;
-    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
+    --faults) faults=${2:?--faults needs a value}; shift ;;
+    -h|--help) sed -n 2,45p "$0"; exit 0 ;;
     -*) echo "$usage" >&2; exit 2 ;;
     *) out=$1 ;;
   esac
@@ -58,6 +71,13 @@ while [ $# -gt 0 ]; do
 done
 for n in "$seeds" "$seconds" "$lost"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench/chaos.sh: --seeds, --seconds and --lost take positive integers" >&2; exit 2; }
+done
+IFS=, read -r -a kinds <<<"$faults"
+for kind in "${kinds[@]}"; do
+  case $kind in
+    kill|stop|stopkill|crash|orphanstop) ;;
+    *) echo "bench/chaos.sh: --faults takes kill, stop, stopkill, crash and orphanstop, not '$kind'" >&2; exit 2 ;;
+  esac
 done
 build=${CANOPY_BUILD_DIR:-build}
 canopy="$build/bin/canopy"
@@ -83,6 +103,7 @@ for seed in $(seq 1 "$seeds"); do
   first_line=""  # when the first progress line came (ms since the epoch)
   sleep 2  # the tree is up
   declare -A resume=()  # pid -> when to continue it (ms since the epoch)
+  declare -A doom=()    # pid -> when to SIGKILL it (ms since the epoch)
   next_fault=$((start + 2000 + 1000 + RANDOM % 2001))
   while kill -0 "$group" 2>/dev/null && [ $(($(now_ms) - start)) -lt $((seconds * 1000)) ]; do
     now=$(now_ms)
@@ -93,40 +114,75 @@ for seed in $(seq 1 "$seeds"); do
         unset "resume[$pid]"
       fi
     done
+    for pid in "${!doom[@]}"; do
+      if [ "$now" -ge "${doom[$pid]}" ]; then
+        kill -KILL "$pid" 2>/dev/null || true
+        unset "doom[$pid]"
+      fi
+    done
     if [ "$now" -ge "$next_fault" ]; then
-      # A commnode of this run that is running (not one stopped already).
+      # A commnode of this run that is running (not one stopped or doomed already).
       victims=()
       for pid in $(pgrep -s "$group" -x canopy-commnode || true); do
-        [ -z "${resume[$pid]:-}" ] && victims+=("$pid")
+        [ -z "${resume[$pid]:-}" ] && [ -z "${doom[$pid]:-}" ] && victims+=("$pid")
       done
       if [ ${#victims[@]} -gt 0 ]; then
         pid=${victims[$((RANDOM % ${#victims[@]}))]}
         at=$(awk -v a="$start" -v b="$now" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
-        if [ $((RANDOM % 2)) = 0 ]; then
-          kill -KILL "$pid" 2>/dev/null || true
-          kills=$((kills + 1))
-          echo "$seed,$at,$pid,kill," >> "$out/faults.csv"
-        else
-          # Half the stops within 10% of --lost (below or above it), the others
-          # anywhere in 0.5 to 7 s.
-          if [ $((RANDOM % 2)) = 0 ]; then
-            length=$((lost * 9 / 10 + RANDOM % (lost / 5 + 1)))
-          else
-            length=$((500 + RANDOM % 6501))
-          fi
-          kill -STOP "$pid" 2>/dev/null || true
-          resume[$pid]=$((now + length))
-          stops=$((stops + 1))
-          [ "$length" -ge "$lost" ] && over=$((over + 1))
-          echo "$seed,$at,$pid,stop,$length" >> "$out/faults.csv"
-        fi
+        kind=${kinds[$((RANDOM % ${#kinds[@]}))]}
+        case $kind in
+          kill)
+            kill -KILL "$pid" 2>/dev/null || true
+            kills=$((kills + 1))
+            echo "$seed,$at,$pid,kill," >> "$out/faults.csv"
+            ;;
+          stop)
+            # Half the stops within 10% of --lost (below or above it), the others
+            # anywhere in 0.5 to 7 s.
+            if [ $((RANDOM % 2)) = 0 ]; then
+              length=$((lost * 9 / 10 + RANDOM % (lost / 5 + 1)))
+            else
+              length=$((500 + RANDOM % 6501))
+            fi
+            kill -STOP "$pid" 2>/dev/null || true
+            resume[$pid]=$((now + length))
+            stops=$((stops + 1))
+            [ "$length" -ge "$lost" ] && over=$((over + 1))
+            echo "$seed,$at,$pid,stop,$length" >> "$out/faults.csv"
+            ;;
+          stopkill)
+            length=$((500 + RANDOM % (lost - 499)))
+            kill -STOP "$pid" 2>/dev/null || true
+            doom[$pid]=$((now + length))
+            kills=$((kills + 1))
+            echo "$seed,$at,$pid,stopkill,$length" >> "$out/faults.csv"
+            ;;
+          crash)
+            # The commnode and its back-ends at once (each back-end is in a
+            # process group of its own, so one by one, in one go).
+            kill -KILL "$pid" $(pgrep -P "$pid" || true) 2>/dev/null || true
+            kills=$((kills + 1))
+            echo "$seed,$at,$pid,crash," >> "$out/faults.csv"
+            ;;
+          orphanstop)
+            child=$(pgrep -P "$pid" | head -n 1 || true)
+            if [ -n "$child" ]; then
+              kill -STOP "$child" 2>/dev/null || true
+              resume[$child]=$((now + 500 + 1000 + RANDOM % 2001))
+            fi
+            doom[$pid]=$((now + 500))
+            kills=$((kills + 1))
+            echo "$seed,$at,$pid,orphanstop,500" >> "$out/faults.csv"
+            ;;
+        esac
       fi
       next_fault=$((now + 1000 + RANDOM % 2001))
     fi
     sleep 0.05
   done
+  for pid in "${!doom[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${!resume[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
-  unset resume
+  unset resume doom
   # The run ends by itself once every back-end has sent for --duration; bounded.
   status=0
   waited=0
@@ -159,7 +215,7 @@ for seed in $(seq 1 "$seeds"); do
   if [ -n "$first_line" ] && [ -n "$sum_complete" ]; then
     in_flight=$(awk -F, -v seed="$seed" -v origin="$(( (first_line - start - 1000) ))" -v lost="$lost" \
                     -v waves="$((seconds * 10))" '
-      NR > 1 && $1 == seed { n++; from[n] = $2 - 0.1; to[n] = $2 + ($4 == "stop" ? ($5 < lost ? $5 : lost) / 1000 : 0) }
+      NR > 1 && $1 == seed { n++; from[n] = $2 - 0.1; to[n] = $2 + ($5 != "" ? ($5 < lost ? $5 : lost) / 1000 : 0) }
       END {
         held = 0
         for (w = 0; w < waves; w++) {
@@ -184,13 +240,15 @@ awk -F, -v tree="$tree" -v secs="$seconds" -v lost="$lost" '
     printf "waves in flight at the faults: %d; seeds with more incomplete and lost waves than that:%s\n", in_flight, above == "" ? " none" : above
     if (bad != "") printf "failed seeds:%s\n", bad
   }' "$out/runs.csv" > "$out/summary.txt"
+awk -F, 'NR > 1 { n[$4]++ } END { line = "faults by kind:"; for (k in n) line = line " " k " " n[k]; print line }' \
+  "$out/faults.csv" >> "$out/summary.txt"
 cat "$out/summary.txt"
 
 gnuplot <<PLOT
 set terminal pngcairo size 1100,520 font "sans,11"
 set output "$out/chaos.png"
 set datafile separator ","
-set title "Chaos soak: $tree, union workload for $seconds s, a commnode killed or stopped every 1-3 s (--lost $lost ms)" noenhanced
+set title "Chaos soak: $tree, union workload for $seconds s, a fault at a commnode every 1-3 s ($faults; --lost $lost ms)" noenhanced
 set xlabel "seed"
 set ylabel "faults injected"
 set xrange [0.5:$seeds.5]
@@ -204,7 +262,7 @@ set boxwidth 0.6
 # Stacked by hand: the total first, then the layers below it.
 plot "$out/runs.csv" using 1:(\$2 + \$3) skip 1 with boxes lc rgb "#8e44ad" title "SIGSTOP >= --lost", \
      "" using 1:(\$2 + \$3 - \$4) skip 1 with boxes lc rgb "#2980b9" title "SIGSTOP < --lost", \
-     "" using 1:2 skip 1 with boxes lc rgb "#c0392b" title "SIGKILL", \
+     "" using 1:2 skip 1 with boxes lc rgb "#c0392b" title "ending in SIGKILL", \
      "" using 1:(\$2 + \$3 + 1):((\$5 == 0 && stringcolumn(6) eq "ok" && \$9 == 0 && \$13 == 0) ? "passed" : "FAILED") skip 1 with labels notitle
 PLOT
 gnuplot <<PLOT

@@ -286,10 +286,14 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     }
   };
   const std::uint64_t final_wave = static_cast<std::uint64_t>(std::max(opt.waves, 1) - 1);
+  // Interrupted (SIGINT, SIGTERM): the waves that came are checked and summed up
+  // before the run exits with 130, so that a long run stopped by hand (or a soak)
+  // still says whether what it got was right.
+  bool interrupted = false;
   while (!last_wave || *last_wave < final_wave) {
     if (g_signal) {
-      handle_events();
-      return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
+      interrupted = true;
+      break;
     }
     wait_for_packet_or_event(net, std::chrono::milliseconds(200));
     auto in = net.receive(std::chrono::milliseconds(0));
@@ -338,15 +342,16 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   auto stopped = net.shutdown();
   std::string check = !demo ? "skipped" : waves.mismatches() ? "failed" : "ok";
   const std::string listed = waves.incomplete_list();
-  const auto missing = waves.missing(final_wave + 1);
+  const auto missing = waves.missing(interrupted ? (last_wave ? *last_wave + 1 : 0) : final_wave + 1);
   const std::string missing_listed = DemoCheck::wave_list(missing);
   if (jsonl) {
     std::printf(
         "{\"summary\":{\"waves\":%d,\"backends\":%zu,\"processes\":%zu,\"filter\":%s,\"launch_seconds\":%.6f,"
         "\"run_seconds\":%.6f,\"check\":\"%s\",\"incomplete_waves\":[%s],\"missing_waves\":[%s],"
-        "\"late_packets\":%llu}}\n",
+        "\"late_packets\":%llu%s}}\n",
         received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
-        check.c_str(), listed.c_str(), missing_listed.c_str(), static_cast<unsigned long long>(late));
+        check.c_str(), listed.c_str(), missing_listed.c_str(), static_cast<unsigned long long>(late),
+        interrupted ? ",\"interrupted\":true" : "");
   } else {
     std::printf("%s of %s over %s in %.3f s; check: %s", count(static_cast<std::size_t>(received), "wave").c_str(),
                 opt.filter.c_str(), count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
@@ -354,6 +359,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
       std::printf("; %zu incomplete (lost in failures): %s", waves.incomplete().size(), listed.c_str());
     }
     if (!missing.empty()) std::printf("; %zu never came (lost whole): %s", missing.size(), missing_listed.c_str());
+    if (interrupted) std::printf("; interrupted before wave %llu", static_cast<unsigned long long>(final_wave));
     std::printf("\n");
   }
   std::fflush(stdout);
@@ -361,6 +367,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     return fail(std::to_string(waves.mismatches()) + " waves did not match the demo workload; first: " +
                 waves.first_mismatch());
   }
+  if (interrupted) return fail("interrupted by signal " + std::to_string(g_signal.load()), 130);
   if (!stopped) return fail(stopped.error());
   return 0;
 }

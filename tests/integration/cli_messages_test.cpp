@@ -127,6 +127,40 @@ TEST_F(CliMessages, ASignalEndsARunWhoseFrontEndFilterHangs) {
   EXPECT_NE(err.find("did not stop within 20 s of the signal"), std::string::npos) << err;
 }
 
+// A long run stopped by hand (or a soak: bench/load_soak.sh) sums up what it got:
+// the waves that came, checked, with "interrupted", and exit status 130. Before, it
+// printed only "interrupted by signal 2", and whether its waves were right was lost.
+TEST_F(CliMessages, AnInterruptedRunSumsUpTheWavesItChecked) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("canopy-int-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const pid_t run = canopy::testing::start_canopy(
+      {"run", "--tree", "b:2^2", "--waves", "1000000", "--interval", "5", "--format", "jsonl"}, dir + "/out",
+      dir + "/err");
+  ASSERT_GT(run, 0);
+  canopy::testing::wait_for(
+      [&] { return canopy::testing::slurp(dir + "/out").find("\"wave\":20,") != std::string::npos; }, 20s);
+  kill(run, SIGINT);
+  int status = -1;
+  const bool ended = canopy::testing::wait_for(
+      [&] { return status != -1 || waitpid(run, &status, WNOHANG) == run; }, 40s);
+  if (!ended) {
+    kill(run, SIGKILL);
+    waitpid(run, &status, 0);
+  }
+  const std::string out = canopy::testing::slurp(dir + "/out");
+  const std::string err = canopy::testing::slurp(dir + "/err");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(ended) << "canopy run did not end within 40 s of SIGINT";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << err;
+  const auto at = out.find("{\"summary\":");
+  ASSERT_NE(at, std::string::npos) << "no summary after SIGINT:\n" << out.substr(out.size() > 400 ? out.size() - 400 : 0);
+  const std::string summary = out.substr(at);
+  EXPECT_NE(summary.find("\"check\":\"ok\",\"incomplete_waves\":[],\"missing_waves\":[]"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("\"interrupted\":true"), std::string::npos) << summary;
+  EXPECT_NE(err.find("interrupted by signal 2"), std::string::npos) << err;
+}
+
 // A plugin that no node can load: one line on the terminal, naming every node by
 // rank ranges (not one line per node, nor the processes' logs); with --log-dir the
 // logs are in files, one a process.
