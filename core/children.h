@@ -40,6 +40,7 @@ struct Child {
   std::string close_reason;                   // why its link closed; reported once known
   bool loss_reported = false;
   bool adopted = false;                       // joined as an orphan, not started by this node
+  bool reading_held = false;                  // a service holds its reading (Node::hold_reading)
   std::unique_ptr<Timer> loss_timer;  // waits briefly for the exit status
 };
 

@@ -351,9 +351,16 @@ void Node::set_upstream_full(bool full) {
   log().debug("upstream queue {}: {} reading from the children", full ? "full" : "drained",
               full ? "pausing" : "resuming");
   for (auto& child : children_) {
-    if (child.link) child.link->pause_reading(full);
+    if (child.link) child.link->pause_reading(full || child.reading_held);
   }
   if (observer_) observer_->on_upstream_full(full);
+}
+
+void Node::hold_reading(std::size_t index, bool hold) {
+  if (index >= children_.size()) return;
+  Child& child = children_[index];
+  child.reading_held = hold;
+  if (child.link) child.link->pause_reading(upstream_full_ || hold);
 }
 
 void Node::on_parent_closed(std::string_view reason) {

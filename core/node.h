@@ -75,6 +75,16 @@ class Node {
   static constexpr std::size_t kUpstreamHighWater = 16u << 20;
   static constexpr std::size_t kUpstreamLowWater = 4u << 20;
   bool upstream_full() const { return upstream_full_; }
+  // A service stops (or resumes) reading from child `child`, apart from the
+  // back-pressure of the way up: the link is read while neither holds it. The child
+  // counts as heard from meanwhile (transport::Link::last_received).
+  void hold_reading(std::size_t child, bool hold);
+  // The front-end's way up is its program: while the program's inbox is full, the
+  // root reads its children no more, as a commnode does when its parent's link is
+  // full (docs/protocol.md, "Back-pressure"). Nothing at other nodes.
+  void hold_outlet(bool full) {
+    if (is_root()) set_upstream_full(full);
+  }
 
   // `observer` is borrowed, may be null, and must outlive the node.
   Node(asio::io_context& io, NodeIdentity identity, Observer* observer = nullptr);

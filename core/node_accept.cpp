@@ -226,7 +226,7 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
   child.close_reason.clear();
   child.exit_status.reset();
   child_of_link_[link.get()] = index;
-  if (upstream_full_) link->pause_reading(true);  // as every other child's
+  if (upstream_full_ || children_[index].reading_held) link->pause_reading(true);  // as every other child's
   hello_deadlines_.erase(link.get());
   pending_hellos_.erase(link.get());
   std::erase(pending_, link);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstring>
 #include <fstream>
@@ -228,6 +229,15 @@ struct Network::Impl final : core::Node::Observer,
     inbox.push(Error{"stream " + std::to_string(stream) + ": " + error});
   }
   void on_upstream(StreamId stream, Packet&& packet, const services::WaveVerdict& wave) override {
+    // The program's inbox is the root's way up: above kInboxHigh the front-end reads
+    // its children no more (as a commnode whose parent's link is full), until the
+    // program has taken it down to kInboxLow. Not while the program waits on the tree
+    // itself (an acknowledgement, a request's answer): that would wait for ever.
+    if (inbox_bytes.fetch_add(inbox_cost(packet)) + inbox_cost(packet) > kInboxHigh && !inbox_full.load() &&
+        waiting_on_tree.load() == 0) {
+      inbox_full = true;
+      runtime->node.hold_outlet(true);
+    }
     inbox.push(Received{.stream = stream, .packet = std::move(packet), .view = runtime->membership.view().id,
                         .wave = wave.wave, .holds = wave.holds, .complete = wave.complete});
   }
@@ -248,6 +258,12 @@ struct Network::Impl final : core::Node::Observer,
   // `changed`.
   template <typename P>
   bool wait_until(Clock::time_point deadline, P predicate) {
+    ++waiting_on_tree;
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { --n; }
+    } done{waiting_on_tree};
+    if (inbox_full.load()) open_outlet();
     if (auto hold = loop.try_hold(); hold && !hold->nested()) {
       return loop.run_until(
           [&] {
@@ -269,7 +285,24 @@ struct Network::Impl final : core::Node::Observer,
       if (error->kind == ErrorKind::stopped) stop_reported = true;
       return *error;
     }
-    return std::optional<Received>(std::move(std::get<Received>(*item)));
+    auto& got = std::get<Received>(*item);
+    if (inbox_bytes.fetch_sub(inbox_cost(got.packet)) - inbox_cost(got.packet) < kInboxLow && inbox_full.load()) {
+      open_outlet();
+    }
+    return std::optional<Received>(std::move(got));
+  }
+
+  // The memory a packet holds in the inbox: payload, values, and the entry.
+  static std::size_t inbox_cost(const Packet& packet) {
+    return core::packet_payload_bytes(packet) + packet.size() * sizeof(Value) + sizeof(Received) + 32;
+  }
+  // Reading the children again (on the loop): the program has taken the inbox down,
+  // or waits on the tree.
+  void open_outlet() {
+    loop.post([this] {
+      if (!inbox_full.exchange(false)) return;
+      runtime->node.hold_outlet(false);
+    });
   }
 
   std::string describe_missing() {
@@ -407,6 +440,12 @@ struct Network::Impl final : core::Node::Observer,
   bool attach_file_written = false;  // removed again at shutdown: it holds the secret
   bool reattach_file_written = false;  // the same
   bool replaced = false;  // a child took this front-end for lost (Node::declared_lost)
+  // The inbox's bound (on_upstream): bytes of packets in it, whether the children
+  // are held for it, and how many callers wait on the tree (then they are not).
+  static constexpr std::size_t kInboxHigh = 16u << 20, kInboxLow = 4u << 20;
+  std::atomic<std::size_t> inbox_bytes{0};
+  std::atomic<bool> inbox_full{false};
+  std::atomic<int> waiting_on_tree{0};
   // Re-attaching: the outcome of the request to the commnode asked, from the first
   // connection to the topology, and whether the heir's report has arrived.
   std::optional<Result<void>> reattach_outcome;

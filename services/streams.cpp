@@ -190,6 +190,7 @@ void StreamService::on_event(const core::NodeEvent& event) {
     // Reports and data share the ordered link up: the loss was reported before
     // this, so aggregates without the child follow the report.
     for (auto& [id, stream] : streams_) drop_member(stream, lost->child);
+    if (!leading_.empty()) release_leads();  // a member gone, or its waves closed without it
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
     if (connected->rejoined || connected->joined) rejoin_streams(connected->child, connected->rank);
   } else if (auto* changed = std::get_if<core::events::TreeChanged>(&event)) {

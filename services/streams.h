@@ -139,6 +139,12 @@ class StreamService final : public core::Service {
   // reported so far (NodeStatus::late_packets).
   const std::map<Rank, std::uint64_t>& late_packets() const { return late_by_rank_; }
 
+  // A member this far ahead of a stream's oldest open wave, and owed by none, is not
+  // read until it is within half of it of every stream's (core::Node::hold_reading):
+  // a child that outruns its siblings held 40,000 packets in each queue at b:8^2
+  // flooded with waves (issue 45), growing every node's memory with the gap.
+  static constexpr std::uint64_t kMaxLead = 4096;
+
  private:
   // A wave being built: what has come of it so far. Its packets wait in their
   // children's queues (ChildQueue), not here: with a child thousands of waves ahead
@@ -261,6 +267,8 @@ class StreamService final : public core::Service {
   void take_in(Rank rank);
   // Member `child`'s position in `members` and `owes`, or null if it is not one.
   static std::optional<std::size_t> member_index(const Stream& stream, std::size_t child);
+  bool ahead_of_every_stream(std::size_t child, std::uint64_t lead) const;
+  void release_leads();
   // `child` takes part (again) in the stream's waves, from wave `from` (or the
   // first still open here, if later); a member already keeps its place.
   static void add_member(Stream& stream, std::size_t child, std::uint64_t from);
@@ -322,6 +330,7 @@ class StreamService final : public core::Service {
   Timer heal_timer_;
   std::function<const View&()> view_;    // root: the membership view
   std::map<Rank, std::uint64_t> late_by_rank_;  // root: late packets dropped, by node
+  std::set<std::size_t> leading_;  // children held for their lead (kMaxLead), by index
   Timer late_timer_;
   bool late_armed_ = false;
 };

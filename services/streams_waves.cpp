@@ -88,6 +88,46 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     at->digest += tag.digest;
   }
   run_waves(stream);
+  // A member far ahead of the oldest open wave is read no more until the others
+  // catch up (kMaxLead): its packets would wait here without bound.
+  if (!stream.open.empty() && owes > stream.open.front().number + kMaxLead && !leading_.count(child) &&
+      ahead_of_every_stream(child, kMaxLead)) {
+    log().debug("stream {}: child {} is {} waves ahead of wave {}: not read until the others catch up", id,
+                node_.children()[child].rank, owes - stream.open.front().number, stream.open.front().number);
+    leading_.insert(child);
+    node_.hold_reading(child, true);
+  }
+}
+
+// Whether `child` is more than `lead` waves ahead of some stream's oldest open wave
+// and owes none of them: every stream it belongs to has its packet of its oldest
+// open wave. Only such a child may go unread: a wave waits for it nowhere, so
+// holding it cannot hold up the waves that would let it go (two children each ahead
+// on one stream and owed on the other would wait for each other for ever).
+bool StreamService::ahead_of_every_stream(std::size_t child, std::uint64_t lead) const {
+  bool ahead = false;
+  for (const auto& [id, stream] : streams_) {
+    const auto m = member_index(stream, child);
+    if (!m || stream.open.empty() || stream.spec.sync == SyncMode::dont_wait) continue;
+    const std::uint64_t oldest = stream.open.front().number;
+    if (stream.owes[*m] <= oldest) return false;  // owed
+    ahead = ahead || stream.owes[*m] > oldest + lead;
+  }
+  return ahead;
+}
+
+// A member held for its lead is read again once it is within half of kMaxLead of
+// the oldest open wave of every stream it belongs to, or is owed one (or has left
+// them all).
+void StreamService::release_leads() {
+  for (auto c = leading_.begin(); c != leading_.end();) {
+    if (ahead_of_every_stream(*c, kMaxLead / 2)) {
+      ++c;
+      continue;
+    }
+    node_.hold_reading(*c, false);
+    c = leading_.erase(c);
+  }
 }
 
 std::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
@@ -113,6 +153,7 @@ void StreamService::run_waves(Stream& stream) {
   const auto lowest = std::min_element(stream.owes.begin(), stream.owes.end());
   const std::uint64_t limit = lowest == stream.owes.end() ? ~std::uint64_t{0} : *lowest;
   while (!stream.open.empty() && stream.open.front().number < limit) close_front_wave(stream);
+  if (!leading_.empty()) release_leads();
   if (stream.wave_timer) {
     // The timer measures from the first packet of the oldest open wave.
     if (stream.open.empty()) {

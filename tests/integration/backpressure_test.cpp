@@ -175,6 +175,7 @@ class Flood {
     EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty()) << "processes left after canopy-flood";
   }
 
+  pid_t frontend() const { return frontend_; }
   pid_t commnode() const { return commnode_; }
   const std::vector<pid_t>& backends() const { return backends_; }
   // Each back-end's resident memory once the tree was up.
@@ -207,6 +208,29 @@ TEST(Backpressure, AStoppedFrontEndHoldsTheBackendsBackInsteadOfGrowingItsCommno
   // second here.
   EXPECT_LT(peak - at_stop, 96.0) << "the commnode grew from " << at_stop << " MiB to " << peak
                                   << " MiB while its front-end was stopped";
+  flood.expect_it_ends_well();
+}
+
+// Issue 45: the front-end's inbox, what the tree delivered and the program has not
+// yet taken, was not bounded: a program that did not call receive() for a while, or
+// one slower than the tree (canopy run at --interval 0), grew without end. Now the
+// inbox is the root's way up: above 16 MiB the front-end reads its children no more,
+// and the flood waits in their queues and the back-ends' send().
+TEST(Backpressure, AFrontEndWhoseProgramDoesNotReceiveHoldsTheTreeBack) {
+  ProcessGuard guard;
+  Flood flood(65536, 20);
+  ASSERT_TRUE(flood.start());
+  const double before = rss_mib(flood.frontend());
+  double peak = before;
+  ASSERT_EQ(kill(flood.frontend(), SIGUSR1), 0);  // 5 s without receive()
+  for (int i = 0; i < 45; ++i) {
+    std::this_thread::sleep_for(100ms);
+    peak = std::max(peak, rss_mib(flood.frontend()));
+  }
+  // 16 MiB in the inbox, what was read before the hold took, and room for a
+  // sanitizer build. Without the bound, four back-ends add hundreds of MiB a second.
+  EXPECT_LT(peak - before, 96.0) << "the front-end grew from " << before << " MiB to " << peak
+                                 << " MiB while its program did not receive";
   flood.expect_it_ends_well();
 }
 

@@ -6,13 +6,18 @@
 //       receives for S seconds (default 12), printing one CSV line a second
 //       (second, packets, MiB received in it), then stops the back-ends and shuts
 //       the tree down. The script around it stops and continues this process to
-//       make the front-end slow, and reads the commnode's memory meanwhile.
+//       make the front-end slow, and reads the commnode's memory meanwhile. On
+//       SIGUSR1 the program calls no receive() for 5 s while the process runs
+//       (the front-end's inbox fills: its bound is tested).
 //   canopy-flood --backend N
 //       back-end: on the front-end's first packet, sends packets of N bytes (an
 //       int32 array) as fast as send() takes them, until told to stop.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +34,8 @@ using namespace std::chrono_literals;
 constexpr std::uint32_t kGo = 1;
 constexpr std::uint32_t kStop = 2;
 constexpr std::uint32_t kData = 3;
+
+std::atomic<bool> g_idle{false};  // SIGUSR1: the program stops receiving for a while
 
 int backend(std::size_t bytes) {
   auto be = canopy::Backend::connect();
@@ -81,6 +88,7 @@ int frontend(const std::string& spec, std::size_t bytes, int seconds) {
     std::fprintf(stderr, "canopy-flood: %s\n", stream.error().c_str());
     return 1;
   }
+  signal(SIGUSR1, [](int) { g_idle = true; });
   std::printf("second,packets,mib\n");
   std::fflush(stdout);
   std::fprintf(stderr, "canopy-flood: tree up, flooding\n");
@@ -89,6 +97,7 @@ int frontend(const std::string& spec, std::size_t bytes, int seconds) {
   std::uint64_t packets = 0, received_bytes = 0;
   int second = 1;
   while (second <= seconds) {
+    if (g_idle.exchange(false)) std::this_thread::sleep_for(5s);
     auto in = net.receive(50ms);
     if (!in) {
       std::fprintf(stderr, "canopy-flood: %s\n", in.error().c_str());

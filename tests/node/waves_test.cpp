@@ -455,5 +455,63 @@ TEST_F(Waves, ATimeOutWaveIsOneWaveNumber) {
       << "back-end 3's packet (and FE+2's part, if it came after the front-end's time-out): " << late_at_root(tree);
 }
 
+// Whether `commnode` holds its reading from child `b` for its lead.
+bool held(TreeHarness& tree, Rank commnode, Rank b) {
+  const auto index = tree.node(commnode).children().index_of(b);
+  return index && tree.node(commnode).children()[*index].reading_held;
+}
+
+// A back-end far ahead of its siblings is read no more once it is kMaxLead waves
+// ahead of the oldest open wave (issue 45: at b:8^2 flooded with waves each
+// commnode held 40,000 packets of the fastest child, and its memory grew with the
+// gap), and read again once the others catch up; every wave is complete and exact.
+TEST_F(Waves, ABackendFarAheadOfItsSiblingsIsReadNoMoreUntilTheyCatchUp) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  constexpr int kAhead = static_cast<int>(services::StreamService::kMaxLead) + 500;
+  send(tree, stream, 0, kAhead);
+  ASSERT_TRUE(tree.run_until([&] { return held(tree, FE + 1, 0); }, 5s)) << "back-end 0 is still read";
+  tree.run_for(100ms);
+  EXPECT_FALSE(held(tree, FE + 1, 1)) << "the back-end the waves wait for is not read";
+  for (Rank b : {1u, 2u, 3u}) send(tree, stream, b, kAhead);
+  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, kAhead - 1); }, 30s)) << "the waves did not all come";
+  EXPECT_FALSE(held(tree, FE + 1, 0)) << "back-end 0 is still held after the others caught up";
+  auto waves = checked_waves(tree, {{0, 1, 2, 3}});
+  EXPECT_EQ(waves.size(), static_cast<std::size_t>(kAhead));
+  EXPECT_TRUE(incomplete_of(waves).empty());
+}
+
+// Two streams, each back-end ahead on one and owing the other: neither is held (it
+// owes the oldest open wave of a stream, which would then wait for a child that is
+// not read, while the other stream waits for the other child: for ever). Both
+// streams' waves all come.
+TEST_F(Waves, ABackendAheadOnOneStreamButOwedOnAnotherIsStillRead) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId first = tree.open_stream("sum");
+  const StreamId second = tree.open_stream("sum");
+  constexpr int kAhead = static_cast<int>(services::StreamService::kMaxLead) + 500;
+  for (Rank b : {2u, 3u}) {
+    send(tree, first, b, kAhead);
+    send(tree, second, b, kAhead);
+  }
+  send(tree, first, 0, kAhead);
+  send(tree, second, 1, kAhead);
+  tree.run_for(200ms);
+  EXPECT_FALSE(held(tree, FE + 1, 0)) << "back-end 0 owes the second stream's oldest wave";
+  EXPECT_FALSE(held(tree, FE + 1, 1)) << "back-end 1 owes the first stream's oldest wave";
+  send(tree, second, 0, kAhead);
+  send(tree, first, 1, kAhead);
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        std::size_t n = 0;
+        for (const auto& v : tree.heard(FE).waves) n += v.wave && *v.wave == kAhead - 1;
+        return n == 2;
+      },
+      30s))
+      << "the streams waited for each other";
+}
+
 }  // namespace
 }  // namespace canopy::testing
