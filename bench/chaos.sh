@@ -40,10 +40,13 @@
 # delivered or not, timed from the workload's start, taken as its first progress
 # line less 1 s), those sent while a fault held their way up (a stop, for its length
 # but at most --lost, after which the stopped commnode's back-ends are adopted), or
-# on their way up at a fault (the wave sent just before it). No fault may cost more
-# (issue 44).
+# on their way up at a fault (the wave sent just before it). A fault that kills
+# back-ends (crash, orphanstop) holds every wave until they leave the view, --lost
+# plus suspect (2 s) after their commnode's death, when they are found not adopted.
+# No fault may cost more (issue 44).
 #
-# Settings (environment): CANOPY_BUILD_DIR (default build/, built already). Every run
+# Settings (environment): CANOPY_BUILD_DIR (default build/, built already);
+# CHAOS_PLOT_ONLY=1 draws the figures and summary again from OUTPUT_DIR. Every run
 # is in a process group of its own, continued and killed on the way out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,9 +92,15 @@ out=$(cd "$out" && pwd)
 own_group_trap
 
 
+if [ "${CHAOS_PLOT_ONLY:-0}" = 1 ]; then
+  [ -s "$out/runs.csv" ] || { echo "bench/chaos.sh: CHAOS_PLOT_ONLY=1 needs $out/runs.csv" >&2; exit 1; }
+  seeds=$(($(wc -l < "$out/runs.csv") - 1))
+else
 echo "seed,kills,stops,stops_over_lost,exit_status,check,missing,extra,left,seconds,sum_complete,sum_incomplete,sum_wrong,sum_in_flight,sum_missing" > "$out/runs.csv"
 echo "seed,time_s,pid,fault,stop_ms" > "$out/faults.csv"
+fi
 for seed in $(seq 1 "$seeds"); do
+  [ "${CHAOS_PLOT_ONLY:-0}" = 1 ] && break
   RANDOM=$seed
   record="$out/seed-$seed.record"
   rm -rf "$record"
@@ -215,7 +224,13 @@ for seed in $(seq 1 "$seeds"); do
   if [ -n "$first_line" ] && [ -n "$sum_complete" ]; then
     in_flight=$(awk -F, -v seed="$seed" -v origin="$(( (first_line - start - 1000) ))" -v lost="$lost" \
                     -v waves="$((seconds * 10))" '
-      NR > 1 && $1 == seed { n++; from[n] = $2 - 0.1; to[n] = $2 + ($5 != "" ? ($5 < lost ? $5 : lost) / 1000 : 0) }
+      NR > 1 && $1 == seed {
+        n++; from[n] = $2 - 0.1; to[n] = $2 + ($5 != "" ? ($5 < lost ? $5 : lost) / 1000 : 0)
+        # Back-ends die with a crash (and an orphanstop): every wave waits for them
+        # until they leave the view, lost + suspect (2 s) after the death of their parent
+        # (docs/membership.md), and is incomplete meanwhile.
+        if ($4 == "crash" || $4 == "orphanstop") to[n] = $2 + ($5 != "" ? $5 / 1000 : 0) + (lost + 2000) / 1000
+      }
       END {
         held = 0
         for (w = 0; w < waves; w++) {
@@ -248,7 +263,7 @@ gnuplot <<PLOT
 set terminal pngcairo size 1100,520 font "sans,11"
 set output "$out/chaos.png"
 set datafile separator ","
-set title "Chaos soak: $tree, union workload for $seconds s, a fault at a commnode every 1-3 s ($faults; --lost $lost ms)" noenhanced
+set title "Chaos soak: $tree, union workload for $seconds s, a fault at a commnode every 1-3 s\n($faults; --lost $lost ms)" noenhanced
 set xlabel "seed"
 set ylabel "faults injected"
 set xrange [0.5:$seeds.5]
@@ -273,7 +288,7 @@ set title "Sum beside the union: waves flagged incomplete or lost whole, against
 set xlabel "seed"
 set ylabel "waves"
 set key inside top left
-set xrange [0.5:$seeds.5]
+set xrange [0:$seeds + 1]
 set xtics 1
 set yrange [0:*]
 set offsets 0, 0, graph 0.3, 0
@@ -283,7 +298,7 @@ set boxwidth 0.35
 plot "$out/runs.csv" using (\$1 - 0.18):14 skip 1 with boxes lc rgb "#bdc3c7" title "in flight at the faults (the bound)", \
      "" using (\$1 + 0.18):(\$12 + \$15) skip 1 with boxes lc rgb "#c0392b" title "lost whole (never came)", \
      "" using (\$1 + 0.18):12 skip 1 with boxes lc rgb "#2980b9" title "flagged incomplete", \
-     "" using 1:((\$12 + \$15 > \$14 ? \$12 + \$15 : \$14)):(sprintf("%d of %d delivered flagged, %d lost\n%d wrong, %d faults", \$12, \$11 + \$12, \$15, \$13, \$2 + \$3)) skip 1 with labels offset 0,1.5 notitle
+     "" using 1:((\$12 + \$15 > \$14 ? \$12 + \$15 : \$14)):(sprintf("%d of %d delivered flagged, %d lost\n%d wrong, %d faults", \$12, \$11 + \$12, \$15, \$13, \$2 + \$3)) skip 1 with labels font ",9" offset 0,1.5 notitle
 PLOT
 echo "figures: $out/chaos.png, $out/waves.png" >&2
 awk -F, 'NR > 1 && !($5 == 0 && $6 == "ok" && $9 == 0 && $13 == "0") { bad = 1 } END { exit bad }' "$out/runs.csv"
