@@ -23,7 +23,8 @@
 # queues filling). The run ends with SIGINT, after which canopy run checks and sums
 # up the waves that came (docs/demo.md, "Interrupting a run").
 #
-# Settings (environment): CANOPY_BUILD_DIR (default build/, built already).
+# Settings (environment): CANOPY_BUILD_DIR (default build/, built already);
+# LOAD_SOAK_PLOT_ONLY=1 draws the figure again from OUTPUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -57,6 +58,10 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
+if [ "${LOAD_SOAK_PLOT_ONLY:-0}" = 1 ]; then
+  [ -s "$out/rss.csv" ] && [ -s "$out/summary.txt" ] ||
+    { echo "bench/load_soak.sh: LOAD_SOAK_PLOT_ONLY=1 needs $out/rss.csv and summary.txt" >&2; exit 1; }
+fi
 load=""
 cleanup() {
   end_group
@@ -64,6 +69,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+if [ "${LOAD_SOAK_PLOT_ONLY:-0}" != 1 ]; then
 if [ "$stress" -gt 0 ]; then
   setsid stress-ng --cpu "$stress" --quiet > /dev/null 2>&1 &
   load=$!
@@ -137,13 +143,18 @@ fi
   echo "exit status $status (130: ended by SIGINT, as meant); processes left: $left"
   echo "passed: $passed"
 } > "$out/summary.txt"
+fi
 cat "$out/summary.txt"
+failures=$(sed -n 's/^failure events (healthy processes declared lost): //p' "$out/summary.txt")
+check=$(sed -n 's/.*; check: \([a-z]*\);.*/\1/p' "$out/summary.txt")
+waves=$(sed -n 's/^waves received and checked: \([0-9]*\);.*/\1/p' "$out/summary.txt")
+passed=$(sed -n 's/^passed: //p' "$out/summary.txt")
 
 gnuplot <<PLOT
 set terminal pngcairo size 1100,560 font "sans,11"
 set output "$out/rss.png"
 set datafile separator ","
-set title "Load soak: $tree at --interval 0 beside stress-ng --cpu $stress, ${minutes} min, no fault injected\n$failures failure events, check ${check:-none}, ${waves:-?} waves" noenhanced
+set title "Load soak: $tree at --interval 0 beside stress-ng --cpu $stress, ${minutes} min, no fault injected\n$failures failure events, check ${check:-none}, ${waves:-?} waves; the whole tree at the end: $(tail -n 1 "$out/rss.csv" | cut -d, -f5) MiB" noenhanced
 set xlabel "seconds"
 set ylabel "resident memory (MiB)"
 set y2label "waves received"
@@ -156,7 +167,6 @@ set grid ytics
 plot "$out/rss.csv" using 1:2 skip 1 with lines lw 2 lc rgb "#2c3e50" title "front-end", \
      "" using 1:3 skip 1 with lines lw 2 lc rgb "#2980b9" title "largest commnode", \
      "" using 1:4 skip 1 with lines lw 2 lc rgb "#27ae60" title "largest back-end", \
-     "" using 1:(\$5 / 10) skip 1 with lines lw 1 dt 2 lc rgb "#7f8c8d" title "whole tree / 10", \
      "" using 1:6 skip 1 axes x1y2 with lines lw 1 lc rgb "#c0392b" title "waves received (right)"
 PLOT
 echo "figure: $out/rss.png" >&2
