@@ -29,6 +29,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Sends SIGINT to `run` and waits up to `limit` for it to end (true), its wait
+// status in `status`; past that it is killed, and reaped all the same.
+bool interrupt(pid_t run, std::chrono::milliseconds limit, int& status) {
+  kill(run, SIGINT);
+  const bool ended =
+      canopy::testing::wait_for([&] { return status != -1 || waitpid(run, &status, WNOHANG) == run; }, limit);
+  if (!ended) {
+    kill(run, SIGKILL);
+    waitpid(run, &status, 0);
+  }
+  return ended;
+}
+
 class CliMessages : public canopy::testing::ProcessTest {};
 
 TEST_F(CliMessages, ANumericOptionGivenAWordSaysItIsNotANumber) {
@@ -112,14 +125,8 @@ TEST_F(CliMessages, ASignalEndsARunWhoseFrontEndFilterHangs) {
   ASSERT_GT(run, 0);
   // Its first wave reaches the front-end's filter, which hangs: nothing is printed.
   std::this_thread::sleep_for(3s);
-  kill(run, SIGINT);
   int status = -1;
-  const bool ended = canopy::testing::wait_for(
-      [&] { return status != -1 || waitpid(run, &status, WNOHANG) == run; }, 60s);
-  if (!ended) {
-    kill(run, SIGKILL);
-    waitpid(run, &status, 0);
-  }
+  const bool ended = interrupt(run, 60s, status);
   const std::string err = canopy::testing::slurp(dir + "/err");
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(ended) << "canopy run did not end within 60 s of SIGINT: " << err;
@@ -139,14 +146,8 @@ TEST_F(CliMessages, AnInterruptedRunSumsUpTheWavesItChecked) {
   ASSERT_GT(run, 0);
   canopy::testing::wait_for(
       [&] { return canopy::testing::slurp(dir + "/out").find("\"wave\":20,") != std::string::npos; }, 20s);
-  kill(run, SIGINT);
   int status = -1;
-  const bool ended = canopy::testing::wait_for(
-      [&] { return status != -1 || waitpid(run, &status, WNOHANG) == run; }, 40s);
-  if (!ended) {
-    kill(run, SIGKILL);
-    waitpid(run, &status, 0);
-  }
+  const bool ended = interrupt(run, 40s, status);
   const std::string out = canopy::testing::slurp(dir + "/out");
   const std::string err = canopy::testing::slurp(dir + "/err");
   std::filesystem::remove_all(dir);

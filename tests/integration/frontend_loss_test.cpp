@@ -12,11 +12,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "far_host.h"
 #include "process_guard.h"
 #include "run_canopy.h"
 #include "union_record.h"
@@ -58,10 +60,29 @@ class FrontendLoss : public ::testing::Test {
     std::this_thread::sleep_for(settle);
     return started;
   }
-  // Whether `pid` ended within `limit` (reaped, its status in `wstatus`).
-  static bool ended(pid_t pid, int& wstatus, std::chrono::milliseconds limit) {
+  // Starts `canopy run` with `args`, stops it (SIGSTOP) for `stop` once its fourth
+  // wave is out, continues it, and waits up to `limit` for it to end: its wait
+  // status, or nothing (a test failure says which step failed).
+  std::optional<int> run_stopped_for(std::vector<std::string> args, std::chrono::milliseconds stop,
+                                     std::chrono::milliseconds limit) {
+    const pid_t run = start_run(std::move(args));
+    if (run <= 0) return std::nullopt;
+    if (!wait_for([&] { return slurp(dir_ + "/run.out").find("wave 3:") != std::string::npos; }, 20s)) {
+      ADD_FAILURE() << "no fourth wave: " << slurp(dir_ + "/run.out") << slurp(dir_ + "/run.err");
+      kill_and_reap(run);
+      return std::nullopt;
+    }
+    EXPECT_EQ(kill(run, SIGSTOP), 0);
+    std::this_thread::sleep_for(stop);
+    EXPECT_EQ(kill(run, SIGCONT), 0);
+    int wstatus = 0;
     bool reaped = false;
-    return wait_for([&] { return reaped || (reaped = waitpid(pid, &wstatus, WNOHANG) == pid); }, limit);
+    if (!wait_for([&] { return reaped || (reaped = waitpid(run, &wstatus, WNOHANG) == run); }, limit)) {
+      ADD_FAILURE() << "canopy run did not end within " << limit.count() << " ms of SIGCONT";
+      kill_and_reap(run);
+      return std::nullopt;
+    }
+    return wstatus;
   }
   static void kill_and_reap(pid_t pid) {
     kill(pid, SIGKILL);
@@ -153,17 +174,12 @@ TEST_F(FrontendLoss, WithoutANewFrontEndTheTreeExitsWhenTheGracePeriodEnds) {
 // not dead: its children, which see its process, wait for it, and the run ends well
 // when it continues. Before (issue 45), the tree promoted an heir and the run was lost.
 TEST_F(FrontendLoss, AStoppedFrontEndIsWaitedForByTheChildrenThatSeeItsProcess) {
-  const pid_t run = start_run({"--tree", "b:2^2", "--waves", "25", "--interval", "200", "--keep-tree-for", "30"});
-  ASSERT_GT(run, 0);
-  ASSERT_TRUE(wait_for([&] { return slurp(dir_ + "/run.out").find("wave 3:") != std::string::npos; }, 20s))
-      << slurp(dir_ + "/run.out");
-  ASSERT_EQ(kill(run, SIGSTOP), 0);
-  std::this_thread::sleep_for(3s);  // lost is 800 ms
-  ASSERT_EQ(kill(run, SIGCONT), 0);
-  int wstatus = 0;
-  ASSERT_TRUE(ended(run, wstatus, 40s)) << "the run did not end";
+  // Stopped for 3 s: lost is 800 ms.
+  const auto wstatus =
+      run_stopped_for({"--tree", "b:2^2", "--waves", "25", "--interval", "200", "--keep-tree-for", "30"}, 3s, 40s);
+  ASSERT_TRUE(wstatus);
   const std::string out = slurp(dir_ + "/run.out");
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << out;
+  EXPECT_TRUE(WIFEXITED(*wstatus) && WEXITSTATUS(*wstatus) == 0) << out;
   EXPECT_NE(out.find("25 waves of sum over 4 back-ends"), std::string::npos) << out;
   EXPECT_NE(out.find("check: ok"), std::string::npos) << out;
   EXPECT_EQ(out.find("front-end was lost"), std::string::npos) << out;
@@ -178,29 +194,14 @@ TEST_F(FrontendLoss, AStoppedFrontEndIsWaitedForByTheChildrenThatSeeItsProcess) 
 // attach-frontend refused to take its place.
 TEST_F(FrontendLoss, AFrontEndTakenForLostWhileStoppedSaysSoAndLeavesTheTreeToAnHeir) {
   const std::string topology = dir_ + "/far.yaml";
-  std::ofstream(topology) << R"(hosts:
-  - {name: far, address: 127.0.0.2}
-nodes:
-  - {rank: 1000000, role: frontend}
-  - {rank: 1000001, role: commnode, host: far}
-  - {rank: 0, role: backend, host: far}
-  - {rank: 1, role: backend, host: far}
-edges:
-  - {parent: 1000000, children: [1000001]}
-  - {parent: 1000001, children: [0, 1]}
-)";
-  const pid_t run = start_run({"--topology", topology, "--launcher", "timeout 120 {command}", "--waves", "100",
-                               "--interval", "200", "--keep-tree-for", "4"});
-  ASSERT_GT(run, 0);
-  ASSERT_TRUE(wait_for([&] { return slurp(dir_ + "/run.out").find("wave 3:") != std::string::npos; }, 20s))
-      << slurp(dir_ + "/run.out");
-  ASSERT_EQ(kill(run, SIGSTOP), 0);
-  std::this_thread::sleep_for(2500ms);  // lost is 800 ms
-  ASSERT_EQ(kill(run, SIGCONT), 0);
-  int wstatus = 0;
-  ASSERT_TRUE(ended(run, wstatus, 20s)) << "the front-end did not leave";
+  std::ofstream(topology) << canopy::testing::kFarTopologyYaml;
+  // Stopped for 2.5 s: lost is 800 ms.
+  const auto wstatus = run_stopped_for({"--topology", topology, "--launcher", "timeout 120 {command}", "--waves",
+                                        "100", "--interval", "200", "--keep-tree-for", "4"},
+                                       2500ms, 20s);
+  ASSERT_TRUE(wstatus) << "the front-end did not leave";
   const std::string out = slurp(dir_ + "/run.err");
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 1) << out;
+  EXPECT_TRUE(WIFEXITED(*wstatus) && WEXITSTATUS(*wstatus) == 1) << out;
   EXPECT_NE(out.find("a child took this front-end for lost (commnode 1000001 on far heard no message or heartbeat"),
             std::string::npos)
       << out;

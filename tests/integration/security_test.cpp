@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "far_host.h"
 #include "core/attach_file.h"
 #include <capnp/serialize.h>
 
@@ -710,17 +711,7 @@ TEST_F(Security, TheSecretIsOnNoCommandLineAndTheAttachFileIsPrivate) {
 class SecretTravel : public TreeTest {};
 
 TEST_F(SecretTravel, ThroughALauncherTheSecretGoesOnStandardInput) {
-  const char* yaml = R"(hosts:
-  - {name: far, address: 127.0.0.2}
-nodes:
-  - {rank: 1000000, role: frontend}
-  - {rank: 1000001, role: commnode, host: far}
-  - {rank: 0, role: backend, host: far}
-  - {rank: 1, role: backend, host: far}
-edges:
-  - {parent: 1000000, children: [1000001]}
-  - {parent: 1000001, children: [0, 1]}
-)";
+  const char* yaml = canopy::testing::kFarTopologyYaml;
   auto topology = canopy::parse_topology_yaml(yaml, "far.yaml");
   ASSERT_TRUE(topology) << topology.error();
   canopy::LaunchOptions options;

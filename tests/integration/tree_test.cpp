@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "far_host.h"
 #include "canopy/frontend.h"
 #include "demo_protocol.h"
 #include "tree_fixture.h"
@@ -314,17 +315,7 @@ TEST_F(Tree, ChildOnAnotherHostIsStartedThroughTheLauncherTemplate) {
   // "far" is another host name, so its commnode and back-ends go through the launcher
   // template; its address is loopback so the test can run anywhere. The launcher
   // records {host} in the environment, which shows it was used.
-  const char* yaml = R"(hosts:
-  - {name: far, address: 127.0.0.2}
-nodes:
-  - {rank: 1000000, role: frontend}
-  - {rank: 1000001, role: commnode, host: far}
-  - {rank: 0, role: backend, host: far}
-  - {rank: 1, role: backend, host: far}
-edges:
-  - {parent: 1000000, children: [1000001]}
-  - {parent: 1000001, children: [0, 1]}
-)";
+  const char* yaml = canopy::testing::kFarTopologyYaml;
   auto topology = canopy::parse_topology_yaml(yaml, "far.yaml");
   ASSERT_TRUE(topology) << topology.error();
   canopy::LaunchOptions options;
