@@ -133,6 +133,9 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
   const auto silent =
       std::chrono::duration_cast<std::chrono::milliseconds>(now - std::max(link.last_received(), resumed_));
   PeerState next = peer_state_after(silent, fault);
+  // Its bytes wait unread: it spoke, and this process is behind (a stopped peer
+  // just continued, or this loop ran its timer first). Judged again next tick.
+  if (next == PeerState::lost && link.input_waiting()) next = PeerState::suspect;
   if (next == PeerState::alive) {
     starvation = {};
   } else if (process) {

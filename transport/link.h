@@ -97,6 +97,10 @@ class Link {
   // peer suspect, then lost.
   NodeClock::time_point last_sent() const { return last_sent_; }
   NodeClock::time_point last_received() const { return reading_paused_ ? NodeClock::now() : last_received_; }
+  // Whether bytes from the peer wait in the kernel, not read yet: it is not silent,
+  // this process has not caught up (its loop runs a timer before the read). A link
+  // that cannot tell says no.
+  virtual bool input_waiting() const { return false; }
 
  protected:
   void note_sent() { last_sent_ = NodeClock::now(); }

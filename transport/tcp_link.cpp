@@ -152,6 +152,11 @@ void TcpLink::abort_with(capnp::MessageBuilder& last, std::string_view reason) {
   abort(reason);
 }
 
+bool TcpLink::input_waiting() const {
+  boost::system::error_code ec;
+  return open_ && socket_.available(ec) > 0 && !ec;
+}
+
 void TcpLink::detach() {
   on_close_ = nullptr;
   open_ = false;

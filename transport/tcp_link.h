@@ -29,6 +29,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   void abort(std::string_view reason) override;
   void abort_with(capnp::MessageBuilder& last, std::string_view reason) override;
   bool is_open() const override { return open_; }
+  bool input_waiting() const override;
   const std::string& peer() const override { return peer_; }
   std::size_t queued_bytes() const override { return stream_.end() - written_; }
   void pause_reading(bool paused) override;
