@@ -26,52 +26,17 @@
 #include "services/runtime.h"
 #include "transport/random.h"
 #include "transport/tcp_link.h"
+#include "programs.h"
 
 namespace canopy {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string self_directory() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  buf[n] = 0;
-  return std::filesystem::path(buf).parent_path().string();
-}
-
-// Resolves the commnode program: an explicit path, $CANOPY_COMMNODE, a sibling of
-// the running executable, or a bare name for PATH.
-std::string find_commnode(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("CANOPY_COMMNODE"); env && *env) return env;
-  auto sibling = std::filesystem::path(self_directory()) / "canopy-commnode";
-  if (access(sibling.c_str(), X_OK) == 0) return sibling.string();
-  return "canopy-commnode";
-}
-
-// Whether `name` (no '/') is an executable in a directory of $PATH.
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "";
-  while (true) {
-    const auto colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    if (access(((dir.empty() ? std::string(".") : dir) + "/" + name).c_str(), X_OK) == 0) return true;
-    if (colon == std::string_view::npos) return false;
-    dirs.remove_prefix(colon + 1);
-  }
-}
-
-// Makes a program path absolute so children started elsewhere find it; bare names
-// are left for PATH.
-std::string absolute_program(const std::string& program) {
-  if (program.find('/') == std::string::npos) return program;
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(program, ec);
-  return ec ? program : abs.lexically_normal().string();
-}
+using frontend::absolute_program;
+using frontend::find_commnode;
+using frontend::on_path;
+using frontend::self_directory;
 
 // A TCP connection to `address`:`port` within `timeout`, as a descriptor, or why not.
 Result<int> connect_within(const std::string& address, std::uint16_t port, std::chrono::milliseconds timeout) {
@@ -233,8 +198,8 @@ struct Network::Impl final : core::Node::Observer,
     // its children no more (as a commnode whose parent's link is full), until the
     // program has taken it down to kInboxLow. Not while the program waits on the tree
     // itself (an acknowledgement, a request's answer): that would wait for ever.
-    if (inbox_bytes.fetch_add(inbox_cost(packet)) + inbox_cost(packet) > kInboxHigh && !inbox_full.load() &&
-        waiting_on_tree.load() == 0) {
+    const std::size_t cost = inbox_cost(packet);
+    if (inbox_bytes.fetch_add(cost) + cost > kInboxHigh && !inbox_full.load() && waiting_on_tree.load() == 0) {
       inbox_full = true;
       runtime->node.hold_outlet(true);
     }
@@ -286,9 +251,8 @@ struct Network::Impl final : core::Node::Observer,
       return *error;
     }
     auto& got = std::get<Received>(*item);
-    if (inbox_bytes.fetch_sub(inbox_cost(got.packet)) - inbox_cost(got.packet) < kInboxLow && inbox_full.load()) {
-      open_outlet();
-    }
+    const std::size_t cost = inbox_cost(got.packet);
+    if (inbox_bytes.fetch_sub(cost) - cost < kInboxLow && inbox_full.load()) open_outlet();
     return std::optional<Received>(std::move(got));
   }
 
