@@ -113,16 +113,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       ++news_received_;
       auto f = body.getFailureReport();
       if (f.getToTheLost() && f.getRank() == id_.rank && is_root()) {
-        // A child took this front-end for lost: it was stopped longer than `lost`
-        // where the child could not see its process. The tree has healed without it
-        // (an heir stands in the root's place with a grace period), so it must not
-        // act on the tree again: it leaves, saying so.
-        declared_lost_ = true;
-        abandon("a child took this front-end for lost (" + std::string(f.getReason()) + ")" +
-                (plan_.fault.keep_tree_for.count() > 0
-                     ? "; the tree is kept for " + std::to_string(plan_.fault.keep_tree_for.count()) +
-                           " ms under an heir, for a front-end to re-attach"
-                     : "; without a grace period (keep_tree_for) the tree stops"));
+        taken_for_lost(std::string(f.getReason()));  // a child's report about this front-end
         return true;
       }
       on_failure_report(f.getRank(), f.getReason(), from.link, f.getIncarnation());

@@ -337,6 +337,7 @@ class Node {
   // without a front-end.
   void promote(std::chrono::milliseconds grace, const std::string& reason);
   void remove_reattach_file();
+  void taken_for_lost(const std::string& reason);
   // Orphaned and looking for an adopter (not promoted): such a node adopts no one.
   bool seeking_adopter() const { return phase() == Phase::orphaned && !promoted(); }
   void adopted_by(wire::Adopted::Reader adopted);

@@ -91,6 +91,19 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (r.done) r.done({});
 }
 
+// A child took this front-end for lost: it was stopped longer than `lost` where the
+// child could not see its process. The tree has healed without it (an heir stands in
+// the root's place for the grace period), so it must not act on the tree again: it
+// leaves, saying so (docs/fault-tolerance.md, "A stopped front-end").
+void Node::taken_for_lost(const std::string& reason) {
+  declared_lost_ = true;
+  abandon("a child took this front-end for lost (" + reason + ")" +
+          (plan_.fault.keep_tree_for.count() > 0
+               ? "; the tree is kept for " + std::to_string(plan_.fault.keep_tree_for.count()) +
+                     " ms under an heir, for a front-end to re-attach"
+               : "; without a grace period (keep_tree_for) the tree stops"));
+}
+
 // ---- the heir ----
 
 // The heir, left without the root, takes the root's place for the grace period.
