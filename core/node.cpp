@@ -529,6 +529,25 @@ void Node::set_child_state(std::size_t child, ChildState next, std::string_view 
   children_.set_state(child, next, why, warn);
 }
 
+void Node::cut_child(std::size_t index, const std::string& why, bool say_why, bool fence) {
+  Child& child = children_[index];
+  if (child.link && child.link->is_open()) {
+    if (say_why) {
+      Message stop(id_);
+      stop.body().initShutdown().setReason(why);
+      child.link->send(stop.builder());
+      child.link->close(why);
+    } else {
+      child.link->abort(why);
+    }
+  }
+  if (fence && child.process && child.process->running()) child.process->kill(SIGKILL);
+}
+
+void Node::cut_parent(Message& last, const std::string& why) {
+  if (parent_ && parent_->is_open()) parent_->abort_with(last.builder(), why);
+}
+
 void Node::on_child_closed(std::size_t index, std::string_view reason) {
   Child& child = children_[index];
   child.link.reset();

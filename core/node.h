@@ -36,6 +36,7 @@
 #include "core/parent_link.h"
 #include "core/plan.h"
 #include "core/service.h"
+#include "core/service_context.h"
 #include "transport/link.h"
 #include "transport/refusal_log.h"
 
@@ -43,19 +44,7 @@ namespace canopy::core {
 
 namespace asio = boost::asio;
 
-enum class Phase : std::uint8_t { launching, running, orphaned, stopping, stopped };
-const char* to_string(Phase phase);
-
-// What an orphan's adoption handshake produced (Node::request_adoption).
-struct Adoption {
-  Rank adopter = 0;
-  std::uint32_t incarnation = 0;
-  Rank failed_parent = 0;
-  std::chrono::steady_clock::time_point accepted;     // the adopter's answer arrived
-  std::chrono::steady_clock::time_point compensated;  // services sent their state, held output sent
-};
-
-class Node {
+class Node final : public ServiceContext {
  public:
   // What the program around the node hears of it beyond its services.
   class Observer {
@@ -75,10 +64,6 @@ class Node {
   static constexpr std::size_t kUpstreamHighWater = 16u << 20;
   static constexpr std::size_t kUpstreamLowWater = 4u << 20;
   bool upstream_full() const { return upstream_full_; }
-  // A service stops (or resumes) reading from child `child`, apart from the
-  // back-pressure of the way up: the link is read while neither holds it. The child
-  // counts as heard from meanwhile (transport::Link::last_received).
-  void hold_reading(std::size_t child, bool hold);
   // The front-end's way up is its program: while the program's inbox is full, the
   // root reads its children no more, as a commnode does when its parent's link is
   // full (docs/protocol.md, "Back-pressure"). Nothing at other nodes.
@@ -91,15 +76,6 @@ class Node {
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-
-  // A check every message from a back-end child passes before it is dispatched; a
-  // message it refuses is dropped (the gate logs and counts it). One gate per node:
-  // the membership service's epochs.
-  using Gate = std::function<bool(const Peer& from)>;
-  void set_gate(Gate gate) { gate_ = std::move(gate); }
-  // The epoch this node writes on its messages (a back-end's, set by the membership
-  // service).
-  void set_epoch(std::uint32_t epoch) { id_.epoch = epoch; }
 
   // Registers a service (borrowed; it must outlive the node). Before start only.
   // Events reach services in the order they were added. Two services with one id
@@ -122,110 +98,66 @@ class Node {
   // follows at once, then the node runs with the acceptor as its child), or with the
   // reason of a refusal or a lost link (the node is unchanged: ask another).
   void reattach(std::shared_ptr<transport::Link> link, Rank acceptor, std::function<void(Result<void>)> done);
-  // Orderly stop of the whole subtree; the observer's on_stopped follows.
-  void shutdown(const std::string& reason);
   // Whether this node stopped (or is stopping) in order: shut down here or by its
   // parent's shutdown. False when it stopped for a failure (its parent lost without
   // healing, no adopter, left the tree, no front-end within the grace period): the
   // commnode's exit status says which (0 or 1).
   bool stopped_in_order() const { return stopped_in_order_; }
-
-  // ---- what services read ----
-  asio::io_context& io() { return io_; }
-  const NodeIdentity& identity() const { return id_; }
-  bool is_root() const { return id_.role == Role::frontend; }
-  Phase phase() const { return static_cast<Phase>(phase_.index()); }
-  // Stopping or stopped.
-  bool stopping() const { return phase() >= Phase::stopping; }
-  // Orphaned in the root's place (events::Promoted): holding output back for a
-  // front-end to re-attach, adopting rather than looking for an adopter.
-  bool promoted() const;
   // This front-end read that a child took it for lost, and left the tree
   // (docs/fault-tolerance.md, "A stopped front-end").
   bool declared_lost() const { return declared_lost_; }
-  const LaunchPlan& plan() const { return plan_; }
-  const std::optional<Topology>& topology() const { return topology_; }
-  // The live tree; null until the topology is known.
-  const TreeView* view() const { return tree_ ? &tree_->view() : nullptr; }
-  ChildTable& children() { return children_; }
-  const ChildTable& children() const { return children_; }
-  const std::shared_ptr<transport::Link>& parent_link() const { return parent_; }
-  std::uint16_t listen_port() const { return listener_.port(); }
   // True while nothing waits to be written on this node's links (the parent's and
   // every connected child's): a message sent now leaves at once, and would not be
   // coalesced with others. The libraries' caller-thread fast path sends inline only
   // then; a burst goes through the loop's thread, which coalesces it.
   bool links_idle() const;
-  // "back-end 3 on h1", for log lines and reports.
-  std::string describe(Rank rank) const;
   // How long a stopping node whose subtree is `height` levels deep gives its
   // children before killing them; parents always wait longer than their children.
   static std::chrono::milliseconds stop_grace_for_height(std::size_t height);
-
-  // ---- routing ----
-  // To the parent; while orphaned, held back (up to 64 MiB) until an adopter takes
-  // this node, then sent in order. False if the message was dropped: beyond the
-  // bound, while stopping, or at the root, which has no parent (services deliver to
-  // their observer there instead).
-  bool send_up(Message& message);
-  // To a child, after the reports of the tree's changes waiting to go down.
-  void send_to_child(std::size_t child, Message& message);
-  // The child through which back-end `rank` is reached, if it is below this node.
-  std::optional<std::size_t> route_to(Rank backend) const;
   // To the parent and every connected child, except the peer `except` (if any).
   void flood(Message& message, const transport::Link* except = nullptr);
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return news_received_; }
-
-  // ---- what services change ----
-  // The one funnel for a child's state (logged).
-  void set_child_state(std::size_t child, ChildState next, std::string_view why, bool warn = false);
-  // Launch service: `process` is child `child`'s process; the core watches it and
-  // reports its exit.
-  void attach_process(std::size_t child, std::unique_ptr<ChildProcess> process);
-  // Launch service: child `child` did not come up (it could not be started, or did
-  // not connect in time): it is gone, its process killed if running, and no loss is
-  // reported for it by the core (the launch service reports the launch failure).
-  void give_up_child(std::size_t child, std::string_view why);
-  // Launch service: the subtree is up; launching -> running.
-  void subtree_up();
-  // Launch service, at the root (and on_endpoints below it): the listening ports of
-  // the tree's commnodes are known; set in the topology and sent to every child as
-  // one Endpoints message, so that every process gets them (an orphan needs them to
-  // reach an adopter).
-  void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints);
-
-  // Recovery service, while orphaned: asks the process at the other end of `link`
-  // (a connected potential adopter) to adopt this node, under a fresh incarnation.
-  // On acceptance the core makes the link the parent, signals Adopted (services
-  // send their state), sends the held-back output, floods the adoption report and
-  // calls `done` with the timings; on refusal or failure it calls `done` with the
-  // reason. `done` is not called if the node stops first, or after cancel_adoption().
-  void request_adoption(std::shared_ptr<transport::Link> link, Rank candidate,
-                        std::function<void(Result<Adoption>)> done);
-  // Gives up the adoption request under way, if any (the link is closed).
-  void cancel_adoption();
-
-  // ---- the standby link (FaultToleranceOptions::standby_links) ----
-  // Recovery service: `link`, connected to `acceptor` (this node's first potential
-  // adopter), becomes the standby link: the hello goes with `standby` set and its
-  // proof; the acceptor keeps the link idle. Replaces any standby link before it.
-  void open_standby(std::shared_ptr<transport::Link> link, Rank acceptor);
-  // The acceptor at the other end of the standby link, if one is open.
-  std::optional<Rank> standby() const;
-  void close_standby(std::string_view why);
-  // While orphaned: asks the acceptor of the standby link, which must be
-  // `candidate`, to adopt this node, as request_adoption() does on a new connection
-  // (the standby link then belongs to the request). False if there is no open
-  // standby link to `candidate` whose handshake is done.
-  bool request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done);
   // How many standby links other processes keep to this node.
   std::size_t standbys_accepted() const { return standbys_.size(); }
   // How many probes of an orphan's parent this node has made (one per parent for
   // all the requests held at once); for tests and diagnostics.
   std::size_t parent_probes() const { return parent_probes_; }
 
+  // ---- ServiceContext (core/service_context.h) ----
+  asio::io_context& io() override { return io_; }
+  const NodeIdentity& identity() const override { return id_; }
+  Phase phase() const override { return static_cast<Phase>(phase_.index()); }
+  bool promoted() const override;
+  const LaunchPlan& plan() const override { return plan_; }
+  const std::optional<Topology>& topology() const override { return topology_; }
+  const TreeView* live_tree() const override { return tree_ ? &tree_->view() : nullptr; }
+  const ChildTable& children() const override { return children_; }
+  const transport::Link* parent_link() const override { return parent_.get(); }
+  std::uint16_t listen_port() const override { return listener_.port(); }
+  std::string describe(Rank rank) const override;
+  std::optional<std::size_t> route_to(Rank backend) const override;
+  bool send_up(Message& message) override;
+  void send_to_child(std::size_t child, Message& message) override;
+  void cut_child(std::size_t child, const std::string& why, bool say_why, bool fence) override;
+  void cut_parent(Message& last, const std::string& why) override;
+  void hold_reading(std::size_t child, bool hold) override;
+  void set_child_state(std::size_t child, ChildState next, std::string_view why, bool warn = false) override;
+  void attach_process(std::size_t child, std::unique_ptr<ChildProcess> process) override;
+  void give_up_child(std::size_t child, std::string_view why) override;
+  void subtree_up() override;
+  void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) override;
+  void request_adoption(std::shared_ptr<transport::Link> link, Rank candidate,
+                        std::function<void(Result<Adoption>)> done) override;
+  void cancel_adoption() override;
+  void open_standby(std::shared_ptr<transport::Link> link, Rank acceptor) override;
+  std::optional<Rank> standby() const override;
+  void close_standby(std::string_view why) override;
+  bool request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) override;
+  void set_gate(Gate gate) override { gate_ = std::move(gate); }
+  void set_epoch(std::uint32_t epoch) override { id_.epoch = epoch; }
+  void shutdown(const std::string& reason) override;
  private:
   struct Launching {};
   struct Running {};

@@ -734,7 +734,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
   // Those attached now: the topology names none of those that joined.
   auto present = [&impl] {
     std::vector<Rank> out;
-    if (const core::TreeView* view = impl.runtime->node.view()) {
+    if (const core::TreeView* view = impl.runtime->node.live_tree()) {
       for (Rank b : view->backends_below(view->root())) {
         if (view->attached(b)) out.push_back(b);
       }
@@ -793,7 +793,7 @@ Result<void> Network::send_to(StreamId stream, Rank backend, const Packet& packe
     // after it joined only: its answers on another would be dropped on the way up.
     std::optional<Error> refused;
     known = impl.loop.call([&impl, &refused, backend, stream] {
-      const core::TreeView* view = impl.runtime->node.view();
+      const core::TreeView* view = impl.runtime->node.live_tree();
       if (!view || !view->contains(backend) || view->role(backend) != Role::backend) return false;
       if (!impl.runtime->streams.made_with(stream, backend)) {
         refused = Error{"back-end " + std::to_string(backend) + " joined after stream " + std::to_string(stream) +

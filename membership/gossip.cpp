@@ -9,7 +9,7 @@ namespace canopy::membership {
 using core::log;
 using Kind = wire::gossip::Kind;
 
-GossipService::GossipService(core::Node& node, MembershipService& membership, Observer* observer)
+GossipService::GossipService(core::ServiceContext& node, MembershipService& membership, Observer* observer)
     : node_(node), membership_(membership), observer_(observer), timer_(node.io()) {}
 
 std::optional<GossipService::PeerState> GossipService::state_of(Rank rank) const {
@@ -66,7 +66,7 @@ void GossipService::on_event(const core::NodeEvent& event) {
   } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
     // A commnode failed or one was adopted: the heartbeats of the members below it
     // were held back or lost meanwhile, through no fault of theirs.
-    const auto* tree = node_.view();
+    const auto* tree = node_.live_tree();
     if (started_ && tree && tree->contains(changed->rank) && tree->role(changed->rank) != Role::backend) {
       restart_clocks(tree->backends_below(changed->rank));
     }
@@ -87,7 +87,7 @@ void GossipService::restart_clocks(const std::vector<Rank>& ranks) {
 // not adopted yet), the tree is healing between them: no verdict. (A member the
 // live tree has as failed is not waited for: its parent saw it go.)
 bool GossipService::paused(Rank rank) const {
-  const auto* tree = node_.view();
+  const auto* tree = node_.live_tree();
   if (!tree || node_.phase() == core::Phase::orphaned) return true;
   const Rank me = node_.identity().rank;
   return (tree->alive(rank) && !tree->attached(rank)) || !tree->attached(me);

@@ -28,7 +28,7 @@
 #include <random>
 #include <vector>
 
-#include "core/node.h"
+#include "core/service_context.h"
 #include "gossip.capnp.h"
 #include "membership/gossip_schedule.h"
 #include "membership/gossip_table.h"
@@ -49,7 +49,7 @@ class GossipService final : public core::Service {
   };
 
   // `node`, `membership` and `observer` (may be null) are borrowed.
-  GossipService(core::Node& node, MembershipService& membership, Observer* observer);
+  GossipService(core::ServiceContext& node, MembershipService& membership, Observer* observer);
 
   core::ServiceId id() const override { return wire::gossip::SERVICE_ID; }
   std::string_view name() const override { return "gossip"; }
@@ -103,7 +103,7 @@ class GossipService final : public core::Service {
   template <typename T>
   bool pass_on(std::uint16_t kind, typename T::Reader body, Rank destination, bool* gone = nullptr);
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   MembershipService& membership_;
   Observer* observer_;
   Timer timer_;

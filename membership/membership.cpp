@@ -1,6 +1,5 @@
 #include "membership/membership.h"
 
-#include <signal.h>
 
 #include <algorithm>
 
@@ -28,7 +27,7 @@ std::string ranks_text(const std::vector<Rank>& ranks) {
 
 }  // namespace
 
-MembershipService::MembershipService(core::Node& node, Observer* observer)
+MembershipService::MembershipService(core::ServiceContext& node, Observer* observer)
     : node_(node), observer_(observer), resend_(node.io()), supersede_(node.io()) {}
 
 std::uint32_t MembershipService::epoch(Rank rank) const {
@@ -69,7 +68,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
   } else if (auto* adopted = std::get_if<Adopted>(&event)) {
     // Adopted by the root: a front-end re-attached to this node, which held the tree
     // while it had none. The view goes to it first (it starts without one).
-    if (const auto* tree = node_.view(); started_ && tree && adopted->adopter == tree->root()) {
+    if (const auto* tree = node_.live_tree(); started_ && tree && adopted->adopter == tree->root()) {
       core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
       write_view(message.init<wire::membership::ViewChange>());
       node_.send_up(message);
@@ -95,7 +94,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
 // root declares it failed, dating its loss back to `lost` before it heard (a hung
 // parent passed nothing on after that).
 void MembershipService::watch_orphans(Rank failed) {
-  const auto* tree = node_.view();
+  const auto* tree = node_.live_tree();
   if (!tree || !tree->contains(failed) || tree->role(failed) == Role::backend) return;
   std::vector<Rank> orphans = tree->backends_below(failed);
   if (orphans.empty()) return;
@@ -109,7 +108,7 @@ void MembershipService::watch_orphans(Rank failed) {
                             " ms after its parent " + node_.describe(failed) + " failed: it died or hung with it";
     holding_change_ = true;  // all of them in one view change
     for (Rank r : orphans) {
-      if (view_.contains(r) && !node_.view()->attached(r)) {
+      if (view_.contains(r) && !node_.live_tree()->attached(r)) {
         const std::string reason = node_.describe(r) + why;
         if (observer_) observer_->on_orphan_lost(r, reason, fault.lost * 2);
         report(r, {.kind = ReportKind::failure, .reason = reason});
@@ -237,7 +236,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, const Report
   const std::uint32_t reported_epoch = report.epoch;
   const std::string& reason = report.reason;
   answer_detector(detector, {rank}, Kind::FAILURE_DET_ACK);
-  const auto* tree = node_.view();
+  const auto* tree = node_.live_tree();
   if (!tree || !tree->contains(rank) || tree->role(rank) != Role::backend) {
     log().warn("membership: ignoring a failure report about {}, which is not a back-end", rank);
     return;
@@ -423,22 +422,17 @@ ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_
 // declaring it failed arrived): it is told to stop, and what it sends from now on is
 // not taken.
 void MembershipService::cut_off(const std::vector<Rank>& left) {
-  auto& children = node_.children();
+  const auto& children = node_.children();
   for (Rank r : left) {
     auto index = children.index_of(r);
     if (!index || !children[*index].link || !children[*index].link->is_open()) continue;
     count_stale(r, epoch(r) - 1);
-    const std::string why =
-        "this back-end was declared failed and is not a member of view " + std::to_string(view_.id);
-    core::Message stop(node_.identity());
-    stop.body().initShutdown().setReason(why);
-    children[*index].link->send(stop.builder());
-    children[*index].link->close(why);
+    // Told why; a process this node started is fenced as the detection service
+    // fences a lost one: a hung process must not wake up and act.
+    node_.cut_child(*index, "this back-end was declared failed and is not a member of view " + std::to_string(view_.id),
+                    /*say_why=*/true, /*fence=*/true);
     cut_.insert(*index);
     awaiting_.erase(*index);
-    // A process this node started is fenced as the detection service fences a lost
-    // one: a hung process must not wake up and act.
-    if (children[*index].process && children[*index].process->running()) children[*index].process->kill(SIGKILL);
   }
 }
 
@@ -518,7 +512,7 @@ void MembershipService::check_acks() {
 
 // The child of this process below which `rank` now is, following the live tree.
 std::optional<std::size_t> MembershipService::child_towards(Rank rank) const {
-  const auto* tree = node_.view();
+  const auto* tree = node_.live_tree();
   const Rank self = node_.identity().rank;
   if (!tree || !tree->contains(rank)) return std::nullopt;
   for (std::size_t steps = 0; steps < 64; ++steps) {

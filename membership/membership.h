@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "canopy/view.h"
-#include "core/node.h"
+#include "core/service_context.h"
 #include "membership.capnp.h"
 
 namespace canopy::membership {
@@ -70,7 +70,7 @@ class MembershipService final : public core::Service {
   };
 
   // `node` and `observer` (may be null) are borrowed.
-  MembershipService(core::Node& node, Observer* observer);
+  MembershipService(core::ServiceContext& node, Observer* observer);
 
   core::ServiceId id() const override { return wire::membership::SERVICE_ID; }
   std::string_view name() const override { return "membership"; }
@@ -148,7 +148,7 @@ class MembershipService final : public core::Service {
   template <typename T>
   void forward_up(wire::membership::Kind kind, typename T::Reader body);
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   Observer* observer_;
   bool started_ = false;
   View view_;

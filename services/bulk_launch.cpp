@@ -20,7 +20,7 @@ namespace canopy::services {
 
 using core::log;
 
-BulkLaunch::BulkLaunch(core::Node& node, std::function<void(std::size_t, int)> on_step_exit)
+BulkLaunch::BulkLaunch(core::ServiceContext& node, std::function<void(std::size_t, int)> on_step_exit)
     : node_(node), on_step_exit_(std::move(on_step_exit)) {
   const Topology& topology = *node.topology();
   std::vector<Rank> current{topology.root().rank};

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "canopy/result.h"
-#include "core/node.h"
+#include "core/service_context.h"
 #include "core/process.h"
 
 namespace canopy::services {
@@ -36,7 +36,7 @@ class BulkLaunch {
  public:
   // Root only; `node` is borrowed. `on_step_exit(level, status)` is called when a
   // step's srun exits.
-  BulkLaunch(core::Node& node, std::function<void(std::size_t level, int status)> on_step_exit);
+  BulkLaunch(core::ServiceContext& node, std::function<void(std::size_t level, int status)> on_step_exit);
   ~BulkLaunch();
   BulkLaunch(const BulkLaunch&) = delete;
   BulkLaunch& operator=(const BulkLaunch&) = delete;
@@ -64,7 +64,7 @@ class BulkLaunch {
 
  private:
   void wait_for_steps(std::chrono::steady_clock::time_point deadline) const;
-  core::Node& node_;
+  core::ServiceContext& node_;
   std::function<void(std::size_t, int)> on_step_exit_;
   std::vector<std::vector<Rank>> levels_;
   std::vector<std::unique_ptr<core::ChildProcess>> steps_;

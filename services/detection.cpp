@@ -1,6 +1,5 @@
 #include "services/detection.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -34,7 +33,7 @@ PeerState peer_state_after(std::chrono::milliseconds silent, const FaultToleranc
   return silent >= fault.lost ? PeerState::lost : silent >= fault.suspect ? PeerState::suspect : PeerState::alive;
 }
 
-DetectionService::DetectionService(core::Node& node, Observer* observer)
+DetectionService::DetectionService(core::ServiceContext& node, Observer* observer)
     : node_(node), observer_(observer), timer_(node.io()) {
   // Started by a Canopy parent (it set where to connect): the parent process, or a
   // wrapper that idles (ssh, srun), which is never found starved.
@@ -95,31 +94,27 @@ void DetectionService::tick() {
     }
   }
   last_tick_ = now;
-  if (const auto& parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
-    const Rank rank = node_.view()->parent(node_.identity().rank);
+  if (const auto* parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
+    const Rank rank = node_.live_tree()->parent(node_.identity().rank);
     // Still the process that started this one (an orphaned process is given to init).
     const bool started_us = parent_process_ && getppid() == *parent_process_;
-    watch(*parent, parent_, "parent " + node_.describe(rank), now, rank,
-          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.view()->root());
+    watch(*parent, std::nullopt, parent_, "parent " + node_.describe(rank), now,
+          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.live_tree()->root());
   }
-  auto& children = node_.children();
+  const auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
   starving_.resize(children.size());
   for (std::size_t i = 0; i < children.size(); ++i) {
-    auto& child = children[i];
+    const auto& child = children[i];
     if (!child.link || !child.link->is_open()) continue;
     const auto process = child.process && child.process->running() ? std::optional(child.process->pid()) : std::nullopt;
-    watch(*child.link, children_[i], "child " + node_.describe(child.rank), now, std::nullopt, process, starving_[i]);
-    if (children_[i] == PeerState::lost && child.process && child.process->running()) {
-      // Fence it: a hung process must not wake up later and rejoin a healed tree.
-      child.process->kill(SIGKILL);
-    }
+    watch(*child.link, i, children_[i], "child " + node_.describe(child.rank), now, process, starving_[i]);
   }
   arm();
 }
 
-void DetectionService::watch(transport::Link& link, PeerState& state, const std::string& who,
-                             NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
+void DetectionService::watch(const transport::Link& link, std::optional<std::size_t> child, PeerState& state,
+                             const std::string& who, NodeClock::time_point now, std::optional<pid_t> process,
                              Starvation& starvation, bool front_end) {
   const auto& fault = node_.plan().fault;
   // Judged before this tick's heartbeat goes out: a link declared lost says so to
@@ -127,7 +122,11 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
   const auto heartbeat = [&] {
     if (now - link.last_sent() < fault.heartbeat) return;
     core::Outgoing beat(node_.identity(), id(), Kind::HEARTBEAT);
-    link.send(beat.builder());
+    if (child) {
+      node_.send_to_child(*child, beat);
+    } else {
+      node_.send_up(beat);
+    }
     ++heartbeats_sent_;
   };
   const auto silent =
@@ -153,21 +152,23 @@ void DetectionService::watch(transport::Link& link, PeerState& state, const std:
   state = next;
   if (next != PeerState::lost) return heartbeat();
   const std::string why = "no message or heartbeat for " + std::to_string(silent.count()) + " ms";
-  if (parent) {
-    // The parent hears it was declared lost, should it be only stalled and read it
-    // when it wakes: it then leaves the tree instead of reporting its children, who
-    // are being adopted elsewhere, as lost (Node::on_failure_report). Handed to the
-    // socket if it takes it at once: waiting for a parent that may never read again
-    // would hold up this process's recovery.
-    core::Message report(node_.identity());
-    auto f = report.body().initFailureReport();
-    f.setRank(*parent);
-    f.setReason(node_.describe(node_.identity().rank) + " heard " + why);
-    f.setIncarnation(node_.view()->incarnation(*parent));
-    f.setToTheLost(true);
-    return link.abort_with(report.builder(), why);
+  if (child) {
+    // Fenced: a hung process must not wake up later and rejoin a healed tree.
+    return node_.cut_child(*child, why, /*say_why=*/false, /*fence=*/true);
   }
-  link.abort(why);
+  // The parent hears it was declared lost, should it be only stalled and read it
+  // when it wakes: it then leaves the tree instead of reporting its children, who
+  // are being adopted elsewhere, as lost (Node::on_failure_report). Handed to the
+  // socket if it takes it at once: waiting for a parent that may never read again
+  // would hold up this process's recovery.
+  const Rank parent = node_.live_tree()->parent(node_.identity().rank);
+  core::Message report(node_.identity());
+  auto f = report.body().initFailureReport();
+  f.setRank(parent);
+  f.setReason(node_.describe(node_.identity().rank) + " heard " + why);
+  f.setIncarnation(node_.live_tree()->incarnation(parent));
+  f.setToTheLost(true);
+  node_.cut_parent(report, why);
 }
 
 bool DetectionService::starved(Starvation& s, pid_t pid, NodeClock::time_point now, const std::string& who,

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/node.h"
+#include "core/service_context.h"
 #include "detection.capnp.h"
 
 namespace canopy::services {
@@ -56,7 +56,7 @@ class DetectionService final : public core::Service {
     virtual void on_node_lost(Rank rank, const std::string& reason) {}
   };
 
-  DetectionService(core::Node& node, Observer* observer);
+  DetectionService(core::ServiceContext& node, Observer* observer);
 
   core::ServiceId id() const override { return wire::detection::SERVICE_ID; }
   std::string_view name() const override { return "detection"; }
@@ -96,15 +96,16 @@ class DetectionService final : public core::Service {
 
   void tick();
   void arm();
-  // `parent`: the rank at the other end, when `link` is the link to the parent.
+  // Judges the peer at the other end of `link`: child `child`, or the parent (none).
   // `process`: the peer's process on this host, when this node knows it;
   // `front_end`: that process is the front-end's, waited for while it is stopped.
-  void watch(transport::Link& link, PeerState& state, const std::string& who,
-             NodeClock::time_point now, std::optional<Rank> parent, std::optional<pid_t> process,
-             Starvation& starvation, bool front_end = false);
+  // A peer found lost is cut off through the node (ServiceContext::cut_child,
+  // cut_parent); an idle link gets a heartbeat.
+  void watch(const transport::Link& link, std::optional<std::size_t> child, PeerState& state, const std::string& who,
+             NodeClock::time_point now, std::optional<pid_t> process, Starvation& starvation, bool front_end = false);
   void report_node_lost(Rank rank, const std::string& reason);
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   Observer* observer_;
   Timer timer_;
   bool started_ = false;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/log.h"
+#include "core/parent_link.h"
 
 namespace canopy::services {
 
@@ -16,7 +17,7 @@ using core::ChildState;
 using core::log;
 using Kind = wire::launch::Kind;
 
-Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& parent, Rank rank) {
+Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::ServiceContext& parent, Rank rank) {
   const auto& plan = parent.plan();
   const Topology& topology = *parent.topology();
   const auto& child = topology.at(rank);
@@ -64,7 +65,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Node& p
   return std::move(*process);
 }
 
-LaunchService::LaunchService(core::Node& node, Launcher& launcher, Observer* observer)
+LaunchService::LaunchService(core::ServiceContext& node, Launcher& launcher, Observer* observer)
     : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()), allocation_timer_(node.io()) {}
 
 void LaunchService::on_event(const core::NodeEvent& event) {

@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "core/node.h"
+#include "core/service_context.h"
 #include "launch.capnp.h"
 #include "services/bulk_launch.h"
 
@@ -32,12 +32,12 @@ class Launcher {
   // Starts child `rank` of `node`, which listens on node.listen_port(). Returns the
   // child's process if there is one for the node to watch (null: none); the error
   // names the child and the reason.
-  virtual Result<std::unique_ptr<core::ChildProcess>> start(core::Node& node, Rank rank) = 0;
+  virtual Result<std::unique_ptr<core::ChildProcess>> start(core::ServiceContext& node, Rank rank) = 0;
 };
 
 class ProcessLauncher final : public Launcher {
  public:
-  Result<std::unique_ptr<core::ChildProcess>> start(core::Node& node, Rank rank) override;
+  Result<std::unique_ptr<core::ChildProcess>> start(core::ServiceContext& node, Rank rank) override;
 };
 
 class LaunchService final : public core::Service {
@@ -52,7 +52,7 @@ class LaunchService final : public core::Service {
   };
 
   // Everything is borrowed; `observer` may be null.
-  LaunchService(core::Node& node, Launcher& launcher, Observer* observer);
+  LaunchService(core::ServiceContext& node, Launcher& launcher, Observer* observer);
 
   core::ServiceId id() const override { return wire::launch::SERVICE_ID; }
   std::string_view name() const override { return "launch"; }
@@ -78,7 +78,7 @@ class LaunchService final : public core::Service {
   // can end just before Slurm marks it ended); stops the tree if it ended.
   void check_allocation(int tries);
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   Launcher& launcher_;
   Observer* observer_;
   Timer startup_timer_;

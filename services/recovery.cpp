@@ -2,7 +2,9 @@
 
 #include "core/auth.h"
 #include "core/log.h"
+#include "core/parent_link.h"
 #include "transport/random.h"
+#include "transport/striped_link.h"
 #include "transport/tcp_link.h"
 
 namespace canopy::services {
@@ -25,7 +27,7 @@ constexpr std::chrono::milliseconds kStandbyFirst{1000};
 
 }  // namespace
 
-RecoveryService::RecoveryService(core::Node& node, const StreamService& streams, Observer* observer)
+RecoveryService::RecoveryService(core::ServiceContext& node, const StreamService& streams, Observer* observer)
     : node_(node),
       streams_(streams),
       observer_(observer),
@@ -49,7 +51,7 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
                            .lost_at = std::chrono::system_clock::now(), .since = NodeClock::now()};
     check_promotion();
   } else if (auto* adopted = std::get_if<core::events::Adopted>(&event);
-             adopted && promotion_ && node_.view() && adopted->adopter == node_.view()->root()) {
+             adopted && promotion_ && node_.live_tree() && adopted->adopter == node_.live_tree()->root()) {
     // Once every service has sent its state and the core the output held back: the
     // report closes what the heir hands the new front-end.
     asio::post(node_.io(), [this] {
@@ -99,7 +101,7 @@ void RecoveryService::check_standby() {
   if (!node_.standby() && NodeClock::now() < standby_not_before_) {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
   }
-  const auto candidates = node_.view()->potential_adopters(node_.identity().rank, 1);
+  const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 1);
   if (candidates.empty()) return node_.close_standby("no potential adopter");
   const Rank target = candidates.front();
   if (node_.standby() == target) return;
@@ -171,7 +173,7 @@ void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, cap
 void RecoveryService::start_round() {
   if (!searching_ || node_.phase() != core::Phase::orphaned) return;
   auto t0 = Clock::now();
-  candidates_ = node_.view()->potential_adopters(node_.identity().rank, 16);
+  candidates_ = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
   choose_ += us(Clock::now() - t0);
   next_ = 0;
   std::string list;
@@ -187,7 +189,7 @@ void RecoveryService::try_next() {
   while (next_ < candidates_.size()) {
     Rank candidate = candidates_[next_++];
     const canopy::Node* n = topology.find(candidate);
-    if (!n || n->port == 0 || !node_.view()->alive(candidate)) continue;
+    if (!n || n->port == 0 || !node_.live_tree()->alive(candidate)) continue;
     const auto endpoint = endpoint_of(candidate);
     if (!endpoint) continue;
     if (attempts_++ == 0) connect_start_ = Clock::now();
@@ -233,7 +235,7 @@ void RecoveryService::try_next() {
       auto socket = std::move(socket_);
       if (ec) {
         log().warn("cannot reach potential adopter {}: {}", candidate, ec.message());
-        if (ec == asio::error::connection_refused && candidate == node_.view()->root()) {
+        if (ec == asio::error::connection_refused && candidate == node_.live_tree()->root()) {
           // Nothing listens on the front-end's port: its process is gone, and with it
           // the tree (no other process takes the root's place). Waiting out
           // adoption_timeout would keep this orphan and its subtree running for
@@ -332,7 +334,7 @@ void RecoveryService::stop() {
 // ---- the heir of a lost front-end ----
 
 void RecoveryService::check_promotion() {
-  const auto* view = node_.view();
+  const auto* view = node_.live_tree();
   if (!promotion_ || promotion_->complete.count() != 0 || !view) return;
   const auto left = view->left_without_root();
   if (left.size() > 1 || (left.size() == 1 && left.front() != node_.identity().rank)) return;

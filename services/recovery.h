@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "canopy/event.h"
-#include "core/node.h"
+#include "core/service_context.h"
 #include "recovery.capnp.h"
 #include "services/streams.h"
 
@@ -51,7 +51,7 @@ class RecoveryService final : public core::Service {
   };
 
   // Everything is borrowed; `observer` may be null.
-  RecoveryService(core::Node& node, const StreamService& streams, Observer* observer);
+  RecoveryService(core::ServiceContext& node, const StreamService& streams, Observer* observer);
 
   core::ServiceId id() const override { return wire::recovery::SERVICE_ID; }
   std::string_view name() const override { return "recovery"; }
@@ -77,7 +77,7 @@ class RecoveryService final : public core::Service {
   void check_standby_after(std::chrono::milliseconds delay);
   void check_standby();
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   const StreamService& streams_;
   Observer* observer_;
 

@@ -10,7 +10,7 @@ namespace canopy::services {
 using core::log;
 using Kind = wire::requests::Kind;
 
-RequestService::RequestService(core::Node& node, filters::FilterRegistry& filters, StreamService& streams,
+RequestService::RequestService(core::ServiceContext& node, filters::FilterRegistry& filters, StreamService& streams,
                                Observer* observer)
     : node_(node), filters_(filters), streams_(streams), observer_(observer) {}
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/failures.h"
-#include "core/node.h"
+#include "core/service_context.h"
 #include "filters/filter.h"
 #include "requests.capnp.h"
 #include "services/streams.h"
@@ -28,7 +28,7 @@ class RequestService final : public core::Service {
   };
 
   // Everything is borrowed; `observer` may be null.
-  RequestService(core::Node& node, filters::FilterRegistry& filters, StreamService& streams, Observer* observer);
+  RequestService(core::ServiceContext& node, filters::FilterRegistry& filters, StreamService& streams, Observer* observer);
 
   core::ServiceId id() const override { return wire::requests::SERVICE_ID; }
   std::string_view name() const override { return "requests"; }
@@ -54,7 +54,7 @@ class RequestService final : public core::Service {
   // This node's own failure: `message` at its rank.
   core::Failures own_failure(const std::string& message) const;
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   filters::FilterRegistry& filters_;
   StreamService& streams_;
   Observer* observer_;

@@ -24,7 +24,7 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
 
 std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology) {
   std::vector<NodeStatus> out;
-  const core::TreeView* view = runtime.node.view();
+  const core::TreeView* view = runtime.node.live_tree();
   if (!view) return out;
   auto status_of = [&](Rank r) {
     const auto* node = topology.find(r);

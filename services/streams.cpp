@@ -110,7 +110,7 @@ Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {
   return std::chrono::milliseconds(*ms);
 }
 
-StreamService::StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer)
+StreamService::StreamService(core::ServiceContext& node, filters::FilterRegistry& filters, Observer* observer)
     : node_(node),
       filters_(filters),
       observer_(observer),
@@ -319,7 +319,7 @@ FilterContext StreamService::filter_context(const Stream& stream, bool upstream)
   const Rank me = node_.identity().rank;
   FilterContext context{.rank = me, .stream = stream.spec.id, .upstream = upstream,
                         .children = static_cast<std::uint32_t>(node_.children().connected())};
-  if (const core::TreeView* view = node_.view(); view && view->contains(me)) {
+  if (const core::TreeView* view = node_.live_tree(); view && view->contains(me)) {
     const auto place = view->place(me);
     context.siblings = place.siblings;
     context.descendants = place.descendants;
@@ -601,7 +601,7 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
 // had no back-end of it, created there now). The back-end itself, if it is this
 // node's child, is told when it connects (rejoin_streams).
 void StreamService::take_in(Rank rank) {
-  const core::TreeView* view = node_.view();
+  const core::TreeView* view = node_.live_tree();
   if (!view || !view->contains(rank) || view->role(rank) != Role::backend) return;
   for (auto& [sid, stream] : streams_) {
     if (!stream.spec.joiners) continue;

@@ -44,7 +44,7 @@
 #include "canopy/stream.h"
 #include "canopy/view.h"
 #include "core/failures.h"
-#include "core/node.h"
+#include "core/service_context.h"
 #include "filters/filter.h"
 #include "services/down_log.h"
 #include "streams.capnp.h"
@@ -99,7 +99,7 @@ class StreamService final : public core::Service {
   };
 
   // `node`, `filters` and `observer` (may be null) are borrowed.
-  StreamService(core::Node& node, filters::FilterRegistry& filters, Observer* observer);
+  StreamService(core::ServiceContext& node, filters::FilterRegistry& filters, Observer* observer);
   // Root: where the membership view comes from, against which waves are judged
   // complete (Runtime gives its membership service's); without it, a wave is
   // complete when it holds every back-end of the stream.
@@ -140,7 +140,7 @@ class StreamService final : public core::Service {
   const std::map<Rank, std::uint64_t>& late_packets() const { return late_by_rank_; }
 
   // A member this far ahead of a stream's oldest open wave, and owed by none, is not
-  // read until it is within half of it of every stream's (core::Node::hold_reading):
+  // read until it is within half of it of every stream's (core::ServiceContext::hold_reading):
   // a child that outruns its siblings held 40,000 packets in each queue at b:8^2
   // flooded with waves (issue 45), growing every node's memory with the gap.
   static constexpr std::uint64_t kMaxLead = 4096;
@@ -314,7 +314,7 @@ class StreamService final : public core::Service {
   // Root: whether wave `tag` holds exactly the stream's back-ends in the view.
   bool complete(Stream& stream, const WaveTag& tag);
 
-  core::Node& node_;
+  core::ServiceContext& node_;
   filters::FilterRegistry& filters_;
   Observer* observer_;
   std::unordered_map<StreamId, Stream> streams_;

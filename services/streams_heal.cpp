@@ -83,7 +83,7 @@ void StreamService::check_healing() {
 }
 
 bool StreamService::healed(const StreamSpec& spec, const std::set<Rank>& lost) const {
-  const core::TreeView* view = node_.view();
+  const core::TreeView* view = node_.live_tree();
   if (!view) return true;
   // An acknowledgement that names a member lost may come before the failure report
   // that the member's parent sends after it (core/node.cpp, finish_child_loss):

@@ -37,7 +37,7 @@ std::vector<Rank> everyone_but(TreeHarness& tree, std::set<Rank> gone) {
 // The rank every live process would name as its parent's, agreed by all of them.
 bool all_see_parent(TreeHarness& tree, const std::vector<Rank>& viewers, Rank rank, Rank parent) {
   return std::all_of(viewers.begin(), viewers.end(), [&](Rank v) {
-    const auto* view = tree.node(v).view();
+    const auto* view = tree.node(v).live_tree();
     return view && view->parent(rank) == parent && view->alive(parent);
   });
 }
@@ -89,8 +89,8 @@ TEST(FrontendLoss, TheLowestChildOfTheFrontEndIsPromotedAndAdoptsTheOthers) {
   }
   for (Rank r : rest) {
     EXPECT_FALSE(tree.heard(r).stopped) << r << ": " << *tree.heard(r).stopped;
-    EXPECT_FALSE(tree.node(r).view()->alive(FE)) << r;
-    EXPECT_EQ(tree.node(r).view()->heir(), FE + 1) << r;
+    EXPECT_FALSE(tree.node(r).live_tree()->alive(FE)) << r;
+    EXPECT_EQ(tree.node(r).live_tree()->heir(), FE + 1) << r;
   }
   EXPECT_EQ(tree.node(FE + 1).children().size(), 5u) << "its three back-ends and its two former siblings";
 

@@ -176,7 +176,7 @@ TEST(Gossip, ACommnodeKilledCostsNoMember) {
   tree.run_for(30s);
   EXPECT_EQ(view_at(tree, FE).id, 0u) << "a member was declared failed";
   EXPECT_TRUE(tree.heard(FE).gossip_reports.empty());
-  EXPECT_TRUE(tree.node(FE).view()->attached(0) && tree.node(FE).view()->attached(1)) << "re-adopted";
+  EXPECT_TRUE(tree.node(FE).live_tree()->attached(0) && tree.node(FE).live_tree()->attached(1)) << "re-adopted";
   const auto before = gossip_of(tree, 2).heartbeat_of(0);
   tree.run_for(2s);
   EXPECT_GT(gossip_of(tree, 2).heartbeat_of(0), before) << "the adopted member gossips again";

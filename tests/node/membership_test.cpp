@@ -325,13 +325,13 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   ASSERT_TRUE(tree.run_until(
       [&] {
         for (Rank r : survivors(tree)) {
-          if (!tree.node(r).view()->alive(3)) return false;
+          if (!tree.node(r).live_tree()->alive(3)) return false;
         }
         return true;
       },
       1s));
   for (Rank r : survivors(tree)) {
-    const auto* live = tree.node(r).view();
+    const auto* live = tree.node(r).live_tree();
     EXPECT_TRUE(live->alive(3)) << "at " << r;
     EXPECT_EQ(live->parent(3), C2) << "at " << r;
     EXPECT_EQ(live->incarnation(3), 1u) << "at " << r;

@@ -97,7 +97,7 @@ TEST(Orphans, AnOrphanMovesOnAtOnceWhenRefusedAndAfterTheAttemptTimeOutWhenNotAn
   const FaultToleranceOptions fault;
   TreeHarness tree("b:2x2x2", fault);
   ASSERT_TRUE(tree.launch());
-  core::TreeView seen_by_0 = *tree.node(0).view();  // as back-end 0 will see it: its parent failed
+  core::TreeView seen_by_0 = *tree.node(0).live_tree();  // as back-end 0 will see it: its parent failed
   seen_by_0.apply_failure(FE + 3);
   ASSERT_EQ(seen_by_0.potential_adopters(0, 3), (std::vector<Rank>{FE + 4, FE + 1, FE + 5}));
   tree.freeze(FE + 2);
@@ -244,7 +244,7 @@ TEST(Orphans, AZombieParentThatWakesAfterItsChildrenLeftLeavesTheTreeAndReportsN
   };
   ASSERT_TRUE(tree.run_until([&] { return orphaned(0) && orphaned(1); }, 10 * fault.lost))
       << "FE+1's back-ends never declared it lost";
-  ASSERT_TRUE(tree.node(FE).view()->alive(FE + 1)) << "the front-end declared FE+1 lost first: no zombie";
+  ASSERT_TRUE(tree.node(FE).live_tree()->alive(FE + 1)) << "the front-end declared FE+1 lost first: no zombie";
   tree.thaw(FE + 1);  // the zombie wakes
   ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE + 1).stopped.has_value(); }, 5 * fault.lost))
       << "the zombie went on as if nothing had happened";
@@ -252,13 +252,13 @@ TEST(Orphans, AZombieParentThatWakesAfterItsChildrenLeftLeavesTheTreeAndReportsN
   ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5 * fault.lost))
       << "FE+1's back-ends were not adopted after it left";
   tree.run_for(2 * fault.lost);
-  EXPECT_FALSE(tree.node(FE).view()->alive(FE + 1)) << "the front-end never heard that FE+1 left";
+  EXPECT_FALSE(tree.node(FE).live_tree()->alive(FE + 1)) << "the front-end never heard that FE+1 left";
   for (Rank b : {0u, 1u, 2u, 3u}) {
     EXPECT_FALSE(tree.heard(FE).lost.count(b)) << "back-end " << b << " reported lost: " << tree.heard(FE).lost[b];
-    EXPECT_TRUE(tree.node(FE).view()->alive(b)) << b;
+    EXPECT_TRUE(tree.node(FE).live_tree()->alive(b)) << b;
   }
-  EXPECT_EQ(tree.node(FE).view()->parent(0), FE + 2);
-  EXPECT_EQ(tree.node(FE).view()->parent(1), FE + 2);
+  EXPECT_EQ(tree.node(FE).live_tree()->parent(0), FE + 2);
+  EXPECT_EQ(tree.node(FE).live_tree()->parent(1), FE + 2);
   EXPECT_EQ(tree.runtime(FE).membership.view().members, (std::vector<Rank>{0, 1, 2, 3}))
       << "a back-end left the membership view";
 }
@@ -463,7 +463,7 @@ TEST(Orphans, WithStandbyLinksOrphansAreAdoptedOverTheLinksTheyKeep) {
   for (Rank orphan = 0; orphan < 4; ++orphan) {
     standby[orphan] = *tree.node(orphan).standby();
     EXPECT_NE(standby[orphan], FE + 1) << orphan << ": a standby link to its own parent";
-    EXPECT_EQ(standby[orphan], tree.node(orphan).view()->potential_adopters(orphan, 1).front()) << orphan;
+    EXPECT_EQ(standby[orphan], tree.node(orphan).live_tree()->potential_adopters(orphan, 1).front()) << orphan;
   }
   tree.kill(FE + 1);
   ASSERT_TRUE(tree.run_until([&] {
@@ -502,7 +502,7 @@ TEST(Orphans, AStandbyLinkFollowsItsAdopterAndIsKeptOnlyWithTheOption) {
       auto s = tree.node(0).standby();
       return s && *s != first;
     }, 5s)) << "back-end 0 kept no standby link after its adopter " << first << " died";
-    EXPECT_EQ(*tree.node(0).standby(), tree.node(0).view()->potential_adopters(0, 1).front());
+    EXPECT_EQ(*tree.node(0).standby(), tree.node(0).live_tree()->potential_adopters(0, 1).front());
   }
   FaultToleranceOptions without;
   TreeHarness plain("b:4^2", without);

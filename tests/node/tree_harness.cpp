@@ -83,7 +83,7 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
          root.heard.launch_failures.empty();
 }
 
-Result<std::unique_ptr<core::ChildProcess>> TreeHarness::start(core::Node& parent, Rank rank) {
+Result<std::unique_ptr<core::ChildProcess>> TreeHarness::start(core::ServiceContext& parent, Rank rank) {
   Member& m = add(rank, topology_.at(rank).role);
   core::ParentLink link{.address = "127.0.0.1", .port = parent.listen_port()};
   if (auto started = m.runtime->node.start_as_child(link); !started) return Error{started.error()};

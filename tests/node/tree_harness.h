@@ -138,7 +138,7 @@ class TreeHarness final : public services::Launcher {
   void freeze(Rank rank);
   void thaw(Rank rank);
 
-  Result<std::unique_ptr<core::ChildProcess>> start(core::Node& parent, Rank rank) override;
+  Result<std::unique_ptr<core::ChildProcess>> start(core::ServiceContext& parent, Rank rank) override;
 
  private:
   struct Member {

@@ -237,8 +237,8 @@ TEST_F(Waves, AWaveOpenWhenACommnodeDiesIsCompleteIfItsOrphansBringTheirPackets)
   }
   tree.run_for(50ms);
   tree.kill(FE + 4);
-  ASSERT_TRUE(tree.run_until([&] { return adopted(tree, {0}) && tree.node(FE).view()->parent(0) != FE + 4; }, 20s));
-  ASSERT_EQ(tree.node(FE).view()->parent(0), adopter) << "the test needs this adopter";
+  ASSERT_TRUE(tree.run_until([&] { return adopted(tree, {0}) && tree.node(FE).live_tree()->parent(0) != FE + 4; }, 20s));
+  ASSERT_EQ(tree.node(FE).live_tree()->parent(0), adopter) << "the test needs this adopter";
   for (Rank b : {0u, 1u}) send(tree, stream, b, 1);
   ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 2); }, 10s));
   auto waves = checked_waves(tree, {all});
