@@ -41,12 +41,6 @@ std::string role_name(Role role) {
   return "node";
 }
 
-void set_adoption(wire::AdoptionReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
-  a.setOrphan(orphan);
-  a.setAdopter(adopter);
-  a.setIncarnation(incarnation);
-}
-
 }  // namespace
 
 const char* to_string(Phase phase) {
@@ -61,8 +55,7 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_timer_(io),
-      leaf_news_timer_(io) {}
+    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_(io, id_, children_) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
@@ -602,44 +595,10 @@ void Node::finish_child_loss(std::size_t index) {
 // ---- the live tree ----
 
 void Node::flood(Message& message, const Link* except) {
-  send_news_down();  // what was learnt earlier goes first
-  send_leaf_news();
+  news_.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   for (auto& child : children_) {
     if (child.link && child.link.get() != except) child.link->send(message.builder());
-  }
-}
-
-void Node::send_news_down() {
-  news_timer_.cancel();
-  if (news_down_.empty()) return;
-  send_news(std::exchange(news_down_, {}), false);
-}
-
-void Node::send_leaf_news() {
-  leaf_news_timer_.cancel();
-  if (leaf_news_.empty()) return;
-  send_news(std::exchange(leaf_news_, {}), true);
-}
-
-void Node::send_news(const std::vector<NewsDown>& news, bool leaf) {
-  for (auto& child : children_) {
-    if (!child.link) continue;
-    const bool backend = child.role == Role::backend;
-    // A commnode takes every report in the fast batch; a back-end, those about
-    // back-ends in the leaf batch only.
-    auto wanted = [&](const NewsDown& n) {
-      return n.except != child.link.get() && (backend ? n.about_backend == leaf : !leaf);
-    };
-    const auto count = std::count_if(news.begin(), news.end(), wanted);
-    if (count == 0) continue;
-    Message message(id_);
-    auto list = message.body().initAdoptionReports(static_cast<unsigned>(count));
-    unsigned i = 0;
-    for (const auto& n : news) {
-      if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
-    }
-    child.link->send(message.builder());
   }
 }
 
@@ -701,66 +660,16 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
     log().info("adoption report: {} adopted by {} (incarnation {})", orphan, adopter, incarnation);
   }
   // Up at once: the ancestors route to the orphan's subtree by it, and the recovery
-  // report that follows it up must not overtake it. Down in a batch (kNewsWindow).
+  // report that follows it up must not overtake it. Down in a batch (TreeNews).
   if (parent_ && parent_.get() != from) {
     Message message(id_);
     set_adoption(message.body().initAdoptionReport(), orphan, adopter, incarnation);
     parent_->send(message.builder());
   }
-  if (!children_.empty()) {
-    const NewsDown news{orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend};
-    news_down_.push_back(news);
-    if (news_down_.size() == 1) {
-      news_timer_.expires_after(kNewsWindow);
-      news_timer_.async_wait([this](const boost::system::error_code& ec) {
-        if (!ec) send_news_down();
-      });
-    }
-    if (news.about_backend) {
-      leaf_news_.push_back(news);
-      if (leaf_news_.size() == 1) {
-        leaf_news_timer_.expires_after(kLeafNewsWindow);
-        leaf_news_timer_.async_wait([this](const boost::system::error_code& ec) {
-          if (!ec) send_leaf_news();
-        });
-      }
-    }
-  }
+  if (!children_.empty()) news_.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);
   emit(events::TreeChanged{joined ? events::TreeChanged::Kind::join : events::TreeChanged::Kind::adoption, orphan,
                            adopter, incarnation, {}});
   if (joining_here) admit_joining(orphan, !joined);
-}
-
-// Every report applied here so far, to a peer that missed them (an orphan adopted
-// after the reports of other failures and adoptions had flooded the tree), as
-// flooded, so that applying them is idempotent, and in the same order. Adoptions
-// that follow one another go to a child in one adoptionReports message (at most 4,096):
-// in a storm, the hundredth orphan adopted was sent a hundred messages to parse.
-void Node::send_live_tree(Link& link, bool to_a_child) {
-  if (!tree_) return;
-  constexpr std::size_t kPerBatch = 4096;
-  const auto reports = tree_->reports();
-  for (std::size_t i = 0; i < reports.size();) {
-    Message message(id_);
-    if (reports[i].failure) {
-      auto f = message.body().initFailureReport();
-      f.setRank(reports[i].rank);
-      f.setReason("failed before this process joined");
-      f.setIncarnation(tree_->view().incarnation(reports[i].rank));
-      ++i;
-    } else if (!to_a_child) {
-      set_adoption(message.body().initAdoptionReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
-      ++i;
-    } else {
-      std::size_t end = i;
-      while (end < reports.size() && !reports[end].failure && end - i < kPerBatch) ++end;
-      auto list = message.body().initAdoptionReports(static_cast<unsigned>(end - i));
-      for (unsigned k = 0; i < end; ++i, ++k) {
-        set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);
-      }
-    }
-    link.send(message.builder());
-  }
 }
 
 // ---- routing ----
@@ -781,8 +690,8 @@ bool Node::send_up(Message& message) {
 void Node::send_to_child(std::size_t child, Message& message) {
   // What this node has learnt of the tree goes first: a stream created, or a packet
   // sent, to a back-end that has just joined must find it known at every commnode
-  // on its way (the join's report would otherwise follow it kNewsWindow later).
-  if (!news_down_.empty()) send_news_down();
+  // on its way (the join's report would otherwise follow it a batch later).
+  news_.flush_fast();
   if (auto& link = children_[child].link) link->send(message.builder());
 }
 
@@ -801,10 +710,7 @@ void Node::begin_stop(const std::string& reason) {
   if (stopping()) return;
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
-  news_down_.clear();                      // the children are told to stop instead
-  leaf_news_.clear();
-  news_timer_.cancel();
-  leaf_news_timer_.cancel();
+  news_.drop();                            // the children are told to stop instead
   close_standby("stopping");
   for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->close("stopping");
   emit(events::Stopping{reason});

@@ -37,6 +37,7 @@
 #include "core/plan.h"
 #include "core/service.h"
 #include "core/service_context.h"
+#include "core/tree_news.h"
 #include "transport/link.h"
 #include "transport/refusal_log.h"
 
@@ -281,11 +282,6 @@ class Node final : public ServiceContext {
                          std::optional<std::uint32_t> incarnation = std::nullopt);
   void abandon(const std::string& reason);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
-  // Adoptions go batched to a child; one by one up (a parent takes no batch).
-  void send_live_tree(transport::Link& link, bool to_a_child);
-  // Sends the children the adoption reports waiting in news_down_, one message each.
-  void send_news_down();
-  void send_leaf_news();
 
   void begin_stop(const std::string& reason);
   void check_stopped();
@@ -346,33 +342,7 @@ class Node final : public ServiceContext {
   ChildTable children_;
   Gate gate_;
   Timer stop_timer_;
-  // Adoption reports on their way down, sent to the children together kNewsWindow
-  // after the first of them (or at once before a failure report, which is never
-  // delayed: adopters wait for it). Each report goes to every child but the link it
-  // came from. 128 orphans adopted over 40 ms woke every process of the tree up to
-  // 128 times; batched, a few times.
-  //
-  // A back-end's view needs the adoption of another back-end only to be complete:
-  // it adopts no one, and a back-end adopted elsewhere changes none of the commnodes
-  // it would ask to adopt it. Those reports go to back-end children in a batch of
-  // their own, kLeafNewsWindow after the first (or before the next failure report),
-  // so that in a storm of adoptions a back-end wakes for them once, after it.
-  struct NewsDown {
-    Rank orphan;
-    Rank adopter;
-    std::uint32_t incarnation;
-    const transport::Link* except;
-    bool about_backend;  // goes to back-end children with leaf_news_ only
-  };
-  static constexpr std::chrono::milliseconds kNewsWindow{5};
-  static constexpr std::chrono::milliseconds kLeafNewsWindow{250};
-  std::vector<NewsDown> news_down_;
-  std::vector<NewsDown> leaf_news_;  // adoptions of back-ends, for back-end children
-  Timer news_timer_;
-  Timer leaf_news_timer_;
-  // `news`, but what came from a child's own link, in one message to each child that
-  // takes it: the fast batch (news_down_) or the leaf batch (leaf_news_).
-  void send_news(const std::vector<NewsDown>& news, bool leaf);
+  TreeNews news_;  // live-tree changes on their way down
   std::size_t news_received_ = 0;
   std::size_t parent_probes_ = 0;
   // The re-attach under way (Node::reattach): the link to the acceptor until the

@@ -213,7 +213,8 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   take_link(*index, link);
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link);
-  send_live_tree(*link, true);  // a back-end attaching late must not start from the launch shape
+  // A back-end attaching late must not start from the launch shape.
+  if (tree_) news_.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{*index, child.rank});
 }
 
@@ -505,7 +506,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setAdopter(id_.rank);
   a.setIncarnation(incarnation);
   link->send(reply.builder());
-  send_live_tree(*link, true);
+  if (tree_) news_.send_live_tree(*tree_, *link, true);
   on_adoption_report(orphan, id_.rank, incarnation, link.get());
   emit(events::ChildAdopted{index, orphan});
 }
@@ -533,7 +534,8 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
                       std::to_string(incarnation));
   on_adoption_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link);
-  send_live_tree(*link, true);  // with the report above: the new process learns its incarnation
+  // With the report above: the new process learns its incarnation.
+  if (tree_) news_.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, child.rank, true});
 }
 

@@ -127,7 +127,8 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   take_link(index, link);
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
   send_topology(*link);
-  send_live_tree(*link, true);  // with its join: the newcomer learns its incarnation
+  // With its join: the newcomer learns its incarnation.
+  if (tree_) news_.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, rank, rejoined, true});
 }
 

@@ -171,7 +171,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   id_.incarnation = tree_->next_incarnation(id_.incarnation);
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
   send_topology(*link);
-  send_live_tree(*link, false);
+  if (tree_) news_.send_live_tree(*tree_, *link, false);
   on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});
   held.send_all(*parent_);

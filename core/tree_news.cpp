@@ -1,0 +1,108 @@
+#include "core/tree_news.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "transport/link.h"
+
+namespace canopy::core {
+
+void set_adoption(wire::AdoptionReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
+  a.setOrphan(orphan);
+  a.setAdopter(adopter);
+  a.setIncarnation(incarnation);
+}
+
+TreeNews::TreeNews(boost::asio::io_context& io, const NodeIdentity& sender, ChildTable& children)
+    : sender_(sender), children_(children), fast_timer_(io), leaf_timer_(io) {}
+
+void TreeNews::add(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* except,
+                   bool about_backend) {
+  const News news{orphan, adopter, incarnation, except, about_backend};
+  fast_.push_back(news);
+  if (fast_.size() == 1) {
+    fast_timer_.expires_after(kFastWindow);
+    fast_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) flush_fast();
+    });
+  }
+  if (!about_backend) return;
+  leaf_.push_back(news);
+  if (leaf_.size() == 1) {
+    leaf_timer_.expires_after(kLeafWindow);
+    leaf_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) flush_leaf();
+    });
+  }
+}
+
+void TreeNews::flush_fast() {
+  fast_timer_.cancel();
+  if (!fast_.empty()) send(std::exchange(fast_, {}), false);
+}
+
+void TreeNews::flush_leaf() {
+  leaf_timer_.cancel();
+  if (!leaf_.empty()) send(std::exchange(leaf_, {}), true);
+}
+
+void TreeNews::flush() {
+  flush_fast();
+  flush_leaf();
+}
+
+void TreeNews::drop() {
+  fast_.clear();
+  leaf_.clear();
+  fast_timer_.cancel();
+  leaf_timer_.cancel();
+}
+
+void TreeNews::send(const std::vector<News>& news, bool leaf) {
+  for (auto& child : children_) {
+    if (!child.link) continue;
+    const bool backend = child.role == Role::backend;
+    // A commnode takes every report in the fast batch; a back-end, those about
+    // back-ends in the leaf batch only.
+    auto wanted = [&](const News& n) {
+      return n.except != child.link.get() && (backend ? n.about_backend == leaf : !leaf);
+    };
+    const auto count = std::count_if(news.begin(), news.end(), wanted);
+    if (count == 0) continue;
+    Message message(sender_);
+    auto list = message.body().initAdoptionReports(static_cast<unsigned>(count));
+    unsigned i = 0;
+    for (const auto& n : news) {
+      if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
+    }
+    child.link->send(message.builder());
+  }
+}
+
+void TreeNews::send_live_tree(const LiveTree& tree, transport::Link& link, bool to_a_child) const {
+  constexpr std::size_t kPerBatch = 4096;
+  const auto reports = tree.reports();
+  for (std::size_t i = 0; i < reports.size();) {
+    Message message(sender_);
+    if (reports[i].failure) {
+      auto f = message.body().initFailureReport();
+      f.setRank(reports[i].rank);
+      f.setReason("failed before this process joined");
+      f.setIncarnation(tree.view().incarnation(reports[i].rank));
+      ++i;
+    } else if (!to_a_child) {
+      set_adoption(message.body().initAdoptionReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      ++i;
+    } else {
+      std::size_t end = i;
+      while (end < reports.size() && !reports[end].failure && end - i < kPerBatch) ++end;
+      auto list = message.body().initAdoptionReports(static_cast<unsigned>(end - i));
+      for (unsigned k = 0; i < end; ++i, ++k) {
+        set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      }
+    }
+    link.send(message.builder());
+  }
+}
+
+}  // namespace canopy::core
