@@ -1,5 +1,8 @@
 #include "core/codec.h"
 
+#include <unistd.h>
+
+#include "core/service.h"
 #include "transport/frame.h"
 
 #include <kj/debug.h>
@@ -7,6 +10,15 @@
 #include <algorithm>
 
 namespace canopy::core {
+
+void init_hello(wire::Hello::Builder h, const NodeIdentity& self, std::uint32_t incarnation) {
+  h.setProtocolVersion(wire::PROTOCOL_VERSION);
+  h.setNetworkId(self.network_id);
+  h.setRole(to_wire(self.role));
+  h.setRank(self.rank);
+  h.setIncarnation(incarnation);
+  h.setPid(getpid());
+}
 namespace {
 
 template <typename List, typename Vector>

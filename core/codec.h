@@ -14,6 +14,12 @@
 
 namespace canopy::core {
 
+struct NodeIdentity;
+
+// The part of a hello that says who sends it (the handshake adds the nonce, and the
+// services what they vouch for): version, network, role, rank, `incarnation`, pid.
+void init_hello(wire::Hello::Builder hello, const NodeIdentity& self, std::uint32_t incarnation);
+
 void encode_packet(const Packet& packet, wire::DataPacket::Builder out);
 Packet decode_packet(wire::DataPacket::Reader in);
 

@@ -55,17 +55,14 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_(io, id_, children_) {}
+    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_(io, id_, children_),
+      held_(*this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
   if (standby_.link) standby_.link->detach();
-  for (auto& [raw, standby] : standbys_) standby.link->detach();
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
-  for (auto& link : pending_) link->detach();
-  for (auto& held : held_adoptions_) {
-    if (held.probe_link) held.probe_link->detach();
-  }
+  connections_.detach_all();
   for (auto& child : children_) {
     if (child.link) child.link->detach();
   }
@@ -179,20 +176,11 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
 // (on_up_handshake), over whose nonce it is computed.
 // What every hello of this process says: version, network, role, rank, pid, and
 // the incarnation it asks for.
-void Node::init_hello(wire::Hello::Builder h, std::uint32_t incarnation) const {
-  h.setProtocolVersion(wire::PROTOCOL_VERSION);
-  h.setNetworkId(id_.network_id);
-  h.setRole(core::to_wire(id_.role));
-  h.setRank(id_.rank);
-  h.setIncarnation(incarnation);
-  h.setPid(getpid());
-}
-
 void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
                        bool standby) {
   auto message = std::make_unique<capnp::MallocMessageBuilder>();
   auto h = message->initRoot<wire::Hello>();
-  init_hello(h, incarnation);
+  init_hello(h, id_, incarnation);
   h.setAdopt(adopt);
   h.setStandby(standby);
   for (Service* service : services_) service->fill_hello(h);
@@ -457,7 +445,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
   // Proved when the link was opened: this hello carries the same rank and role.
   Message hello(id_);
   auto h = hello.body().initHello();
-  init_hello(h, incarnation);
+  init_hello(h, id_, incarnation);
   h.setAdopt(true);
   for (Service* service : services_) service->fill_hello(h);
   o->trying->send(hello.builder());
@@ -648,7 +636,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
   }
   // A back-end joining here (open attach) is a child before the report is applied:
   // routes to it go through it.
-  const bool joining_here = adopter == id_.rank && joining_.count(orphan);
+  const bool joining_here = adopter == id_.rank && connections_.joining(orphan);
   if (joining_here) {
     auto index = children_.index_of(orphan);
     tree_->note_child(orphan, index ? *index : children_.add(orphan, Role::backend));
@@ -712,14 +700,25 @@ void Node::begin_stop(const std::string& reason) {
   set_phase(Stopping{reason}, reason);  // drops what an orphan held back
   news_.drop();                            // the children are told to stop instead
   close_standby("stopping");
-  for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->close("stopping");
+  for (auto& link : connections_.links([](const auto& s) { return std::holds_alternative<Connections::Standby>(s); })) {
+    connections_.remove(link.get());
+    link->close("stopping");
+  }
   emit(events::Stopping{reason});
   review_held_adoptions();  // told to stop, as any orphan asking now would be
-  while (!joining_.empty()) refuse_joining(joining_.begin()->first, "this node is stopping");
+  while (connections_.count<Connections::Joining>() > 0) {
+    auto joining = connections_.links([](const auto& s) { return std::holds_alternative<Connections::Joining>(s); });
+    const auto* c = connections_.find(joining.front().get());
+    refuse_joining(std::get<Connections::Joining>(c->state).rank, "this node is stopping");
+  }
   // The children are read again, to see them close: what data they still send is
   // dropped while stopping (services/streams.cpp), so nothing piles up.
   set_upstream_full(false);
-  for (auto& link : pending_) link->close("stopping");
+  for (auto& link : connections_.links([](const auto& s) {
+         return !std::holds_alternative<Connections::Child>(s) && !std::holds_alternative<Connections::Standby>(s);
+       })) {
+    link->close("stopping");
+  }
   Message message(id_);
   message.body().initShutdown().setReason(reason);
   for (auto& child : children_) {
@@ -796,11 +795,8 @@ void Node::abandon(const std::string& reason) {
     if (child.link) std::exchange(child.link, nullptr)->detach();
     if (child.process) child.process->release();
   }
-  child_of_link_.clear();
-  for (auto& link : pending_) link->detach();
-  pending_.clear();
+  connections_.detach_all();
   if (standby_.link) std::exchange(standby_.link, nullptr)->detach();
-  for (auto& [raw, standby] : std::exchange(standbys_, {})) standby.link->detach();
   listener_.close();
   set_phase(Stopped{reason}, "left the tree");
   emit(events::Stopping{reason});

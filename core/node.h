@@ -30,6 +30,8 @@
 
 #include "canopy/topology.h"
 #include "core/children.h"
+#include "core/connections.h"
+#include "core/held_adoptions.h"
 #include "core/held_output.h"
 #include "core/listener.h"
 #include "core/live_tree.h"
@@ -121,10 +123,10 @@ class Node final : public ServiceContext {
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return news_received_; }
   // How many standby links other processes keep to this node.
-  std::size_t standbys_accepted() const { return standbys_.size(); }
+  std::size_t standbys_accepted() const { return connections_.count<Connections::Standby>(); }
   // How many probes of an orphan's parent this node has made (one per parent for
   // all the requests held at once); for tests and diagnostics.
-  std::size_t parent_probes() const { return parent_probes_; }
+  std::size_t parent_probes() const { return held_.probes(); }
 
   // ---- ServiceContext (core/service_context.h) ----
   asio::io_context& io() override { return io_; }
@@ -193,36 +195,12 @@ class Node final : public ServiceContext {
   std::size_t max_pending() const;
   void on_accepted_message(const transport::Link* link, capnp::MessageReader& message);
   void on_accepted_closed(const transport::Link* link, std::string_view reason);
+  void on_child_message(std::size_t child, const transport::Link* link, wire::Message::Reader message);
   void on_hello(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
   void on_hello_proof(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
   void admit(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_orphan(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
-  // An orphan's adoption request, as its hello asked (held until its parent's
-  // failure is known here: node_accept.cpp).
-  struct OrphanRequest {
-    std::shared_ptr<transport::Link> link;
-    Rank orphan = 0;
-    Role role = Role::backend;
-    std::uint32_t incarnation = 0;
-    int pid = 0;
-  };
-  // While a request is held, the adopter asks the orphan's parent itself: a hello
-  // to its port answered by a right challenge shows it alive; a refused connection
-  // or an end before the challenge shows it gone (node_accept.cpp).
-  enum class ParentProbe : std::uint8_t { none, asking, alive, gone };
-  struct HeldAdoption {
-    OrphanRequest request;
-    std::unique_ptr<Timer> deadline;
-    ParentProbe probe = ParentProbe::none;
-    std::unique_ptr<asio::ip::tcp::socket> socket;  // connecting
-    std::shared_ptr<transport::Link> probe_link;     // connected: hello sent
-    Nonce probe_nonce{};
-  };
   bool orphan_may_be_adopted(Rank orphan) const;
-  HeldAdoption* held_adoption(const transport::Link* orphan_link);
-  void probe_parent(HeldAdoption& held);
-  void probe_answered(const transport::Link* orphan_link, ParentProbe result, const std::string& why);
-  void release_held_adoption(const transport::Link* orphan_link);
   void adopt_orphan(const OrphanRequest& request);
   void review_held_adoptions();
   // Logs the refusal of a connection from `peer` before it proved the secret, once per
@@ -241,7 +219,6 @@ class Node final : public ServiceContext {
   void refuse_joining(Rank rank, const std::string& why);
   void admit_joining(Rank rank, bool rejoined);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
-  void init_hello(wire::Hello::Builder hello, std::uint32_t incarnation) const;
   void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
                    bool standby = false);
   void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
@@ -302,34 +279,11 @@ class Node final : public ServiceContext {
   bool upstream_full_ = false;  // reading from the children is paused
   bool stopped_in_order_ = false;
   Listener listener_;
-  std::vector<std::shared_ptr<transport::Link>> pending_;  // accepted, no hello yet
-  std::unordered_map<const transport::Link*, std::size_t> child_of_link_;
-  // Closes an accepted connection that has not said hello in time.
-  std::unordered_map<const transport::Link*, std::unique_ptr<Timer>> hello_deadlines_;
-  // Accepted connections whose hello was challenged, waiting for its proof: the
-  // challenge's nonce and the hello, kept until then.
-  struct PendingHello {
-    Nonce challenge{};
-    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // root: wire::Hello
-  };
-  std::unordered_map<const transport::Link*, PendingHello> pending_hellos_;
-  std::vector<HeldAdoption> held_adoptions_;
-  // Open attach: back-ends waiting for the root's answer to their join, by rank.
-  struct Joining {
-    std::shared_ptr<transport::Link> link;
-    std::unique_ptr<Timer> deadline;  // startup_timeout: no answer, refused
-  };
-  std::unordered_map<Rank, Joining> joining_;
+  Connections connections_;  // every link but the parent's, in its state (core/connections.h)
   // Open attach: descriptors a commnode keeps for the tree's own links (adoptions,
   // striped paths, probes); a back-end that would take one of them is refused.
   static constexpr std::size_t kJoinReserve = 32;
   std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
-  // Parents a probe found gone, and when: the requests of their orphans that come
-  // later are adopted without probing again, until the failure report arrives (the
-  // verdict is kept for `lost`, in case a rank comes back: a re-attached front-end).
-  std::unordered_map<Rank, NodeClock::time_point> parents_found_gone_;
-  // Expires with the node: a probe's connect handler may run after it is gone.
-  std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
   bool declared_lost_ = false;
   transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
   // Links up whose handshake is under way.
@@ -343,8 +297,8 @@ class Node final : public ServiceContext {
   Gate gate_;
   Timer stop_timer_;
   TreeNews news_;  // live-tree changes on their way down
+  HeldAdoptions held_;  // orphans' requests waiting for their parent's failure to be known
   std::size_t news_received_ = 0;
-  std::size_t parent_probes_ = 0;
   // The re-attach under way (Node::reattach): the link to the acceptor until the
   // topology has arrived, and the continuation.
   struct Reattaching {
@@ -359,13 +313,6 @@ class Node final : public ServiceContext {
     Rank acceptor = 0;
   };
   Standby standby_;
-  // The standby links other processes keep to this node: the rank each proved.
-  struct StandbyAccepted {
-    std::shared_ptr<transport::Link> link;
-    Rank rank = 0;
-    Role role = Role::backend;
-  };
-  std::unordered_map<const transport::Link*, StandbyAccepted> standbys_;
 };
 
 }  // namespace canopy::core

@@ -47,18 +47,19 @@ std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * t
 // A new connection, plain or striped: it has until the startup time-out to say hello.
 void Node::accept_link(std::shared_ptr<Link> link) {
   if (phase() == Phase::stopped) return link->abort("stopped");
-  if (pending_.size() >= max_pending()) {
+  if (connections_.unadmitted() >= max_pending()) {
     log_refusal(link->peer(), "pending", fmt::format("{} connections are already waiting for their hello, the most this "
-                                          "node holds", pending_.size()));
+                                          "node holds", connections_.unadmitted()));
     return link->abort("too many connections without a hello");
   }
-  pending_.push_back(link);
   const Link* raw = link.get();
-  auto& deadline = hello_deadlines_[raw];
+  auto& deadline = connections_.add(link).hello_deadline;
   deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
   deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
     auto l = weak.lock();
-    if (ec || !l || child_of_link_.count(l.get())) return;
+    if (ec || !l) return;
+    const auto* c = connections_.find(l.get());
+    if (!c || !c->hello_deadline) return;  // admitted meanwhile
     log_refusal(l->peer(), "silent", fmt::format("no hello within {} ms", plan_.startup_timeout.count()));
     l->close("no hello in time");
   });
@@ -68,54 +69,49 @@ void Node::accept_link(std::shared_ptr<Link> link) {
 
 void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {
   if (parent_.get() == link) return on_parent_message(message);  // a front-end that re-attached here
+  auto* c = connections_.find(link);
+  if (!c) return;
   auto msg = message.getRoot<wire::Message>();
-  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
-    const std::size_t index = it->second;
-    Child& child = children_[index];
-    if (msg.getSenderRank() != child.rank) {
-      log().warn("dropping a message from child {} that claims to be from rank {}", child.rank, msg.getSenderRank());
-      return;
-    }
-    auto body = msg.getBody();
-    const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
-    if (child.role == Role::backend && gate_ && !gate_(from)) return;
-    if (!dispatch(from, body)) {
-      log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
-    }
+  if (const auto* child = std::get_if<Connections::Child>(&c->state)) return on_child_message(child->index, link, msg);
+  if (std::holds_alternative<Connections::Standby>(c->state)) return on_standby_message(link, msg);
+  if (std::holds_alternative<Connections::HeldOrphan>(c->state)) {
+    log().debug("ignoring a message from {}, whose adoption request is held", c->link->peer());
     return;
   }
-  if (standbys_.count(link)) return on_standby_message(link, msg);
-  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
-  if (it == pending_.end()) return;
-  if (std::any_of(held_adoptions_.begin(), held_adoptions_.end(),
-                  [&](const HeldAdoption& h) { return h.request.link.get() == link; })) {
-    log().debug("ignoring a message from {}, whose adoption request is held", (*it)->peer());
+  if (std::holds_alternative<Connections::Joining>(c->state)) {
+    log().debug("ignoring a message from {}, whose join waits for the root's answer", c->link->peer());
     return;
   }
-  std::shared_ptr<Link> held = *it;  // admitting it erases it from pending_
-  if (pending_hellos_.count(link)) return on_hello_proof(held, msg);
+  std::shared_ptr<Link> held = c->link;  // admitting it changes the table
+  if (std::holds_alternative<Connections::Challenged>(c->state)) return on_hello_proof(held, msg);
   on_hello(held, msg);
 }
 
-void Node::on_accepted_closed(const Link* link, std::string_view reason) {
-  standbys_.erase(link);
-  hello_deadlines_.erase(link);
-  pending_hellos_.erase(link);
-  release_held_adoption(link);
-  std::erase_if(joining_, [&](const auto& j) { return j.second.link.get() == link; });
-  if (parent_.get() == link) return on_parent_closed(reason);
-  if (auto it = child_of_link_.find(link); it != child_of_link_.end()) {
-    std::size_t index = it->second;
-    child_of_link_.erase(it);
-    on_child_closed(index, reason);
+void Node::on_child_message(std::size_t index, const Link* link, wire::Message::Reader msg) {
+  Child& child = children_[index];
+  if (msg.getSenderRank() != child.rank) {
+    log().warn("dropping a message from child {} that claims to be from rank {}", child.rank, msg.getSenderRank());
     return;
   }
-  auto it = std::find_if(pending_.begin(), pending_.end(), [&](auto& l) { return l.get() == link; });
-  if (it == pending_.end()) return;
+  auto body = msg.getBody();
+  const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
+  if (child.role == Role::backend && gate_ && !gate_(from)) return;
+  if (!dispatch(from, body)) {
+    log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
+  }
+}
+
+void Node::on_accepted_closed(const Link* link, std::string_view reason) {
+  held_.forget(link);
+  auto c = connections_.remove(link);
+  if (parent_.get() == link) return on_parent_closed(reason);
+  if (!c) return;
+  if (const auto* child = std::get_if<Connections::Child>(&c->state)) return on_child_closed(child->index, reason);
   // Garbage or an oversized frame before any hello: docs/protocol.md promises the
   // warning, once per address in a while like any refused handshake.
-  if (reason.starts_with("bad frame")) log_refusal((*it)->peer(), "frame", std::string(reason) + " (before a hello)");
-  pending_.erase(it);
+  if (reason.starts_with("bad frame") && !std::holds_alternative<Connections::Standby>(c->state)) {
+    log_refusal(c->link->peer(), "frame", std::string(reason) + " (before a hello)");
+  }
 }
 
 void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
@@ -150,19 +146,20 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
   // Nothing else of the hello is looked at before its proof: the challenge proves
   // this node knows the secret, over the hello's nonce and a fresh one of its own,
   // and the hello's proof must cover that fresh nonce (core/auth.h).
-  PendingHello pending{new_nonce(), std::make_unique<capnp::MallocMessageBuilder>()};
+  Connections::Challenged pending{new_nonce(), std::make_unique<capnp::MallocMessageBuilder>()};
   pending.hello->setRoot(hello);
   Message challenge(id_);
   auto c = challenge.body().initChallenge();
   c.setNonce(as_data(pending.challenge));
   c.setProof(as_data(challenge_proof(id_.secret, hello.getNonce(), as_data(pending.challenge), id_.rank)));
-  pending_hellos_[link.get()] = std::move(pending);
+  connections_.set(link, std::move(pending));
   link->send(challenge.builder());
 }
 
 void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
-  auto node = pending_hellos_.extract(link.get());  // one proof per challenge
-  const PendingHello& pending = node.mapped();
+  // One proof per challenge: a message after it is taken as a new hello.
+  auto pending = std::get<Connections::Challenged>(std::move(connections_.find(link.get())->state));
+  connections_.set(link, Connections::AwaitingHello{});
   auto hello = pending.hello->getRoot<wire::Hello>().asReader();
   const bool proved = msg.getBody().isHelloProof() &&
                       proof_matches(hello_proof(id_.secret, as_data(pending.challenge), hello),
@@ -226,11 +223,8 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
   child.loss_reported = false;
   child.close_reason.clear();
   child.exit_status.reset();
-  child_of_link_[link.get()] = index;
+  connections_.set(link, Connections::Child{index});
   if (upstream_full_ || children_[index].reading_held) link->pause_reading(true);  // as every other child's
-  hello_deadlines_.erase(link.get());
-  pending_hellos_.erase(link.get());
-  std::erase(pending_, link);
 }
 
 // ---- standby links ----
@@ -248,11 +242,10 @@ void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader
   // Held without a deadline: only where the tree asked for them.
   if (!plan_.fault.enabled || !plan_.fault.standby_links) return refuse("standby links are off in this tree");
   if (!tree_ || !tree_->view().contains(rank)) return refuse("rank " + std::to_string(rank) + " is not in the tree");
-  if (standbys_.size() >= max_pending()) return refuse("this node holds as many standby links as it takes");
-  hello_deadlines_.erase(link.get());
-  pending_hellos_.erase(link.get());
-  std::erase(pending_, link);
-  standbys_[link.get()] = {link, rank, from_wire(hello.getRole())};
+  if (connections_.count<Connections::Standby>() >= max_pending()) {
+    return refuse("this node holds as many standby links as it takes");
+  }
+  connections_.set(link, Connections::Standby{rank, from_wire(hello.getRole())});
   log().debug("standby link of {} accepted ({})", describe(rank), link->peer());
 }
 
@@ -260,31 +253,25 @@ void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader
 // hello with `adopt`, of the rank and role the link's handshake proved. It goes on
 // as a proved hello (held, adopted or refused with the reason).
 void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
-  auto it = standbys_.find(raw);
-  auto standby = it->second;
-  standbys_.erase(it);
+  auto* c = connections_.find(raw);
+  const auto standby = std::get<Connections::Standby>(c->state);
+  const std::shared_ptr<Link> link = c->link;
+  // As a new connection's, until adopted or refused (with no hello deadline).
+  connections_.set(link, Connections::AwaitingHello{});
   auto body = message.getBody();
   if (!body.isHello() || !body.getHello().getAdopt() || body.getHello().getRank() != standby.rank ||
       from_wire(body.getHello().getRole()) != standby.role || message.getSenderRank() != standby.rank) {
     log().warn("closing the standby link of {}: it carried something other than its request for adoption",
                describe(standby.rank));
-    return standby.link->close("a standby link carries only a request for adoption");
+    return link->close("a standby link carries only a request for adoption");
   }
-  pending_.push_back(standby.link);  // as a new connection's, until adopted or refused
-  admit(standby.link, body.getHello());
+  admit(link, body.getHello());
 }
 
 // ---- adopting an orphan ----
 
-// An adopter takes an orphan only once it knows the orphan's parent is gone: its
-// live tree says the parent failed, or that the orphan itself was lost to its parent
-// (a broken path), or the adopter's own probe of the parent finds nothing there. So
-// a process that knows the secret can never take over the rank of a process whose
-// parent and link are alive. The request of an orphan that has seen the failure
-// before this node has is held, not refused: until the report arrives (it floods
-// the tree within about a heartbeat of the orphan's own detection), the probe finds
-// the parent gone, or `kept` runs out; then it is adopted if the parent never
-// answered the probe (hung), and refused if it did (docs/security.md).
+// An orphan asks to be adopted: adopted (or refused, saying why) at once when its
+// parent is known to be gone, else held until it is (core/held_adoptions.h).
 void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   OrphanRequest request{link, hello.getRank(), from_wire(hello.getRole()), hello.getIncarnation(), hello.getPid()};
   if (!tree_ || !plan_.fault.enabled || stopping() || orphan_may_be_adopted(request.orphan)) {
@@ -292,154 +279,8 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   }
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
                              std::max(std::chrono::milliseconds(500), plan_.fault.lost) * 3 / 4);
-  log().info("holding the adoption request of {} (from {}): its parent {} has not been reported failed here yet",
-             describe(request.orphan), request.link->peer(), tree_->view().parent(request.orphan));
-  auto& held = held_adoptions_.emplace_back(HeldAdoption{std::move(request), std::make_unique<Timer>(io_, kept)});
-  held.deadline->async_wait([this, raw = held.request.link.get(), kept](const boost::system::error_code& ec) {
-    if (ec) return;
-    HeldAdoption* h = held_adoption(raw);
-    if (!h) return;
-    const Rank orphan = h->request.orphan;
-    const Rank parent = tree_->view().parent(orphan);
-    if (h->probe == ParentProbe::alive) {
-      log().warn("refusing to adopt {}: its parent {} answered this node, and neither its failure nor the loss of its "
-                 "link to {} was reported within {} ms",
-                 describe(orphan), describe(parent), orphan, kept.count());
-      auto link = h->request.link;
-      release_held_adoption(raw);
-      return link->close("adoption refused: its parent " + std::to_string(parent) + " is alive");
-    }
-    // Silent: hung, or its host unreachable, as the orphan found. So for every
-    // request held for that parent, adopted in this pass.
-    std::vector<OrphanRequest> adopt;
-    for (auto& held : held_adoptions_) {
-      if (held.probe == ParentProbe::alive || tree_->view().parent(held.request.orphan) != parent) continue;
-      held.probe = ParentProbe::none;  // answered: released without probing again
-      log().info("adopting {}: its parent {} did not answer within {} ms", describe(held.request.orphan),
-                 describe(parent), kept.count());
-      adopt.push_back(held.request);
-    }
-    for (const auto& request : adopt) {
-      release_held_adoption(request.link.get());
-      adopt_orphan(request);
-    }
-  });
-  probe_parent(held);
-}
-
-Node::HeldAdoption* Node::held_adoption(const Link* orphan_link) {
-  for (auto& h : held_adoptions_) {
-    if (h.request.link.get() == orphan_link) return &h;
-  }
-  return nullptr;
-}
-
-void Node::release_held_adoption(const Link* orphan_link) {
-  auto it = std::find_if(held_adoptions_.begin(), held_adoptions_.end(),
-                         [&](const HeldAdoption& h) { return h.request.link.get() == orphan_link; });
-  if (it == held_adoptions_.end()) return;
-  HeldAdoption released = std::move(*it);
-  held_adoptions_.erase(it);
-  // Closed without their handlers (which would look for the request just released).
-  const bool was_probing = released.probe == ParentProbe::asking && (released.probe_link || released.socket);
-  if (released.probe_link) released.probe_link->detach();
-  if (released.socket) {
-    boost::system::error_code ignored;
-    released.socket->close(ignored);  // its handler finds no request and returns
-  }
-  if (!was_probing || !tree_) return;
-  // Requests that waited on its probe: the first of them probes again.
-  const Rank parent = tree_->view().parent(released.request.orphan);
-  for (auto& h : held_adoptions_) {
-    if (h.probe == ParentProbe::asking && tree_->view().parent(h.request.orphan) == parent) {
-      h.probe = ParentProbe::none;
-      return probe_parent(h);
-    }
-  }
-}
-
-// A hello to the parent's port, as any connection begins: a challenge whose proof
-// is right, from the parent's rank, shows it alive; anything else ending the
-// connection first shows nothing of it is there.
-//
-// One probe per parent: the orphans of one failed parent ask together, and their
-// requests wait on the first one's probe and are adopted in one pass when it finds
-// the parent gone.
-void Node::probe_parent(HeldAdoption& held) {
-  const Rank parent = tree_->view().parent(held.request.orphan);
-  if (std::any_of(held_adoptions_.begin(), held_adoptions_.end(), [&](const HeldAdoption& h) {
-        return &h != &held && h.probe == ParentProbe::asking && (h.socket || h.probe_link) &&
-               tree_->view().parent(h.request.orphan) == parent;
-      })) {
-    held.probe = ParentProbe::asking;  // answered with that probe
-    return;
-  }
-  const canopy::Node* n = topology_ ? topology_->find(parent) : nullptr;
-  boost::system::error_code ec;
-  const auto address = n ? asio::ip::make_address(topology_->address_of(n->host), ec) : asio::ip::address();
-  if (!n || n->port == 0 || ec || parent == id_.rank) return;  // no way to ask: the deadline decides
-  held.probe = ParentProbe::asking;
-  ++parent_probes_;
-  held.socket = std::make_unique<asio::ip::tcp::socket>(io_);
-  held.socket->async_connect({address, n->port}, [this, raw = held.request.link.get(), parent,
-                                                   alive = std::weak_ptr<int>(lifetime_)](
-                                                     const boost::system::error_code& ec) {
-    if (alive.expired()) return;
-    HeldAdoption* h = held_adoption(raw);
-    if (!h || !h->socket) return;
-    if (ec) return probe_answered(raw, ParentProbe::gone, "connecting to it: " + ec.message());
-    auto link = TcpLink::create(std::move(*h->socket));
-    h->socket.reset();
-    h->probe_link = link;
-    h->probe_nonce = new_nonce();
-    link->start(
-        [this, raw, parent](capnp::MessageReader& message) {
-          HeldAdoption* h = held_adoption(raw);
-          if (!h) return;
-          auto msg = message.getRoot<wire::Message>();
-          auto body = msg.getBody();
-          const bool proved =
-              body.isChallenge() && msg.getSenderRank() == parent &&
-              proof_matches(
-                  challenge_proof(id_.secret, as_data(h->probe_nonce), body.getChallenge().getNonce(), parent),
-                  body.getChallenge().getProof());
-          probe_answered(raw, proved ? ParentProbe::alive : ParentProbe::gone,
-                         proved ? "it answered" : "another process answers on its port");
-        },
-        [this, raw](std::string_view reason) {
-          probe_answered(raw, ParentProbe::gone, "it closed the connection: " + std::string(reason));
-        });
-    Message hello(id_);
-    auto h2 = hello.body().initHello();
-    init_hello(h2, id_.incarnation);
-    h2.setNonce(as_data(h->probe_nonce));
-    link->send(hello.builder());
-  });
-}
-
-// The probe's answer holds for every request held for the same parent.
-void Node::probe_answered(const Link* orphan_link, ParentProbe result, const std::string& why) {
-  HeldAdoption* h = held_adoption(orphan_link);
-  if (!h || h->probe != ParentProbe::asking) return;
-  if (h->probe_link) std::exchange(h->probe_link, nullptr)->detach();  // may be in its own handler
-  const Rank parent = tree_->view().parent(h->request.orphan);
-  if (result == ParentProbe::gone) parents_found_gone_[parent] = NodeClock::now();
-  std::vector<OrphanRequest> adopt;
-  for (auto& held : held_adoptions_) {
-    if (held.probe != ParentProbe::asking || tree_->view().parent(held.request.orphan) != parent) continue;
-    held.probe = result;
-    if (result == ParentProbe::alive) {
-      log().info("{}'s parent {} answered: {}; the request stays held", describe(held.request.orphan),
-                 describe(parent), why);
-    } else {
-      log().info("{}'s parent {} is gone ({}): adopting it", describe(held.request.orphan), describe(parent), why);
-      adopt.push_back(held.request);
-    }
-  }
-  for (const auto& request : adopt) {
-    release_held_adoption(request.link.get());
-    adopt_orphan(request);
-  }
+  connections_.set(link, Connections::HeldOrphan{});
+  held_.hold(std::move(request), kept);
 }
 
 bool Node::orphan_may_be_adopted(Rank orphan) const {
@@ -447,23 +288,13 @@ bool Node::orphan_may_be_adopted(Rank orphan) const {
   if (!view.contains(orphan)) return true;  // adopt_orphan refuses it with the reason
   const Rank parent = view.parent(orphan);
   if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
-  const auto gone = parents_found_gone_.find(parent);
-  return gone != parents_found_gone_.end() && NodeClock::now() - gone->second < plan_.fault.lost;
+  return held_.found_gone(parent, plan_.fault.lost);
 }
 
 // After a failure report, when orphaned or when stopping: every held request that
 // may now be answered is (adopted, or refused with the reason).
 void Node::review_held_adoptions() {
-  std::vector<OrphanRequest> ready;
-  for (const auto& h : held_adoptions_) {
-    if (stopping() || seeking_adopter() || orphan_may_be_adopted(h.request.orphan)) {
-      ready.push_back(h.request);
-    }
-  }
-  for (const auto& request : ready) {
-    release_held_adoption(request.link.get());
-    adopt_orphan(request);
-  }
+  held_.review([this](Rank orphan) { return stopping() || seeking_adopter() || orphan_may_be_adopted(orphan); });
 }
 
 void Node::adopt_orphan(const OrphanRequest& request) {

@@ -1,5 +1,5 @@
 // Open attach (docs/attach.md, "Open attach"): a back-end the tree does not name
-// joins it under its own rank. The commnode it connects to holds it (joining_) and
+// joins it under its own rank. The commnode it connects to holds it (joining) and
 // asks the root, in an adoption report of incarnation 0 sent up hop by hop; the root
 // decides, first come first served, so that two processes never hold one rank:
 //   - a rank the tree has, alive: refused, the refusal flooded down to the commnodes
@@ -48,7 +48,7 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
     return refuse("rank " + std::to_string(rank) + " is in the tree already (under " +
                   describe(tree_->view().parent(rank)) + ")");
   }
-  if (joining_.count(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
+  if (connections_.joining(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
   // A descriptor per back-end: short of them, the soft limit (often 1,024) is raised
   // to the hard one, here rather than at the start so that the children this node
   // launched keep the limit they were given. Counted again (a directory listing)
@@ -69,12 +69,11 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
   --spare_descriptors_;
   if (stopping()) return refuse("this node is stopping");
   if (seeking_adopter()) return refuse("this node is itself an orphan");
-  hello_deadlines_.erase(link.get());
   auto deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
   deadline->async_wait([this, rank](const boost::system::error_code& ec) {
     if (!ec) refuse_joining(rank, "the front-end did not answer its join in time");
   });
-  joining_[rank] = Joining{link, std::move(deadline)};
+  connections_.set(link, Connections::Joining{rank, std::move(deadline)});
   log().info("back-end {} asks to join from {}, pid {}", rank, link->peer(), hello.getPid());
   on_join_request(rank, id_.rank, nullptr);
 }
@@ -109,20 +108,19 @@ void Node::on_join_request(Rank rank, Rank under, const Link* from) {
 }
 
 void Node::refuse_joining(Rank rank, const std::string& why) {
-  auto it = joining_.find(rank);
-  if (it == joining_.end()) return;
-  auto link = std::move(it->second.link);
-  joining_.erase(it);
+  auto* c = connections_.joining(rank);
+  if (!c) return;
+  auto link = c->link;
+  connections_.set(link, Connections::AwaitingHello{});  // closing: nothing more is asked of it
   turn_away(*link, id_, rank, describe(id_.rank), why);
 }
 
 // The root accepted the join of `rank` under this node, and the report has been
 // applied here: the back-end becomes a child.
 void Node::admit_joining(Rank rank, bool rejoined) {
-  auto it = joining_.find(rank);
-  if (it == joining_.end()) return;
-  auto link = std::move(it->second.link);
-  joining_.erase(it);
+  auto* c = connections_.joining(rank);
+  if (!c) return;
+  auto link = c->link;
   const std::size_t index = *children_.index_of(rank);
   take_link(index, link);
   set_child_state(index, ChildState::connected, "joined from " + link->peer());

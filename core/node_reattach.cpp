@@ -44,7 +44,7 @@ void Node::reattach_failed(const std::string& why) {
 // The acceptor's handshake, then its topology; from then on it is this node's child.
 void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (up_handshakes_.count(raw) && !on_up_handshake(raw, message)) return;
-  if (child_of_link_.count(raw)) return on_accepted_message(raw, message);
+  if (connections_.child_of(raw)) return on_accepted_message(raw, message);
   if (reattaching_.link.get() != raw) return;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
@@ -157,9 +157,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
                   : heir != TreeView::kNone ? "it does not stand in the root's place; " + describe(heir) + " does"
                                             : "it does not stand in the root's place");
   }
-  hello_deadlines_.erase(link.get());
-  pending_hellos_.erase(link.get());
-  std::erase(pending_, link);
+  connections_.remove(link.get());  // the parent now
   auto& o = std::get<Orphaned>(phase_);
   const Rank failed = o.failed_parent;
   auto held = std::move(o.held);
