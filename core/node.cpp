@@ -69,17 +69,7 @@ Node::~Node() {
   // ChildProcess destructors kill and reap whatever is still running.
 }
 
-Result<void> Node::add_service(Service& service) {
-  const ServiceId id = service.id();
-  if (id < service_of_id_.size() && service_of_id_[id]) {
-    return Error{"service id " + std::to_string(id) + " of '" + std::string(service.name()) +
-                 "' is already taken by '" + std::string(service_of_id_[id]->name()) + "'"};
-  }
-  if (id >= service_of_id_.size()) service_of_id_.resize(id + 1, nullptr);
-  service_of_id_[id] = &service;
-  services_.push_back(&service);
-  return {};
-}
+Result<void> Node::add_service(Service& service) { return services_.add(service); }
 
 void Node::set_phase(PhaseData next, std::string_view why) {
   const Phase from = phase();
@@ -88,7 +78,7 @@ void Node::set_phase(PhaseData next, std::string_view why) {
 }
 
 void Node::emit(const NodeEvent& event) {
-  for (Service* service : services_) service->on_event(event);
+  services_.emit(event);
   if (observer_) observer_->on_event(event);
 }
 
@@ -129,7 +119,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
 
 void Node::deliver_to_service(const Peer& from, wire::Message::Body::Service::Reader envelope) {
   const ServiceId id = envelope.getId();
-  Service* service = id < service_of_id_.size() ? service_of_id_[id] : nullptr;
+  Service* service = services_.find(id);
   if (!service) {
     log().debug("dropping a message for service {}, which this process does not run", id);
     return;
@@ -183,7 +173,7 @@ void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::o
   init_hello(h, id_, incarnation);
   h.setAdopt(adopt);
   h.setStandby(standby);
-  for (Service* service : services_) service->fill_hello(h);
+  for (Service* service : services_.in_order()) service->fill_hello(h);
   h.setNonce(as_data(new_nonce()));
   Message hello(id_);
   hello.body().setHello(h.asReader());
@@ -447,7 +437,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
   auto h = hello.body().initHello();
   init_hello(h, id_, incarnation);
   h.setAdopt(true);
-  for (Service* service : services_) service->fill_hello(h);
+  for (Service* service : services_.in_order()) service->fill_hello(h);
   o->trying->send(hello.builder());
   log().info("asked {} on the standby link to adopt this node under incarnation {}", describe(candidate), incarnation);
   return true;

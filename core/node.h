@@ -39,6 +39,7 @@
 #include "core/plan.h"
 #include "core/service.h"
 #include "core/service_context.h"
+#include "core/service_table.h"
 #include "core/tree_news.h"
 #include "transport/link.h"
 #include "transport/refusal_log.h"
@@ -81,8 +82,9 @@ class Node final : public ServiceContext {
   Node& operator=(const Node&) = delete;
 
   // Registers a service (borrowed; it must outlive the node). Before start only.
-  // Events reach services in the order they were added. Two services with one id
-  // are a programming error: the second is refused with an error.
+  // Events reach services in the order they were added, each after those it names
+  // in Service::runs_after() (core/service_table.h). Two services with one id, or a
+  // circle of runs_after(), are a programming error: refused with an error.
   Result<void> add_service(Service& service);
 
   // Front-end: listens, then signals Started (the launch service starts the
@@ -267,8 +269,7 @@ class Node final : public ServiceContext {
   asio::io_context& io_;
   NodeIdentity id_;
   Observer* observer_;
-  std::vector<Service*> services_;        // in the order added: the order of events
-  std::vector<Service*> service_of_id_;  // indexed by ServiceId; null: none
+  ServiceTable services_;
   PhaseData phase_;
 
   LaunchPlan plan_;

@@ -185,7 +185,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
     log().warn("refusing connection from {}: {}", link->peer(), why);
     link->close(why);
   };
-  for (Service* service : services_) {
+  for (Service* service : services_.in_order()) {
     if (auto why = service->refuse_hello(hello)) {
       // Told to stop, not only refused: an orphan would otherwise ask the next adopter.
       Message stop(id_);

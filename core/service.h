@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "canopy.capnp.h"
 #include "canopy/topology.h"
@@ -152,6 +153,10 @@ class Service {
   // link; an unknown kind is the service's to log and drop.
   virtual void on_message(const Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {}
   virtual void on_event(const NodeEvent& event) {}
+  // The services whose handling of an event this one relies on: where they run
+  // too, each event reaches them first (core/service_table.h). Registration order
+  // decides the rest.
+  virtual std::vector<ServiceId> runs_after() const { return {}; }
   // The handshake: a service may add what it vouches for to this node's hellos
   // (launch and adoption), and refuse a hello another process sent to join or be
   // adopted here, saying why (the core closes that connection and logs the reason).

@@ -3,8 +3,11 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "membership.capnp.h"
 
 namespace canopy::membership {
+
+std::vector<core::ServiceId> GossipService::runs_after() const { return {wire::membership::SERVICE_ID}; }
 
 using core::log;
 using Kind = wire::gossip::Kind;

@@ -53,6 +53,8 @@ class GossipService final : public core::Service {
 
   core::ServiceId id() const override { return wire::gossip::SERVICE_ID; }
   std::string_view name() const override { return "gossip"; }
+  // Gossips over the members of the view the membership service applied.
+  std::vector<core::ServiceId> runs_after() const override;
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 

@@ -3,11 +3,14 @@
 #include "core/auth.h"
 #include "core/log.h"
 #include "core/parent_link.h"
+#include "streams.capnp.h"
 #include "transport/random.h"
 #include "transport/striped_link.h"
 #include "transport/tcp_link.h"
 
 namespace canopy::services {
+
+std::vector<core::ServiceId> RecoveryService::runs_after() const { return {wire::streams::SERVICE_ID}; }
 
 using core::log;
 using Clock = std::chrono::steady_clock;

@@ -55,6 +55,8 @@ class RecoveryService final : public core::Service {
 
   core::ServiceId id() const override { return wire::recovery::SERVICE_ID; }
   std::string_view name() const override { return "recovery"; }
+  // Its reports read what the streams made of the same event (incomplete streams).
+  std::vector<core::ServiceId> runs_after() const override;
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 

@@ -4,8 +4,11 @@
 
 #include "core/codec.h"
 #include "core/log.h"
+#include "streams.capnp.h"
 
 namespace canopy::services {
+
+std::vector<core::ServiceId> RequestService::runs_after() const { return {wire::streams::SERVICE_ID}; }
 
 using core::log;
 using Kind = wire::requests::Kind;

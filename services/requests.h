@@ -32,6 +32,8 @@ class RequestService final : public core::Service {
 
   core::ServiceId id() const override { return wire::requests::SERVICE_ID; }
   std::string_view name() const override { return "requests"; }
+  // Requests apply to the streams as the stream service left them after the event.
+  std::vector<core::ServiceId> runs_after() const override;
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 

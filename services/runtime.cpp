@@ -16,7 +16,7 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
       gossip(node, membership, observers.gossip) {
   for (core::Service* service : std::initializer_list<core::Service*>{&launch, &detection, &membership, &gossip,
                                                                       &streams, &requests, &recovery}) {
-    (void)node.add_service(*service);  // distinct ids: cannot fail
+    (void)node.add_service(*service);  // distinct ids, no circle of runs_after(): cannot fail
   }
   // Waves are judged against the view the root holds when they reach it.
   streams.set_view_source([this]() -> const View& { return membership.view(); });

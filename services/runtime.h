@@ -1,9 +1,9 @@
-// Runtime: the node core with Canopy's own services, registered in the order their
-// events must run (a lost child is reported up, by detection and by membership,
-// before the streams close waves without it: the front-end holds the view without
-// a failed back-end when the first aggregate without it arrives). What the
-// front-end, every commnode and every back-end run; a tool adds services of its own
-// with node.add_service() before starting the node.
+// Runtime: the node core with Canopy's own services. What the front-end, every
+// commnode and every back-end run; a tool adds services of its own with
+// node.add_service() before starting the node. The order in which a service must
+// hear an event is declared by the service (Service::runs_after(): the streams run
+// after detection and membership, so that a lost child is reported up before the
+// streams close waves without it); the order of registration decides the rest.
 #pragma once
 
 #include <boost/asio.hpp>

@@ -6,9 +6,13 @@
 
 #include "core/codec.h"
 #include "core/log.h"
+#include "detection.capnp.h"
+#include "membership.capnp.h"
 #include "transport/frame.h"
 
 namespace canopy::services {
+
+std::vector<core::ServiceId> StreamService::runs_after() const { return {wire::detection::SERVICE_ID, wire::membership::SERVICE_ID}; }
 
 using core::log;
 using Kind = wire::streams::Kind;

@@ -107,6 +107,10 @@ class StreamService final : public core::Service {
 
   core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
   std::string_view name() const override { return "streams"; }
+  // A lost child is reported up by detection and membership before the streams
+  // close waves without it: the front-end holds the view without a failed back-end
+  // when the first aggregate without it arrives.
+  std::vector<core::ServiceId> runs_after() const override;
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
 

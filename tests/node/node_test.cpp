@@ -74,12 +74,12 @@ TEST(NodeInProcess, PacketsOfALostBackendStillQueuedGoIntoTheirWaves) {
 }
 
 // The example of docs/architecture.md, "Adding a service": a service that uses only
-// the public seam (core/service.h) and needs no edit of the core. A ping from the
-// root travels down; every node answers with its rank and passes it on; answers
-// travel up to the root.
+// the public seam (core/service.h, core/service_context.h) and needs no edit of the
+// core. A ping from the root travels down; every node answers with its rank and
+// passes it on; answers travel up to the root.
 class Echo final : public core::Service {
  public:
-  explicit Echo(core::Node& node) : node_(node) {}
+  explicit Echo(core::ServiceContext& node) : node_(node) {}
   core::ServiceId id() const override { return 100; }
   std::string_view name() const override { return "echo"; }
   void ping() { on_message({}, 0, {}); }
@@ -102,12 +102,12 @@ class Echo final : public core::Service {
     message.set<capnp::Text>(text);
     node_.send_to_child(child, message);
   }
-  core::Node& node_;
+  core::ServiceContext& node_;
 };
 
 TEST(NodeInProcess, AServiceOfItsOwnRidesTheOverlayThroughThePublicSeam) {
   std::map<Rank, Echo*> echo;
-  TreeHarness tree("b:2^2", fast_healing(), [&](Rank rank, core::Node& node) {
+  TreeHarness tree("b:2^2", fast_healing(), [&](Rank rank, core::ServiceContext& node) {
     auto service = std::make_unique<Echo>(node);
     echo[rank] = service.get();
     return service;

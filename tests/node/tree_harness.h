@@ -95,7 +95,7 @@ class TreeHarness final : public services::Launcher {
   // A tree of generated shape `spec` ("b:2^2"), fault tolerance with `fault`'s
   // thresholds. `extra(rank, node)`, if given, makes a service of the test's own for
   // every node; the harness registers it before the node starts and owns it.
-  using AddServices = std::function<std::unique_ptr<core::Service>(Rank, core::Node&)>;
+  using AddServices = std::function<std::unique_ptr<core::Service>(Rank, core::ServiceContext&)>;
   TreeHarness(const std::string& spec, FaultToleranceOptions fault, AddServices extra = {});
   ~TreeHarness() override;
 

@@ -1,0 +1,40 @@
+// ServiceTable: the services registered on one node, found by id, in the order
+// their events run.
+//
+// Events reach the services in registration order, except that a service runs
+// after every registered service it names in Service::runs_after(): an order one
+// service relies on is declared by it, not implied by who registered first
+// (the streams close a wave without a lost child only after detection and
+// membership reported the loss up, whatever order a runtime adds them in).
+// A circle of such declarations is refused when its last service is added.
+// All on the node's io_context thread.
+#pragma once
+
+#include <vector>
+
+#include "canopy/result.h"
+#include "core/service.h"
+
+namespace canopy::core {
+
+class ServiceTable {
+ public:
+  // Registers `service` (borrowed). Refused, with the reason, if its id is taken or
+  // its runs_after() closes a circle.
+  Result<void> add(Service& service);
+  Service* find(ServiceId id) const { return id < by_id_.size() ? by_id_[id] : nullptr; }
+  // In the order events run.
+  const std::vector<Service*>& in_order() const { return order_; }
+  void emit(const NodeEvent& event) const {
+    for (Service* service : order_) service->on_event(event);
+  }
+
+ private:
+  // order_ from added_: registration order, each service after those it names.
+  bool sort();
+  std::vector<Service*> added_;  // in registration order
+  std::vector<Service*> order_;
+  std::vector<Service*> by_id_;  // indexed by ServiceId; null: none
+};
+
+}  // namespace canopy::core
