@@ -55,7 +55,7 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), stop_timer_(io), news_(io, id_, children_),
+    : io_(io), id_(identity), observer_(observer), listener_(io), up_(id_), stop_timer_(io), news_(io, id_, children_),
       held_(*this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
 
 Node::~Node() {
@@ -157,28 +157,9 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
     parent_ = std::move(*link);
   }
   attach_parent(parent_);
-  begin_hello(*parent_, id_.incarnation, false, std::nullopt);
+  up_.begin(parent_, id_.incarnation, false, false, std::nullopt, services_.in_order());
   log().info("connected to parent {}, waiting for its challenge", where);
   return {};
-}
-
-// The hello goes at once; its proof waits for the acceptor's challenge
-// (on_up_handshake), over whose nonce it is computed.
-// What every hello of this process says: version, network, role, rank, pid, and
-// the incarnation it asks for.
-void Node::begin_hello(Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
-                       bool standby) {
-  auto message = std::make_unique<capnp::MallocMessageBuilder>();
-  auto h = message->initRoot<wire::Hello>();
-  init_hello(h, id_, incarnation);
-  h.setAdopt(adopt);
-  h.setStandby(standby);
-  for (Service* service : services_.in_order()) service->fill_hello(h);
-  h.setNonce(as_data(new_nonce()));
-  Message hello(id_);
-  hello.body().setHello(h.asReader());
-  link.send(hello.builder());
-  up_handshakes_[&link] = UpHandshake{.acceptor = acceptor, .hello = std::move(message)};
 }
 
 bool Node::links_idle() const {
@@ -221,7 +202,7 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
   });
   link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
       [this, raw](std::string_view reason) {
-        up_handshakes_.erase(raw);
+        up_.forget(raw);
         if (parent_.get() == raw) {
           on_parent_closed(reason);
         } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
@@ -234,49 +215,12 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
 }
 
 void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
-  if (up_handshakes_.count(link) && !on_up_handshake(link, message)) return;
+  if (up_.under_way(link) && !up_.on_message(link, message.getRoot<wire::Message>())) return;
   if (parent_.get() == link) {
     on_parent_message(message);
   } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == link) {
     on_trying_message(message);
   }
-}
-
-// False: the message was the handshake's (or ended the link). True: pass it on, a
-// Shutdown telling why the hello was refused.
-bool Node::on_up_handshake(const Link* raw, capnp::MessageReader& message) {
-  auto handshake = up_handshakes_.find(raw);
-  std::shared_ptr<Link> link = parent_.get() == raw ? parent_ : nullptr;
-  if (auto* o = std::get_if<Orphaned>(&phase_); !link && o && o->trying.get() == raw) link = o->trying;
-  if (!link && standby_.link.get() == raw) link = standby_.link;
-  if (!link && reattaching_.link.get() == raw) link = reattaching_.link;
-  if (!link) return false;
-  auto msg = message.getRoot<wire::Message>();
-  auto body = msg.getBody();
-  auto fail = [&](const std::string& why) {
-    log().warn("closing the link to {}: {}", link->peer(), why);
-    up_handshakes_.erase(raw);
-    link->close(why);
-    return false;
-  };
-  if (body.isShutdown()) return true;
-  if (!body.isChallenge()) return fail("it sent a message before proving it knows the network's secret");
-  const Rank acceptor = msg.getSenderRank();
-  if (handshake->second.acceptor && acceptor != *handshake->second.acceptor) {
-    return fail("rank " + std::to_string(acceptor) + " answered for " + std::to_string(*handshake->second.acceptor));
-  }
-  auto hello = handshake->second.hello->getRoot<wire::Hello>().asReader();
-  auto challenge = body.getChallenge();
-  if (challenge.getNonce().size() != kNonceBytes ||
-      !proof_matches(challenge_proof(id_.secret, hello.getNonce(), challenge.getNonce(), acceptor),
-                     challenge.getProof())) {
-    return fail("it could not prove it knows the network's secret (authentication failed)");
-  }
-  Message proof(id_);
-  proof.body().initHelloProof().setProof(as_data(hello_proof(id_.secret, challenge.getNonce(), hello)));
-  link->send(proof.builder());
-  up_handshakes_.erase(handshake);
-  return false;
 }
 
 void Node::on_parent_message(capnp::MessageReader& message) {
@@ -342,156 +286,6 @@ void Node::on_parent_closed(std::string_view reason) {
     return begin_stop("lost parent: " + std::string(reason));
   }
   become_orphan(std::string(reason));
-}
-
-// ---- being an orphan ----
-
-void Node::become_orphan(const std::string& reason) {
-  const Rank failed = tree_->view().parent(id_.rank);
-  log().info("parent {} lost ({}): orphaned", describe(failed), reason);
-  // Left without the root (the front-end lost, the tree kept), the heir takes the
-  // root's place. Known before anything else: requests of the others held here
-  // meanwhile are then taken, not refused as if this node were looking for an
-  // adopter itself (they would ask again 100 ms later). Only when the root is the
-  // parent or already lost: the view is copied for it, not on every adoption.
-  bool without_root = false, heir = false;
-  if (const TreeView& view = tree_->view(); failed == view.root() || !view.alive(view.root())) {
-    TreeView after = view;
-    after.apply_failure(failed);
-    without_root = after.without_root(id_.rank);
-    heir = without_root && after.heir() == id_.rank;
-  }
-  parent_.reset();
-  Orphaned orphaned;
-  orphaned.failed_parent = failed;
-  orphaned.promoted = heir;
-  set_phase(std::move(orphaned), "lost parent " + std::to_string(failed));
-  review_held_adoptions();  // refused: an orphan adopts no one (the heir adopts)
-  on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
-  if (heir) return promote(plan_.fault.keep_tree_for, describe(failed) + ": " + reason);
-  // The others have until the grace period ends to reach the heir.
-  const auto timeout = without_root ? plan_.fault.keep_tree_for : plan_.fault.adoption_timeout;
-  auto& o = std::get<Orphaned>(phase_);
-  o.deadline = std::make_unique<Timer>(io_, timeout);
-  o.deadline->async_wait([this, timeout](const boost::system::error_code& ec) {
-    if (ec || phase() != Phase::orphaned) return;
-    begin_stop("no adopter accepted this node within " + std::to_string(timeout.count()) + " ms");
-  });
-  emit(events::Orphaned{failed, reason});
-}
-
-bool Node::promoted() const {
-  const auto* o = std::get_if<Orphaned>(&phase_);
-  return o && o->promoted;
-}
-
-void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::function<void(Result<Adoption>)> done) {
-  auto* o = std::get_if<Orphaned>(&phase_);
-  if (!o) return link->abort("not an orphan");
-  if (o->trying) o->trying->abort("another adoption request replaces it");
-  o->trying = link;
-  o->trying_rank = candidate;
-  o->done = std::move(done);
-  // A fresh incarnation for every request: an adopter given up on may still accept
-  // late and report the number it was asked for, which would make it stale.
-  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
-  attach_parent(link);
-  begin_hello(*link, incarnation, true, candidate);
-  log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
-}
-
-void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
-  close_standby("replaced");
-  if (phase() != Phase::running) return link->abort("not running");
-  standby_ = {link, acceptor};
-  attach_parent(link);
-  begin_hello(*link, id_.incarnation, false, acceptor, true);
-  log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
-}
-
-std::optional<Rank> Node::standby() const {
-  if (!standby_.link || !standby_.link->is_open()) return std::nullopt;
-  return standby_.acceptor;
-}
-
-void Node::close_standby(std::string_view why) {
-  if (!standby_.link) return;
-  auto link = std::exchange(standby_.link, nullptr);
-  up_handshakes_.erase(link.get());
-  link->close(why);
-}
-
-bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) {
-  auto* o = std::get_if<Orphaned>(&phase_);
-  if (!o || !standby_.link || !standby_.link->is_open() || standby_.acceptor != candidate ||
-      up_handshakes_.count(standby_.link.get())) {
-    return false;
-  }
-  if (o->trying) o->trying->abort("another adoption request replaces it");
-  o->trying = std::exchange(standby_.link, nullptr);
-  o->trying_rank = candidate;
-  o->done = std::move(done);
-  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
-  // Proved when the link was opened: this hello carries the same rank and role.
-  Message hello(id_);
-  auto h = hello.body().initHello();
-  init_hello(h, id_, incarnation);
-  h.setAdopt(true);
-  for (Service* service : services_.in_order()) service->fill_hello(h);
-  o->trying->send(hello.builder());
-  log().info("asked {} on the standby link to adopt this node under incarnation {}", describe(candidate), incarnation);
-  return true;
-}
-
-void Node::cancel_adoption() {
-  auto* o = std::get_if<Orphaned>(&phase_);
-  if (!o || !o->trying) return;
-  auto link = std::move(o->trying);
-  o->done = nullptr;
-  link->abort("adoption request given up");
-}
-
-void Node::on_trying_message(capnp::MessageReader& message) {
-  auto body = message.getRoot<wire::Message>().getBody();
-  if (body.isAdopted()) return adopted_by(body.getAdopted());
-  if (body.isShutdown()) {
-    // The adopter is stopping because the network is: stop with it rather than look
-    // for a parent until the adoption time-out.
-    return begin_stop("shutdown while orphaned: " + std::string(body.getShutdown().getReason()));
-  }
-}
-
-void Node::on_trying_closed(std::string_view reason) {
-  auto& o = std::get<Orphaned>(phase_);
-  log().warn("potential adopter {} refused or failed: {}", o.trying_rank, reason);
-  o.trying.reset();
-  auto done = std::move(o.done);
-  o.done = nullptr;
-  if (done) done(Error{std::string(reason)});
-}
-
-void Node::adopted_by(wire::Adopted::Reader answer) {
-  auto& o = std::get<Orphaned>(phase_);
-  Adoption adoption;
-  adoption.adopter = answer.getAdopter();
-  adoption.incarnation = answer.getIncarnation();
-  adoption.failed_parent = o.failed_parent;
-  adoption.accepted = Clock::now();
-  auto done = std::move(o.done);
-  auto held = std::move(o.held);
-  parent_ = std::move(o.trying);
-  const transport::Cork burst(parent_);  // state, held output and reports in one write
-  set_upstream_full(parent_->above_high());
-  id_.incarnation = adoption.incarnation;
-  set_phase(Running{}, "adopted by " + std::to_string(adoption.adopter));  // destroys the orphan's timer
-
-  // Compensate: services send their state first (stream joins, filter states), then
-  // the output held back meanwhile.
-  emit(events::Adopted{adoption.adopter, adoption.incarnation, adoption.failed_parent});
-  held.send_all(*parent_);
-  adoption.compensated = Clock::now();
-  on_adoption_report(id_.rank, adoption.adopter, adoption.incarnation, nullptr);
-  if (done) done(adoption);
 }
 
 // ---- losing a child ----

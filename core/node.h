@@ -41,6 +41,7 @@
 #include "core/service_context.h"
 #include "core/service_table.h"
 #include "core/tree_news.h"
+#include "core/up_handshakes.h"
 #include "transport/link.h"
 #include "transport/refusal_log.h"
 
@@ -208,11 +209,9 @@ class Node final : public ServiceContext {
   // Logs the refusal of a connection from `peer` before it proved the secret, once per
   // address and `kind` in a while (transport/refusal_log.h).
   void log_refusal(const std::string& peer, std::string_view kind, const std::string& why);
-  // The connecting side's handshake on a link up (parent or potential adopter): the
-  // hello goes out at once, its proof once the acceptor's challenge has proved that
-  // the acceptor knows the secret (core/auth.h).
+  // A message on a link up (parent or potential adopter), its handshake first
+  // (core/up_handshakes.h).
   void on_up_message(const transport::Link* link, capnp::MessageReader& message);
-  bool on_up_handshake(const transport::Link* link, capnp::MessageReader& message);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_newcomer(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   // Open attach: a join asked for (incarnation 0 in an adoption report) goes up to the
@@ -221,8 +220,6 @@ class Node final : public ServiceContext {
   void refuse_joining(Rank rank, const std::string& why);
   void admit_joining(Rank rank, bool rejoined);
   void take_link(std::size_t index, const std::shared_ptr<transport::Link>& link);
-  void begin_hello(transport::Link& link, std::uint32_t incarnation, bool adopt, std::optional<Rank> acceptor,
-                   bool standby = false);
   void accept_standby(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   // A proved hello of a front-end re-attaching (role front-end): only a promoted
   // node takes it, as its parent (node_reattach.cpp, with the front-end's side).
@@ -287,12 +284,7 @@ class Node final : public ServiceContext {
   std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
   bool declared_lost_ = false;
   transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
-  // Links up whose handshake is under way.
-  struct UpHandshake {
-    std::optional<Rank> acceptor;  // the rank that must answer, when known (an adopter)
-    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // as sent; root: wire::Hello
-  };
-  std::unordered_map<const transport::Link*, UpHandshake> up_handshakes_;
+  UpHandshakes up_;  // the handshake of the links this node dials
 
   ChildTable children_;
   Gate gate_;

@@ -24,18 +24,18 @@ void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<voi
   reattaching_ = {link, acceptor, std::move(done)};
   link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
               [this, raw](std::string_view reason) {
-                up_handshakes_.erase(raw);
+                up_.forget(raw);
                 if (reattaching_.link.get() == raw) return reattach_failed(std::string(reason));
                 on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
               });
-  begin_hello(*link, 0, false, acceptor);
+  up_.begin(link, 0, false, false, acceptor, services_.in_order());
   log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
 }
 
 void Node::reattach_failed(const std::string& why) {
   auto r = std::exchange(reattaching_, {});
   if (!r.link) return;
-  up_handshakes_.erase(r.link.get());
+  up_.forget(r.link.get());
   r.link->abort(why);
   log().warn("re-attaching to {} failed: {}", r.acceptor, why);
   if (r.done) r.done(Error{why});
@@ -43,7 +43,7 @@ void Node::reattach_failed(const std::string& why) {
 
 // The acceptor's handshake, then its topology; from then on it is this node's child.
 void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
-  if (up_handshakes_.count(raw) && !on_up_handshake(raw, message)) return;
+  if (up_.under_way(raw) && !up_.on_message(raw, message.getRoot<wire::Message>())) return;
   if (connections_.child_of(raw)) return on_accepted_message(raw, message);
   if (reattaching_.link.get() != raw) return;
   auto msg = message.getRoot<wire::Message>();

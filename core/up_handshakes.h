@@ -1,0 +1,50 @@
+// UpHandshakes: the connecting side of the handshake, on every link this node dials
+// (to its parent at start, to a potential adopter, the standby link to its first
+// potential adopter, to a promoted node when a front-end re-attaches). The hello
+// goes out at once; its proof only once the acceptor's challenge has proved that
+// the acceptor knows the network's secret (core/auth.h), over whose nonce the proof
+// is computed. The accepting side is the node's (core/connections.h,
+// core/node_accept.cpp). All on the node's io_context thread.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/service.h"
+#include "transport/link.h"
+
+namespace canopy::core {
+
+class UpHandshakes {
+ public:
+  // `self` is the node's identity, borrowed.
+  explicit UpHandshakes(const NodeIdentity& self) : self_(self) {}
+
+  // Says hello on `link`, asking for `incarnation` (to be adopted if `adopt`; a
+  // standby link if `standby`), with what `services` vouch for. `acceptor`: the rank
+  // that must answer, when known.
+  void begin(const std::shared_ptr<transport::Link>& link, std::uint32_t incarnation, bool adopt, bool standby,
+             std::optional<Rank> acceptor, const std::vector<Service*>& services);
+  // Whether `link`'s handshake is under way (its proof not sent yet).
+  bool under_way(const transport::Link* link) const { return by_link_.count(link) > 0; }
+  void forget(const transport::Link* link) { by_link_.erase(link); }
+  // A message on `link` while its handshake is under way. False: it was the
+  // handshake's (the proof went out), or the link is closed for a wrong answer,
+  // logged. True: the caller reads it: a Shutdown telling why the hello was refused.
+  bool on_message(const transport::Link* link, wire::Message::Reader message);
+
+ private:
+  struct Handshake {
+    std::weak_ptr<transport::Link> link;
+    std::optional<Rank> acceptor;
+    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // as sent; root: wire::Hello
+  };
+  const NodeIdentity& self_;
+  std::unordered_map<const transport::Link*, Handshake> by_link_;
+};
+
+}  // namespace canopy::core
