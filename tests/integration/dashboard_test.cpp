@@ -92,7 +92,9 @@ TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
   const std::string browser = chromium();
   if (browser.empty()) GTEST_SKIP() << "no chromium (scripts/setup.sh installs it)";
   const std::string out = dir_ + "/run.out", status = dir_ + "/status.json";
-  const pid_t run = start_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "8",
+  // Long enough for two browser runs on a loaded machine after the healing: with 8 s
+  // the run had ended (its page gone) before the screenshot under stress-ng.
+  const pid_t run = start_canopy({"run", "--tree", "b:2^2", "--workload", "union", "--rate", "50", "--duration", "20",
                                   "--dashboard", "0", "--status", status, "--heartbeat", "100", "--suspect", "300",
                                   "--lost", "800"},
                                  out);
