@@ -490,10 +490,8 @@ void Node::begin_stop(const std::string& reason) {
   }
   emit(events::Stopping{reason});
   review_held_adoptions();  // told to stop, as any orphan asking now would be
-  while (connections_.count<Connections::Joining>() > 0) {
-    auto joining = connections_.links([](const auto& s) { return std::holds_alternative<Connections::Joining>(s); });
-    const auto* c = connections_.find(joining.front().get());
-    refuse_joining(std::get<Connections::Joining>(c->state).rank, "this node is stopping");
+  for (auto& link : connections_.links([](const auto& s) { return std::holds_alternative<Connections::Joining>(s); })) {
+    refuse_joining(std::get<Connections::Joining>(connections_.find(link.get())->state).rank, "this node is stopping");
   }
   // The children are read again, to see them close: what data they still send is
   // dropped while stopping (services/streams.cpp), so nothing piles up.
