@@ -1,8 +1,57 @@
 #include "core/connections.h"
 
+#include <limits>
+
+#include "core/codec.h"
+#include "core/log.h"
+#include "core/service_context.h"
+
 namespace canopy::core {
 
 using transport::Link;
+
+void Connections::refuse(const std::shared_ptr<Link>& link, const Refusal& refusal) {
+  if (refusal.stranger.empty()) {
+    log().warn("refusing {}: {}", refusal.whom, refusal.why);
+  } else {
+    note_stranger(link->peer(), refusal.stranger, refusal.why);
+  }
+  if (refusal.for_good) {
+    Message stop(self_.identity());
+    stop.body().initShutdown().setReason(
+        refusal.told.empty() ? "refused by " + self_.describe(self_.identity().rank) + ": " + refusal.why : refusal.told);
+    link->send(stop.builder());
+  }
+  link->close(refusal.why);
+}
+
+void Connections::note_stranger(const std::string& peer, std::string_view kind, const std::string& why) {
+  if (auto unlogged = refusals_.admit(peer, kind)) {
+    log().warn("refusing connection from {}: {}{}", peer, why, transport::RefusalLog::unlogged_note(*unlogged));
+  }
+}
+
+// A descriptor per back-end: short of them, the soft limit (often 1,024) is raised to
+// the hard one, here rather than at the start so that the children this node launched
+// keep the limit they were given. Counted again (a directory listing) only once the
+// last count, less one per back-end since, comes near the reserve.
+std::optional<std::string> Connections::take_descriptor() {
+  if (spare_descriptors_ < 4 * kJoinReserve) {
+    auto left = descriptors_left();
+    if (left && *left < kJoinReserve) {
+      if (auto raised = raise_descriptor_limit()) log().info("open descriptors: at most {} now", *raised);
+      left = descriptors_left();
+    }
+    spare_descriptors_ = left.value_or(std::numeric_limits<std::size_t>::max());
+    if (spare_descriptors_ < kJoinReserve) {
+      return "it is out of file descriptors (" + std::to_string(spare_descriptors_) + " left, " +
+             std::to_string(kJoinReserve) +
+             " kept for the tree's own links): join under another commnode, or raise its limit (ulimit -n)";
+    }
+  }
+  --spare_descriptors_;
+  return std::nullopt;
+}
 
 Connections::Connection& Connections::add(std::shared_ptr<Link> link) {
   const Link* raw = link.get();

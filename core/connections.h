@@ -11,7 +11,10 @@
 // the node (core/node_accept.cpp) moves a connection from state to state.
 //
 // Until it is admitted (a child, joining, standby) an accepted connection has a
-// deadline for its hello. All on the node's io_context thread.
+// deadline for its hello. The table also holds what every connection comes through
+// or is refused by: the listener, one refusal for every kind (logged, the peer told
+// why when it must stop), and open attach's reserve of file descriptors. All on the
+// node's io_context thread.
 #pragma once
 
 #include <capnp/message.h>
@@ -25,14 +28,55 @@
 #include <variant>
 
 #include "core/auth.h"
+#include "core/listener.h"
 #include "canopy/topology.h"
 #include "transport/clock.h"
 #include "transport/link.h"
+#include "transport/refusal_log.h"
 
 namespace canopy::core {
 
+class ServiceContext;
+
 class Connections {
  public:
+  // `self` is the node whose connections these are (borrowed): its identity signs a
+  // refusal, its name says who refuses.
+  Connections(asio::io_context& io, const ServiceContext& self) : self_(self), listener_(io) {}
+
+  // ---- where connections come from ----
+  // Listens (core/listener.h); every accepted link goes to `on_link`.
+  Result<void> listen(const std::vector<std::string>& addresses, std::uint16_t port,
+                      const transport::StripedOptions& striped, Listener::OnLink on_link) {
+    return listener_.open(addresses, port, striped, std::move(on_link));
+  }
+  std::uint16_t port() const { return listener_.port(); }
+  void stop_listening() { listener_.close(); }
+
+  // ---- refusing one ----
+  struct Refusal {
+    std::string whom;  // in the log: "connection from ADDRESS", "to adopt back-end 3", ...
+    std::string why;
+    // The peer is told first, in a Shutdown, so that its process stops rather than ask
+    // again or elsewhere (a back-end's receive() fails with it): `told`, by default
+    // "refused by THIS NODE: WHY".
+    bool for_good = false;
+    std::string told;
+    // Not empty: a peer that proved nothing yet (whoever reaches the port can cause
+    // this), logged once per address and `stranger` kind in a while
+    // (transport/refusal_log.h), as "refusing connection from ADDRESS: WHY".
+    std::string_view stranger;
+  };
+  // Logs the refusal, tells the peer if it must stop, and closes `link` (which stays
+  // in the table until its close handler removes it).
+  void refuse(const std::shared_ptr<transport::Link>& link, const Refusal& refusal);
+  // What a stranger did that ends its connection otherwise (silence, a bad frame,
+  // too many at once), logged as a refusal is.
+  void note_stranger(const std::string& peer, std::string_view kind, const std::string& why);
+  // Open attach: takes a descriptor for a back-end that joins, or says why there is
+  // none to take (kept for the tree's own links: adoptions, striped paths, probes).
+  std::optional<std::string> take_descriptor();
+
   struct AwaitingHello {};
   struct Challenged {
     Nonce challenge{};
@@ -92,8 +136,13 @@ class Connections {
       return index_of<S, I + 1>();
     }
   }
+  const ServiceContext& self_;
+  Listener listener_;
   std::unordered_map<const transport::Link*, Connection> by_link_;
   std::array<std::size_t, std::variant_size_v<State>> counts_{};
+  transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
+  static constexpr std::size_t kJoinReserve = 32;
+  std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
 };
 
 }  // namespace canopy::core

@@ -55,12 +55,15 @@ const char* to_string(Phase phase) {
 }
 
 Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
-    : io_(io), id_(identity), observer_(observer), listener_(io), up_(id_), stop_timer_(io), news_(io, id_, children_),
-      held_(*this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
+    : io_(io),
+      id_(identity),
+      observer_(observer),
+      connections_(io, *this),
+      healing_(io, id_, children_, *this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
-  if (standby_.link) standby_.link->detach();
+  healing_.detach();
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   connections_.detach_all();
   for (auto& child : children_) {
@@ -90,7 +93,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       deliver_to_service(from, body.getService());
       return true;
     case Body::FAILURE_REPORT: {
-      ++news_received_;
+      ++healing_.news_received;
       auto f = body.getFailureReport();
       if (f.getToTheLost() && f.getRank() == id_.rank && is_root()) {
         taken_for_lost(std::string(f.getReason()));  // a child's report about this front-end
@@ -100,14 +103,14 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       return true;
     }
     case Body::ADOPTION_REPORT: {
-      ++news_received_;
+      ++healing_.news_received;
       auto a = body.getAdoptionReport();
       on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
       return true;
     }
     case Body::ADOPTION_REPORTS:
       if (from.kind != Peer::Kind::parent) return false;  // batched on the way down only
-      ++news_received_;
+      ++healing_.news_received;
       for (auto a : body.getAdoptionReports()) {
         on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
       }
@@ -136,7 +139,7 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
   // The root's own endpoint goes out with the topology every child is launched with,
   // not only with the endpoints published once the tree is up: an orphan whose
   // parent dies before those reach it can still ask the front-end to adopt it.
-  publish_endpoints({{id_.rank, listener_.port()}});  // no child is connected yet
+  publish_endpoints({{id_.rank, connections_.port()}});  // no child is connected yet
   emit(events::Started{});
   return {};
 }
@@ -157,7 +160,7 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
     parent_ = std::move(*link);
   }
   attach_parent(parent_);
-  up_.begin(parent_, id_.incarnation, false, false, std::nullopt, services_.in_order());
+  healing_.up.begin(parent_, id_.incarnation, false, false, std::nullopt, services_.in_order());
   log().info("connected to parent {}, waiting for its challenge", where);
   return {};
 }
@@ -202,20 +205,19 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
   });
   link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
       [this, raw](std::string_view reason) {
-        up_.forget(raw);
+        healing_.up.forget(raw);
         if (parent_.get() == raw) {
           on_parent_closed(reason);
         } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
           on_trying_closed(reason);
-        } else if (standby_.link.get() == raw) {
-          log().info("standby link to {} closed: {}", describe(standby_.acceptor), reason);
-          standby_ = {};
+        } else if (healing_.is_standby(raw)) {
+          log().info("standby link to {} closed: {}", describe(healing_.forget_standby()), reason);
         }
       });
 }
 
 void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
-  if (up_.under_way(link) && !up_.on_message(link, message.getRoot<wire::Message>())) return;
+  if (healing_.up.under_way(link) && !healing_.up.on_message(link, message.getRoot<wire::Message>())) return;
   if (parent_.get() == link) {
     on_parent_message(message);
   } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == link) {
@@ -239,8 +241,7 @@ void Node::on_parent_message(capnp::MessageReader& message) {
     case Body::SHUTDOWN: {
       // The reason comes down from the front-end through every level: said once.
       const std::string reason = body.getShutdown().getReason();
-      if (!stopping()) stopped_in_order_ = true;
-      return begin_stop(reason.starts_with("shutdown: ") ? reason : "shutdown: " + reason);
+      return begin_stop(reason.starts_with("shutdown: ") ? reason : "shutdown: " + reason, true);
     }
     default:
       log().warn("ignoring unexpected message {} from parent", static_cast<int>(body.which()));
@@ -367,7 +368,7 @@ void Node::finish_child_loss(std::size_t index) {
 // ---- the live tree ----
 
 void Node::flood(Message& message, const Link* except) {
-  news_.flush();  // what was learnt earlier goes first
+  healing_.news.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   for (auto& child : children_) {
     if (child.link && child.link.get() != except) child.link->send(message.builder());
@@ -438,7 +439,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
     set_adoption(message.body().initAdoptionReport(), orphan, adopter, incarnation);
     parent_->send(message.builder());
   }
-  if (!children_.empty()) news_.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);
+  if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);
   emit(events::TreeChanged{joined ? events::TreeChanged::Kind::join : events::TreeChanged::Kind::adoption, orphan,
                            adopter, incarnation, {}});
   if (joining_here) admit_joining(orphan, !joined);
@@ -463,7 +464,7 @@ void Node::send_to_child(std::size_t child, Message& message) {
   // What this node has learnt of the tree goes first: a stream created, or a packet
   // sent, to a back-end that has just joined must find it known at every commnode
   // on its way (the join's report would otherwise follow it a batch later).
-  news_.flush_fast();
+  healing_.news.flush_fast();
   if (auto& link = children_[child].link) link->send(message.builder());
 }
 
@@ -473,16 +474,24 @@ std::optional<std::size_t> Node::route_to(Rank backend) const {
 
 // ---- stopping ----
 
-void Node::shutdown(const std::string& reason) {
-  if (!stopping()) stopped_in_order_ = true;
-  begin_stop(reason);
+void Node::shutdown(const std::string& reason) { begin_stop(reason, true); }
+
+bool Node::stopped_in_order() const {
+  if (const auto* s = std::get_if<Stopping>(&phase_)) return s->in_order;
+  if (const auto* s = std::get_if<Stopped>(&phase_)) return s->in_order;
+  return false;
 }
 
-void Node::begin_stop(const std::string& reason) {
+bool Node::declared_lost() const {
+  const auto* s = std::get_if<Stopped>(&phase_);
+  return s && s->declared_lost;
+}
+
+void Node::begin_stop(const std::string& reason, bool in_order) {
   if (stopping()) return;
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
-  set_phase(Stopping{reason}, reason);  // drops what an orphan held back
-  news_.drop();                            // the children are told to stop instead
+  set_phase(Stopping{reason, in_order, std::make_unique<Timer>(io_)}, reason);  // drops what an orphan held back
+  healing_.news.drop();                            // the children are told to stop instead
   close_standby("stopping");
   for (auto& link : connections_.links([](const auto& s) { return std::holds_alternative<Connections::Standby>(s); })) {
     connections_.remove(link.get());
@@ -512,8 +521,9 @@ void Node::begin_stop(const std::string& reason) {
     }
   }
   auto grace = stop_grace_for_height(tree_ ? tree_->view().height(id_.rank) : 0);
-  stop_timer_.expires_after(grace);
-  stop_timer_.async_wait([this, grace](const boost::system::error_code& ec) {
+  auto& grace_timer = *std::get<Stopping>(phase_).grace;
+  grace_timer.expires_after(grace);
+  grace_timer.async_wait([this, grace](const boost::system::error_code& ec) {
     if (ec) return;
     for (auto& child : children_) {
       if (child.process && child.process->running()) {
@@ -539,17 +549,18 @@ void Node::check_stopped() {
     if (child.process && child.process->running()) return;
   }
   std::string reason = std::move(stopping_phase->reason);
-  set_phase(Stopped{reason}, "every child has exited");
-  stop_timer_.cancel();
-  listener_.close();
+  const bool in_order = stopping_phase->in_order;
+  set_phase(Stopped{reason, in_order}, "every child has exited");  // ends the grace period
+  connections_.stop_listening();
   log().info("stopped: {}", reason);
   if (parent_ && parent_->is_open()) {
     // Stopped once the parent link has flushed what it holds and said goodbye (a
     // striped link's bye; without it the parent would wait for the link's time-out
     // to tell a stop from a failure): its close handler, or a bound.
     parent_->close("stopped");
-    stop_timer_.expires_after(std::chrono::seconds(1));
-    stop_timer_.async_wait([this](const boost::system::error_code& ec) {
+    auto& farewell = std::get<Stopped>(phase_).farewell;
+    farewell = std::make_unique<Timer>(io_, std::chrono::seconds(1));
+    farewell->async_wait([this](const boost::system::error_code& ec) {
       if (!ec) notify_stopped();
     });
     return;
@@ -561,7 +572,7 @@ void Node::check_stopped() {
 // left this process or will find it gone, are adopted elsewhere (their processes are
 // not killed). The parent hears why first, as a failure report about this process,
 // so that the tree heals without waiting for a time-out.
-void Node::abandon(const std::string& reason) {
+void Node::abandon(const std::string& reason, bool declared_lost) {
   if (phase() == Phase::stopped) return;
   log().error("{}: leaving the tree; the children are left to be adopted elsewhere", reason);
   if (parent_ && parent_->is_open()) {
@@ -578,9 +589,11 @@ void Node::abandon(const std::string& reason) {
     if (child.process) child.process->release();
   }
   connections_.detach_all();
-  if (standby_.link) std::exchange(standby_.link, nullptr)->detach();
-  listener_.close();
-  set_phase(Stopped{reason}, "left the tree");
+  healing_.detach();
+  connections_.stop_listening();
+  Stopped stopped{reason};
+  stopped.declared_lost = declared_lost;
+  set_phase(std::move(stopped), "left the tree");
   emit(events::Stopping{reason});
   notify_stopped();
 }
@@ -589,7 +602,7 @@ void Node::notify_stopped() {
   auto& stopped = std::get<Stopped>(phase_);
   if (stopped.notified) return;
   stopped.notified = true;
-  stop_timer_.cancel();
+  if (stopped.farewell) stopped.farewell->cancel();
   if (observer_) observer_->on_stopped(stopped.reason);
 }
 

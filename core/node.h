@@ -31,6 +31,7 @@
 #include "canopy/topology.h"
 #include "core/children.h"
 #include "core/connections.h"
+#include "core/healing.h"
 #include "core/held_adoptions.h"
 #include "core/held_output.h"
 #include "core/listener.h"
@@ -108,10 +109,10 @@ class Node final : public ServiceContext {
   // parent's shutdown. False when it stopped for a failure (its parent lost without
   // healing, no adopter, left the tree, no front-end within the grace period): the
   // commnode's exit status says which (0 or 1).
-  bool stopped_in_order() const { return stopped_in_order_; }
+  bool stopped_in_order() const;
   // This front-end read that a child took it for lost, and left the tree
   // (docs/fault-tolerance.md, "A stopped front-end").
-  bool declared_lost() const { return declared_lost_; }
+  bool declared_lost() const;
   // True while nothing waits to be written on this node's links (the parent's and
   // every connected child's): a message sent now leaves at once, and would not be
   // coalesced with others. The libraries' caller-thread fast path sends inline only
@@ -124,12 +125,12 @@ class Node final : public ServiceContext {
   void flood(Message& message, const transport::Link* except = nullptr);
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
-  std::size_t news_received() const { return news_received_; }
+  std::size_t news_received() const { return healing_.news_received; }
   // How many standby links other processes keep to this node.
   std::size_t standbys_accepted() const { return connections_.count<Connections::Standby>(); }
   // How many probes of an orphan's parent this node has made (one per parent for
   // all the requests held at once); for tests and diagnostics.
-  std::size_t parent_probes() const { return held_.probes(); }
+  std::size_t parent_probes() const { return healing_.held.probes(); }
 
   // ---- ServiceContext (core/service_context.h) ----
   asio::io_context& io() override { return io_; }
@@ -141,7 +142,7 @@ class Node final : public ServiceContext {
   const TreeView* live_tree() const override { return tree_ ? &tree_->view() : nullptr; }
   const ChildTable& children() const override { return children_; }
   const transport::Link* parent_link() const override { return parent_.get(); }
-  std::uint16_t listen_port() const override { return listener_.port(); }
+  std::uint16_t listen_port() const override { return connections_.port(); }
   std::string describe(Rank rank) const override;
   std::optional<std::size_t> route_to(Rank backend) const override;
   bool send_up(Message& message) override;
@@ -181,10 +182,15 @@ class Node final : public ServiceContext {
   };
   struct Stopping {
     std::string reason;
+    bool in_order = false;        // shut down, not stopped for a failure (stopped_in_order())
+    std::unique_ptr<Timer> grace;  // then the children still running are killed
   };
   struct Stopped {
     std::string reason;
+    bool in_order = false;
+    bool declared_lost = false;  // a front-end a child took for lost (declared_lost())
     bool notified = false;
+    std::unique_ptr<Timer> farewell;  // the parent link's goodbye, bounded
   };
   using PhaseData = std::variant<Launching, Running, Orphaned, Stopping, Stopped>;
   void set_phase(PhaseData next, std::string_view why);
@@ -206,9 +212,6 @@ class Node final : public ServiceContext {
   bool orphan_may_be_adopted(Rank orphan) const;
   void adopt_orphan(const OrphanRequest& request);
   void review_held_adoptions();
-  // Logs the refusal of a connection from `peer` before it proved the secret, once per
-  // address and `kind` in a while (transport/refusal_log.h).
-  void log_refusal(const std::string& peer, std::string_view kind, const std::string& why);
   // A message on a link up (parent or potential adopter), its handshake first
   // (core/up_handshakes.h).
   void on_up_message(const transport::Link* link, capnp::MessageReader& message);
@@ -256,10 +259,12 @@ class Node final : public ServiceContext {
   void finish_child_loss(std::size_t child);
   void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from,
                          std::optional<std::uint32_t> incarnation = std::nullopt);
-  void abandon(const std::string& reason);
+  void abandon(const std::string& reason, bool declared_lost = false);
   void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
 
-  void begin_stop(const std::string& reason);
+  // Stops the node and its subtree (nothing if it is stopping already); `in_order`:
+  // shut down, not for a failure.
+  void begin_stop(const std::string& reason, bool in_order = false);
   void check_stopped();
   void notify_stopped();
 
@@ -275,37 +280,11 @@ class Node final : public ServiceContext {
 
   std::shared_ptr<transport::Link> parent_;
   bool upstream_full_ = false;  // reading from the children is paused
-  bool stopped_in_order_ = false;
-  Listener listener_;
-  Connections connections_;  // every link but the parent's, in its state (core/connections.h)
-  // Open attach: descriptors a commnode keeps for the tree's own links (adoptions,
-  // striped paths, probes); a back-end that would take one of them is refused.
-  static constexpr std::size_t kJoinReserve = 32;
-  std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
-  bool declared_lost_ = false;
-  transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
-  UpHandshakes up_;  // the handshake of the links this node dials
+  Connections connections_;  // every link but the parent's, in its state, and the listener (core/connections.h)
 
   ChildTable children_;
   Gate gate_;
-  Timer stop_timer_;
-  TreeNews news_;  // live-tree changes on their way down
-  HeldAdoptions held_;  // orphans' requests waiting for their parent's failure to be known
-  std::size_t news_received_ = 0;
-  // The re-attach under way (Node::reattach): the link to the acceptor until the
-  // topology has arrived, and the continuation.
-  struct Reattaching {
-    std::shared_ptr<transport::Link> link;
-    Rank acceptor = 0;
-    std::function<void(Result<void>)> done;
-  };
-  Reattaching reattaching_;
-  // This node's standby link to its first potential adopter (null: none).
-  struct Standby {
-    std::shared_ptr<transport::Link> link;
-    Rank acceptor = 0;
-  };
-  Standby standby_;
+  Healing healing_;  // links up, standby, re-attach, held adoptions, tree news (core/healing.h)
 };
 
 }  // namespace canopy::core

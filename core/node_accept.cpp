@@ -21,10 +21,6 @@ using transport::TcpLink;
 using Body = wire::Message::Body;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-}  // namespace
-
 // Listens on every NIC address of this node's host, all on one port.
 Result<void> Node::listen() {
   const auto& me = topology_->at(id_.rank);
@@ -32,7 +28,7 @@ Result<void> Node::listen() {
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
   options.max_pending = max_pending();
   options.path_mac = path_mac(id_.secret);
-  auto opened = listener_.open(topology_->nics_of(me.host), me.port, options,
+  auto opened = connections_.listen(topology_->nics_of(me.host), me.port, options,
                                [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
   if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
   return {};
@@ -48,7 +44,7 @@ std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * t
 void Node::accept_link(std::shared_ptr<Link> link) {
   if (phase() == Phase::stopped) return link->abort("stopped");
   if (connections_.unadmitted() >= max_pending()) {
-    log_refusal(link->peer(), "pending", fmt::format("{} connections are already waiting for their hello, the most this "
+    connections_.note_stranger(link->peer(), "pending", fmt::format("{} connections are already waiting for their hello, the most this "
                                           "node holds", connections_.unadmitted()));
     return link->abort("too many connections without a hello");
   }
@@ -60,7 +56,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
     if (ec || !l) return;
     const auto* c = connections_.find(l.get());
     if (!c || !c->hello_deadline) return;  // admitted meanwhile
-    log_refusal(l->peer(), "silent", fmt::format("no hello within {} ms", plan_.startup_timeout.count()));
+    connections_.note_stranger(l->peer(), "silent", fmt::format("no hello within {} ms", plan_.startup_timeout.count()));
     l->close("no hello in time");
   });
   link->start([this, raw](capnp::MessageReader& message) { on_accepted_message(raw, message); },
@@ -102,7 +98,7 @@ void Node::on_child_message(std::size_t index, const Link* link, wire::Message::
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {
-  held_.forget(link);
+  healing_.held.forget(link);
   auto c = connections_.remove(link);
   if (parent_.get() == link) return on_parent_closed(reason);
   if (!c) return;
@@ -110,24 +106,20 @@ void Node::on_accepted_closed(const Link* link, std::string_view reason) {
   // Garbage or an oversized frame before any hello: docs/protocol.md promises the
   // warning, once per address in a while like any refused handshake.
   if (reason.starts_with("bad frame") && !std::holds_alternative<Connections::Standby>(c->state)) {
-    log_refusal(c->link->peer(), "frame", std::string(reason) + " (before a hello)");
+    connections_.note_stranger(c->link->peer(), "frame", std::string(reason) + " (before a hello)");
   }
 }
 
 void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg) {
   // Nothing is proved yet: whoever can reach the port can cause these.
   auto refuse = [&](std::string_view kind, const std::string& why) {
-    log_refusal(link->peer(), kind, why);
-    link->close(why);
+    connections_.refuse(link, {.why = why, .stranger = kind});
   };
   // A process of another version or another tree can never be accepted here: it is
   // told why and to stop, so that its own error says so (an attached back-end's
   // receive() fails with the reason), not just that its parent hung up.
   auto refuse_for_good = [&](std::string_view kind, const std::string& why) {
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-    link->send(stop.builder());
-    refuse(kind, why);
+    connections_.refuse(link, {.why = why, .for_good = true, .stranger = kind});
   };
   if (msg.getBody().which() != Body::HELLO) return refuse("not a hello", "first message is not a hello");
   auto hello = msg.getBody().getHello();
@@ -166,14 +158,12 @@ void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Read
                                     msg.getBody().getHelloProof().getProof());
   if (!proved) {
     // Logged once per address in a while: a stranger retrying must not fill the log.
-    log_refusal(link->peer(), "proof", fmt::format("authentication failed (a {}, pid {}, claiming rank {}): wrong or "
-                                          "missing network secret",
-                                          to_string(from_wire(hello.getRole())), hello.getPid(), hello.getRank()));
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) +
-                                         ": authentication failed (wrong or missing network secret)");
-    link->send(stop.builder());
-    return link->close("authentication failed");
+    return connections_.refuse(
+        link, {.why = fmt::format("authentication failed (a {}, pid {}, claiming rank {}): wrong or missing network secret",
+                                  to_string(from_wire(hello.getRole())), hello.getPid(), hello.getRank()),
+               .for_good = true,
+               .told = "refused by " + describe(id_.rank) + ": authentication failed (wrong or missing network secret)",
+               .stranger = "proof"});
   }
   admit(link, hello);
 }
@@ -182,16 +172,13 @@ void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Read
 // a lost back-end's rank coming back.
 void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   auto refuse = [&](const std::string& why) {
-    log().warn("refusing connection from {}: {}", link->peer(), why);
-    link->close(why);
+    connections_.refuse(link, {.whom = "connection from " + link->peer(), .why = why});
   };
   for (Service* service : services_.in_order()) {
     if (auto why = service->refuse_hello(hello)) {
       // Told to stop, not only refused: an orphan would otherwise ask the next adopter.
-      Message stop(id_);
-      stop.body().initShutdown().setReason(*why);
-      link->send(stop.builder());
-      return refuse(*why);
+      return connections_.refuse(link, {.whom = "connection from " + link->peer(), .why = *why, .for_good = true,
+                                        .told = *why});
     }
   }
   if (from_wire(hello.getRole()) == Role::frontend) return accept_frontend(link, hello);
@@ -211,7 +198,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link);
   // A back-end attaching late must not start from the launch shape.
-  if (tree_) news_.send_live_tree(*tree_, *link, true);
+  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{*index, child.rank});
 }
 
@@ -235,8 +222,7 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
 void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   const Rank rank = hello.getRank();
   auto refuse = [&](const std::string& why) {
-    log().warn("refusing the standby link of {}: {}", describe(rank), why);
-    link->close("standby link refused: " + why);
+    connections_.refuse(link, {.whom = "the standby link of " + describe(rank), .why = why});
   };
   if (stopping()) return refuse("stopping");
   // Held without a deadline: only where the tree asked for them.
@@ -280,7 +266,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
                              std::max(std::chrono::milliseconds(500), plan_.fault.lost) * 3 / 4);
   connections_.set(link, Connections::HeldOrphan{});
-  held_.hold(std::move(request), kept);
+  healing_.held.hold(std::move(request), kept);
 }
 
 bool Node::orphan_may_be_adopted(Rank orphan) const {
@@ -288,30 +274,26 @@ bool Node::orphan_may_be_adopted(Rank orphan) const {
   if (!view.contains(orphan)) return true;  // adopt_orphan refuses it with the reason
   const Rank parent = view.parent(orphan);
   if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
-  return held_.found_gone(parent, plan_.fault.lost);
+  return healing_.held.found_gone(parent, plan_.fault.lost);
 }
 
 // After a failure report, when orphaned or when stopping: every held request that
 // may now be answered is (adopted, or refused with the reason).
 void Node::review_held_adoptions() {
-  held_.review([this](Rank orphan) { return stopping() || seeking_adopter() || orphan_may_be_adopted(orphan); });
+  healing_.held.review([this](Rank orphan) { return stopping() || seeking_adopter() || orphan_may_be_adopted(orphan); });
 }
 
 void Node::adopt_orphan(const OrphanRequest& request) {
   const std::shared_ptr<Link>& link = request.link;
   const Rank orphan = request.orphan;
-  auto refuse = [&](const std::string& why) {
-    log().warn("refusing to adopt {}: {}", orphan, why);
-    link->close("adoption refused: " + why);
-  };
+  const std::string whom = "to adopt " + std::to_string(orphan);
+  auto refuse = [&](const std::string& why) { connections_.refuse(link, {.whom = whom, .why = why}); };
   if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
   if (stopping()) {
     // Tell the orphan why, so that it stops too instead of trying others.
-    Message stop(id_);
     const auto* s = std::get_if<Stopping>(&phase_);
-    stop.body().initShutdown().setReason(s ? s->reason : "stopped");
-    link->send(stop.builder());
-    return refuse("this node is stopping");
+    return connections_.refuse(
+        link, {.whom = whom, .why = "this node is stopping", .for_good = true, .told = s ? s->reason : "stopped"});
   }
   if (seeking_adopter()) return refuse("this node is itself an orphan");
   const std::uint32_t incarnation = request.incarnation;
@@ -337,7 +319,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setAdopter(id_.rank);
   a.setIncarnation(incarnation);
   link->send(reply.builder());
-  if (tree_) news_.send_live_tree(*tree_, *link, true);
+  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   on_adoption_report(orphan, id_.rank, incarnation, link.get());
   emit(events::ChildAdopted{index, orphan});
 }
@@ -350,8 +332,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
 void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   Child& child = children_[index];
   auto refuse = [&](const std::string& why) {
-    log().warn("refusing {} again: {}", describe(child.rank), why);
-    link->close(why);
+    connections_.refuse(link, {.whom = describe(child.rank) + " again", .why = why});
   };
   if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
   if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
@@ -366,14 +347,8 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   on_adoption_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link);
   // With the report above: the new process learns its incarnation.
-  if (tree_) news_.send_live_tree(*tree_, *link, true);
+  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, child.rank, true});
-}
-
-void Node::log_refusal(const std::string& peer, std::string_view kind, const std::string& why) {
-  if (auto unlogged = refusals_.admit(peer, kind)) {
-    log().warn("refusing connection from {}: {}{}", peer, why, transport::RefusalLog::unlogged_note(*unlogged));
-  }
 }
 
 }  // namespace canopy::core

@@ -22,23 +22,13 @@ namespace canopy::core {
 
 using transport::Link;
 
-namespace {
-
-// Tells back-end `rank` on `link` why it may not join (its receive() fails with it),
-// in the words of node `self`, and closes the link.
-void turn_away(Link& link, const NodeIdentity& self, Rank rank, const std::string& refuser, const std::string& why) {
-  log().warn("refusing back-end {} from {}: {}", rank, link.peer(), why);
-  Message stop(self);
-  stop.body().initShutdown().setReason("refused by " + refuser + ": " + why);
-  link.send(stop.builder());
-  link.close(why);
-}
-
-}  // namespace
-
 void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   const Rank rank = hello.getRank();
-  auto refuse = [&](const std::string& why) { turn_away(*link, id_, rank, describe(id_.rank), why); };
+  // Told why (its receive() fails with it).
+  auto refuse = [&](const std::string& why) {
+    connections_.refuse(link, {.whom = "back-end " + std::to_string(rank) + " from " + link->peer(), .why = why,
+                               .for_good = true});
+  };
   if (from_wire(hello.getRole()) != Role::backend) return refuse("only back-ends join a running tree");
   if (rank >= kFirstInternalRank) {
     return refuse("rank " + std::to_string(rank) + " is not a back-end's (back-end ranks are below " +
@@ -49,24 +39,7 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
                   describe(tree_->view().parent(rank)) + ")");
   }
   if (connections_.joining(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
-  // A descriptor per back-end: short of them, the soft limit (often 1,024) is raised
-  // to the hard one, here rather than at the start so that the children this node
-  // launched keep the limit they were given. Counted again (a directory listing)
-  // only once the last count, less one per back-end since, comes near the reserve.
-  if (spare_descriptors_ < 4 * kJoinReserve) {
-    auto left = descriptors_left();
-    if (left && *left < kJoinReserve) {
-      if (auto raised = raise_descriptor_limit()) log().info("open descriptors: at most {} now", *raised);
-      left = descriptors_left();
-    }
-    spare_descriptors_ = left.value_or(std::numeric_limits<std::size_t>::max());
-    if (spare_descriptors_ < kJoinReserve) {
-      return refuse("it is out of file descriptors (" + std::to_string(spare_descriptors_) + " left, " +
-                    std::to_string(kJoinReserve) +
-                    " kept for the tree's own links): join under another commnode, or raise its limit (ulimit -n)");
-    }
-  }
-  --spare_descriptors_;
+  if (auto none = connections_.take_descriptor()) return refuse(*none);
   if (stopping()) return refuse("this node is stopping");
   if (seeking_adopter()) return refuse("this node is itself an orphan");
   auto deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
@@ -112,7 +85,8 @@ void Node::refuse_joining(Rank rank, const std::string& why) {
   if (!c) return;
   auto link = c->link;
   connections_.set(link, Connections::AwaitingHello{});  // closing: nothing more is asked of it
-  turn_away(*link, id_, rank, describe(id_.rank), why);
+  connections_.refuse(link, {.whom = "back-end " + std::to_string(rank) + " from " + link->peer(), .why = why,
+                             .for_good = true});
 }
 
 // The root accepted the join of `rank` under this node, and the report has been
@@ -126,7 +100,7 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
   send_topology(*link);
   // With its join: the newcomer learns its incarnation.
-  if (tree_) news_.send_live_tree(*tree_, *link, true);
+  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, rank, rejoined, true});
 }
 

@@ -63,39 +63,29 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   // late and report the number it was asked for, which would make it stale.
   const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
   attach_parent(link);
-  up_.begin(link, incarnation, true, false, candidate, services_.in_order());
+  healing_.up.begin(link, incarnation, true, false, candidate, services_.in_order());
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
 }
 
 void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
   close_standby("replaced");
   if (phase() != Phase::running) return link->abort("not running");
-  standby_ = {link, acceptor};
   attach_parent(link);
-  up_.begin(link, id_.incarnation, false, true, acceptor, services_.in_order());
+  healing_.open_standby(link, acceptor, id_.incarnation, services_.in_order());
   log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
 }
 
-std::optional<Rank> Node::standby() const {
-  if (!standby_.link || !standby_.link->is_open()) return std::nullopt;
-  return standby_.acceptor;
-}
+std::optional<Rank> Node::standby() const { return healing_.standby(); }
 
-void Node::close_standby(std::string_view why) {
-  if (!standby_.link) return;
-  auto link = std::exchange(standby_.link, nullptr);
-  up_.forget(link.get());
-  link->close(why);
-}
+void Node::close_standby(std::string_view why) { healing_.close_standby(why); }
 
 bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) {
   auto* o = std::get_if<Orphaned>(&phase_);
-  if (!o || !standby_.link || !standby_.link->is_open() || standby_.acceptor != candidate ||
-      up_.under_way(standby_.link.get())) {
-    return false;
-  }
+  if (!o) return false;
+  auto link = healing_.take_standby(candidate);
+  if (!link) return false;
   if (o->trying) o->trying->abort("another adoption request replaces it");
-  o->trying = std::exchange(standby_.link, nullptr);
+  o->trying = std::move(link);
   o->trying_rank = candidate;
   o->done = std::move(done);
   const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);

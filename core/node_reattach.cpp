@@ -16,26 +16,26 @@ using transport::Link;
 // ---- the new front-end ----
 
 void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<void(Result<void>)> done) {
-  if (topology_ || reattaching_.link) {
+  if (topology_ || healing_.reattaching.link) {
     link->abort("already attached");
     return done(Error{"this front-end has attached already"});
   }
   const Link* raw = link.get();
-  reattaching_ = {link, acceptor, std::move(done)};
+  healing_.reattaching = {link, acceptor, std::move(done)};
   link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
               [this, raw](std::string_view reason) {
-                up_.forget(raw);
-                if (reattaching_.link.get() == raw) return reattach_failed(std::string(reason));
+                healing_.up.forget(raw);
+                if (healing_.reattaching.link.get() == raw) return reattach_failed(std::string(reason));
                 on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
               });
-  up_.begin(link, 0, false, false, acceptor, services_.in_order());
+  healing_.up.begin(link, 0, false, false, acceptor, services_.in_order());
   log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
 }
 
 void Node::reattach_failed(const std::string& why) {
-  auto r = std::exchange(reattaching_, {});
+  auto r = std::exchange(healing_.reattaching, {});
   if (!r.link) return;
-  up_.forget(r.link.get());
+  healing_.up.forget(r.link.get());
   r.link->abort(why);
   log().warn("re-attaching to {} failed: {}", r.acceptor, why);
   if (r.done) r.done(Error{why});
@@ -43,23 +43,23 @@ void Node::reattach_failed(const std::string& why) {
 
 // The acceptor's handshake, then its topology; from then on it is this node's child.
 void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
-  if (up_.under_way(raw) && !up_.on_message(raw, message.getRoot<wire::Message>())) return;
+  if (healing_.up.under_way(raw) && !healing_.up.on_message(raw, message.getRoot<wire::Message>())) return;
   if (connections_.child_of(raw)) return on_accepted_message(raw, message);
-  if (reattaching_.link.get() != raw) return;
+  if (healing_.reattaching.link.get() != raw) return;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
   if (body.isShutdown()) return reattach_failed(body.getShutdown().getReason());
-  if (!body.isTopology() || msg.getSenderRank() != reattaching_.acceptor) {
+  if (!body.isTopology() || msg.getSenderRank() != healing_.reattaching.acceptor) {
     return reattach_failed("it sent something other than the topology first");
   }
   auto topology = decode_topology(body.getTopology());
   if (!topology) return reattach_failed("it sent an invalid topology: " + topology.error());
-  const Rank acceptor = reattaching_.acceptor;
+  const Rank acceptor = healing_.reattaching.acceptor;
   if (topology->root().rank != id_.rank) return reattach_failed("its tree's front-end has another rank");
   if (!topology->find(acceptor) || topology->at(acceptor).role != Role::commnode) {
     return reattach_failed("rank " + std::to_string(acceptor) + " is not a commnode of its tree");
   }
-  auto r = std::exchange(reattaching_, {});
+  auto r = std::exchange(healing_.reattaching, {});
   plan_ = decode_plan(body.getTopology());
   plan_.reattached = true;
   adopt_topology(std::move(*topology));
@@ -86,7 +86,7 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   take_link(*index, r.link);
   set_child_state(*index, ChildState::ready, "re-attached to it at " + r.link->peer());
   log().info("re-attached to {}: {} processes in the topology", describe(acceptor), topology_->size());
-  publish_endpoints({{id_.rank, listener_.port()}});  // orphans may ask this front-end to adopt them
+  publish_endpoints({{id_.rank, connections_.port()}});  // orphans may ask this front-end to adopt them
   emit(events::Started{});
   if (r.done) r.done({});
 }
@@ -96,12 +96,12 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
 // the root's place for the grace period), so it must not act on the tree again: it
 // leaves, saying so (docs/fault-tolerance.md, "A stopped front-end").
 void Node::taken_for_lost(const std::string& reason) {
-  declared_lost_ = true;
   abandon("a child took this front-end for lost (" + reason + ")" +
           (plan_.fault.keep_tree_for.count() > 0
                ? "; the tree is kept for " + std::to_string(plan_.fault.keep_tree_for.count()) +
                      " ms under an heir, for a front-end to re-attach"
-               : "; without a grace period (keep_tree_for) the tree stops"));
+               : "; without a grace period (keep_tree_for) the tree stops"),
+          true);
 }
 
 // ---- the heir ----
@@ -142,11 +142,8 @@ void Node::remove_reattach_file() {
 // the output it held back.
 void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   auto refuse = [&](const std::string& why) {
-    log().warn("refusing the front-end that re-attaches from {}: {}", link->peer(), why);
-    Message stop(id_);
-    stop.body().initShutdown().setReason("refused by " + describe(id_.rank) + ": " + why);
-    link->send(stop.builder());
-    link->close(why);
+    connections_.refuse(link, {.whom = "the front-end that re-attaches from " + link->peer(), .why = why,
+                               .for_good = true});
   };
   if (!tree_ || stopping()) return refuse("this node is not running");
   const Rank root = tree_->view().root();
@@ -169,7 +166,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   id_.incarnation = tree_->next_incarnation(id_.incarnation);
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
   send_topology(*link);
-  if (tree_) news_.send_live_tree(*tree_, *link, false);
+  if (tree_) healing_.news.send_live_tree(*tree_, *link, false);
   on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});
   held.send_all(*parent_);
