@@ -97,12 +97,9 @@ void HeldAdoptions::release(const Link* orphan_link) {
   Held released = std::move(*it);
   held_.erase(it);
   // Closed without their handlers (which would look for the request just released).
-  const bool was_probing = released.probe == Probe::asking && (released.probe_link || released.socket);
+  const bool was_probing = released.probe == Probe::asking && (released.probe_link || released.dial.under_way());
   if (released.probe_link) released.probe_link->detach();
-  if (released.socket) {
-    boost::system::error_code ignored;
-    released.socket->close(ignored);  // its handler finds no request and returns
-  }
+  released.dial.cancel();
   if (!was_probing || !node_.live_tree()) return;
   // Requests that waited on its probe: the first of them probes again.
   const Rank parent = parent_of(released.request.orphan);
@@ -117,29 +114,22 @@ void HeldAdoptions::release(const Link* orphan_link) {
 void HeldAdoptions::probe_parent(Held& held) {
   const Rank parent = parent_of(held.request.orphan);
   if (std::any_of(held_.begin(), held_.end(), [&](const Held& h) {
-        return &h != &held && h.probe == Probe::asking && (h.socket || h.probe_link) &&
+        return &h != &held && h.probe == Probe::asking && (h.dial.under_way() || h.probe_link) &&
                parent_of(h.request.orphan) == parent;
       })) {
     held.probe = Probe::asking;  // answered with that probe
     return;
   }
-  const auto& topology = node_.topology();
-  const canopy::Node* n = topology ? topology->find(parent) : nullptr;
-  boost::system::error_code ec;
-  const auto address = n ? boost::asio::ip::make_address(topology->address_of(n->host), ec) : boost::asio::ip::address();
-  if (!n || n->port == 0 || ec || parent == node_.identity().rank) return;  // no way to ask: the deadline decides
-  held.probe = Probe::asking;
-  ++probes_;
-  held.socket = std::make_unique<boost::asio::ip::tcp::socket>(node_.io());
-  held.socket->async_connect({address, n->port}, [this, raw = held.request.link.get(), parent,
-                                                   alive = std::weak_ptr<int>(lifetime_)](
-                                                     const boost::system::error_code& ec) {
+  if (parent == node_.identity().rank) return;
+  // One TCP connection even where the link is striped: the hello's challenge is
+  // all the probe waits for.
+  auto dialled = node_.dial(parent, true, [this, raw = held.request.link.get(), parent,
+                                              alive = std::weak_ptr<int>(lifetime_)](Dialled dialled) {
     if (alive.expired()) return;
     Held* h = find(raw);
-    if (!h || !h->socket) return;
-    if (ec) return probe_answered(raw, Probe::gone, "connecting to it: " + ec.message());
-    auto link = TcpLink::create(std::move(*h->socket));
-    h->socket.reset();
+    if (!h) return;
+    if (!dialled.link) return probe_answered(raw, Probe::gone, "connecting to it: " + dialled.error);
+    auto link = std::move(dialled.link);
     h->probe_link = link;
     h->probe_nonce = new_nonce();
     link->start(
@@ -165,6 +155,10 @@ void HeldAdoptions::probe_parent(Held& held) {
     h2.setNonce(as_data(h->probe_nonce));
     link->send(hello.builder());
   });
+  if (!dialled) return;  // no way to ask: the deadline decides
+  held.probe = Probe::asking;
+  ++probes_;
+  held.dial = std::move(*dialled);
 }
 
 // The probe's answer holds for every request held for the same parent.

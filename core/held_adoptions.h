@@ -74,7 +74,7 @@ class HeldAdoptions {
     OrphanRequest request;
     std::unique_ptr<Timer> deadline;
     Probe probe = Probe::none;
-    std::unique_ptr<boost::asio::ip::tcp::socket> socket;  // connecting
+    Dial dial;                                             // connecting
     std::shared_ptr<transport::Link> probe_link;          // connected: hello sent
     Nonce probe_nonce{};
   };

@@ -165,6 +165,11 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
   return {};
 }
 
+Result<Dial> Node::dial(Rank rank, bool plain, DialDone done) {
+  if (!topology_) return Error{"the tree is not known yet"};
+  return core::dial(io_, *topology_, id_.rank, rank, id_.secret, plain, std::move(done));
+}
+
 bool Node::links_idle() const {
   if (parent_ && parent_->queued_bytes() > 0) return false;
   return std::all_of(children_.begin(), children_.end(),

@@ -155,6 +155,7 @@ class Node final : public ServiceContext {
   void give_up_child(std::size_t child, std::string_view why) override;
   void subtree_up() override;
   void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) override;
+  Result<Dial> dial(Rank rank, bool plain, DialDone done) override;
   void request_adoption(std::shared_ptr<transport::Link> link, Rank candidate,
                         std::function<void(Result<Adoption>)> done) override;
   void cancel_adoption() override;

@@ -26,6 +26,7 @@
 
 #include "canopy/topology.h"
 #include "core/children.h"
+#include "core/dial.h"
 #include "core/plan.h"
 #include "core/service.h"
 #include "core/tree_view.h"
@@ -112,6 +113,13 @@ class ServiceContext {
   // are known; set in the topology and sent to every child, so that every process
   // gets them (an orphan needs them to reach an adopter).
   virtual void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) = 0;
+
+  // ---- connecting ----
+  // Dials process `rank` of the tree (core/dial.h): striped where the topology says,
+  // else plain (always plain with `plain`). Keep the Dial while it is under way:
+  // dropping it abandons the connection. An error at once when the rank cannot be
+  // reached at all (unknown, no port yet, its host does not resolve).
+  virtual Result<Dial> dial(Rank rank, bool plain, DialDone done) = 0;
 
   // ---- adoption (the recovery service) ----
   // While orphaned: asks the process at the other end of `link` (a connected

@@ -1,12 +1,8 @@
 #include "services/recovery.h"
 
-#include "core/auth.h"
 #include "core/log.h"
-#include "core/parent_link.h"
 #include "streams.capnp.h"
 #include "transport/random.h"
-#include "transport/striped_link.h"
-#include "transport/tcp_link.h"
 
 namespace canopy::services {
 
@@ -40,10 +36,7 @@ RecoveryService::RecoveryService(core::ServiceContext& node, const StreamService
 
 void RecoveryService::on_event(const core::NodeEvent& event) {
   if (std::holds_alternative<core::events::Orphaned>(event)) {
-    if (standby_socket_) {
-      boost::system::error_code ignored;
-      standby_socket_->close(ignored);
-    }
+    standby_dial_.cancel();
     searching_ = true;
     orphaned_at_ = std::chrono::system_clock::now();
     choose_ = {};
@@ -100,7 +93,7 @@ void RecoveryService::check_standby() {
   // or whose adopter's port is not published yet, looks again soon.
   check_standby_after(kStandbyCheck);
   if (node_.phase() == core::Phase::launching) return check_standby_after(kStandbySettle);
-  if (node_.phase() != core::Phase::running || node_.is_root() || standby_socket_) return;
+  if (node_.phase() != core::Phase::running || node_.is_root() || standby_dial_.under_way()) return;
   if (!node_.standby() && NodeClock::now() < standby_not_before_) {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
   }
@@ -115,35 +108,16 @@ void RecoveryService::check_standby() {
   if (topology.link_between(topology.at(node_.identity().rank), *n) == LinkKind::striped) {
     return node_.close_standby("the first potential adopter is reached by a striped link");
   }
-  auto endpoint = endpoint_of(target);
-  if (!endpoint) return;
-  standby_target_ = target;
-  standby_socket_ = std::make_unique<asio::ip::tcp::socket>(node_.io());
-  standby_socket_->async_connect(*endpoint, [this](const boost::system::error_code& ec) {
-    auto socket = std::move(standby_socket_);
-    if (ec || node_.phase() != core::Phase::running) {
-      if (ec && ec != asio::error::operation_aborted) {
-        log().info("cannot open a standby link to {}: {}", node_.describe(standby_target_), ec.message());
-      }
-      return;
+  auto dialled = node_.dial(target, false, [this](core::Dialled dialled) {
+    if (node_.phase() != core::Phase::running) return;  // a link, never started, closes as it is dropped
+    if (!dialled.link) {
+      return log().info("cannot open a standby link to {}: {}", node_.describe(standby_target_), dialled.error);
     }
-    node_.open_standby(transport::TcpLink::create(std::move(*socket)), standby_target_);
+    node_.open_standby(std::move(dialled.link), standby_target_);
   });
-}
-
-std::optional<asio::ip::tcp::endpoint> RecoveryService::endpoint_of(Rank candidate) {
-  const Topology& topology = *node_.topology();
-  const canopy::Node* n = topology.find(candidate);
-  if (!n || n->port == 0) return std::nullopt;
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(topology.address_of(n->host), ec);
-  if (ec) {
-    asio::ip::tcp::resolver resolver(node_.io());
-    auto results = resolver.resolve(topology.address_of(n->host), "0", ec);
-    if (ec || results.empty()) return std::nullopt;
-    address = results.begin()->endpoint().address();
-  }
-  return asio::ip::tcp::endpoint(address, n->port);
+  if (!dialled) return;
+  standby_target_ = target;
+  standby_dial_ = std::move(*dialled);
 }
 
 void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
@@ -186,15 +160,12 @@ void RecoveryService::start_round() {
 }
 
 void RecoveryService::try_next() {
-  if (!searching_ || node_.phase() != core::Phase::orphaned || asking_ || socket_ || striped_attempt_) return;
+  if (!searching_ || node_.phase() != core::Phase::orphaned || asking_ || dial_.under_way()) return;
   const Topology& topology = *node_.topology();
-  const auto& me = topology.at(node_.identity().rank);
   while (next_ < candidates_.size()) {
     Rank candidate = candidates_[next_++];
     const canopy::Node* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.live_tree()->alive(candidate)) continue;
-    const auto endpoint = endpoint_of(candidate);
-    if (!endpoint) continue;
     if (attempts_++ == 0) connect_start_ = Clock::now();
     trying_ = candidate;
     log().info("asking {} to adopt this node", node_.describe(candidate));
@@ -209,49 +180,14 @@ void RecoveryService::try_next() {
       over_standby_ = true;
       return;
     }
-    if (topology.link_between(me, *n) == LinkKind::striped) {
-      auto paths = transport::paths_between(topology.nics_of(me.host), topology.nics_of(n->host), n->port);
-      striped_attempt_ = ++striped_attempts_;
-      auto options = core::striped_options(topology.links());
-      options.path_mac = core::path_mac(node_.identity().secret);
-      transport::StripedLink::async_connect(
-          node_.io(), std::move(paths), std::move(options),
-          [this, candidate, attempt = striped_attempt_](Result<std::shared_ptr<transport::StripedLink>> link) {
-            if (attempt != striped_attempt_ || node_.phase() != core::Phase::orphaned) {
-              if (link) (*link)->abort("adoption attempt abandoned");
-              return;
-            }
-            striped_attempt_ = 0;
-            if (!link) {
-              log().warn("cannot reach potential adopter {}: {}", candidate, link.error());
-              attempt_.cancel();
-              asio::post(node_.io(), [this] { try_next(); });
-              return;
-            }
-            connected(candidate, std::move(*link));
-          });
-      return;
+    auto dialled =
+        node_.dial(candidate, false, [this, candidate](core::Dialled dialled) { reached(candidate, std::move(dialled)); });
+    if (!dialled) {
+      log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error());
+      attempt_.cancel();
+      continue;
     }
-    socket_ = std::make_unique<asio::ip::tcp::socket>(node_.io());
-    socket_->async_connect(*endpoint, [this, candidate](const boost::system::error_code& ec) {
-      if (!socket_ || node_.phase() != core::Phase::orphaned) return;
-      auto socket = std::move(socket_);
-      if (ec) {
-        log().warn("cannot reach potential adopter {}: {}", candidate, ec.message());
-        if (ec == asio::error::connection_refused && candidate == node_.live_tree()->root()) {
-          // Nothing listens on the front-end's port: its process is gone, and with it
-          // the tree (no other process takes the root's place). Waiting out
-          // adoption_timeout would keep this orphan and its subtree running for
-          // nothing after the run has ended.
-          return node_.shutdown("the front-end " + node_.describe(candidate) +
-                                " refused the connection: it has exited, and the tree with it");
-        }
-        attempt_.cancel();
-        asio::post(node_.io(), [this] { try_next(); });
-        return;
-      }
-      connected(candidate, transport::TcpLink::create(std::move(*socket)));
-    });
+    dial_ = std::move(*dialled);
     return;
   }
   // Everyone on the list failed: views change as reports arrive; try again shortly.
@@ -259,6 +195,25 @@ void RecoveryService::try_next() {
   retry_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) start_round();
   });
+}
+
+void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
+  if (node_.phase() != core::Phase::orphaned) return;  // a link, never started, closes as it is dropped
+  if (!dialled.link) {
+    log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error);
+    if (dialled.refused && candidate == node_.live_tree()->root()) {
+      // Nothing listens on the front-end's port: its process is gone, and with it the
+      // tree (no other process takes the root's place). Waiting out adoption_timeout
+      // would keep this orphan and its subtree running for nothing after the run has
+      // ended.
+      return node_.shutdown("the front-end " + node_.describe(candidate) +
+                            " refused the connection: it has exited, and the tree with it");
+    }
+    attempt_.cancel();
+    asio::post(node_.io(), [this] { try_next(); });
+    return;
+  }
+  connected(candidate, std::move(dialled.link));
 }
 
 void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
@@ -275,14 +230,8 @@ void RecoveryService::give_up_attempt() {
   if (asking_) {
     asking_ = false;
     node_.cancel_adoption();
-  } else if (socket_) {
-    boost::system::error_code ignored;
-    socket_->close(ignored);  // its handler sees operation_aborted and moves on
-    return;
-  } else {
-    // A striped handshake cannot be cancelled: forget it (a late link is aborted).
-    striped_attempt_ = 0;
   }
+  dial_.cancel();  // a late link is aborted
   asio::post(node_.io(), [this] { try_next(); });
 }
 
@@ -322,15 +271,8 @@ void RecoveryService::stop() {
   retry_.cancel();
   attempt_.cancel();
   standby_timer_.cancel();
-  if (standby_socket_) {
-    boost::system::error_code ignored;
-    standby_socket_->close(ignored);
-  }
-  if (socket_) {
-    boost::system::error_code ignored;
-    socket_->close(ignored);
-  }
-  striped_attempt_ = 0;  // a striped connection under way is aborted when it completes
+  standby_dial_.cancel();
+  dial_.cancel();  // a connection under way is aborted when it completes
   asking_ = false;
 }
 

@@ -63,13 +63,13 @@ class RecoveryService final : public core::Service {
  private:
   void start_round();
   void try_next();
+  // The connection to `candidate` is up (then asks it), or failed.
+  void reached(Rank candidate, core::Dialled dialled);
   void connected(Rank candidate, std::shared_ptr<transport::Link> link);
   void answered(Result<core::Adoption> result);
   void give_up_attempt();
   void stop();
   void report(const RecoveryReport& report);
-  // Where `candidate` listens (first address of its host), if it can be resolved.
-  std::optional<asio::ip::tcp::endpoint> endpoint_of(Rank candidate);
   // The heir: how long until every process left without the root is adopted here;
   // on a front-end's re-attach, the report of it (PROMOTED) goes to that front-end.
   void check_promotion();
@@ -91,16 +91,13 @@ class RecoveryService final : public core::Service {
   std::size_t next_ = 0;
   std::uint32_t attempts_ = 0;
   Rank trying_ = 0;
-  // The attempt under way: a plain connection, a striped one (numbered; a late
-  // one whose number is stale is aborted), or the core's adoption request.
-  std::unique_ptr<asio::ip::tcp::socket> socket_;
-  std::uint64_t striped_attempt_ = 0;  // 0: none under way
-  std::uint64_t striped_attempts_ = 0;
+  // The attempt under way: a connection (core/dial.h), or the core's adoption request.
+  core::Dial dial_;
   bool asking_ = false;
   bool over_standby_ = false;  // the request under way went on the standby link
   Timer retry_, attempt_;
   // The standby link being connected, to `standby_target_`.
-  std::unique_ptr<asio::ip::tcp::socket> standby_socket_;
+  core::Dial standby_dial_;
   Rank standby_target_ = 0;
   NodeClock::time_point standby_not_before_{};  // no first standby link before
   Timer standby_timer_;

@@ -7,10 +7,13 @@
 #     and its services together, and may);
 #   - a service never kills a process nor closes a child's link itself: it asks the
 #     node (ServiceContext::cut_child, cut_parent);
+#   - one way to dial a process of the tree: core/dial.h (a node's first
+#     connection, to the parent its launcher named, is the one other in core/);
 #   - no include circle among the project's own headers.
 #   tests/layering.sh SOURCE_DIR
 # Prints each breach with its file and line; fails if there is any.
 set -uo pipefail  # not -e: a grep that finds nothing is the good case
+shopt -s lastpipe  # breach, last in its pipeline, counts in this shell, not a subshell
 export LC_ALL=C
 [ $# -eq 1 ] || { echo "usage: $0 SOURCE_DIR" >&2; exit 2; }
 cd "$1"
@@ -37,6 +40,8 @@ grep -nE '#include "core/node\.h"' $(sources services membership | grep -v '^ser
 grep -nE -e '->kill\(|\.link->(close|abort)|\blink(->|\.)abort(_with)?\(' \
   $(sources services membership | grep -v '^services/runtime\.') /dev/null |
   grep -v 'step->kill' | breach "a service kills a process or closes a peer's link itself"
+grep -nE 'async_connect|connect_tcp\(' $(sources core services membership | grep -v '^core/dial\.cpp') /dev/null |
+  grep -v 'core/node.cpp:.*connect_tcp(io_, parent\.address' | breach "a connection dialled other than by core/dial.h"
 
 # Include edges between the project's own files, resolved as the build resolves
 # them (from the source root, or include/ for the public headers), for tsort.
