@@ -337,7 +337,7 @@ int Backend::events_fd() const { return impl_->events.fd(); }
 
 GossipOptions Backend::gossip() const {
   Impl& impl = *impl_;
-  return impl.loop.call([&impl] { return impl.runtime->node.plan().fault.gossip; });
+  return impl.loop.call([&impl] { return impl.runtime->gossip.options(); });
 }
 
 View Backend::view() const {

@@ -233,11 +233,13 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
   ft.setStandbyLinks(plan.fault.standby_links);
   ft.setKeepTreeForMs(static_cast<std::uint32_t>(plan.fault.keep_tree_for.count()));
-  const auto& gossip = plan.fault.gossip;
-  ft.setGossipSchedule(static_cast<std::uint8_t>(gossip.schedule));
-  ft.setGossipPeriodMs(static_cast<std::uint32_t>(gossip.period.count()));
-  ft.setGossipMaxHangupMs(static_cast<std::uint32_t>(gossip.max_hangup.count()));
-  ft.setGossipPingTimeoutMs(static_cast<std::uint32_t>(gossip.ping_timeout.count()));
+  auto options = t.initServiceOptions(static_cast<unsigned>(plan.service_options.size()));
+  unsigned i = 0;
+  for (const auto& [id, bytes] : plan.service_options) {
+    options[i].setId(id);
+    options[i].setBytes(kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+    ++i;
+  }
 }
 
 LaunchPlan decode_plan(wire::Topology::Reader t) {
@@ -260,13 +262,10 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
   plan.fault.adoption_timeout = milliseconds(ft.getAdoptionTimeoutMs());
   plan.fault.standby_links = ft.getStandbyLinks();
   plan.fault.keep_tree_for = milliseconds(ft.getKeepTreeForMs());
-  auto& gossip = plan.fault.gossip;
-  gossip.schedule = ft.getGossipSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
-                        ? static_cast<GossipSchedule>(ft.getGossipSchedule())
-                        : GossipSchedule::off;
-  gossip.period = milliseconds(std::max<std::uint32_t>(10, ft.getGossipPeriodMs()));
-  gossip.max_hangup = milliseconds(ft.getGossipMaxHangupMs());
-  gossip.ping_timeout = milliseconds(ft.getGossipPingTimeoutMs());
+  for (auto o : t.getServiceOptions()) {
+    auto bytes = o.getBytes();
+    plan.service_options[o.getId()] = std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  }
   return plan;
 }
 

@@ -134,6 +134,9 @@ void Node::deliver_to_service(const Peer& from, wire::Message::Body::Service::Re
 
 Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
   plan_ = std::move(plan);
+  for (Service* service : services_.in_order()) {
+    if (auto options = service->plan_options(); !options.empty()) plan_.service_options[service->id()] = std::move(options);
+  }
   adopt_topology(std::move(topology));
   if (auto r = listen(); !r) return r;
   // The root's own endpoint goes out with the topology every child is launched with,

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,13 @@ struct LaunchPlan {
   // at the end of the grace period removes (it holds the secret), when it is on the
   // heir's host and holds this tree's network id.
   std::string reattach_file;
+  // `gossip` is the user's at the root only: the tree gets it from the gossip
+  // service's entry in `service_options`.
   FaultToleranceOptions fault;
+  // Each service's options for the whole tree, by service id: bytes the service
+  // encodes and decodes itself (Service::plan_options), carried by the core without
+  // looking inside. Filled at the root when it starts.
+  std::map<std::uint16_t, std::string> service_options;
 };
 
 }  // namespace canopy::core

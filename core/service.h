@@ -162,6 +162,11 @@ class Service {
   // adopted here, saying why (the core closes that connection and logs the reason).
   virtual void fill_hello(wire::Hello::Builder hello) {}
   virtual std::optional<std::string> refuse_hello(wire::Hello::Reader hello) { return std::nullopt; }
+  // At the root, as it starts (the plan it was given is ServiceContext::plan()): this
+  // service's options for the whole tree, encoded by the service as it likes; empty:
+  // none. The core sends them down in the launch plan without looking inside, and
+  // every process's instance reads them back from plan().service_options[id()].
+  virtual std::string plan_options() const { return {}; }
 };
 
 // The first segment of an outgoing message's builder, from a small per-thread pool.

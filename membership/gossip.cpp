@@ -1,6 +1,9 @@
 #include "membership/gossip.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include <capnp/serialize.h>
 
 #include "core/log.h"
 #include "membership.capnp.h"
@@ -14,6 +17,49 @@ using Kind = wire::gossip::Kind;
 
 GossipService::GossipService(core::ServiceContext& node, MembershipService& membership, Observer* observer)
     : node_(node), membership_(membership), observer_(observer), timer_(node.io()) {}
+
+std::string GossipService::plan_options() const { return encode_options(node_.plan().fault.gossip); }
+
+std::string GossipService::encode_options(const GossipOptions& options) {
+  capnp::MallocMessageBuilder message;
+  auto o = message.initRoot<wire::gossip::Options>();
+  o.setSchedule(static_cast<std::uint8_t>(options.schedule));
+  o.setPeriodMs(static_cast<std::uint32_t>(options.period.count()));
+  o.setMaxHangupMs(static_cast<std::uint32_t>(options.max_hangup.count()));
+  o.setPingTimeoutMs(static_cast<std::uint32_t>(options.ping_timeout.count()));
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+std::optional<GossipOptions> GossipService::decode_options(std::string_view bytes) {
+  using std::chrono::milliseconds;
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return std::nullopt;
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    capnp::FlatArrayMessageReader message(words);
+    auto o = message.getRoot<wire::gossip::Options>();
+    GossipOptions options;
+    options.schedule = o.getSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
+                           ? static_cast<GossipSchedule>(o.getSchedule())
+                           : GossipSchedule::off;
+    options.period = milliseconds(std::max<std::uint32_t>(10, o.getPeriodMs()));
+    options.max_hangup = milliseconds(o.getMaxHangupMs());
+    options.ping_timeout = milliseconds(o.getPingTimeoutMs());
+    return options;
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
+GossipOptions GossipService::options() const {
+  if (options_) return *options_;
+  const auto& all = node_.plan().service_options;
+  auto it = all.find(id());
+  if (it == all.end()) return GossipOptions{};
+  return decode_options(it->second).value_or(GossipOptions{});
+}
 
 std::optional<GossipService::PeerState> GossipService::state_of(Rank rank) const {
   if (member() && rank == node_.identity().rank) return PeerState::alive;
@@ -29,14 +75,14 @@ std::uint64_t GossipService::heartbeat_of(Rank rank) const {
 }
 
 std::chrono::milliseconds GossipService::suspicion_time() const {
-  const auto& gossip = node_.plan().fault.gossip;
+  const GossipOptions gossip = options();
   const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(ring_.size(), 2));
   return gossip.period * cleanup_rounds(gossip.schedule, n) + gossip.max_hangup;
 }
 
 std::chrono::milliseconds GossipService::ping_timeout() const {
-  const auto& fault = node_.plan().fault;
-  return fault.gossip.ping_timeout.count() > 0 ? fault.gossip.ping_timeout : fault.lost;
+  const GossipOptions gossip = options();
+  return gossip.ping_timeout.count() > 0 ? gossip.ping_timeout : node_.plan().fault.lost;
 }
 
 // The counter carries the member's epoch above it: a process that rejoined under the
@@ -55,11 +101,12 @@ void GossipService::on_event(const core::NodeEvent& event) {
   using namespace core::events;
   if (auto* started = std::get_if<Started>(&event)) {
     if (!started->error.empty() || started_ || node_.identity().role != Role::backend) return;
-    if (node_.plan().fault.gossip.schedule == GossipSchedule::off) return;
+    const GossipOptions options = this->options();
+    if (options.schedule == GossipSchedule::off) return;
+    options_ = options;
     started_ = true;
     rng_.seed(0x9e3779b97f4a7c15ULL ^ node_.identity().rank);
-    log().info("gossip: {} every {} ms", to_string(node_.plan().fault.gossip.schedule),
-               node_.plan().fault.gossip.period.count());
+    log().info("gossip: {} every {} ms", to_string(options_->schedule), options_->period.count());
     arm();
   } else if (std::holds_alternative<Adopted>(event)) {
     // Tables to this member were lost while it was an orphan, and its own held back.
@@ -99,7 +146,7 @@ bool GossipService::paused(Rank rank) const {
 // ---- rounds ----
 
 void GossipService::arm() {
-  timer_.expires_after(node_.plan().fault.gossip.period);
+  timer_.expires_after(options_->period);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) tick();
   });
@@ -109,7 +156,7 @@ void GossipService::tick() {
   if (node_.stopping()) return;
   refresh_ring();
   if (member() && ring_.size() >= 2) {
-    const auto schedule = node_.plan().fault.gossip.schedule;
+    const auto schedule = options_->schedule;
     const auto n = static_cast<std::uint32_t>(ring_.size());
     ++counter_;
     round_ = round_ % cycle_rounds(schedule, n) + 1;

@@ -57,6 +57,15 @@ class GossipService final : public core::Service {
   std::vector<core::ServiceId> runs_after() const override;
   void on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) override;
   void on_event(const core::NodeEvent& event) override;
+  // At the root: FaultToleranceOptions::gossip of the plan it started with, for the
+  // whole tree (gossip.capnp, Options).
+  std::string plan_options() const override;
+
+  // The options the tree gossips with, from the launch plan (off until it is known).
+  GossipOptions options() const;
+  static std::string encode_options(const GossipOptions& options);
+  // Nothing if `bytes` are not an Options message.
+  static std::optional<GossipOptions> decode_options(std::string_view bytes);
 
   // What this member knows of member `rank`: nothing if it is not in the ring.
   std::optional<PeerState> state_of(Rank rank) const;
@@ -72,6 +81,7 @@ class GossipService final : public core::Service {
   std::uint64_t forwarded() const { return forwarded_; }
 
  private:
+  std::optional<GossipOptions> options_;  // once started: the tree's, from the plan
   struct Peer {
     std::uint64_t beat = 0;
     bool heard = false;  // its counter has grown here at least once

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 7;
+const protocolVersion :UInt32 = 8;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -26,6 +26,10 @@ const protocolVersion :UInt32 = 7;
 #    and Replay).
 # 6: ports learnt after the topology go down as Endpoints, not as a second whole
 #    Topology.
+# 7: every upstream packet carries its wave number (streams.capnp).
+# 8: each service's options travel in the launch plan as an opaque entry
+#    (Topology.serviceOptions), which the service encodes itself; the gossip
+#    fields of FaultTolerance are unused.
 
 enum Role {
   frontend @0;
@@ -160,6 +164,15 @@ struct Topology {
   reattachFile @13 :Text;       # the front-end's re-attach file (keepTreeForMs): a heir
                                 # that stops at the end of the grace period removes it
                                 # if it finds it, holding this tree's network id
+  serviceOptions @14 :List(ServiceOptions);
+                                # each service's options for the whole tree, encoded by
+                                # the service itself (in its own schema): the core
+                                # carries them without looking inside
+
+  struct ServiceOptions {
+    id @0 :UInt16;              # the service's id (its schema's serviceId)
+    bytes @1 :Data;
+  }
 
   enum LinkKind {
     automatic @0;               # striped when both hosts have two NICs or more
@@ -275,10 +288,10 @@ struct FaultTolerance {
   suspectMs @2 :UInt32;          # a peer silent this long is suspect (logged)
   lostMs @3 :UInt32;             # a peer silent this long is lost (link closed)
   adoptionTimeoutMs @4 :UInt32;  # an orphan gives up (and stops) after this long
-  gossipSchedule @5 :UInt8;      # GossipSchedule (docs/gossip.md); 0: off
-  gossipPeriodMs @6 :UInt32;     # T_gossip
-  gossipMaxHangupMs @7 :UInt32;  # T_max_hangup
-  gossipPingTimeoutMs @8 :UInt32;  # 0: lostMs
+  obsoleteGossipSchedule @5 :UInt8;  # unused since version 8: the gossip service's
+  obsoleteGossipPeriodMs @6 :UInt32;  # own options (gossip.capnp, Options)
+  obsoleteGossipMaxHangupMs @7 :UInt32;
+  obsoleteGossipPingTimeoutMs @8 :UInt32;
   standbyLinks @9 :Bool;         # every process keeps a standby link to its first
                                  # potential adopter (docs/fault-tolerance.md)
   keepTreeForMs @10 :UInt32;     # 0: losing the front-end stops the tree; else its

@@ -9,6 +9,15 @@ $import "/capnp/c++.capnp".namespace("canopy::wire::gossip");
 
 const serviceId :UInt16 = 7;
 
+struct Options {
+  # The gossip service's options for the whole tree, in the launch plan
+  # (Topology.serviceOptions, serialised flat): FaultToleranceOptions::gossip.
+  schedule @0 :UInt8;            # GossipSchedule (docs/gossip.md); 0: off
+  periodMs @1 :UInt32;           # T_gossip
+  maxHangupMs @2 :UInt32;        # T_max_hangup
+  pingTimeoutMs @3 :UInt32;      # 0: the tree's lost time
+}
+
 enum Kind {
   table @0;                      # body: Table; one member's heartbeat table, once a round
   ping @1;                       # body: Ping; to a suspect
