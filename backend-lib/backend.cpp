@@ -20,14 +20,10 @@ namespace canopy {
 namespace asio = boost::asio;
 
 // The leaf's runtime reports to Impl, on the loop thread.
-struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer,
-                             services::RecoveryService::Observer, membership::MembershipService::Observer,
-                             membership::GossipService::Observer {
+struct Backend::Impl final : core::Node::Observer, services::StreamService::Observer {
   explicit Impl(core::NodeIdentity identity)
-      : runtime(std::make_unique<services::Runtime>(
-            loop.io(), identity, filters,
-            services::Observers{
-                .node = this, .streams = this, .recovery = this, .membership = this, .gossip = this})) {}
+      : runtime(std::make_unique<services::Runtime>(loop.io(), identity, filters,
+                                                    services::Observers{.node = this, .streams = this})) {}
   ~Impl() override {
     loop.stop();
     runtime.reset();
@@ -38,18 +34,8 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
     if (handler && handler(*owner, received)) return;
     inbox.push(std::move(received));
   }
-  void on_event(const core::NodeEvent& node_event) override {
-    if (auto event = services::public_event(node_event)) events.push(std::move(*event));
-  }
-  void on_recovered(const Event& report) override {
-    Event event = report;
-    event.time = std::chrono::system_clock::now();
-    events.push(std::move(event));
-  }
-  void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
-  void on_confirmed(Rank rank, std::chrono::milliseconds silent) override {
-    events.push(services::gossip_event(rank, runtime->node.identity().rank, silent));
-  }
+  // Failures, adoptions, its own recovery, views, gossip, its services' own events.
+  void on_public(const Event& event) override { events.push(event); }
   void on_stopped(const std::string& reason) override {
     {
       std::lock_guard lock(flow_mutex);

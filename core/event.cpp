@@ -12,6 +12,7 @@ std::string_view to_string(Event::Kind kind) {
     case Event::Kind::frontend_lost: return "frontend_lost";
     case Event::Kind::promoted: return "promoted";
     case Event::Kind::reattached: return "reattached";
+    case Event::Kind::service: return "service";
   }
   return "event";
 }
@@ -52,6 +53,9 @@ std::string to_json(const Event& e) {
       break;
     case Event::Kind::adoption:
       out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"incarnation\":" + std::to_string(e.incarnation);
+      break;
+    case Event::Kind::service:
+      out += ",\"service\":" + to_json(Value{e.service}) + ",\"detail\":" + to_json(Value{e.detail});
       break;
     case Event::Kind::recovered: {
       out += ",\"adopter\":" + std::to_string(e.adopter) + ",\"failed_parent\":" + std::to_string(e.failed_parent) +

@@ -168,6 +168,12 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
   return {};
 }
 
+void Node::publish(Event event) {
+  if (event.time == std::chrono::system_clock::time_point{}) event.time = std::chrono::system_clock::now();
+  if (event.kind == Event::Kind::service) event.rank = id_.rank;
+  if (observer_) observer_->on_public(event);
+}
+
 Result<Dial> Node::dial(Rank rank, bool plain, DialDone done) {
   if (!topology_) return Error{"the tree is not known yet"};
   return core::dial(io_, *topology_, id_.rank, rank, id_.secret, plain, std::move(done));

@@ -61,6 +61,10 @@ class Node final : public ServiceContext {
     virtual void on_stopped(const std::string& reason) {}
     // Every event of the node, after its services have had it.
     virtual void on_event(const NodeEvent& event) {}
+    // A public event, from the core or a service (ServiceContext::publish): the one
+    // route by which the program hears of failures, adoptions, recoveries, views and
+    // the events of its own services.
+    virtual void on_public(const Event& event) {}
     // The link to the parent holds more than kUpstreamHighWater bytes (true), or is
     // back at kUpstreamLowWater (false): a back-end's send() waits meanwhile.
     virtual void on_upstream_full(bool full) {}
@@ -156,6 +160,7 @@ class Node final : public ServiceContext {
   void subtree_up() override;
   void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) override;
   Result<Dial> dial(Rank rank, bool plain, DialDone done) override;
+  void publish(Event event) override;
   void request_adoption(std::shared_ptr<transport::Link> link, Rank candidate,
                         std::function<void(Result<Adoption>)> done) override;
   void cancel_adoption() override;

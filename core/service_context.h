@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "canopy/event.h"
 #include "canopy/topology.h"
 #include "core/children.h"
 #include "core/dial.h"
@@ -113,6 +114,13 @@ class ServiceContext {
   // are known; set in the topology and sent to every child, so that every process
   // gets them (an orphan needs them to reach an adopter).
   virtual void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) = 0;
+
+  // ---- the program around this process ----
+  // A public event (include/canopy/event.h) for the program: the front-end's
+  // Network::next_event(), a back-end's Backend::next_event(). The one way any event
+  // reaches it; stamped with the time now unless it has a time (and, of kind service,
+  // with this process's rank).
+  virtual void publish(Event event) = 0;
 
   // ---- connecting ----
   // Dials process `rank` of the tree (core/dial.h): striped where the topology says,

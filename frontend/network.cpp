@@ -72,11 +72,8 @@ Result<int> connect_within(const std::string& address, std::uint16_t port, std::
 // interfaces of the node and of each service.
 struct Network::Impl final : core::Node::Observer,
                              services::LaunchService::Observer,
-                             services::DetectionService::Observer,
                              services::StreamService::Observer,
-                             services::RequestService::Observer,
-                             services::RecoveryService::Observer,
-                             membership::MembershipService::Observer {
+                             services::RequestService::Observer {
   // A new network's front-end (a fresh id and secret), or, with `given`, the
   // front-end of a network that exists (re-attaching).
   explicit Impl(LaunchOptions opts, std::optional<core::NodeIdentity> given = std::nullopt)
@@ -91,8 +88,7 @@ struct Network::Impl final : core::Node::Observer,
     identity.role = Role::frontend;
     runtime = std::make_unique<services::Runtime>(
         loop.io(), identity, filters,
-        services::Observers{.node = this, .launch = this, .detection = this, .streams = this, .requests = this,
-                            .recovery = this, .membership = this});
+        services::Observers{.node = this, .launch = this, .streams = this, .requests = this});
   }
 
   ~Impl() override {
@@ -122,63 +118,37 @@ struct Network::Impl final : core::Node::Observer,
     ready = true;
     changed.notify_all();
   }
-  void on_node_lost(Rank rank, const std::string& reason) override {
-    Event event;
-    event.kind = Event::Kind::failure;
-    event.rank = rank;
-    event.reason = reason;
-    push_event(std::move(event));
-    const auto* node = options.topology.find(rank);
-    // A lost commnode is healed; a lost back-end leaves the membership view
-    // (on_view), and the streams go on with the others.
-    if (node && node->role != Role::backend && !options.fault_tolerance.enabled) {
-      inbox.push(Error{"lost " + reason + "; results from now on are incomplete", ErrorKind::disconnected});
-    }
-  }
-  void on_orphan_lost(Rank rank, const std::string& reason, std::chrono::milliseconds silent) override {
-    Event event;
-    event.kind = Event::Kind::failure;
-    event.rank = rank;
-    event.reason = reason;
-    event.silent = silent;
-    push_event(std::move(event));
-  }
-  void on_view(const membership::ViewChange& change) override { events.push(services::view_event(change)); }
-  void on_gossip_report(Rank rank, Rank detector, std::chrono::milliseconds silent) override {
-    events.push(services::gossip_event(rank, detector, silent));
-  }
-  void on_event(const core::NodeEvent& node_event) override {
-    // Failures come from on_node_lost, which says why and keeps their order with data.
-    if (auto event = services::public_event(node_event); event && event->kind == Event::Kind::adoption) {
-      events.push(std::move(*event));
-    }
-  }
-  // What a recovery cost a stream is told by its waves, each delivered complete or
-  // flagged (Received::complete): no error stands in for them
-  // (docs/fault-tolerance.md, "Waves after a failure").
-  void on_recovered(const Event& report) override { push_event(report); }
-  // A re-attached front-end: how the tree outlived the one before it. Its streams
-  // that are not state recoverable may have lost data.
-  void on_promotion(std::vector<Event> promotion) override {
-    for (auto& e : promotion) {
-      if (e.kind == Event::Kind::reattached) {
-        e.connect = reattach_connect;
-        for (StreamId s : e.incomplete_streams) {
-          inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: the front-end was lost (" +
-                               promotion.front().reason + "), and the stream's filter is not state recoverable (or "
-                               "its output outgrew what the promoted root held back)",
-                           ErrorKind::disconnected});
-        }
+  // Every public event (ServiceContext::publish), in the order the tree gave them.
+  void on_public(const Event& public_event) override {
+    Event event = public_event;
+    if (event.kind == Event::Kind::failure) {
+      const auto* node = options.topology.find(event.rank);
+      // A lost commnode is healed; a lost back-end leaves the membership view
+      // (on_view), and the streams go on with the others.
+      if (node && node->role != Role::backend && !options.fault_tolerance.enabled) {
+        inbox.push(Error{"lost " + event.reason + "; results from now on are incomplete", ErrorKind::disconnected});
       }
-      events.push(e);
+    } else if (event.kind == Event::Kind::reattached) {
+      // A re-attached front-end: how the tree outlived the one before it. Its streams
+      // that are not state recoverable may have lost data. (What a commnode's recovery
+      // cost a stream is told by its waves, each delivered complete or flagged: no
+      // error stands in for them, docs/fault-tolerance.md, "Waves after a failure".)
+      event.connect = reattach_connect;
+      for (StreamId s : event.incomplete_streams) {
+        inbox.push(Error{"stream " + std::to_string(s) + " may have lost data: the front-end was lost (" +
+                             promotion_reason + "), and the stream's filter is not state recoverable (or "
+                             "its output outgrew what the promoted root held back)",
+                         ErrorKind::disconnected});
+      }
+    } else if (event.kind == Event::Kind::frontend_lost) {
+      promotion_reason = event.reason;
     }
-    std::lock_guard lock(mutex);
-    promotion_heard = true;
-    changed.notify_all();
-  }
-  void push_event(Event event) {
-    event.time = std::chrono::system_clock::now();
     events.push(std::move(event));
+    if (public_event.kind == Event::Kind::reattached) {  // the last of the promotion's three
+      std::lock_guard lock(mutex);
+      promotion_heard = true;
+      changed.notify_all();
+    }
   }
   void on_stream_ack(StreamId stream, const std::string& error) override {
     std::lock_guard lock(mutex);
@@ -414,6 +384,7 @@ struct Network::Impl final : core::Node::Observer,
   // connection to the topology, and whether the heir's report has arrived.
   std::optional<Result<void>> reattach_outcome;
   std::chrono::microseconds reattach_connect{0};
+  std::string promotion_reason;  // the lost front-end's (frontend_lost), for the re-attached event
   bool promotion_heard = false;
   std::map<StreamId, std::string> acks;
   std::map<std::uint64_t, std::string> request_acks;

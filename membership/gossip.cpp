@@ -312,6 +312,7 @@ void GossipService::confirm(Rank rank, Peer& peer, const std::string& how) {
       "gossip: its heartbeat was still for " + std::to_string(silent.count()) + " ms, and " + how;
   log().warn("gossip: back-end {} failed ({})", rank, reason);
   if (observer_) observer_->on_confirmed(rank, silent);
+  node_.publish(gossip_event(rank, node_.identity().rank, silent));
   membership_.report_end_to_end(rank, reason, silent);
 }
 

@@ -111,6 +111,14 @@ void MembershipService::watch_orphans(Rank failed) {
       if (view_.contains(r) && !node_.live_tree()->attached(r)) {
         const std::string reason = node_.describe(r) + why;
         if (observer_) observer_->on_orphan_lost(r, reason, fault.lost * 2);
+        if (node_.is_root()) {
+          Event failure;
+          failure.kind = Event::Kind::failure;
+          failure.rank = r;
+          failure.reason = reason;
+          failure.silent = fault.lost * 2;
+          node_.publish(std::move(failure));
+        }
         report(r, {.kind = ReportKind::failure, .reason = reason});
       }
     }
@@ -242,6 +250,7 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, const Report
     return;
   }
   if (report.end_to_end && observer_) observer_->on_gossip_report(rank, detector, report.silent);
+  if (report.end_to_end && node_.is_root()) node_.publish(gossip_event(rank, detector, report.silent));
   if (reported_epoch < epoch(rank)) {
     count_stale(rank, reported_epoch);
     log().info("membership: dropping a report about back-end {} at epoch {}: it is at epoch {}", rank,
@@ -357,6 +366,7 @@ void MembershipService::stable() {
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
   if (observer_) observer_->on_view(done);
+  node_.publish(view_event(done));
   start_change();
 }
 
@@ -370,6 +380,7 @@ void MembershipService::inherit_view(wire::membership::ViewChange::Reader change
   reported_ = view_;
   applied.joined = view_.members;  // this front-end held none before
   if (observer_) observer_->on_view(applied);
+  node_.publish(view_event(applied));
 }
 
 // ---- every process: apply, pass down, acknowledge up ----
@@ -392,6 +403,7 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
     ViewChange applied = apply(std::move(next), epochs);
     cut_off(applied.left);
     if (observer_) observer_->on_view(applied);
+    node_.publish(view_event(applied));
     const Rank self = node_.identity().rank;
     if (node_.identity().role == Role::backend &&
         std::find(applied.left.begin(), applied.left.end(), self) != applied.left.end()) {
@@ -620,6 +632,25 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       return on_view_ack(from.child, body.getAs<wire::membership::ViewAck>().getId());
   }
   log().warn("membership: ignoring a message of kind {} from {}", kind, node_.describe(from.sender));
+}
+
+Event view_event(const ViewChange& change) {
+  Event event;
+  event.kind = Event::Kind::view;
+  event.view = change.view;
+  event.left = change.left;
+  event.joined = change.joined;
+  event.stabilise = change.stabilise;
+  return event;
+}
+
+Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent) {
+  Event event;
+  event.kind = Event::Kind::gossip;
+  event.rank = rank;
+  event.detector = detector;
+  event.silent = silent;
+  return event;
 }
 
 }  // namespace canopy::membership

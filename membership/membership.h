@@ -50,6 +50,11 @@ struct ViewChange {
   std::chrono::microseconds stabilise{0};
 };
 
+// The public forms (include/canopy/event.h) of a view this process applied, and of a
+// failure the gossip detector of member `detector` confirmed.
+Event view_event(const ViewChange& change);
+Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent);
+
 class MembershipService final : public core::Service {
  public:
   class Observer {

@@ -58,6 +58,15 @@ void DetectionService::on_event(const core::NodeEvent& event) {
     parent_process_.reset();  // a new parent, whose process is not known here
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     timer_.cancel();
+  } else if (auto* changed = std::get_if<core::events::TreeChanged>(&event);
+             changed && changed->kind == core::events::TreeChanged::Kind::failure && !node_.is_root()) {
+    // Below the root, a failure is public as the live tree applies it; the root's come
+    // up in order with the data (report_node_lost).
+    Event failure;
+    failure.kind = Event::Kind::failure;
+    failure.rank = changed->rank;
+    failure.reason = changed->reason;
+    node_.publish(std::move(failure));
   }
 }
 
@@ -210,6 +219,11 @@ bool DetectionService::stopped_front_end(Starvation& s, pid_t pid, const std::st
 void DetectionService::report_node_lost(Rank rank, const std::string& reason) {
   if (node_.is_root()) {
     if (observer_) observer_->on_node_lost(rank, reason);
+    Event failure;
+    failure.kind = Event::Kind::failure;
+    failure.rank = rank;
+    failure.reason = reason;
+    node_.publish(std::move(failure));
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::NODE_LOST);

@@ -54,6 +54,16 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
       if (promotion_ && !node_.stopping()) report_promotion();
     });
     check_standby_after(kStandbySettle);
+  } else if (auto* changed = std::get_if<core::events::TreeChanged>(&event);
+             changed && changed->kind == core::events::TreeChanged::Kind::adoption) {
+    // Public as the live tree applies it, at every process. (A join, of open attach,
+    // is announced by the view that makes the back-end a member.)
+    Event adoption;
+    adoption.kind = Event::Kind::adoption;
+    adoption.rank = changed->rank;
+    adoption.adopter = changed->adopter;
+    adoption.incarnation = changed->incarnation;
+    node_.publish(std::move(adoption));
   } else if (std::holds_alternative<core::events::ChildAdopted>(event) && promotion_) {
     ++promotion_->adopted;
     check_promotion();
@@ -263,6 +273,7 @@ void RecoveryService::answered(Result<core::Adoption> result) {
              node_.describe(r.adopter), r.attempts, r.choose.count(), r.connect.count(), r.compensate.count(),
              r.cleanup.count());
   if (observer_) observer_->on_recovered(r);  // an orphan is never the root: report() sends it up
+  node_.publish(r);
   report(r);
 }
 
@@ -306,7 +317,7 @@ void RecoveryService::report_promotion() {
 }
 
 void RecoveryService::on_promotion_report(wire::recovery::Promoted::Reader r) {
-  if (!node_.is_root() || !observer_) return;
+  if (!node_.is_root()) return;
   const auto lost_at = std::chrono::system_clock::time_point(std::chrono::microseconds(r.getLostAtUs()));
   Event lost;
   lost.kind = Event::Kind::frontend_lost;
@@ -327,12 +338,15 @@ void RecoveryService::on_promotion_report(wire::recovery::Promoted::Reader r) {
   reattached.after = std::chrono::microseconds(r.getReattachedAfterUs());
   reattached.time = std::chrono::system_clock::now();
   for (auto s : r.getIncompleteStreams()) reattached.incomplete_streams.push_back(s);
-  observer_->on_promotion({std::move(lost), std::move(promoted), std::move(reattached)});
+  std::vector<Event> promotion{std::move(lost), std::move(promoted), std::move(reattached)};
+  for (const Event& e : promotion) node_.publish(e);  // the re-attached event last
+  if (observer_) observer_->on_promotion(std::move(promotion));
 }
 
 void RecoveryService::report(const RecoveryReport& report) {
   if (node_.is_root()) {
     if (observer_) observer_->on_recovered(report);
+    node_.publish(report);
     return;
   }
   core::Outgoing message(node_.identity(), id(), wire::recovery::Kind::RECOVERED);

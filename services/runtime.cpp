@@ -63,43 +63,4 @@ std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topo
   return out;
 }
 
-std::optional<Event> public_event(const core::NodeEvent& node_event) {
-  auto* changed = std::get_if<core::events::TreeChanged>(&node_event);
-  // A join (open attach) is announced by the view that makes the back-end a member.
-  if (!changed || changed->kind == core::events::TreeChanged::Kind::join) return std::nullopt;
-  Event event;
-  event.time = std::chrono::system_clock::now();
-  event.rank = changed->rank;
-  if (changed->kind == core::events::TreeChanged::Kind::failure) {
-    event.kind = Event::Kind::failure;
-    event.reason = changed->reason;
-  } else {
-    event.kind = Event::Kind::adoption;
-    event.adopter = changed->adopter;
-    event.incarnation = changed->incarnation;
-  }
-  return event;
-}
-
-Event view_event(const membership::ViewChange& change) {
-  Event event;
-  event.kind = Event::Kind::view;
-  event.time = std::chrono::system_clock::now();
-  event.view = change.view;
-  event.left = change.left;
-  event.joined = change.joined;
-  event.stabilise = change.stabilise;
-  return event;
-}
-
-Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent) {
-  Event event;
-  event.kind = Event::Kind::gossip;
-  event.time = std::chrono::system_clock::now();
-  event.rank = rank;
-  event.detector = detector;
-  event.silent = silent;
-  return event;
-}
-
 }  // namespace canopy::services

@@ -62,13 +62,4 @@ class Runtime {
 // membership. Empty until the node knows the tree. On the loop's thread.
 std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology);
 
-// The public form (include/canopy/event.h) of a change of the live tree (other
-// events: none), stamped with the time now: the one conversion the front-end and
-// back-end libraries share. (A recovery report is an Event already.)
-std::optional<Event> public_event(const core::NodeEvent& event);
-// The public form of a view this process applied, stamped with the time now.
-Event view_event(const membership::ViewChange& change);
-// The public form of a failure the gossip detector of member `detector` confirmed.
-Event gossip_event(Rank rank, Rank detector, std::chrono::milliseconds silent);
-
 }  // namespace canopy::services

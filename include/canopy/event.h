@@ -21,12 +21,24 @@ namespace canopy {
 struct Event {
   // frontend_lost, promoted, reattached: the tree outlived its front-end
   // (FaultToleranceOptions::keep_tree_for); heard by the front-end that re-attached.
-  enum class Kind : std::uint8_t { failure, adoption, recovered, view, gossip, frontend_lost, promoted, reattached };
+  // service: an event of a service of the tool's own (core/service.h), by its name.
+  enum class Kind : std::uint8_t {
+    failure,
+    adoption,
+    recovered,
+    view,
+    gossip,
+    frontend_lost,
+    promoted,
+    reattached,
+    service
+  };
   Kind kind = Kind::failure;
   std::chrono::system_clock::time_point time;  // when this process learned of it
   Rank rank = 0;              // failure: the lost process; adoption, recovered: the orphan;
                               // gossip: the member found failed; frontend_lost: the lost
-                              // front-end's rank; promoted, reattached: the heir
+                              // front-end's rank; promoted, reattached: the heir;
+                              // service: the process whose service published it
   Rank adopter = 0;           // adoption, recovered
   Rank failed_parent = 0;     // recovered; promoted: the lost front-end (or heir)
   std::uint32_t incarnation = 0;  // adoption, recovered: the orphan's new incarnation
@@ -65,6 +77,10 @@ struct Event {
   // (0 but for a back-end that died with its parent, declared when no adoption came:
   // docs/membership.md).
   std::chrono::milliseconds silent{0};
+  // service: the name of the service that published it, and what it says (its own
+  // words or data, as text).
+  std::string service;
+  std::string detail;
 };
 
 std::string_view to_string(Event::Kind kind);
