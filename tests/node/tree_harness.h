@@ -45,6 +45,7 @@ struct Recorder : core::Node::Observer,
                   membership::GossipService::Observer {
   void on_stopped(const std::string& why) override { stopped = why; }
   void on_event(const core::NodeEvent& event) override { events.push_back(event); }
+  void on_public(const Event& event) override { published.push_back(event); }
   void on_launched(Rank rank) override { launched.insert(rank); }
   void on_launch_failed(Rank rank, const std::string& why) override { launch_failures[rank] = why; }
   void on_ready() override { ready = true; }
@@ -73,6 +74,7 @@ struct Recorder : core::Node::Observer,
 
   std::optional<std::string> stopped;
   std::vector<core::NodeEvent> events;
+  std::vector<Event> published;  // every public event, as the program would hear it
   std::set<Rank> launched;
   std::map<Rank, std::string> launch_failures, lost;
   bool ready = false;
