@@ -31,7 +31,7 @@ std::string to_json(const Event& e) {
   if (e.kind != Event::Kind::view) out += ",\"rank\":" + std::to_string(e.rank);
   switch (e.kind) {
     case Event::Kind::view:
-      out += ",\"epoch\":" + std::to_string(e.view.id) + ",\"members\":" + std::to_string(e.view.members.size()) +
+      out += ",\"view\":" + std::to_string(e.view.id) + ",\"members\":" + std::to_string(e.view.members.size()) +
              ",\"left\":" + ranks_json(e.left) + ",\"joined\":" + ranks_json(e.joined) +
              ",\"stabilise_us\":" + std::to_string(e.stabilise.count());
       break;

@@ -102,17 +102,17 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       on_failure_report(f.getRank(), f.getReason(), from.link, f.getIncarnation());
       return true;
     }
-    case Body::ADOPTION_REPORT: {
+    case Body::ATTACH_REPORT: {
       ++healing_.news_received;
-      auto a = body.getAdoptionReport();
-      on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+      auto a = body.getAttachReport();
+      on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
       return true;
     }
-    case Body::ADOPTION_REPORTS:
+    case Body::ATTACH_REPORTS:
       if (from.kind != Peer::Kind::parent) return false;  // batched on the way down only
       ++healing_.news_received;
-      for (auto a : body.getAdoptionReports()) {
-        on_adoption_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+      for (auto a : body.getAttachReports()) {
+        on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
       }
       return true;
     default:
@@ -415,7 +415,7 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
   emit(events::TreeChanged{events::TreeChanged::Kind::failure, rank, TreeView::kNone, 0, reason});
 }
 
-void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
+void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
   if (!tree_) return;
   if (incarnation == 0) return on_join_request(orphan, adopter, from);  // open attach (node_join.cpp)
   // An orphan the tree does not have is a back-end that joined it (open attach):
@@ -450,7 +450,7 @@ void Node::on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnati
   // report that follows it up must not overtake it. Down in a batch (TreeNews).
   if (parent_ && parent_.get() != from) {
     Message message(id_);
-    set_adoption(message.body().initAdoptionReport(), orphan, adopter, incarnation);
+    set_adoption(message.body().initAttachReport(), orphan, adopter, incarnation);
     parent_->send(message.builder());
   }
   if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);

@@ -266,7 +266,7 @@ class Node final : public ServiceContext {
   void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from,
                          std::optional<std::uint32_t> incarnation = std::nullopt);
   void abandon(const std::string& reason, bool declared_lost = false);
-  void on_adoption_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
+  void on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
 
   // Stops the node and its subtree (nothing if it is stopping already); `in_order`:
   // shut down, not for a failure.

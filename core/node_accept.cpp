@@ -320,7 +320,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setIncarnation(incarnation);
   link->send(reply.builder());
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
-  on_adoption_report(orphan, id_.rank, incarnation, link.get());
+  on_attach_report(orphan, id_.rank, incarnation, link.get());
   emit(events::ChildAdopted{index, orphan});
 }
 
@@ -344,7 +344,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   set_child_state(index, ChildState::connected,
                   "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
                       std::to_string(incarnation));
-  on_adoption_report(child.rank, id_.rank, incarnation, link.get());
+  on_attach_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link);
   // With the report above: the new process learns its incarnation.
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);

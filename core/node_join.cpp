@@ -8,7 +8,7 @@
 //   - otherwise: the join is an adoption report of the rank under that commnode
 //     (incarnation 1, or one above a failed process's of the same rank), flooded like
 //     any, so that every process adds the back-end to its topology and live tree
-//     (on_adoption_report). The commnode holding it then makes it a child: it gets
+//     (on_attach_report). The commnode holding it then makes it a child: it gets
 //     the topology (with itself in it) and the live tree, and the services see a back-end
 //     attach (the membership service makes it a member).
 #include <limits>
@@ -53,7 +53,7 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
 
 void Node::on_join_request(Rank rank, Rank under, const Link* from) {
   Message message(id_);
-  auto request = message.body().initAdoptionReport();
+  auto request = message.body().initAttachReport();
   request.setOrphan(rank);
   request.setAdopter(under);
   request.setIncarnation(0);
@@ -77,7 +77,7 @@ void Node::on_join_request(Rank rank, Rank under, const Link* from) {
     return refused();
   }
   // First come, first served: every later request for the rank finds it alive.
-  on_adoption_report(rank, under, known ? view.incarnation(rank) + 1 : 1, nullptr);
+  on_attach_report(rank, under, known ? view.incarnation(rank) + 1 : 1, nullptr);
 }
 
 void Node::refuse_joining(Rank rank, const std::string& why) {

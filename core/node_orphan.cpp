@@ -147,7 +147,7 @@ void Node::adopted_by(wire::Adopted::Reader answer) {
   emit(events::Adopted{adoption.adopter, adoption.incarnation, adoption.failed_parent});
   held.send_all(*parent_);
   adoption.compensated = Clock::now();
-  on_adoption_report(id_.rank, adoption.adopter, adoption.incarnation, nullptr);
+  on_attach_report(id_.rank, adoption.adopter, adoption.incarnation, nullptr);
   if (done) done(adoption);
 }
 

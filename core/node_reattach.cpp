@@ -167,7 +167,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
   send_topology(*link);
   if (tree_) healing_.news.send_live_tree(*tree_, *link, false);
-  on_adoption_report(id_.rank, root, id_.incarnation, nullptr);
+  on_attach_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});
   held.send_all(*parent_);
 }

@@ -7,7 +7,7 @@
 
 namespace canopy::core {
 
-void set_adoption(wire::AdoptionReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
+void set_adoption(wire::AttachReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
   a.setOrphan(orphan);
   a.setAdopter(adopter);
   a.setIncarnation(incarnation);
@@ -74,7 +74,7 @@ void TreeNews::send(const std::vector<News>& news, bool leaf) {
     const auto count = std::count_if(news.begin(), news.end(), wanted);
     if (count == 0) continue;
     Message message(sender_);
-    auto list = message.body().initAdoptionReports(static_cast<unsigned>(count));
+    auto list = message.body().initAttachReports(static_cast<unsigned>(count));
     unsigned i = 0;
     for (const auto& n : news) {
       if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
@@ -95,12 +95,12 @@ void TreeNews::send_live_tree(const LiveTree& tree, transport::Link& link, bool 
       f.setIncarnation(tree.view().incarnation(reports[i].rank));
       ++i;
     } else if (!to_a_child) {
-      set_adoption(message.body().initAdoptionReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      set_adoption(message.body().initAttachReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
       ++i;
     } else {
       std::size_t end = i;
       while (end < reports.size() && !reports[end].failure && end - i < kPerBatch) ++end;
-      auto list = message.body().initAdoptionReports(static_cast<unsigned>(end - i));
+      auto list = message.body().initAttachReports(static_cast<unsigned>(end - i));
       for (unsigned k = 0; i < end; ++i, ++k) {
         set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);
       }

@@ -29,7 +29,7 @@
 namespace canopy::core {
 
 // Fills one adoption report (of a join too: open attach).
-void set_adoption(wire::AdoptionReport::Builder report, Rank orphan, Rank adopter, std::uint32_t incarnation);
+void set_adoption(wire::AttachReport::Builder report, Rank orphan, Rank adopter, std::uint32_t incarnation);
 
 class TreeNews {
  public:
@@ -54,7 +54,7 @@ class TreeNews {
   // Every report `tree` applied so far, to a peer that missed them (an orphan
   // adopted after the reports of other failures and adoptions had flooded the tree),
   // as flooded, so that applying them is idempotent, and in the same order.
-  // Adoptions that follow one another go to a child in one adoptionReports message
+  // Adoptions that follow one another go to a child in one attachReports message
   // (at most 4,096); up, one by one (a parent takes no batch).
   void send_live_tree(const LiveTree& tree, transport::Link& link, bool to_a_child) const;
 

@@ -44,8 +44,8 @@ void walk(wire::Message::Reader m) {
       break;
     }
     case Body::FAILURE_REPORT: (void)body.getFailureReport().getReason().size(); break;
-    case Body::ADOPTION_REPORTS:
-      for (auto a : body.getAdoptionReports()) (void)(a.getOrphan() + a.getAdopter() + a.getIncarnation());
+    case Body::ATTACH_REPORTS:
+      for (auto a : body.getAttachReports()) (void)(a.getOrphan() + a.getAdopter() + a.getIncarnation());
       break;
     case Body::CHALLENGE: (void)body.getChallenge().getProof().size(); break;
     case Body::HELLO_PROOF: (void)body.getHelloProof().getProof().size(); break;

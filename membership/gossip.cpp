@@ -61,8 +61,8 @@ GossipOptions GossipService::options() const {
   return decode_options(it->second).value_or(GossipOptions{});
 }
 
-std::optional<GossipService::PeerState> GossipService::state_of(Rank rank) const {
-  if (member() && rank == node_.identity().rank) return PeerState::alive;
+std::optional<GossipService::MemberState> GossipService::state_of(Rank rank) const {
+  if (member() && rank == node_.identity().rank) return MemberState::alive;
   auto it = peers_.find(rank);
   if (it == peers_.end()) return std::nullopt;
   return it->second.state;
@@ -181,11 +181,11 @@ void GossipService::refresh_ring() {
   self_ = static_cast<std::uint32_t>(self - ring_.begin());
   round_ = 0;
   const auto now = NodeClock::now();
-  std::map<Rank, Peer> next;
+  std::map<Rank, Member> next;
   for (Rank r : ring_) {
     if (r == me) continue;
     auto it = peers_.find(r);
-    Peer peer = it != peers_.end() ? it->second : Peer{};
+    Member peer = it != peers_.end() ? it->second : Member{};
     if (it == peers_.end()) peer.restart(now);
     next.emplace(r, peer);
   }
@@ -219,12 +219,12 @@ void GossipService::merge(wire::gossip::Table::Reader table) {
   for (const auto& [rank, beat] : *entries) {
     auto it = peers_.find(rank);
     if (it == peers_.end() || beat <= it->second.beat) continue;
-    Peer& peer = it->second;
+    Member& peer = it->second;
     peer.beat = beat;
     peer.heard = true;
     peer.grew = now;
-    if (peer.state == PeerState::pinging) {
-      peer.state = PeerState::alive;
+    if (peer.state == MemberState::pinging) {
+      peer.state = MemberState::alive;
       log().info("gossip: back-end {}'s heartbeat grew again; no longer suspect", rank);
     }
   }
@@ -235,12 +235,12 @@ void GossipService::check() {
   for (auto& [rank, peer] : peers_) {
     // A member whose heartbeat never grew here has not started its detector (or
     // started it seconds after this one): it is never suspected (paper 003, eq. 4).
-    if (peer.state == PeerState::failed || !peer.heard) continue;
+    if (peer.state == MemberState::failed || !peer.heard) continue;
     if (paused(rank)) {
       peer.restart(now);
       continue;
     }
-    if (peer.state == PeerState::alive) {
+    if (peer.state == MemberState::alive) {
       if (now - peer.grew >= suspicion_time()) ping(rank, peer);
     } else if (now - peer.pinged >= ping_timeout()) {
       confirm(rank, peer, "no answer to a ping within " + std::to_string(ping_timeout().count()) + " ms");
@@ -252,11 +252,11 @@ void GossipService::check() {
 
 // ---- the ping procedure ----
 
-void GossipService::ping(Rank rank, Peer& peer) {
-  if (peer.state != PeerState::pinging) {
+void GossipService::ping(Rank rank, Member& peer) {
+  if (peer.state != MemberState::pinging) {
     log().info("gossip: back-end {} is suspect: its heartbeat has been still for {} ms; pinging it", rank,
                std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - peer.grew).count());
-    peer.state = PeerState::pinging;
+    peer.state = MemberState::pinging;
     peer.nonce = next_nonce_++;
     peer.pinged = NodeClock::now();
   }
@@ -294,19 +294,19 @@ void GossipService::answer_gone(wire::gossip::Ping::Reader ping) {
 
 void GossipService::on_pong(wire::gossip::Pong::Reader pong) {
   auto it = peers_.find(pong.getSuspect());
-  if (it == peers_.end() || it->second.state != PeerState::pinging || it->second.nonce != pong.getNonce()) return;
-  Peer& peer = it->second;
+  if (it == peers_.end() || it->second.state != MemberState::pinging || it->second.nonce != pong.getNonce()) return;
+  Member& peer = it->second;
   if (pong.getGone()) {
     return confirm(it->first, peer, "its parent " + node_.describe(pong.getSource()) + " has lost its link");
   }
   peer.beat = std::max(peer.beat, pong.getBeat());
-  peer.state = PeerState::alive;
+  peer.state = MemberState::alive;
   peer.grew = NodeClock::now();
   log().info("gossip: back-end {} answered the ping: alive", it->first);
 }
 
-void GossipService::confirm(Rank rank, Peer& peer, const std::string& how) {
-  peer.state = PeerState::failed;
+void GossipService::confirm(Rank rank, Member& peer, const std::string& how) {
+  peer.state = MemberState::failed;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - peer.grew);
   const std::string reason =
       "gossip: its heartbeat was still for " + std::to_string(silent.count()) + " ms, and " + how;

@@ -38,7 +38,7 @@ namespace canopy::membership {
 
 class GossipService final : public core::Service {
  public:
-  enum class PeerState : std::uint8_t { alive, pinging, failed };
+  enum class MemberState : std::uint8_t { alive, pinging, failed };
 
   class Observer {
    public:
@@ -68,7 +68,7 @@ class GossipService final : public core::Service {
   static std::optional<GossipOptions> decode_options(std::string_view bytes);
 
   // What this member knows of member `rank`: nothing if it is not in the ring.
-  std::optional<PeerState> state_of(Rank rank) const;
+  std::optional<MemberState> state_of(Rank rank) const;
   std::uint64_t heartbeat_of(Rank rank) const;
   // T_cleanup + T_max_hangup for the current ring: how long a heartbeat may stay
   // still before its member is pinged.
@@ -82,11 +82,11 @@ class GossipService final : public core::Service {
 
  private:
   std::optional<GossipOptions> options_;  // once started: the tree's, from the plan
-  struct Peer {
+  struct Member {
     std::uint64_t beat = 0;
     bool heard = false;  // its counter has grown here at least once
     NodeClock::time_point grew;
-    PeerState state = PeerState::alive;
+    MemberState state = MemberState::alive;
     std::uint64_t nonce = 0;
     NodeClock::time_point pinged;
     // Its heartbeat counts as just grown, and a ping under way as just sent.
@@ -102,10 +102,10 @@ class GossipService final : public core::Service {
   void send_table(Rank to);
   void merge(wire::gossip::Table::Reader table);
   void check();
-  void ping(Rank rank, Peer& peer);
+  void ping(Rank rank, Member& peer);
   void on_ping(wire::gossip::Ping::Reader ping);
   void on_pong(wire::gossip::Pong::Reader pong);
-  void confirm(Rank rank, Peer& peer, const std::string& how);
+  void confirm(Rank rank, Member& peer, const std::string& how);
   std::uint64_t own_beat() const;
   // Towards member `destination`: down if it is below this process, else up. False
   // if it cannot go on from here; `gone` then says whether its link is gone here.
@@ -127,7 +127,7 @@ class GossipService final : public core::Service {
   std::uint32_t self_ = 0;
   std::uint32_t round_ = 0;
   std::uint64_t counter_ = 0;
-  std::map<Rank, Peer> peers_;  // every other member of the ring
+  std::map<Rank, Member> peers_;  // every other member of the ring
   std::mt19937_64 rng_;
   std::uint64_t next_nonce_ = 1;
 

@@ -62,16 +62,16 @@ struct Message {
     adopted @4 :Adopted;
     shutdown @5 :Shutdown;
     failureReport @6 :FailureReport;
-    adoptionReport @7 :AdoptionReport;
+    attachReport @7 :AttachReport;
     challenge @12 :Challenge;
     helloProof @13 :HelloProof;
-    adoptionReports @14 :List(AdoptionReport);
+    attachReports @14 :List(AttachReport);
     endpoints @15 :Endpoints;
     # Adoption reports flooded down the tree, several in one message: a node sends
     # its children the reports it learnt in a short window (core/node.h,
     # kNewsWindow) together, so that a storm of adoptions wakes each process a few
     # times rather than once per orphan. Up, and to a newly joined peer,
-    # `adoptionReport` goes one by one and at once.
+    # `attachReport` goes one by one and at once.
     service :group {
       # A message of one service to the same service in another process. The rule
       # for a new protocol (docs/protocol.md): choose a free id, write a schema file
@@ -320,8 +320,12 @@ struct FailureReport {
   # it wakes, and leaves the tree instead of acting on it (docs/fault-tolerance.md).
 }
 
-struct AdoptionReport {
-  # Floods the tree: `orphan`, at `incarnation`, is now a child of `adopter`.
+struct AttachReport {
+  # Floods the tree: `orphan`, at `incarnation`, is now a child of `adopter`. Named
+  # AdoptionReport before version 8 (the same wire form): it reports every way a rank
+  # comes to hang under a parent, an orphan's adoption, a lost back-end's rank back
+  # again (rejoin), a back-end joining a running tree (open attach: first as a request
+  # with incarnation 0, up to the root, then as the root's answer).
   # Every process applies reports in one total order, whatever order they arrive
   # in: the higher incarnation wins, and at equal incarnations the higher adopter
   # rank (an orphan asks each adopter under a fresh incarnation, so a tie means a

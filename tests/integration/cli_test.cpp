@@ -392,7 +392,7 @@ TEST_F(Cli, UnionRunGoesOnWithoutAKilledBackEnd) {
   EXPECT_EQ(lines_with(o.out, "{\"event\":\"failure\",\"rank\":1,").size(), 1u) << o.out;
   auto views = lines_with(o.out, "\"event\":\"view\"");
   ASSERT_EQ(views.size(), 1u) << o.out;
-  EXPECT_NE(views[0].find("\"epoch\":1,\"members\":3,\"left\":[1],\"joined\":[]"), std::string::npos) << views[0];
+  EXPECT_NE(views[0].find("\"view\":1,\"members\":3,\"left\":[1],\"joined\":[]"), std::string::npos) << views[0];
   auto summary = lines_with(o.out, "{\"summary\":");
   ASSERT_EQ(summary.size(), 1u) << o.out;
   EXPECT_NE(summary[0].find("\"missing\":0,\"extra\":0,\"failed_backends\":1,\"late_values\":"), std::string::npos)

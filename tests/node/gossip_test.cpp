@@ -13,7 +13,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Ranks = std::vector<Rank>;
-using State = membership::GossipService::PeerState;
+using State = membership::GossipService::MemberState;
 
 constexpr Rank FE = kFirstInternalRank;
 constexpr Rank C1 = FE + 1, C2 = FE + 2;  // b:2^2: back-ends 0, 1 under C1; 2, 3 under C2

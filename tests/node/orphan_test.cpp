@@ -354,7 +354,7 @@ TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
 // commnode with 8 back-ends dies and its orphans are adopted at about the same
 // time, a bystander back-end hears of all 8 adoptions in a few messages, not one
 // message per orphan (each message a wake-up of every process in a real tree).
-TEST(Orphans, AdoptionReportsReachTheRestOfTheTreeInBatches) {
+TEST(Orphans, AttachReportsReachTheRestOfTheTreeInBatches) {
   FaultToleranceOptions fault;
   TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
   ASSERT_TRUE(tree.launch());

@@ -242,7 +242,7 @@ TEST(TreeView, TheFrontEndIsTheLastResort) {
   EXPECT_EQ(top.potential_adopters(0), (std::vector<Rank>{FE}));
 }
 
-TEST(TreeView, AdoptionReportsAreIdempotentAndOrderedByIncarnation) {
+TEST(TreeView, AttachReportsAreIdempotentAndOrderedByIncarnation) {
   auto v = view("b:2^2");
   ASSERT_TRUE(v.apply_failure(C1));
   EXPECT_FALSE(v.apply_failure(C1)) << "duplicate failure report";
@@ -263,7 +263,7 @@ TEST(TreeView, AdoptionReportsAreIdempotentAndOrderedByIncarnation) {
 
 // Two reports with one incarnation and different adopters (a forged or buggy
 // report): every process must end with the same tree, whatever order they came in.
-TEST(TreeView, AdoptionReportsWithOneIncarnationAreAppliedInOneTotalOrder) {
+TEST(TreeView, AttachReportsWithOneIncarnationAreAppliedInOneTotalOrder) {
   auto in_order = view("b:2^2");
   auto reversed = view("b:2^2");
   for (auto* v : {&in_order, &reversed}) ASSERT_TRUE(v->apply_failure(C1));
