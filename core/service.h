@@ -20,6 +20,9 @@
 
 #include <capnp/any.h>
 #include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <cstring>
 
 #include <algorithm>
 #include <cstddef>
@@ -168,6 +171,29 @@ class Service {
   // every process's instance reads them back from plan().service_options[id()].
   virtual std::string plan_options() const { return {}; }
 };
+
+// A service's options as plan_options() gives them: `message` (a struct of the
+// service's schema) serialised flat, as bytes.
+inline std::string options_bytes(capnp::MessageBuilder& message) {
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+// Reads options_bytes() back: calls `read` with the message, or returns false if
+// `bytes` are not one (empty, cut short, malformed).
+template <typename Read>
+bool read_options_bytes(std::string_view bytes, Read&& read) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return false;
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    capnp::FlatArrayMessageReader message(words);
+    read(static_cast<capnp::MessageReader&>(message));
+    return true;
+  } catch (const kj::Exception&) {
+    return false;
+  }
+}
 
 // The first segment of an outgoing message's builder, from a small per-thread pool.
 // A builder of its own callocs 8 KB for each message, and glibc gives the pages

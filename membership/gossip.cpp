@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include <capnp/serialize.h>
-
 #include "core/log.h"
 #include "membership.capnp.h"
 
@@ -27,30 +25,23 @@ std::string GossipService::encode_options(const GossipOptions& options) {
   o.setPeriodMs(static_cast<std::uint32_t>(options.period.count()));
   o.setMaxHangupMs(static_cast<std::uint32_t>(options.max_hangup.count()));
   o.setPingTimeoutMs(static_cast<std::uint32_t>(options.ping_timeout.count()));
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return core::options_bytes(message);
 }
 
 std::optional<GossipOptions> GossipService::decode_options(std::string_view bytes) {
   using std::chrono::milliseconds;
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return std::nullopt;
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
-  try {
-    capnp::FlatArrayMessageReader message(words);
+  GossipOptions options;
+  const bool read = core::read_options_bytes(bytes, [&](capnp::MessageReader& message) {
     auto o = message.getRoot<wire::gossip::Options>();
-    GossipOptions options;
     options.schedule = o.getSchedule() <= static_cast<std::uint8_t>(GossipSchedule::dbrr)
                            ? static_cast<GossipSchedule>(o.getSchedule())
                            : GossipSchedule::off;
     options.period = milliseconds(std::max<std::uint32_t>(10, o.getPeriodMs()));
     options.max_hangup = milliseconds(o.getMaxHangupMs());
     options.ping_timeout = milliseconds(o.getPingTimeoutMs());
-    return options;
-  } catch (const kj::Exception&) {
-    return std::nullopt;
-  }
+  });
+  if (!read) return std::nullopt;
+  return options;
 }
 
 GossipOptions GossipService::options() const {

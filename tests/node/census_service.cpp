@@ -1,9 +1,6 @@
 #include "census_service.h"
 
 #include <capnp/message.h>
-#include <capnp/serialize.h>
-
-#include <cstring>
 
 #include "census.capnp.h"
 #include "core/service.h"
@@ -23,21 +20,20 @@ std::string CensusService::plan_options() const {
   auto o = message.initRoot<wire::Options>();
   o.setLabel(given_->label);
   o.setCountCommnodes(given_->count_commnodes);
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return core::options_bytes(message);
 }
 
 CensusOptions CensusService::options() const {
   if (given_) return *given_;
   const auto& all = node_.plan().service_options;
   auto it = all.find(id());
-  if (it == all.end() || it->second.size() % sizeof(capnp::word) != 0) return {};
-  auto words = kj::heapArray<capnp::word>(it->second.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), it->second.data(), it->second.size());
-  capnp::FlatArrayMessageReader message(words);
-  auto o = message.getRoot<wire::Options>();
-  return {o.getLabel(), o.getCountCommnodes()};
+  CensusOptions options;
+  if (it == all.end()) return options;
+  core::read_options_bytes(it->second, [&](capnp::MessageReader& message) {
+    auto o = message.getRoot<wire::Options>();
+    options = {o.getLabel(), o.getCountCommnodes()};
+  });
+  return options;
 }
 
 void CensusService::ask() { on_ask(round_ + 1); }
