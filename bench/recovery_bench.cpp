@@ -99,7 +99,7 @@ canopy::Topology balanced(const std::vector<std::size_t>& fanouts) {
   std::size_t leaves = 1;
   for (auto f : fanouts) leaves *= f;
   const Rank first_internal = static_cast<Rank>(std::max<std::size_t>(canopy::kFirstInternalRank, 2 * leaves));
-  std::vector<canopy::Node> nodes;
+  std::vector<canopy::TopologyNode> nodes;
   std::vector<Rank> level{first_internal};
   nodes.push_back({.rank = first_internal, .role = canopy::Role::frontend});
   Rank next_internal = first_internal + 1, next_backend = 0;
@@ -282,7 +282,7 @@ void finish_and_check_union(canopy::Network& net, UnionResult& got, const Record
 // extra commnodes with one back-end each, which adopt the victim's orphans.
 canopy::Topology victim_topology(std::size_t fanout) {
   const Rank fe = canopy::kFirstInternalRank;
-  std::vector<canopy::Node> nodes{{.rank = fe, .role = canopy::Role::frontend}};
+  std::vector<canopy::TopologyNode> nodes{{.rank = fe, .role = canopy::Role::frontend}};
   nodes.push_back({.rank = fe + 1, .role = canopy::Role::commnode, .parent = fe});
   Rank backend = 0;
   for (std::size_t i = 0; i < fanout; ++i) {

@@ -149,7 +149,7 @@ static_assert(static_cast<int>(wire::Topology::Checksum::CRC32C) == static_cast<
 void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   auto nodes = out.initNodes(topology.size());
   for (std::size_t i = 0; i < topology.size(); ++i) {
-    const Node& n = topology.nodes()[i];
+    const TopologyNode& n = topology.nodes()[i];
     auto w = nodes[i];
     w.setRank(n.rank);
     w.setRole(to_wire(n.role));
@@ -177,10 +177,10 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
 }
 
 Result<Topology> decode_topology(wire::Topology::Reader in) {
-  std::vector<Node> nodes;
+  std::vector<TopologyNode> nodes;
   nodes.reserve(in.getNodes().size());
   for (auto w : in.getNodes()) {
-    Node n;
+    TopologyNode n;
     n.rank = w.getRank();
     n.role = from_wire(w.getRole());
     n.host = w.getHost();

@@ -40,8 +40,8 @@ bool Dial::under_way() const { return state_ && !state_->over; }
 
 Result<Dial> dial(asio::io_context& io, const Topology& topology, Rank from, Rank to, const Secret& secret, bool plain,
                   DialDone done) {
-  const canopy::Node* me = topology.find(from);
-  const canopy::Node* n = topology.find(to);
+  const canopy::TopologyNode* me = topology.find(from);
+  const canopy::TopologyNode* n = topology.find(to);
   if (!me || !n) return Error{"rank " + std::to_string(to) + " is not in the topology"};
   if (n->port == 0) return Error{"rank " + std::to_string(to) + " has published no port yet"};
   Dial d;

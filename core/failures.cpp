@@ -60,7 +60,7 @@ namespace {
 std::string who(const std::set<Rank>& ranks, const Topology* topology) {
   const auto find = [&](Rank r) { return topology ? topology->find(r) : nullptr; };
   if (ranks.size() == 1) {
-    const canopy::Node* n = find(*ranks.begin());
+    const canopy::TopologyNode* n = find(*ranks.begin());
     if (!n) return "node " + std::to_string(*ranks.begin());
     return std::string(n->role == Role::frontend ? "front-end" : n->role == Role::commnode ? "commnode" : "back-end") +
            " " + std::to_string(n->rank) + " on " + n->host;
@@ -68,7 +68,7 @@ std::string who(const std::set<Rank>& ranks, const Topology* topology) {
   std::set<Rank> backends, commnodes, unknown;
   bool frontend = false;
   for (Rank r : ranks) {
-    const canopy::Node* n = find(r);
+    const canopy::TopologyNode* n = find(r);
     if (!n) {
       unknown.insert(r);
     } else if (n->role == Role::frontend) {

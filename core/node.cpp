@@ -186,7 +186,7 @@ bool Node::links_idle() const {
 }
 
 std::string Node::describe(Rank rank) const {
-  const canopy::Node* n = topology_ ? topology_->find(rank) : nullptr;
+  const canopy::TopologyNode* n = topology_ ? topology_->find(rank) : nullptr;
   if (!n) return "node " + std::to_string(rank);
   return role_name(n->role) + " " + std::to_string(rank) + " on " + n->host;
 }

@@ -34,7 +34,7 @@ std::string encode_parent_link(const LinkSettings& links, const std::vector<tran
   return text;
 }
 
-std::string parent_link_for(const Topology& topology, const Node& child, const Node& parent, std::uint16_t port) {
+std::string parent_link_for(const Topology& topology, const TopologyNode& child, const TopologyNode& parent, std::uint16_t port) {
   if (topology.link_between(child, parent) != LinkKind::striped) return {};
   return encode_parent_link(topology.links(),
                             transport::paths_between(topology.nics_of(child.host), topology.nics_of(parent.host), port));

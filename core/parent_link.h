@@ -35,7 +35,7 @@ transport::StripedOptions striped_options(const LinkSettings& links);
 std::string encode_parent_link(const LinkSettings& links, const std::vector<transport::PathEndpoints>& paths);
 // CANOPY_PARENT_LINK's value for `child` under `parent`, which listens on `port`:
 // "" where their link is plain.
-std::string parent_link_for(const Topology& topology, const Node& child, const Node& parent, std::uint16_t port);
+std::string parent_link_for(const Topology& topology, const TopologyNode& child, const TopologyNode& parent, std::uint16_t port);
 // Reads CANOPY_PARENT ("address:port") and, if set, CANOPY_PARENT_LINK; the error
 // names the variable and what is wrong with it.
 Result<ParentLink> parent_link_from(const char* parent, const char* parent_link);

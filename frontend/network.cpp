@@ -407,7 +407,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     return Error{"no back-end program given (LaunchOptions::backend_argv)", ErrorKind::invalid_input};
   }
   if (options.open_attach && std::none_of(options.topology.nodes().begin(), options.topology.nodes().end(),
-                                          [](const canopy::Node& n) { return n.role == Role::commnode; })) {
+                                          [](const canopy::TopologyNode& n) { return n.role == Role::commnode; })) {
     return Error{"open attach needs a commnode for back-ends to join under; the topology has none",
                  ErrorKind::invalid_input};
   }

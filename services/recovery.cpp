@@ -112,7 +112,7 @@ void RecoveryService::check_standby() {
   const Rank target = candidates.front();
   if (node_.standby() == target) return;
   const Topology& topology = *node_.topology();
-  const canopy::Node* n = topology.find(target);
+  const canopy::TopologyNode* n = topology.find(target);
   if (!n) return;
   if (n->port == 0) return check_standby_after(kStandbySettle);
   if (topology.link_between(topology.at(node_.identity().rank), *n) == LinkKind::striped) {
@@ -174,7 +174,7 @@ void RecoveryService::try_next() {
   const Topology& topology = *node_.topology();
   while (next_ < candidates_.size()) {
     Rank candidate = candidates_[next_++];
-    const canopy::Node* n = topology.find(candidate);
+    const canopy::TopologyNode* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.live_tree()->alive(candidate)) continue;
     if (attempts_++ == 0) connect_start_ = Clock::now();
     trying_ = candidate;

@@ -226,7 +226,7 @@ std::string too_many_streams() {
 
 void StreamService::create_stream(const StreamSpec& spec) {
   for (Rank b : spec.backends) {
-    const canopy::Node* n = node_.topology()->find(b);
+    const canopy::TopologyNode* n = node_.topology()->find(b);
     if (!n || n->role != Role::backend) {
       report_stream_failure(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
       return;

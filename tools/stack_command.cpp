@@ -213,7 +213,7 @@ Result<Topology> stack_topology(const std::vector<std::string>& hosts, const std
     return Error{std::to_string(h) + " hosts are more than --fanout " + std::to_string(fanout) +
                      " squared: give a larger --fanout",
                  ErrorKind::invalid_input};
-  std::vector<Node> nodes;
+  std::vector<TopologyNode> nodes;
   nodes.push_back({.rank = kFirstInternalRank, .role = Role::frontend, .host = me});
   const bool commnodes = h > fanout;
   const std::size_t groups = commnodes ? (h + fanout - 1) / fanout : 0;

@@ -82,8 +82,8 @@ void StatusWriter::update(Network& net) {
     json += "]";
     // The link to its current parent, as configured (docs/striping.md): its kind, and
     // for a striped link the NICs at each end.
-    const canopy::Node* self = topology.find(n.rank);
-    const canopy::Node* parent = n.parent ? topology.find(*n.parent) : nullptr;
+    const canopy::TopologyNode* self = topology.find(n.rank);
+    const canopy::TopologyNode* parent = n.parent ? topology.find(*n.parent) : nullptr;
     if (self && parent) {
       const LinkKind kind = topology.link_between(*self, *parent);
       json += ",\"link\":\"" + std::string(to_string(kind)) + "\"";

@@ -313,24 +313,24 @@ Result<Topology> attach_backends(const Topology& commnode_tree, std::size_t coun
   detail::Shape shape = detail::shape_of(commnode_tree);
   std::vector<Rank> leaves;  // depth first, left to right
   for (std::size_t at : detail::depth_first(shape)) {
-    const Node& node = commnode_tree.nodes()[at];
+    const TopologyNode& node = commnode_tree.nodes()[at];
     if (node.role == Role::commnode && node.children.empty()) leaves.push_back(node.rank);
   }
   if (leaves.empty()) return Error{what + "the tree has no commnode without children to put them under"};
-  for (const Node& node : commnode_tree.nodes()) {
+  for (const TopologyNode& node : commnode_tree.nodes()) {
     if (node.rank < count) {
       return Error{what + "the " + std::string(to_string(node.role)) + " " + std::to_string(node.rank) +
                    " has a rank in 0.." + std::to_string(count - 1) + ", the back-ends' ranks"};
     }
   }
 
-  std::vector<Node> nodes = commnode_tree.nodes();
+  std::vector<TopologyNode> nodes = commnode_tree.nodes();
   std::unordered_map<Rank, std::size_t> position;
   for (std::size_t i = 0; i < nodes.size(); ++i) position.emplace(nodes[i].rank, i);
   nodes.reserve(nodes.size() + count);
   for (std::size_t r = 0; r < count; ++r) {
     Rank leaf = leaves[r * leaves.size() / count];
-    Node backend;
+    TopologyNode backend;
     backend.rank = static_cast<Rank>(r);
     backend.role = Role::backend;
     backend.host = nodes[position.at(leaf)].host;

@@ -300,9 +300,9 @@ class Parser {
 // Which leaves a topology has: Leaves::commnodes only when it has commnode leaves
 // and no back-ends. Fails on leaves of both roles.
 Result<Leaves> leaves_of(const Topology& topology) {
-  const Node* backend_leaf = nullptr;
-  const Node* commnode_leaf = nullptr;
-  for (const Node& node : topology.nodes()) {
+  const TopologyNode* backend_leaf = nullptr;
+  const TopologyNode* commnode_leaf = nullptr;
+  for (const TopologyNode& node : topology.nodes()) {
     if (node.role == Role::backend) backend_leaf = backend_leaf ? backend_leaf : &node;
     if (node.role == Role::commnode && node.children.empty()) commnode_leaf = commnode_leaf ? commnode_leaf : &node;
   }
@@ -338,7 +338,7 @@ Result<std::string> to_mrnet(const Topology& topology) {
   if (links != LinkSettings{}) {
     return Error{"MRNet's format has no link settings; write YAML instead"};
   }
-  for (const Node& node : topology.nodes()) {
+  for (const TopologyNode& node : topology.nodes()) {
     if (node.link) {
       return Error{"MRNet's format has no link choices (node " + std::to_string(node.rank) + " has a " +
                    std::string(to_string(*node.link)) + " link); write YAML instead"};

@@ -61,17 +61,17 @@ std::string str(Rank rank) { return std::to_string(rank); }
 
 // The nodes under validation with a rank -> position index, and the error format.
 struct Draft {
-  std::vector<Node>& nodes;
+  std::vector<TopologyNode>& nodes;
   std::string_view source;
   std::unordered_map<Rank, std::size_t> index;
 
-  Node* find(Rank rank) {
+  TopologyNode* find(Rank rank) {
     auto it = index.find(rank);
     return it == index.end() ? nullptr : &nodes[it->second];
   }
 
   // "<source>:<line>: <problem>", without the line when the node has none.
-  Error error(const Node* at, const std::string& problem) const { return error(at ? at->line : 0, problem); }
+  Error error(const TopologyNode* at, const std::string& problem) const { return error(at ? at->line : 0, problem); }
   Error error(int line, const std::string& problem) const {
     std::string prefix(source);
     if (line > 0) prefix += ":" + std::to_string(line);
@@ -79,7 +79,7 @@ struct Draft {
   }
 };
 
-std::string line_note(const Node& node) {
+std::string line_note(const TopologyNode& node) {
   return node.line > 0 ? " (line " + std::to_string(node.line) + ")" : std::string();
 }
 
@@ -87,10 +87,10 @@ Result<void> index_ranks(Draft& draft) {
   if (draft.nodes.empty()) return draft.error(nullptr, "the topology has no nodes");
   draft.index.reserve(draft.nodes.size());
   for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
-    const Node& node = draft.nodes[i];
+    const TopologyNode& node = draft.nodes[i];
     auto [it, fresh] = draft.index.emplace(node.rank, i);
     if (!fresh) {
-      const Node& first = draft.nodes[it->second];
+      const TopologyNode& first = draft.nodes[it->second];
       std::string note = first.line > 0 ? " (first at line " + std::to_string(first.line) + ")" : "";
       return draft.error(&node, "duplicate rank " + str(node.rank) + note);
     }
@@ -98,7 +98,7 @@ Result<void> index_ranks(Draft& draft) {
   return {};
 }
 
-Error two_parents(const Draft& draft, const Node& child, Rank first, Rank second) {
+Error two_parents(const Draft& draft, const TopologyNode& child, Rank first, Rank second) {
   if (first == second) {
     return draft.error(&child, "node " + str(child.rank) + " is listed twice as a child of " + str(first));
   }
@@ -111,21 +111,21 @@ Error two_parents(const Draft& draft, const Node& child, Rank first, Rank second
 // node to its parent's children. Any disagreement is a node with two parents.
 Result<void> link_parents_and_children(Draft& draft) {
   std::unordered_map<Rank, Rank> listed_under;  // child -> the node whose list names it
-  for (const Node& node : draft.nodes) {
+  for (const TopologyNode& node : draft.nodes) {
     for (Rank rank : node.children) {
-      Node* child = draft.find(rank);
+      TopologyNode* child = draft.find(rank);
       if (!child) return draft.error(&node, "edge refers to unknown rank " + str(rank));
       auto [it, fresh] = listed_under.emplace(rank, node.rank);
       if (!fresh) return two_parents(draft, *child, it->second, node.rank);
     }
   }
-  for (Node& node : draft.nodes) {
+  for (TopologyNode& node : draft.nodes) {
     auto listed = listed_under.find(node.rank);
     if (!node.parent) {
       if (listed != listed_under.end()) node.parent = listed->second;
       continue;
     }
-    Node* parent = draft.find(*node.parent);
+    TopologyNode* parent = draft.find(*node.parent);
     if (!parent) return draft.error(&node, "edge refers to unknown rank " + str(*node.parent));
     if (listed == listed_under.end()) {
       parent->children.push_back(node.rank);
@@ -144,7 +144,7 @@ struct Cycle {
   bool through_start;
 };
 
-Cycle cycle_above(Draft& draft, const Node& start) {
+Cycle cycle_above(Draft& draft, const TopologyNode& start) {
   std::vector<Rank> upward;  // start, its parent, its grandparent, ...
   std::unordered_map<Rank, std::size_t> position;
   for (Rank at = start.rank; position.emplace(at, upward.size()).second; at = *draft.find(at)->parent) {
@@ -162,10 +162,10 @@ Cycle cycle_above(Draft& draft, const Node& start) {
 Result<std::size_t> find_root(Draft& draft) {
   std::optional<std::size_t> root;
   for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
-    const Node& node = draft.nodes[i];
+    const TopologyNode& node = draft.nodes[i];
     if (node.parent) continue;
     if (root) {
-      const Node& first = draft.nodes[*root];
+      const TopologyNode& first = draft.nodes[*root];
       return draft.error(&node, "several roots: " + str(first.rank) + line_note(first) + " and " + str(node.rank) +
                                     line_note(node) + " (the tree must have exactly one front-end with no parent)");
     }
@@ -173,12 +173,12 @@ Result<std::size_t> find_root(Draft& draft) {
   }
   if (!root) {
     auto frontend = std::find_if(draft.nodes.begin(), draft.nodes.end(),
-                                 [](const Node& node) { return node.role == Role::frontend; });
-    const Node& start = frontend != draft.nodes.end() ? *frontend : draft.nodes.front();
+                                 [](const TopologyNode& node) { return node.role == Role::frontend; });
+    const TopologyNode& start = frontend != draft.nodes.end() ? *frontend : draft.nodes.front();
     return draft.error(nullptr, "no root: every node has a parent (the tree must have exactly one front-end with "
                                 "no parent); cycle: " + cycle_above(draft, start).path);
   }
-  const Node& node = draft.nodes[*root];
+  const TopologyNode& node = draft.nodes[*root];
   if (node.role != Role::frontend) {
     return draft.error(&node, "root " + str(node.rank) + " is a " + std::string(to_string(node.role)) +
                                   "; the root must be the front-end");
@@ -199,7 +199,7 @@ Result<std::vector<std::size_t>> breadth_first(Draft& draft, std::size_t root) {
 
   std::vector<bool> reached(draft.nodes.size());
   for (std::size_t i : order) reached[i] = true;
-  const Node& lost = draft.nodes[static_cast<std::size_t>(std::find(reached.begin(), reached.end(), false) - reached.begin())];
+  const TopologyNode& lost = draft.nodes[static_cast<std::size_t>(std::find(reached.begin(), reached.end(), false) - reached.begin())];
   Cycle cycle = cycle_above(draft, lost);
   if (cycle.through_start) return draft.error(&lost, "cycle: " + cycle.path);
   return draft.error(&lost, "node " + str(lost.rank) + " is not reachable from the root " +
@@ -207,7 +207,7 @@ Result<std::vector<std::size_t>> breadth_first(Draft& draft, std::size_t root) {
 }
 
 Result<void> check_roles(const Draft& draft) {
-  for (const Node& node : draft.nodes) {
+  for (const TopologyNode& node : draft.nodes) {
     if (node.role == Role::backend && !node.children.empty()) {
       return draft.error(&node, "back-end " + str(node.rank) + " has children");
     }
@@ -253,7 +253,7 @@ Result<void> complete_hosts(const Draft& draft, std::vector<Host>& hosts) {
     if (!known.insert(host.name).second) return draft.error(nullptr, "host '" + host.name + "' is listed twice");
     if (auto ok = check_nics(draft, host); !ok) return ok;
   }
-  for (const Node& node : draft.nodes) {
+  for (const TopologyNode& node : draft.nodes) {
     if (known.insert(node.host).second) hosts.push_back({node.host, ""});
   }
   return {};
@@ -261,7 +261,7 @@ Result<void> complete_hosts(const Draft& draft, std::vector<Host>& hosts) {
 
 }  // namespace
 
-Result<Topology> Topology::make(std::vector<Node> nodes, std::vector<Host> hosts, std::string_view source) {
+Result<Topology> Topology::make(std::vector<TopologyNode> nodes, std::vector<Host> hosts, std::string_view source) {
   Draft draft{nodes, source, {}};
   if (auto ok = index_ranks(draft); !ok) return Error{ok.error()};
   if (auto ok = link_parents_and_children(draft); !ok) return Error{ok.error()};
@@ -281,18 +281,18 @@ Result<Topology> Topology::make(std::vector<Node> nodes, std::vector<Host> hosts
   return topology;
 }
 
-const Node& Topology::root() const { return nodes_.front(); }
+const TopologyNode& Topology::root() const { return nodes_.front(); }
 
-const Node* Topology::find(Rank rank) const {
+const TopologyNode* Topology::find(Rank rank) const {
   auto it = index_.find(rank);
   return it == index_.end() ? nullptr : &nodes_[it->second];
 }
 
-const Node& Topology::at(Rank rank) const { return nodes_[index_.at(rank)]; }
+const TopologyNode& Topology::at(Rank rank) const { return nodes_[index_.at(rank)]; }
 
 std::vector<Rank> Topology::backends() const {
   std::vector<Rank> ranks;
-  for (const Node& node : nodes_) {
+  for (const TopologyNode& node : nodes_) {
     if (node.role == Role::backend) ranks.push_back(node.rank);
   }
   std::sort(ranks.begin(), ranks.end());
@@ -311,10 +311,10 @@ std::size_t Topology::depth() const {
 
 std::vector<Rank> Topology::backends_below(Rank rank) const {
   std::vector<Rank> ranks;
-  std::vector<const Node*> pending;
-  if (const Node* start = find(rank)) pending.push_back(start);
+  std::vector<const TopologyNode*> pending;
+  if (const TopologyNode* start = find(rank)) pending.push_back(start);
   while (!pending.empty()) {
-    const Node* node = pending.back();
+    const TopologyNode* node = pending.back();
     pending.pop_back();
     if (node->role == Role::backend) ranks.push_back(node->rank);
     for (Rank child : node->children) pending.push_back(&at(child));
@@ -351,11 +351,11 @@ Result<void> Topology::add_backend(Rank rank, Rank parent) {
                  std::to_string(kFirstInternalRank) + " are the front-end's and commnodes'"};
   }
   if (find(rank)) return Error{"rank " + std::to_string(rank) + " is in the tree already"};
-  const Node* up = find(parent);
+  const TopologyNode* up = find(parent);
   if (!up || up->role == Role::backend) {
     return Error{"rank " + std::to_string(parent) + " is not a commnode or front-end of the tree"};
   }
-  Node node;
+  TopologyNode node;
   node.rank = rank;
   node.role = Role::backend;
   node.host = up->host;
@@ -375,7 +375,7 @@ Result<void> Topology::set_links(LinkSettings links) {
   return {};
 }
 
-LinkKind Topology::link_between(const Node& child, const Node& parent) const {
+LinkKind Topology::link_between(const TopologyNode& child, const TopologyNode& parent) const {
   LinkKind kind = (child.parent == parent.rank && child.link) ? *child.link : links_.kind;
   if (kind != LinkKind::automatic) return kind;
   return nics_of(child.host).size() >= 2 && nics_of(parent.host).size() >= 2 ? LinkKind::striped : LinkKind::plain;

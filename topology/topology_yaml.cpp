@@ -255,7 +255,7 @@ class Parser {
 
   void read_node(const YAML::Node& item) {
     Fields f = fields(item, "a node", {"rank", "role"}, {"host", "port"});
-    Node node;
+    TopologyNode node;
     node.line = line_of(item);
     node.rank = read_rank(f.at("rank"));
     node.role = read_role(f.at("role"));
@@ -269,7 +269,7 @@ class Parser {
     nodes_.push_back(std::move(node));
   }
 
-  Node& node_named_by(const YAML::Node& value) {
+  TopologyNode& node_named_by(const YAML::Node& value) {
     Rank rank = read_rank(value);
     auto it = index_.find(rank);
     if (it == index_.end()) fail(value, "edge refers to unknown rank " + std::to_string(rank));
@@ -281,13 +281,13 @@ class Parser {
   void read_edge(const YAML::Node& item) {
     Fields f = fields(item, "an edge", {"parent", "children"}, {"link"});
     int line = line_of(item);
-    Node& parent = node_named_by(f.at("parent"));
+    TopologyNode& parent = node_named_by(f.at("parent"));
     std::optional<LinkKind> link;
     if (auto it = f.find("link"); it != f.end()) link = read_link_kind(it->second);
     const YAML::Node& children = f.at("children");
     if (!children.IsSequence()) fail(children, "'children' must be a list of ranks, not " + describe(children));
     for (const YAML::Node& value : children) {
-      Node& child = node_named_by(value);
+      TopologyNode& child = node_named_by(value);
       auto [first, fresh] = parent_lines_.emplace(child.rank, line);
       if (!fresh) {
         std::string child_rank = std::to_string(child.rank), first_line = std::to_string(first->second);
@@ -306,7 +306,7 @@ class Parser {
 
   std::string_view source_;
   std::vector<Host> hosts_;
-  std::vector<Node> nodes_;
+  std::vector<TopologyNode> nodes_;
   std::unordered_map<Rank, std::size_t> index_;    // rank -> position in nodes_
   std::unordered_map<Rank, int> parent_lines_;     // child -> line of the edge naming its parent
   std::unordered_map<std::string, int> host_lines_;
@@ -396,7 +396,7 @@ std::string to_yaml(const Topology& topology) {
            ", ping_timeout_ms: " + std::to_string(gossip->ping_timeout.count()) + "}\n";
   }
   out += "nodes:\n";
-  for (const Node& node : topology.nodes()) {
+  for (const TopologyNode& node : topology.nodes()) {
     out += "  - {rank: " + std::to_string(node.rank) + ", role: " + std::string(to_string(node.role));
     if (node.host != "localhost") out += ", host: " + scalar(node.host);
     if (node.port != 0) out += ", port: " + std::to_string(node.port);
@@ -404,7 +404,7 @@ std::string to_yaml(const Topology& topology) {
   }
   // One edge entry per run of children with the same link choice.
   bool any_edge = false;
-  for (const Node& node : topology.nodes()) {
+  for (const TopologyNode& node : topology.nodes()) {
     for (std::size_t i = 0; i < node.children.size();) {
       const std::optional<LinkKind> link = topology.at(node.children[i]).link;
       if (!any_edge) out += "edges:\n";

@@ -62,10 +62,10 @@ Result<Topology> number_tree(const Shape& shape, Leaves leaves, std::string_view
     if (!numbered[at]) rank[at] = next_internal++;
   }
 
-  std::vector<Node> nodes;
+  std::vector<TopologyNode> nodes;
   nodes.reserve(shape.size());
   for (std::size_t at : order) {
-    Node node;
+    TopologyNode node;
     node.rank = rank[at];
     node.role = role[at];
     node.host = shape[at].host;
@@ -83,7 +83,7 @@ Shape shape_of(const Topology& topology) {
   for (std::size_t i = 0; i < topology.size(); ++i) position.emplace(topology.nodes()[i].rank, i);
   Shape shape(topology.size());
   for (std::size_t i = 0; i < topology.size(); ++i) {
-    const Node& node = topology.nodes()[i];
+    const TopologyNode& node = topology.nodes()[i];
     shape[i].host = node.host;
     shape[i].line = node.line;
     shape[i].children.reserve(node.children.size());

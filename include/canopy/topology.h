@@ -62,7 +62,9 @@ struct LinkSettings {
   bool operator==(const LinkSettings&) const = default;
 };
 
-struct Node {
+// One process of a topology: its place in the tree and where it runs. (The node
+// core of a running process is core::Node, not this.)
+struct TopologyNode {
   Rank rank = 0;
   Role role = Role::backend;
   std::string host = "localhost";
@@ -74,19 +76,22 @@ struct Node {
   int line = 0;                    // line in the source file; 0 when generated
 };
 
+// The old name, kept (deprecated) for tools written against it.
+using Node [[deprecated("canopy::Node is now canopy::TopologyNode")]] = TopologyNode;
+
 class Topology {
  public:
   // Builds and validates a tree. The error names `source:line` (when known) and the
   // problem: no root, several roots, a node with two parents, a cycle, a node
   // unreachable from the root, a duplicate rank, an edge to an unknown rank, a root
   // that is not a front-end, a back-end with children, a front-end that is not root.
-  static Result<Topology> make(std::vector<Node> nodes, std::vector<Host> hosts,
+  static Result<Topology> make(std::vector<TopologyNode> nodes, std::vector<Host> hosts,
                                std::string_view source = "<topology>");
 
-  const Node& root() const;
-  const Node* find(Rank rank) const;        // nullptr if unknown
-  const Node& at(Rank rank) const;          // precondition: rank exists
-  const std::vector<Node>& nodes() const { return nodes_; }  // root first, then BFS
+  const TopologyNode& root() const;
+  const TopologyNode* find(Rank rank) const;        // nullptr if unknown
+  const TopologyNode& at(Rank rank) const;          // precondition: rank exists
+  const std::vector<TopologyNode>& nodes() const { return nodes_; }  // root first, then BFS
   const std::vector<Host>& hosts() const { return hosts_; }
   std::vector<Rank> backends() const;       // ascending rank
   std::size_t size() const { return nodes_.size(); }
@@ -119,10 +124,10 @@ class Topology {
   // Plain or striped: the link between a child and its parent (the child's own
   // choice, else the tree's), or, with no edge between them (an orphan and its
   // adopter), the tree's. `automatic` resolves by the two hosts' NIC counts.
-  LinkKind link_between(const Node& child, const Node& parent) const;
+  LinkKind link_between(const TopologyNode& child, const TopologyNode& parent) const;
 
  private:
-  std::vector<Node> nodes_;
+  std::vector<TopologyNode> nodes_;
   std::vector<Host> hosts_;
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
   LinkSettings links_;

@@ -348,7 +348,7 @@ namespace {
 // topology) and published to the front-end's topology at launch. No port is picked
 // beforehand, so none can be taken by another test in between (ctest -j).
 std::uint16_t listening_port(const canopy::Network& net, canopy::Rank rank) {
-  const canopy::Node* node = net.topology().find(rank);
+  const canopy::TopologyNode* node = net.topology().find(rank);
   return node ? node->port : 0;
 }
 

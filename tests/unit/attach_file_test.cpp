@@ -205,7 +205,7 @@ TEST(AttachFile, AnOpenAttachFileListsTheCommnodesBackendsJoinUnder) {
   auto t = canopy::generate_topology("b:2x2", {}, canopy::Leaves::commnodes);  // FE, 2, then 4 commnodes
   ASSERT_TRUE(t) << t.error();
   std::uint16_t port = 40000;
-  for (const auto& n : std::vector<canopy::Node>(t->nodes())) t->set_port(n.rank, ++port);  // learnt at launch
+  for (const auto& n : std::vector<canopy::TopologyNode>(t->nodes())) t->set_port(n.rank, ++port);  // learnt at launch
   canopy::core::Secret secret{};
   const std::string closed = canopy::attach::attach_file_text(*t, 1, secret);
   EXPECT_EQ(closed.find("commnode "), std::string::npos) << closed;

@@ -52,7 +52,7 @@ std::vector<Rank> ranks_in_order(const Topology& topology) {
 
 std::size_t count_role(const Topology& topology, Role role) {
   return static_cast<std::size_t>(std::count_if(topology.nodes().begin(), topology.nodes().end(),
-                                                [role](const canopy::Node& n) { return n.role == role; }));
+                                                [role](const canopy::TopologyNode& n) { return n.role == role; }));
 }
 
 void expect_same(const Topology& a, const Topology& b) {

@@ -119,8 +119,8 @@ constexpr std::string_view kThreeNodes = R"(nodes:
   - {rank: 1000002, role: commnode}
 )";
 
-canopy::Node node(Rank rank, Role role, std::optional<Rank> parent = {}, std::vector<Rank> children = {}) {
-  canopy::Node n;
+canopy::TopologyNode node(Rank rank, Role role, std::optional<Rank> parent = {}, std::vector<Rank> children = {}) {
+  canopy::TopologyNode n;
   n.rank = rank;
   n.role = role;
   n.parent = parent;
@@ -579,9 +579,9 @@ TEST(TopologyToYaml, RoundTripsGeneratedTrees) {
 }
 
 TEST(TopologyToYaml, QuotesHostNamesAndAddressesThatAreNotPlainNames) {
-  canopy::Node fe = node(9, Role::frontend, {}, {0});
+  canopy::TopologyNode fe = node(9, Role::frontend, {}, {0});
   fe.host = "null";
-  canopy::Node be = node(0, Role::backend);
+  canopy::TopologyNode be = node(0, Role::backend);
   be.host = "odd \"host\": #1\t";
   auto t = Topology::make({fe, be}, {{"null", "::1"}});
   ASSERT_TRUE(t) << t.error();
