@@ -294,7 +294,7 @@ if(TARGET canopy_mrnet_filters)
   install(TARGETS canopy_mrnet_filters LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mrnet ${PROJECT_SOURCE_DIR}/include/mrnet_lightweight
-  ${PROJECT_SOURCE_DIR}/include/xplat
+  ${PROJECT_SOURCE_DIR}/include/xplat ${PROJECT_SOURCE_DIR}/include/xplat_lightweight
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL FILES_MATCHING PATTERN "*.h")
 # Their pkg-config files: one shared library each, found at run time through an
 # RPATH to the installed libdir, as MRNet's users find libmrnet.so.

@@ -8,6 +8,7 @@
 
 #include "canopy/packet.h"
 #include "mrnet/FilterIds.h"
+#include "mrnet/Stream.h"
 
 namespace MRN::layer {
 
@@ -16,8 +17,8 @@ namespace MRN::layer {
 // and dont_wait. Canopy numbers streams from 1 in creation order.
 inline constexpr canopy::StreamId kPerBackendStream = 1;
 
-// MRNet numbers its user streams from 2^30 + 10 (USER_STRM_BASE_ID).
-inline constexpr unsigned int kUserStreamBase = (1u << 30) + 10;
+// MRNet numbers its user streams from 2^30 + 10.
+inline constexpr unsigned int kUserStreamBase = USER_STRM_BASE_ID;
 
 // The MRNet stream id of a packet on Canopy stream `id`; `backend` is the back-end at
 // the other end of a per-back-end stream (the sender at the front-end, the receiver

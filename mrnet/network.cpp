@@ -13,6 +13,7 @@
 #include <future>
 #include <sstream>
 #include <atomic>
+#include <mutex>
 
 #include "mrnet/attach_place.h"
 #include "mrnet/backend_args.h"
@@ -138,15 +139,28 @@ void Error::error(ErrorCode code, Rank, const char* format, ...) const {
   detail_ = text;
 }
 
-namespace {
-int output_level = 1;
-}
+const int MIN_OUTPUT_LEVEL = 0;
+const int MAX_OUTPUT_LEVEL = 5;
+int CUR_OUTPUT_LEVEL = 1;
+char* MRN_DEBUG_LOG_DIRECTORY = nullptr;
+
 void get_Version(int& major, int& minor, int& revision) {
   major = MRNET_VERSION_MAJOR;
   minor = MRNET_VERSION_MINOR;
   revision = MRNET_VERSION_REV;
 }
-void set_OutputLevel(int level) { output_level = level; }
+void set_OutputLevel(int level) { CUR_OUTPUT_LEVEL = std::clamp(level, MIN_OUTPUT_LEVEL, MAX_OUTPUT_LEVEL); }
+
+void layer::say_no_performance_data() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fputs("MRNet: performance data is not collected on Canopy (docs/mrnet.md); use canopy run --status or "
+               "the dashboard\n",
+               stderr);
+  });
+}
+
+void Network::print_PerformanceData(perfdata_metric_t, perfdata_context_t) { layer::say_no_performance_data(); }
 
 // ---- the network's state ----
 

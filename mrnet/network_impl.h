@@ -23,6 +23,11 @@
 
 namespace MRN {
 
+namespace layer {
+// print_PerformanceData's answer: one line on stderr, once per process.
+void say_no_performance_data();
+}  // namespace layer
+
 // A filter id the network knows: a built-in, or a tool's function (load_FilterFunc).
 struct FilterInfo {
   std::string canopy_name;  // the Canopy filter that runs it

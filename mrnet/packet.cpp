@@ -109,7 +109,9 @@ std::vector<Out> copy_array(const void* data, std::uint64_t n) {
 }
 
 // Packs one value of type t; false (and `error`) if it cannot be.
-bool pack_one(DataType t, Source& from, std::vector<Value>& out, std::string& error) {
+// The strings and arrays given (a string array's strings too) are noted in `given`,
+// if not null, for set_DestroyData.
+bool pack_one(DataType t, Source& from, std::vector<Value>& out, std::vector<void*>* given, std::string& error) {
   const bool lrg = large(t);
   switch (base(t)) {
     case CHAR_T: out.emplace_back(static_cast<std::int32_t>(from.promoted<char, int>())); return true;
@@ -129,12 +131,14 @@ bool pack_one(DataType t, Source& from, std::vector<Value>& out, std::string& er
         return false;
       }
       out.emplace_back(std::string(s));
+      if (given) given->push_back(const_cast<char*>(s));
       return true;
     }
     default: break;
   }
   const void* data = from.pointer();
   const std::uint64_t n = from.count(lrg);
+  if (given && data) given->push_back(const_cast<void*>(data));
   if (n > 0 && !data) {
     error = "an array of " + std::to_string(n) + " values is NULL";
     return false;
@@ -161,6 +165,8 @@ bool pack_one(DataType t, Source& from, std::vector<Value>& out, std::string& er
         }
         v.emplace_back(strings[i]);
       }
+      if (given)
+        for (std::uint64_t i = 0; i < n; ++i) given->push_back(const_cast<char*>(strings[i]));
       out.emplace_back(std::move(v));
       return true;
     }
@@ -182,7 +188,7 @@ std::unique_ptr<Packet::Impl> pack(unsigned int stream_id, int tag, const char* 
   }
   impl->types = std::move(*types);
   for (DataType t : impl->types) {
-    if (!pack_one(t, from, impl->values, impl->error)) {
+    if (!pack_one(t, from, impl->values, &impl->given, impl->error)) {
       impl->values.clear();
       return impl;
     }
@@ -290,7 +296,12 @@ Packet::Packet(unsigned int stream_id, int tag, const void** values, const char*
 
 Packet::Packet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Packet::~Packet() = default;
+Packet::~Packet() {
+  if (impl_ && impl_->destroy_data)
+    for (void* p : impl_->given) std::free(p);
+}
+
+void Packet::set_DestroyData(bool destroy) { impl_->destroy_data = destroy; }
 
 int Packet::unpack(const char* format, ...) {
   va_list out;
@@ -430,7 +441,7 @@ canopy::Result<canopy::Packet> pack_canopy(int tag, const char* format, va_list 
   va_copy(args, values);
   Source from(&args);
   for (DataType t : parsed->types) {
-    if (!pack_one(t, from, out, error)) {
+    if (!pack_one(t, from, out, nullptr, error)) {
       va_end(args);
       return canopy::Error{error};
     }

@@ -27,6 +27,10 @@ struct Packet::Impl {
   Rank source = UnknownRank;
   Rank inlet = UnknownRank;
   std::string error;  // "" unless packing failed
+  // The strings and arrays given at construction (the packet holds copies), freed
+  // with the packet after set_DestroyData(true), as MRNet frees them.
+  std::vector<void*> given;
+  bool destroy_data = false;
   // At the front-end, the wave it closes (Packet::get_Wave and is_CompleteWave).
   std::optional<std::uint64_t> wave;
   std::uint32_t wave_backends = 0;

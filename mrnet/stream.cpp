@@ -146,6 +146,8 @@ int Stream::set_FilterParameters(const char* format, va_list values, FilterType 
   return 0;
 }
 
+void Stream::print_PerformanceData(perfdata_metric_t, perfdata_context_t) { layer::say_no_performance_data(); }
+
 bool Stream::is_Closed() const { return network_->is_ShutDown(); }
 
 }  // namespace MRN

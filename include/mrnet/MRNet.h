@@ -10,3 +10,5 @@
 #include "mrnet/Packet.h"
 #include "mrnet/Stream.h"
 #include "mrnet/Types.h"
+#include "xplat/Monitor.h"  // MRNet's headers bring both
+#include "xplat/Mutex.h"

@@ -100,9 +100,15 @@ class Network : public Error {
   int send(Rank backend, PacketPtr& packet);
   int flush() const;
 
-  // Not provided (docs/mrnet.md): false.
-  bool enable_PerformanceData(int metric, int context) { return false; }
-  bool disable_PerformanceData(int metric, int context) { return false; }
+  // MRNet's performance data is not collected (docs/mrnet.md): these return false,
+  // `results` stays empty, and print_PerformanceData says so on stderr, once.
+  bool enable_PerformanceData(perfdata_metric_t metric, perfdata_context_t context) { return false; }
+  bool disable_PerformanceData(perfdata_metric_t metric, perfdata_context_t context) { return false; }
+  bool collect_PerformanceData(std::map<int, rank_perfdata_map>& results, perfdata_metric_t metric,
+                               perfdata_context_t context, int aggr_filter_id = TFILTER_ARRAY_CONCAT) {
+    return false;
+  }
+  void print_PerformanceData(perfdata_metric_t metric, perfdata_context_t context);
 
   // Events: polled, by descriptor, or by callback (run on the layer's event thread).
   void clear_Events();

@@ -48,6 +48,12 @@ class Packet {
   // A packing error (an unknown directive, a NULL %s): the packet carries nothing.
   bool has_Error() const;
 
+  // True: the strings (%s) and arrays (%a..., %A..., a %as array's strings too)
+  // given at construction are free()d with the packet, as MRNet does; they must then
+  // have come from malloc. (The packet keeps copies of its values: what it frees is
+  // the caller's.)
+  void set_DestroyData(bool destroy);
+
   // Canopy's extension, not in MRNet (docs/mrnet.md, "Waves after a failure"): at
   // the front-end, whether the packet is of a wave that holds every back-end of its
   // stream. A wave that lost back-ends' packets in a failure is delivered as MRNet

@@ -14,6 +14,14 @@
 
 namespace MRN {
 
+// MRNet's stream numbers: its own control streams, and the first of a tool's
+// streams (new_Stream numbers from there; a back-end's own stream has its rank).
+const unsigned int CTL_STRM_ID = 1u << 30;
+const unsigned int INTERNAL_STRM_BASE_ID = CTL_STRM_ID + 1;
+const unsigned int TOPOL_STRM_ID = INTERNAL_STRM_BASE_ID;
+const unsigned int PORT_STRM_ID = INTERNAL_STRM_BASE_ID + 1;
+const unsigned int USER_STRM_BASE_ID = CTL_STRM_ID + 10;
+
 class Network;
 
 typedef enum { FILTER_DOWNSTREAM_TRANS, FILTER_UPSTREAM_TRANS, FILTER_UPSTREAM_SYNC } FilterType;
@@ -52,9 +60,15 @@ class Stream {
   int set_FilterParameters(FilterType type, const char* format, ...) const;
   int set_FilterParameters(const char* format, va_list values, FilterType type) const;
 
-  // MRNet's performance data is not provided (docs/mrnet.md): false.
-  bool enable_PerformanceData(int metric, int context) { return false; }
-  bool disable_PerformanceData(int metric, int context) { return false; }
+  // MRNet's performance data is not collected (docs/mrnet.md): these return false,
+  // `results` stays empty, and print_PerformanceData says so on stderr, once.
+  bool enable_PerformanceData(perfdata_metric_t metric, perfdata_context_t context) { return false; }
+  bool disable_PerformanceData(perfdata_metric_t metric, perfdata_context_t context) { return false; }
+  bool collect_PerformanceData(rank_perfdata_map& results, perfdata_metric_t metric, perfdata_context_t context,
+                               int aggr_filter_id = TFILTER_ARRAY_CONCAT) {
+    return false;
+  }
+  void print_PerformanceData(perfdata_metric_t metric, perfdata_context_t context);
 
   // Canopy streams stay open while the network runs.
   bool is_Closed() const;

@@ -54,8 +54,9 @@ int Packet_unpack_valist(Packet_t* packet, va_list args, const char* fmt);
 /* Frees the packet and the values it holds (see above); NULL is ignored. */
 void delete_Packet_t(Packet_t* packet);
 
-/* Accepted and without effect: Canopy's packets copy a caller's strings and arrays
- * when packing, and never free them. */
+/* Nonzero: the strings (%s) and arrays (a %as array's strings too) new_Packet_t_2
+ * was given are free()d by delete_Packet_t, as MRNet does (they must have come from
+ * malloc). The packet holds copies of its values: what it frees is the caller's. */
 void Packet_set_DestroyData(Packet_t* packet, int destroy);
 
 #ifdef __cplusplus

@@ -4,28 +4,31 @@
 #ifndef CANOPY_MRNET_LIGHTWEIGHT_TYPES_H
 #define CANOPY_MRNET_LIGHTWEIGHT_TYPES_H
 
-/* MRNet's headers bring these in, and its tools count on them. */
+/* MRNet's headers bring these in (with xplat's), and its tools count on them. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "xplat_lightweight/Types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef uint32_t Rank;
-typedef uint16_t Port;
-typedef int bool_t;
+typedef XPlat_Port Port;
 
-#ifndef __cplusplus
-#ifndef true
-#define true (1)
+/* The packing types' C names, macros in MRNet. */
+#ifndef enum_t
+#define enum_t int32_t
 #endif
-#ifndef false
-#define false (0)
+#ifndef char_t
+#define char_t char
 #endif
+#ifndef uchar_t
+#define uchar_t unsigned char
 #endif
 
 /* A rank and a port that name nothing. */
@@ -43,6 +46,22 @@ typedef int bool_t;
 
 /* The MRNet version this API follows: 5, 0, 1. */
 void get_Version(int* major, int* minor, int* revision);
+
+/* MRNet's debug printf: "file:line func(): " then the format and its arguments, to
+ * `fp` (stderr if NULL), in one write; returns what fprintf returns. */
+int mrn_printf(const char* file, int line, const char* func, FILE* fp, const char* format, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The settings a front-end's attributes name. */
+typedef enum NetworkSettings {
+  MRNET_DEBUG_LEVEL = 0,
+  MRNET_DEBUG_LOG_DIRECTORY = 1,
+  MRNET_COMMNODE_PATH = 2,
+  MRNET_FAILURE_RECOVERY = 3,
+  XPLAT_RSH = 4,
+  XPLAT_RSH_ARGS = 5,
+  XPLAT_REMCMD = 6
+} net_settings_key_t;
 
 /* Performance data, as MRNet numbers it. Canopy collects none through this API
  * (its own counters are in the status file and the dashboard). */
@@ -95,6 +114,19 @@ typedef enum PerfData_Context {
   PERFDATA_CTX_PKT_FILTER_TO_SEND,
   PERFDATA_MAX_CTX
 } perfdata_context_t;
+
+typedef enum PerfData_PacketTimers {
+  PERFDATA_PKT_TIMERS_RECV = 0,
+  PERFDATA_PKT_TIMERS_SEND,
+  PERFDATA_PKT_TIMERS_NET_SENDCHILD,
+  PERFDATA_PKT_TIMERS_NET_SENDPAR,
+  PERFDATA_PKT_TIMERS_INT_DATAPAR,
+  PERFDATA_PKT_TIMERS_INT_DATACHILD,
+  PERFDATA_PKT_TIMERS_FILTER,
+  PERFDATA_PKT_TIMERS_RECV_TO_FILTER,
+  PERFDATA_PKT_TIMERS_FILTER_TO_SEND,
+  PERFDATA_PKT_TIMERS_MAX
+} perfdata_pkt_timers_t;
 
 typedef enum NodeType {
   NODE_TYPE_FRONTEND = 0,

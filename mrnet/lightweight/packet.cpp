@@ -65,6 +65,10 @@ CANOPY_MRNET_LW_EXPORT void delete_Packet_t(Packet_t* packet) {
   std::free(packet);
 }
 
-CANOPY_MRNET_LW_EXPORT void Packet_set_DestroyData(Packet_t*, int) {}
+// As the C++ layer's: the strings and arrays new_Packet_t_2 was given are freed with
+// the packet (delete_Packet_t). A received packet was given none.
+CANOPY_MRNET_LW_EXPORT void Packet_set_DestroyData(Packet_t* packet, int destroy) {
+  if (const MRN::PacketPtr* values = MRN::lightweight::values_of(packet)) (*values)->set_DestroyData(destroy != 0);
+}
 
 }  // extern "C"

@@ -171,7 +171,10 @@ int main(int argc, char** argv) {
         break;
       case TAG_WHOAMI: {
         /* Made with another tag and stream, then set: the tag set is the one sent. */
-        Packet_t* reply = new_Packet_t_2(0, 0, "%ud %ud %s %d", Stream_get_Id(stream), (unsigned)rank, argv[1], argc);
+        /* Its string is malloc'd: with Packet_set_DestroyData, delete_Packet_t frees it,
+         * as MRNet's does. */
+        Packet_t* reply = new_Packet_t_2(0, 0, "%ud %ud %s %d", Stream_get_Id(stream), (unsigned)rank,
+                                         strdup(argv[1]), argc);
         check(reply != NULL, "new_Packet_t_2");
         if (!reply) break;
         Packet_set_Tag(reply, TAG_WHOAMI);

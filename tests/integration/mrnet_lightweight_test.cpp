@@ -749,7 +749,8 @@ TEST(MrnetLightweightLibrary, ExportsOnlyMrnetsCApi) {
       "Packet_set_DestroyData", "get_Version", "NetworkTopology_get_NumNodes", "NetworkTopology_get_Root",
       "NetworkTopology_find_Node", "NetworkTopology_get_TopologyStringPtr", "NetworkTopology_print",
       "NetworkTopology_Node_get_HostName", "NetworkTopology_Node_get_Port", "NetworkTopology_Node_get_Rank",
-      "NetworkTopology_Node_get_Parent", "NetworkTopology_Node_find_SubTreeHeight", "NetworkTopology_Node_is_BackEnd"};
+      "NetworkTopology_Node_get_Parent", "NetworkTopology_Node_find_SubTreeHeight", "NetworkTopology_Node_is_BackEnd",
+      "mrn_printf", "Thread_Create", "Thread_GetId", "Thread_Join", "Thread_Cancel", "Thread_Exit"};
   auto [out, status] = canopy::testing::shell("nm -D --defined-only '" + kLibrary + "' | awk '{print $3}'");
   ASSERT_EQ(status, 0);
   std::set<std::string> exported;
