@@ -48,6 +48,10 @@ class Healing {
   TreeNews news;      // live-tree news on its way down
   HeldAdoptions held;  // orphans' requests held here, and the probes of their parents
   std::size_t news_received = 0;  // messages of live-tree news received (a batch counts once)
+  // Healing switched on (the default) or off while the tree runs (the front-end's
+  // Network::set_healing): off, an orphan stops with its subtree and an adopter
+  // refuses orphans, as with fault tolerance off.
+  bool on = true;
 
   // ---- the standby link ----
   // Opens the standby link to `acceptor` on `link` (its hello goes out with `services`'

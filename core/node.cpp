@@ -291,6 +291,7 @@ void Node::on_parent_closed(std::string_view reason) {
     return;
   }
   if (!plan_.fault.enabled || !tree_) return begin_stop("lost parent: " + std::string(reason));
+  if (!healing_.on) return begin_stop("lost parent: " + std::string(reason) + "; healing is off");
   // The front-end is gone (or the process promoted in its place): without a grace
   // period there is nothing to rejoin; with one, the heir is promoted and the
   // others ask it to adopt them.
@@ -489,6 +490,13 @@ std::optional<std::size_t> Node::route_to(Rank backend) const {
 // ---- stopping ----
 
 void Node::shutdown(const std::string& reason) { begin_stop(reason, true); }
+
+void Node::set_healing(bool on) {
+  if (healing_.on == on) return;
+  healing_.on = on;
+  log().info("healing switched {}", on ? "on" : "off");
+  if (!on) healing_.close_standby("healing is off");
+}
 
 bool Node::stopped_in_order() const {
   if (const auto* s = std::get_if<Stopping>(&phase_)) return s->in_order;

@@ -171,6 +171,8 @@ class Node final : public ServiceContext {
   void set_gate(Gate gate) override { gate_ = std::move(gate); }
   void set_epoch(std::uint32_t epoch) override { id_.epoch = epoch; }
   void shutdown(const std::string& reason) override;
+  bool healing() const override { return plan_.fault.enabled && healing_.on; }
+  void set_healing(bool on) override;
  private:
   struct Launching {};
   struct Running {};

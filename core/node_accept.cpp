@@ -260,7 +260,7 @@ void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
 // parent is known to be gone, else held until it is (core/held_adoptions.h).
 void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   OrphanRequest request{link, hello.getRank(), from_wire(hello.getRole()), hello.getIncarnation(), hello.getPid()};
-  if (!tree_ || !plan_.fault.enabled || stopping() || orphan_may_be_adopted(request.orphan)) {
+  if (!tree_ || !healing() || stopping() || orphan_may_be_adopted(request.orphan)) {
     return adopt_orphan(request);  // adopted, or refused with the reason
   }
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
@@ -289,6 +289,10 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   const std::string whom = "to adopt " + std::to_string(orphan);
   auto refuse = [&](const std::string& why) { connections_.refuse(link, {.whom = whom, .why = why}); };
   if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
+  if (!healing_.on) {
+    // For good: the orphan stops with its subtree rather than ask the others.
+    return connections_.refuse(link, {.whom = whom, .why = "healing is off", .for_good = true});
+  }
   if (stopping()) {
     // Tell the orphan why, so that it stops too instead of trying others.
     const auto* s = std::get_if<Stopping>(&phase_);

@@ -164,6 +164,15 @@ class ServiceContext {
   // Orderly stop of the whole subtree.
   virtual void shutdown(const std::string& reason) = 0;
 
+  // ---- healing on and off (the requests service) ----
+  // Whether this node heals: fault tolerance on at launch (the plan) and healing not
+  // switched off since. Off, losing the parent stops the node with its subtree, and
+  // orphans asking for adoption are refused for good (they stop too).
+  virtual bool healing() const = 0;
+  // Switches healing on or off from now on (a no-op for on when the plan has fault
+  // tolerance off); the standby link closes when it goes off.
+  virtual void set_healing(bool on) = 0;
+
  protected:
   ~ServiceContext() = default;
 };

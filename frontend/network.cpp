@@ -78,6 +78,7 @@ struct Network::Impl final : core::Node::Observer,
   // front-end of a network that exists (re-attaching).
   explicit Impl(LaunchOptions opts, std::optional<core::NodeIdentity> given = std::nullopt)
       : options(std::move(opts)) {
+    healing = options.fault_tolerance.enabled;
     if (given) {
       identity = *given;
     } else {
@@ -125,7 +126,7 @@ struct Network::Impl final : core::Node::Observer,
       const auto* node = options.topology.find(event.rank);
       // A lost commnode is healed; a lost back-end leaves the membership view
       // (on_view), and the streams go on with the others.
-      if (node && node->role != Role::backend && !options.fault_tolerance.enabled) {
+      if (node && node->role != Role::backend && !healing) {
         inbox.push(Error{"lost " + event.reason + "; results from now on are incomplete", ErrorKind::disconnected});
       }
     } else if (event.kind == Event::Kind::reattached) {
@@ -374,6 +375,8 @@ struct Network::Impl final : core::Node::Observer,
   bool attach_file_written = false;  // removed again at shutdown: it holds the secret
   bool reattach_file_written = false;  // the same
   bool replaced = false;  // a child took this front-end for lost (Node::declared_lost)
+  // Healing on (fault tolerance at launch, and not switched off since: set_healing).
+  std::atomic<bool> healing{false};
   // The inbox's bound (on_upstream): bytes of packets in it, whether the children
   // are held for it, and how many callers wait on the tree (then they are not).
   static constexpr std::size_t kInboxHigh = 16u << 20, kInboxLow = 4u << 20;
@@ -647,6 +650,22 @@ Result<void> Network::load_filter(const std::string& path, const std::string& na
         impl.loop.run_or_post([&impl, id, absolute, name] { impl.runtime->requests.load_filter(id, absolute, name); });
       },
       "loading filter '" + name + "' from " + absolute);
+}
+
+Result<void> Network::set_healing(bool on) {
+  Impl& impl = *impl_;
+  if (on && !impl.options.fault_tolerance.enabled) {
+    return Error{"cannot turn healing on: this tree was launched without fault tolerance (--no-healing); launch it "
+                 "with fault tolerance, and turn healing off and on as needed",
+                 ErrorKind::invalid_input};
+  }
+  // Off from now on here first: a commnode lost from now on is reported as data lost.
+  if (!on) impl.healing = false;
+  auto done = impl.request(
+      [&](std::uint64_t id) { impl.loop.run_or_post([&impl, id, on] { impl.runtime->requests.set_healing(id, on); }); },
+      std::string("turning healing ") + (on ? "on" : "off"));
+  if (done && on) impl.healing = true;
+  return done;
 }
 
 Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {

@@ -455,7 +455,10 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     impl.recovery = !(*recovery == "false" || *recovery == "0" || *recovery == "no" || *recovery == "off");
   }
   if (auto rsh = attribute("XPLAT_RSH")) options.launcher = *rsh + " {host} {command}";
-  options.fault_tolerance.enabled = impl.recovery;
+  // Launched with fault tolerance whatever the attribute says, so that
+  // set_FailureRecovery(true) can turn healing on later; off, it is turned off below
+  // before the program sees the network.
+  options.fault_tolerance.enabled = true;
   const std::string attach_file = options.attach_file;
   auto launched = canopy::Network::launch(std::move(options));
   if (!launched) {
@@ -464,6 +467,12 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
   }
   impl.frontend = std::move(*launched);
   impl.rank = impl.frontend->topology().root().rank;
+  if (!impl.recovery) {
+    if (auto off = impl.frontend->set_healing(false); !off) {
+      network->error(ERR_NETWORK_FAILURE, UnknownRank, "MRNET_FAILURE_RECOVERY: %s", off.error().c_str());
+      return network;
+    }
+  }
   if (attach) {
     setenv("CANOPY_ATTACH", attach_file.c_str(), 1);
     impl.attach_file = attach_file;
@@ -553,8 +562,15 @@ NetworkTopology* Network::get_NetworkTopology() const {
 }
 
 bool Network::is_ShutDown() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->stopped || (!impl_->frontend && !impl_->backend);
+  auto& impl = *impl_;
+  std::unique_lock lock(impl.mutex);
+  if (!impl.frontend && !impl.backend) return true;
+  // Looks at what has arrived first, unless another thread is receiving: a back-end
+  // that only polls this (while (!stream->is_Closed()) sleep(1), as MRNet's examples
+  // do) sees the shut-down too, also when no parent of its own launch is left to
+  // end it. What arrives meanwhile is kept for recv.
+  if (!impl.stopped && !impl.pumping) impl.pump(lock, std::chrono::milliseconds::zero());
+  return impl.stopped;
 }
 
 void Network::waitfor_ShutDown() const {
@@ -827,12 +843,15 @@ int Network::send(Rank backend, PacketPtr& packet) {
 int Network::flush() const { return is_ShutDown() ? -1 : 0; }
 
 bool Network::set_FailureRecovery(bool enable) {
-  if (enable == impl_->recovery) return true;
-  if (impl_->frontend || impl_->backend) {
-    impl_->fail(ERR_INTERNAL,
-                "set_FailureRecovery: Canopy decides healing at launch: give the attribute MRNET_FAILURE_RECOVERY "
-                "to CreateNetworkFE (docs/mrnet.md)");
+  if (impl_->backend) {
+    impl_->fail(ERR_INTERNAL, "set_FailureRecovery: only the front-end turns failure recovery on or off");
     return false;
+  }
+  if (impl_->frontend) {
+    if (auto done = impl_->frontend->set_healing(enable); !done) {
+      impl_->fail(ERR_NETWORK_FAILURE, "set_FailureRecovery: " + done.error());
+      return false;
+    }
   }
   impl_->recovery = enable;
   return true;

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 8;
+const protocolVersion :UInt32 = 9;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -30,6 +30,7 @@ const protocolVersion :UInt32 = 8;
 # 8: each service's options travel in the launch plan as an opaque entry
 #    (Topology.serviceOptions), which the service encodes itself; the gossip
 #    fields of FaultTolerance are unused.
+# 9: healing switched on and off while the tree runs (requests.capnp, SetHealing).
 
 enum Role {
   frontend @0;

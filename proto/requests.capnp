@@ -12,6 +12,7 @@ enum Kind {
   loadFilter @0;                 # body: LoadFilter
   setParams @1;                  # body: SetParams
   ack @2;                        # body: RequestAck
+  setHealing @3;                 # body: SetHealing
 }
 
 struct LoadFilter {
@@ -35,6 +36,14 @@ struct SetParams {
   streamId @1 :UInt32;
   slot @2 :FilterSlot;
   params @3 :List(Core.Value);
+}
+
+struct SetHealing {
+  # Down to every process: healing on or off from now on (the front-end's
+  # Network::set_healing; core/service_context.h, set_healing). Answered by a
+  # RequestAck.
+  requestId @0 :UInt64;
+  on @1 :Bool;
 }
 
 struct RequestAck {

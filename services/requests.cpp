@@ -36,6 +36,11 @@ void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capn
       }
       return set_params(p.getRequestId(), p.getStreamId(), slot, core::decode_values(p.getParams()));
     }
+    case Kind::SET_HEALING: {
+      auto h = body.getAs<wire::requests::SetHealing>();
+      if (!from_child) set_healing(h.getRequestId(), h.getOn());
+      return;
+    }
     case Kind::ACK: {
       auto a = body.getAs<wire::requests::RequestAck>();
       core::Failures failures;
@@ -102,6 +107,22 @@ void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSl
                                          : wire::requests::FilterSlot::DOWNSTREAM);
   core::encode_values(params.values(), p.initParams(params.size()));
   start(request, streams_.member_commnodes(stream), own_failure(error), message);
+}
+
+void RequestService::set_healing(std::uint64_t request, bool on) {
+  node_.set_healing(on);
+  // Every child, back-ends too: an orphaned back-end stops at once rather than be
+  // refused by each adopter in turn.
+  std::vector<std::size_t> targets;
+  const auto& children = node_.children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (children[i].link) targets.push_back(i);
+  }
+  core::Outgoing message(node_.identity(), id(), Kind::SET_HEALING);
+  auto h = message.init<wire::requests::SetHealing>();
+  h.setRequestId(request);
+  h.setOn(on);
+  start(request, std::move(targets), {}, message);
 }
 
 void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,

@@ -1,6 +1,6 @@
 // RequestService: requests from the front-end that every node of a subtree carries
-// out and acknowledges: loading a filter plugin, and new filter parameters for a
-// stream. A node acknowledges up once its own part is done and every child it sent
+// out and acknowledges: loading a filter plugin, new filter parameters for a
+// stream, and healing switched on or off. A node acknowledges up once its own part is done and every child it sent
 // the request to has acknowledged (or was lost), with every failure and its node.
 #pragma once
 
@@ -41,6 +41,9 @@ class RequestService final : public core::Service {
   void load_filter(std::uint64_t request, const std::string& path, const std::string& name);
   // Root: new parameters for one filter of a stream at every node of the stream.
   void set_params(std::uint64_t request, StreamId stream, FilterSlot slot, const Packet& params);
+  // Root: healing on or off at every process, this one included (acknowledged once
+  // every process has switched).
+  void set_healing(std::uint64_t request, bool on);
 
  private:
   struct Request {

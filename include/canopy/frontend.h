@@ -143,6 +143,13 @@ class Network {
   // again is harmless.
   Result<void> load_filter(const std::string& path, const std::string& name);
 
+  // Healing on or off from now on, at every process; returns once each has switched.
+  // Off, a lost commnode ends its subtree (its back-ends stop and leave the view, and
+  // receive() reports the loss), as when the tree was launched without fault
+  // tolerance; on again, the tree heals once more. Turning it on fails for a tree
+  // launched without fault tolerance (FaultToleranceOptions::enabled).
+  Result<void> set_healing(bool on);
+
   // Attach mode: waits until every back-end of the topology has attached, or fails
   // after `timeout` naming the back-ends that have not.
   Result<void> wait_for_backends(std::chrono::milliseconds timeout);

@@ -122,9 +122,11 @@ class Network : public Error {
   bool remove_EventCallback(evt_cb_func function, EventClass event_class, EventType type);
   bool remove_EventCallbacks(EventClass event_class, EventType type);
 
-  // Healing on (MRNet's default and Canopy's) or off; only before CreateNetworkFE
-  // returns does it matter to Canopy, so it is honoured from the attribute
-  // MRNET_FAILURE_RECOVERY; afterwards it returns false if asked to change.
+  // Front-end: healing on (MRNet's default and Canopy's) or off from now on, at every
+  // process of the tree (canopy::Network::set_healing); returns once each has
+  // switched. Off, a lost commnode ends its subtree. At launch, the attribute
+  // MRNET_FAILURE_RECOVERY ("0" or "false": off) does the same. A back-end cannot:
+  // false, as in MRNet.
   bool set_FailureRecovery(bool enable);
 
   struct Impl;  // the layer's own

@@ -84,8 +84,23 @@ struct Network_t {
     return it == streams.end() ? nullptr : it->second.get();
   }
 
+  // Looks at what has arrived first, unless another thread is receiving: a back-end
+  // that only polls this (while (!Stream_is_Closed(s)) sleep(1)) sees the shut-down
+  // too. What arrives meanwhile is kept for the receives.
   bool is_shut_down() {
-    std::lock_guard lock(mutex);
+    std::unique_lock lock(mutex);
+    if (shut_down || listening) return shut_down;
+    listening = true;
+    lock.unlock();
+    auto in = backend->receive(std::chrono::milliseconds::zero());
+    lock.lock();
+    listening = false;
+    listened.notify_all();
+    if (!in) {
+      shut_down = true;
+    } else if (*in) {
+      accept(std::move(**in));
+    }
     return shut_down;
   }
 

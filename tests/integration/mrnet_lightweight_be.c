@@ -31,9 +31,11 @@ enum {
   TAG_ON_OWN = 110,      /* "%d": reply "%d" the value on the stream it came on */
   TAG_REUSE = 111,       /* "%d" n: reply "%d" 0 (ready), receive n TAG_BULK into one Packet_t, reply "%ld" heap growth */
   TAG_BULK = 112,        /* "%ac": ballast for TAG_REUSE */
-  TAG_TOPOLOGY = 113     /* reply "%ud %ud %ud %ud %d %s %d" from Network_get_NetworkTopology: nodes, root's
+  TAG_TOPOLOGY = 113,    /* reply "%ud %ud %ud %ud %d %s %d" from Network_get_NetworkTopology: nodes, root's
                             rank, own parent's rank, root's subtree height, own node a back-end, own host,
                             the topology string names own rank */
+  TAG_SPIN = 114         /* reply as to TAG_EXIT, then sit in while (!Stream_is_Closed(s)) sleep(1), as
+                            MRNet's examples do, and end as after TAG_EXIT */
 };
 
 #define ECHO_FORMAT \
@@ -263,6 +265,12 @@ int main(int argc, char** argv) {
         free(text);
         break;
       }
+      case TAG_SPIN:
+        check(Stream_send(stream, TAG_SPIN, "%d %s", failures, first_failure) == 0, "reply to the spin");
+        check(Stream_flush(stream) == 0, "Stream_flush of the spin reply");
+        while (!Stream_is_Closed(stream)) sleep(1);
+        tag = TAG_EXIT;
+        break;
       case TAG_EXIT:
         check(Stream_send(stream, TAG_EXIT, "%d %s", failures, first_failure) == 0, "reply to the exit");
         check(Stream_flush(stream) == 0, "Stream_flush of the exit reply");

@@ -66,6 +66,7 @@ enum Tag : int {
   kReuse = 111,
   kBulk = 112,
   kTopology = 113,
+  kSpin = 114,
 };
 constexpr const char* kEchoFormat =
     "%c %uc %hd %uhd %d %ud %ld %uld %f %lf %s %ac %auc %ahd %auhd %ad %aud %ald %auld %af %alf %as %Ad %Alf";
@@ -338,6 +339,35 @@ TEST_F(LightweightBackends, ABackendsTopologyIsTheLiveTree) {
     ADD_FAILURE() << "a packet nobody asked for, tag " << (*in)->packet.tag();
   }
   finish();
+}
+
+// A C back-end that ends in while (!Stream_is_Closed(s)) sleep(1), as MRNet's examples
+// do, after its commnode was killed and it was adopted by a process that did not
+// start it: it must see the network shut down and exit (issue 48).
+TEST_F(LightweightBackends, ABackendSpinningOnStreamIsClosedEndsWithTheTreeAlsoAfterAnAdoption) {
+  launch();
+  const canopy::Rank commnode = canopy::kFirstInternalRank + 1;
+  const pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnode);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  auto adopted = [&] {
+    for (const auto& node : network_->status()) {
+      if (node.role == canopy::Role::backend && node.parent == commnode) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(canopy::testing::wait_for(adopted, 30s));
+  broadcast(mrnet(kSpin, ""));
+  auto replies = one_from_each();
+  EXPECT_EQ(replies.size(), static_cast<std::size_t>(kBackends));
+  ASSERT_TRUE(network_->shutdown());
+  // The adopted ones end on their own. (The others' commnode may end them first.)
+  for (canopy::Rank r : {0u, 1u}) {
+    const auto file = dir_ / ("exit." + std::to_string(r));
+    EXPECT_TRUE(canopy::testing::wait_for([&] { return slurp(file).starts_with("failures=0"); }, 15s))
+        << "adopted back-end " << r << " did not exit: \"" << slurp(file) << "\"";
+  }
+  EXPECT_TRUE(canopy::testing::ProcessGuard::wait_for_none(15s).empty()) << "back-ends outlived the tree";
 }
 
 TEST_F(LightweightBackends, EveryDirectiveRoundTripsThroughACBackend) {

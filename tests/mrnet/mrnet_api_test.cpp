@@ -719,3 +719,89 @@ TEST_F(MrnetApi, AFilterFailureBehindWaitingPacketsIsReportedNotDropped) {
 }
 
 }  // namespace
+
+// MRNet's IntegerAddition_BE_async ends in while (!stream->is_Closed()) sleep(1).
+// After a commnode was killed, its back-ends live on under an adopter that did not
+// start them, so nothing kills them at the end: each must see its stream closed when
+// the front-end deletes the network, and exit (issue 48: two stayed, with no socket
+// left, until killed by hand).
+TEST_F(MrnetApi, BackendsSpinningOnIsClosedEndWithTheFrontEndAlsoAfterAnAdoption) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  Stream* sum = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr);
+  const pid_t pid = ProcessGuard::process_of_rank(kFrontEnd + 1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_EQ(wait_for_adoptions(net, 2), 2);
+  ASSERT_EQ(sum->send(TAG_SPIN, ""), 0);
+  int tag = 0;
+  PacketPtr p;
+  ASSERT_EQ(sum->recv(&tag, p), 1);
+  EXPECT_EQ(tag, TAG_SPIN);
+  delete net_;
+  net_ = nullptr;
+  EXPECT_TRUE(ProcessGuard::wait_for_none(15s).empty()) << "back-ends outlived their front-end";
+  // The adopted ones ended on their own, seeing the network closed. (The others may
+  // have been ended by their commnode's grace period first: no note then.)
+  auto ended = outcomes();
+  for (Rank adopted : {0u, 1u}) {
+    ASSERT_TRUE(ended.count(adopted)) << "back-end " << adopted << " left no note";
+    EXPECT_EQ(ended[adopted].substr(0, ended[adopted].find('\n')), "ok") << "back-end " << adopted;
+  }
+}
+
+// set_FailureRecovery(false), as MRNet's IntegerAddition_FE does: a killed commnode
+// then ends its subtree (no adoption; its back-ends stop and say why) and the stream
+// goes on with the others; set_FailureRecovery(true) heals the next loss again.
+// (Before issue 48 the layer refused to turn recovery off once the network ran.)
+TEST_F(MrnetApi, FailureRecoveryOffEndsAKilledCommnodesSubtreeAndOnHealsAgain) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  Stream* sum = net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM, SFILTER_WAITFORALL);
+  ASSERT_NE(sum, nullptr);
+  ASSERT_EQ(sum_once(sum), 46);
+  ASSERT_TRUE(net->set_FailureRecovery(false)) << net->error_detail();
+
+  const pid_t first = ProcessGuard::process_of_rank(kFrontEnd + 1);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  // Its back-ends 0 and 1 stop, and leave their notes.
+  for (auto deadline = std::chrono::steady_clock::now() + 20s;
+       outcomes().size() < 2 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(50ms);
+  }
+  auto ended = outcomes();
+  ASSERT_EQ(ended.size(), 2u);
+  for (Rank lost : {0u, 1u}) {
+    ASSERT_TRUE(ended.count(lost)) << "back-end " << lost;
+    EXPECT_NE(ended[lost].find("healing is off"), std::string::npos) << ended[lost];
+  }
+  // The stream goes on with back-ends 2 and 3 once 0 and 1 have left the view.
+  EXPECT_EQ(sum_once(sum), 25);
+  bool adoption = false, removed = false;
+  while (std::unique_ptr<Event> e{net->next_Event()}) {
+    adoption |= e->get_Type() == TopologyEvent::TOPOL_CHANGE_PARENT;
+    removed |= e->get_Type() == TopologyEvent::TOPOL_REMOVE_NODE;
+  }
+  EXPECT_FALSE(adoption) << "an orphan was adopted with failure recovery off";
+  EXPECT_TRUE(removed);
+
+  ASSERT_TRUE(net->set_FailureRecovery(true)) << net->error_detail();
+  const pid_t second = ProcessGuard::process_of_rank(kFrontEnd + 2);
+  ASSERT_GT(second, 0);
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  EXPECT_EQ(wait_for_adoptions(net, 2), 2);
+  EXPECT_EQ(sum_once(sum), 25);
+
+  ASSERT_EQ(sum->send(TAG_EXIT, ""), 0);
+  int tag = 0;
+  PacketPtr p;
+  ASSERT_EQ(sum->recv(&tag, p), 1);
+  delete net_;
+  net_ = nullptr;
+  EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty());
+  ended = outcomes();
+  EXPECT_EQ(ended[2].substr(0, ended[2].find('\n')), "ok");
+  EXPECT_EQ(ended[3].substr(0, ended[3].find('\n')), "ok");
+}

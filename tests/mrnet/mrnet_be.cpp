@@ -93,6 +93,13 @@ int main(int argc, char** argv) {
                              topology->node_Failed(asked) ? 1u : 0u);
     } else if (tag == TAG_EXIT) {
       r = stream->send(TAG_EXIT, "%d", 0);
+    } else if (tag == TAG_SPIN) {
+      if (stream->send(TAG_SPIN, "%d", 0) != 0 || stream->flush() != 0) {
+        outcome = "send failed on tag " + std::to_string(tag);
+        break;
+      }
+      while (!stream->is_Closed()) sleep(1);
+      break;
     } else {
       outcome = "unknown tag " + std::to_string(tag);
       break;

@@ -13,6 +13,10 @@ enum TestTag {
   TAG_TOPOLOGY,                   // "%ud" a rank: each back-end answers "%ud %ud %ud %ud %ud" from its
                                   // get_NetworkTopology(): its rank, the nodes, the back-ends, its
                                   // parent's rank and whether the rank asked about has failed
+  TAG_SPIN,                       // "": each back-end answers "%d" 0, then sits in
+                                  // while (!stream->is_Closed()) sleep(1), as MRNet's
+                                  // IntegerAddition_BE_async does, and ends "ok" when it sees
+                                  // the network closed
 };
 
 // Every directive MRNet has, in one format, as the echo tests send it.
