@@ -298,6 +298,25 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mrnet ${PROJECT_SOURCE_DIR}/incl
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL FILES_MATCHING PATTERN "*.h")
 # Their pkg-config files: one shared library each, found at run time through an
 # RPATH to the installed libdir, as MRNet's users find libmrnet.so.
+# A make fragment with MRNet's Makefile variables (BINDIR, CXXFLAGS, LIBS,
+# LIBS_LIGHTWEIGHT, SOFLAGS...), so that Makefiles written for MRNet, its own examples
+# among them, build unchanged: make -f PREFIX/share/canopy/mrnet-examples.mk. It
+# finds the prefix from its own place, as the .pc files do.
+if(TARGET canopy_mrnet)
+  file(RELATIVE_PATH mk_up "/canopy/${CMAKE_INSTALL_DATAROOTDIR}/canopy" "/canopy")
+  string(REGEX REPLACE "/$" "" mk_up "${mk_up}")
+  foreach(dir LIBDIR INCLUDEDIR)
+    string(TOLOWER ${dir} var)
+    if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+      set(mk_${var} "${CMAKE_INSTALL_${dir}}")
+    else()
+      set(mk_${var} "$(canopy_prefix)/${CMAKE_INSTALL_${dir}}")
+    endif()
+  endforeach()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/canopy-mrnet-examples.mk.in
+    ${PROJECT_BINARY_DIR}/share/mrnet-examples.mk @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/share/mrnet-examples.mk DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/canopy)
+endif()
 foreach(pc mrnet mrnet-lightweight)
   string(REPLACE "-" "_" library "canopy_${pc}")
   if(NOT TARGET ${library})

@@ -159,6 +159,20 @@ mkdir "$work/mrnet-make"
 step "build the MRNet-style programs with make and pkg-config" \
   env PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
   make -C "$work/mrnet-make" -f "$here/mrnet/Makefile" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
+# A Makefile written as MRNet's examples' are, unchanged, with Canopy's stand-in for
+# MRNet's conf/Makefile.examples (the variables it expects). Its sources sit beside it
+# as in the source tree (int_add_frontend.cpp includes ../../mrnet/...).
+mk_src="$work/mk/package/mrnet"
+mkdir -p "$mk_src" "$work/mk/mrnet" "$work/mrnet-mk"
+cp "$here/mrnet/int_add_frontend.cpp" "$here/mrnet/int_add_backend_lightweight.c" "$source_dir/tests/mrnet/mrnet_be.cpp" \
+  "$source_dir/tests/mrnet/mrnet_tool_filter.cpp" "$source_dir/tests/mrnet/mrnet_test_protocol.h" "$mk_src/"
+cp "$source_dir/tests/mrnet/mrnet_test_protocol.h" "$work/mk/mrnet/"
+cp "$here/mrnet/Makefile.mrnet-style" "$mk_src/Makefile"
+step "build an MRNet-style Makefile unchanged with share/canopy/mrnet-examples.mk" \
+  make -C "$mk_src" -f "$prefix/share/canopy/mrnet-examples.mk" -j "$jobs" CXX="${cxx:-c++}" CC="${cc:-cc}"
+for program in bin/int_add_frontend bin/mrnet_be bin/int_add_backend_lightweight lib/mrnet_tool_filter.so; do
+  ln -s "$mk_src/$program" "$work/mrnet-mk/$(basename "$program")"
+done
 # The lean MRNet back-ends, C++ and lightweight C (CMake only); they run below like
 # the others.
 if [ "$lean" = 1 ]; then
@@ -173,7 +187,7 @@ if [ "$lean" = 1 ]; then
       "$prefix/lib/cmake/Canopy/backend_hot_functions.ld"
   fi
 fi
-for kind in cmake make; do
+for kind in cmake make mk; do
   backends="mrnet_be int_add_backend_lightweight"
   [ "$kind" = cmake ] && backends="$backends mrnet_be_lean int_add_backend_lightweight_lean"
   for backend in $backends; do
