@@ -840,7 +840,11 @@ int Network::send(Rank backend, PacketPtr& packet) {
   return impl_->send(layer::kPerBackendStream, backend, *packet);
 }
 
-int Network::flush() const { return is_ShutDown() ? -1 : 0; }
+// Sends have gone out already (Canopy queues each at once): -1 only once the network
+// is known to have stopped, without looking for news (is_ShutDown looks): a flush
+// right after the last send must not fail because the front-end, answered, has
+// already shut the tree down.
+int Network::flush() const { return impl_->known_stopped() ? -1 : 0; }
 
 bool Network::set_FailureRecovery(bool enable) {
   if (impl_->backend) {

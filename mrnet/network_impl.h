@@ -112,6 +112,11 @@ struct Network::Impl {
   int send(canopy::StreamId canopy_id, Rank backend, canopy::Packet&& packet);
   // Records an error from Canopy's result on the network. Returns -1.
   int fail(ErrorCode code, const std::string& why);
+  // Stopped as far as this process has heard (nothing is received to find out).
+  bool known_stopped() {
+    std::lock_guard lock(mutex);
+    return stopped || (!frontend && !backend);
+  }
 
   // Finds canopy_mrnet_filters.so (`plugin`), or says why not.
   canopy::Result<void> find_plugin();

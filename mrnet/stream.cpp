@@ -59,7 +59,7 @@ int Stream::send(PacketPtr& packet) {
   return send_packet(*packet);
 }
 
-int Stream::flush() const { return network_->is_ShutDown() ? -1 : 0; }
+int Stream::flush() const { return network_->flush(); }
 
 int Stream::recv(int* tag, PacketPtr& packet, bool blocking) {
   return network_->impl_->receive(this, tag, packet, nullptr, blocking);

@@ -87,6 +87,14 @@ struct Network_t {
   // Looks at what has arrived first, unless another thread is receiving: a back-end
   // that only polls this (while (!Stream_is_Closed(s)) sleep(1)) sees the shut-down
   // too. What arrives meanwhile is kept for the receives.
+  // Shut down as far as this back-end has heard (nothing is received to find out):
+  // a flush right after the last send must not fail because the front-end,
+  // answered, has already shut the tree down.
+  bool known_shut_down() {
+    std::lock_guard lock(mutex);
+    return shut_down;
+  }
+
   bool is_shut_down() {
     std::unique_lock lock(mutex);
     if (shut_down || listening) return shut_down;
@@ -268,7 +276,7 @@ CANOPY_MRNET_LW_EXPORT int Stream_send_packet(Stream_t* stream, Packet_t* packet
 }
 
 CANOPY_MRNET_LW_EXPORT int Stream_flush(Stream_t* stream) {
-  return stream && !stream->network->is_shut_down() ? 0 : -1;
+  return stream && !stream->network->known_shut_down() ? 0 : -1;
 }
 
 CANOPY_MRNET_LW_EXPORT int Stream_recv(Stream_t* stream, int* tag, Packet_t* packet, bool_t blocking) {
