@@ -200,6 +200,22 @@ class LightweightBackends : public TreeTest {
     }
   }
 
+  // Kills commnode 1000001 and waits (30 s at most) until the front-end has its two
+  // back-ends adopted.
+  void kill_first_commnode_and_wait_for_adoptions() {
+    const canopy::Rank commnode = canopy::kFirstInternalRank + 1;
+    const pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnode);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    auto adopted = [&] {
+      for (const auto& node : network_->status()) {
+        if (node.role == canopy::Role::backend && node.parent == commnode) return false;
+      }
+      return true;
+    };
+    ASSERT_TRUE(canopy::testing::wait_for(adopted, 30s)) << "the orphans of commnode " << commnode << " not adopted";
+  }
+
   std::filesystem::path dir_;
   canopy::StreamId user_ = 0;
 };
@@ -309,20 +325,9 @@ TEST_F(LightweightBackends, ABackendsTopologyIsTheLiveTree) {
   };
   EXPECT_EQ(ask(), expected(7));
 
-  const canopy::Rank commnode = canopy::kFirstInternalRank + 1;
-  const pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnode);
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
   // Once the front-end has both orphans adopted, every back-end comes to agree.
-  auto adopted = [&] {
-    for (const auto& node : network_->status()) {
-      if (node.role == canopy::Role::backend && node.parent == commnode) return false;
-    }
-    return true;
-  };
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!adopted() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(adopted());
+  ASSERT_NO_FATAL_FAILURE(kill_first_commnode_and_wait_for_adoptions());
   auto told = ask();
   while (told != expected(6) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
@@ -346,17 +351,7 @@ TEST_F(LightweightBackends, ABackendsTopologyIsTheLiveTree) {
 // start it: it must see the network shut down and exit (issue 48).
 TEST_F(LightweightBackends, ABackendSpinningOnStreamIsClosedEndsWithTheTreeAlsoAfterAnAdoption) {
   launch();
-  const canopy::Rank commnode = canopy::kFirstInternalRank + 1;
-  const pid_t pid = canopy::testing::ProcessGuard::process_of_rank(commnode);
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  auto adopted = [&] {
-    for (const auto& node : network_->status()) {
-      if (node.role == canopy::Role::backend && node.parent == commnode) return false;
-    }
-    return true;
-  };
-  ASSERT_TRUE(canopy::testing::wait_for(adopted, 30s));
+  ASSERT_NO_FATAL_FAILURE(kill_first_commnode_and_wait_for_adoptions());
   broadcast(mrnet(kSpin, ""));
   auto replies = one_from_each();
   EXPECT_EQ(replies.size(), static_cast<std::size_t>(kBackends));

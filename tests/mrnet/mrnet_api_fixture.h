@@ -127,16 +127,22 @@ class MrnetApi : public canopy::testing::ProcessTest {
     return adopted;
   }
 
-  void finish(Stream* stream, unsigned int backends) {
+  // Sends `tag` ("") on `stream`, takes the back-ends' answer, deletes the network
+  // and checks that no process of it is left.
+  void end_with(Stream* stream, int tag) {
     ASSERT_NE(stream, nullptr) << net_->error_detail();
-    ASSERT_EQ(stream->send(TAG_EXIT, ""), 0);
-    int tag = 0;
+    ASSERT_EQ(stream->send(tag, ""), 0);
+    int answered = 0;
     PacketPtr p;
-    ASSERT_EQ(stream->recv(&tag, p), 1);
-    EXPECT_EQ(tag, TAG_EXIT);
+    ASSERT_EQ(stream->recv(&answered, p), 1);
+    EXPECT_EQ(answered, tag);
     delete net_;
     net_ = nullptr;
-    EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty());
+    EXPECT_TRUE(ProcessGuard::wait_for_none(15s).empty()) << "processes of the tree outlived their front-end";
+  }
+
+  void finish(Stream* stream, unsigned int backends) {
+    ASSERT_NO_FATAL_FAILURE(end_with(stream, TAG_EXIT));
     auto ended = outcomes();
     EXPECT_EQ(ended.size(), backends);
     for (const auto& [rank, outcome] : ended) {

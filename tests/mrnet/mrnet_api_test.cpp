@@ -734,14 +734,7 @@ TEST_F(MrnetApi, BackendsSpinningOnIsClosedEndWithTheFrontEndAlsoAfterAnAdoption
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_EQ(wait_for_adoptions(net, 2), 2);
-  ASSERT_EQ(sum->send(TAG_SPIN, ""), 0);
-  int tag = 0;
-  PacketPtr p;
-  ASSERT_EQ(sum->recv(&tag, p), 1);
-  EXPECT_EQ(tag, TAG_SPIN);
-  delete net_;
-  net_ = nullptr;
-  EXPECT_TRUE(ProcessGuard::wait_for_none(15s).empty()) << "back-ends outlived their front-end";
+  ASSERT_NO_FATAL_FAILURE(end_with(sum, TAG_SPIN));
   // The adopted ones ended on their own, seeing the network closed. (The others may
   // have been ended by their commnode's grace period first: no note then.)
   auto ended = outcomes();
@@ -794,13 +787,7 @@ TEST_F(MrnetApi, FailureRecoveryOffEndsAKilledCommnodesSubtreeAndOnHealsAgain) {
   EXPECT_EQ(wait_for_adoptions(net, 2), 2);
   EXPECT_EQ(sum_once(sum), 25);
 
-  ASSERT_EQ(sum->send(TAG_EXIT, ""), 0);
-  int tag = 0;
-  PacketPtr p;
-  ASSERT_EQ(sum->recv(&tag, p), 1);
-  delete net_;
-  net_ = nullptr;
-  EXPECT_TRUE(ProcessGuard::wait_for_none(10s).empty());
+  ASSERT_NO_FATAL_FAILURE(end_with(sum, TAG_EXIT));
   ended = outcomes();
   EXPECT_EQ(ended[2].substr(0, ended[2].find('\n')), "ok");
   EXPECT_EQ(ended[3].substr(0, ended[3].find('\n')), "ok");
