@@ -63,6 +63,9 @@ struct RunOptions {
   std::string workload = "demo";
   int rate_hz = 10;
   double duration_s = 10;
+  // The options given on the command line (not left at their defaults) that belong
+  // to one workload only: refused for the other, never silently ignored.
+  std::vector<std::string> given;
   std::string record_dir;
   bool sum_stream = false;  // union workload: a sum stream beside it, every wave checked
   canopy::FaultToleranceOptions fault;
@@ -142,6 +145,28 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     std::cerr << "canopy run: " << message << "\n";
     return code;
   };
+  // Options of the other workload are refused, naming the ones that do apply.
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return out;
+  };
+  std::vector<std::string> misplaced;
+  for (const std::string& name : opt.given) {
+    const bool demo_only = name == "--waves" || name == "--interval" || name == "--filter" || name == "--plugin";
+    const bool union_only = name == "--rate" || name == "--duration";
+    if ((opt.workload == "union" && demo_only) || (opt.workload == "demo" && union_only)) misplaced.push_back(name);
+  }
+  if (opt.workload == "union" && !opt.backend.empty()) misplaced.push_back("a back-end command");
+  if (!misplaced.empty()) {
+    return fail(join(misplaced) + (misplaced.size() == 1 ? " is" : " are") + " not for --workload " + opt.workload +
+                    (opt.workload == "union"
+                         ? ", which runs the demo back-end through incremental_union at --rate for --duration "
+                           "(--record and --sum-stream apply too)"
+                         : ", which runs --waves waves every --interval ms through --filter (or --plugin); "
+                           "--rate and --duration are for --workload union"),
+                2);
+  }
   auto topology = run_topology(opt);
   if (!topology) return fail(topology.error(), 2);
   canopy::LinkSettings links = topology->links();
@@ -258,7 +283,6 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     if (auto loaded = net.load_filter(opt.plugin, opt.filter); !loaded) return fail(loaded.error());
   }
   if (opt.workload == "union") {
-    if (!opt.backend.empty()) return fail("--workload union runs the demo back-end; drop --backend", 2);
     return run_union(net, jsonl, opt.rate_hz, opt.duration_s, opt.record_dir, status, backends, fail, opt.sum_stream);
   }
 
@@ -627,6 +651,9 @@ int main(int argc, char** argv) {
   }
   if (*topgen_cmd) return canopy::tools::run_topgen(topgen_opt);
   opt.backend = backend_command;
+  for (const char* name : {"--waves", "--interval", "--filter", "--plugin", "--rate", "--duration"}) {
+    if (run_cmd->count(name) > 0) opt.given.emplace_back(name);
+  }
   canopy::tools::catch_interrupts();
   return run(opt);
 }

@@ -103,6 +103,27 @@ TEST_F(CliMessages, ABadRecordDirectoryIsRefusedBeforeLaunch) {
   EXPECT_NE(demo.err.find("--record is for --workload union"), std::string::npos) << demo.err;
 }
 
+// Options of the other workload are refused before launch, naming what does apply
+// (issue 50: --workload union took --waves and --interval and ignored them).
+TEST_F(CliMessages, OptionsOfTheOtherWorkloadAreRefusedNotIgnored) {
+  auto u = run_canopy({"run", "--workload", "union", "--waves", "200", "--interval", "50"});
+  EXPECT_EQ(exit_code(u), 2);
+  EXPECT_NE(u.err.find("--waves and --interval are not for --workload union, which runs the demo back-end through "
+                       "incremental_union at --rate for --duration"),
+            std::string::npos)
+      << u.err;
+  EXPECT_EQ(u.out.find("launched"), std::string::npos) << "nothing is launched first: " << u.out;
+  auto d = run_canopy({"run", "--duration", "3"});
+  EXPECT_EQ(exit_code(d), 2);
+  EXPECT_NE(d.err.find("--duration is not for --workload demo, which runs --waves waves every --interval ms"),
+            std::string::npos)
+      << d.err;
+  // Defaults are not "given": a plain union run is not refused for --waves' default.
+  auto f = run_canopy({"run", "--workload", "union", "--filter", "sum"});
+  EXPECT_EQ(exit_code(f), 2);
+  EXPECT_NE(f.err.find("--filter is not for --workload union"), std::string::npos) << f.err;
+}
+
 // A tree this machine cannot hold is refused before anything starts, with the
 // figures (issue 45: b:1000^2 was taken, and failed 17 s and 1.7 GB later).
 TEST_F(CliMessages, ATreeTooLargeForThisMachineIsRefusedBeforeLaunch) {
