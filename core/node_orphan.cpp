@@ -70,6 +70,7 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
 void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
   close_standby("replaced");
   if (phase() != Phase::running) return link->abort("not running");
+  if (!healing_.on) return link->abort("healing is off");
   attach_parent(link);
   healing_.open_standby(link, acceptor, id_.incarnation, services_.in_order());
   log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());

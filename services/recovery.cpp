@@ -104,6 +104,9 @@ void RecoveryService::check_standby() {
   check_standby_after(kStandbyCheck);
   if (node_.phase() == core::Phase::launching) return check_standby_after(kStandbySettle);
   if (node_.phase() != core::Phase::running || node_.is_root() || standby_dial_.under_way()) return;
+  // Healing switched off (ServiceContext::healing): no standby link until it is on
+  // again; the checks go on meanwhile.
+  if (!node_.healing()) return;
   if (!node_.standby() && NodeClock::now() < standby_not_before_) {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
   }

@@ -514,5 +514,39 @@ TEST(Orphans, AStandbyLinkFollowsItsAdopterAndIsKeptOnlyWithTheOption) {
   }
 }
 
+// Healing switched off while the tree runs (Network::set_healing, MRNet's
+// set_FailureRecovery(false)): no standby link stays open or opens again, and a lost
+// commnode's orphans stop instead of being adopted; switched on again, the standby
+// links come back.
+TEST(Orphans, HealingSwitchedOffKeepsNoStandbyLinkAndStopsOrphansAndOnAgainHeals) {
+  FaultToleranceOptions fault;
+  fault.standby_links = true;
+  TreeHarness tree("b:4^2", fault);
+  ASSERT_TRUE(tree.launch());
+  ASSERT_TRUE(tree.run_until([&] { return tree.node(0).standby().has_value(); }, 5s));
+  // As the front-end does: the root's requests service carries it to every process.
+  tree.runtime(tree.root()).requests.set_healing(1, false);
+  ASSERT_TRUE(tree.run_until([&] {
+    for (const auto& n : tree.topology().nodes()) {
+      if (tree.node(n.rank).healing()) return false;
+    }
+    return true;
+  }, 5s)) << "not every process switched healing off";
+  tree.run_for(3s);
+  for (const auto& n : tree.topology().nodes()) EXPECT_FALSE(tree.node(n.rank).standby()) << n.rank;
+
+  const Rank commnode = tree.node(0).live_tree()->parent(0);
+  ASSERT_EQ(tree.node(1).live_tree()->parent(1), commnode);
+  tree.kill(commnode);
+  ASSERT_TRUE(tree.run_until([&] {
+    return tree.node(0).phase() == core::Phase::stopped && tree.node(1).phase() == core::Phase::stopped;
+  }, 10s)) << "the orphans were not stopped with healing off; back-end 0 is " << core::to_string(tree.node(0).phase());
+  EXPECT_EQ(tree.node(tree.root()).live_tree()->parent(0), commnode) << "back-end 0 was adopted with healing off";
+
+  tree.runtime(tree.root()).requests.set_healing(2, true);
+  EXPECT_TRUE(tree.run_until([&] { return tree.node(4).healing() && tree.node(4).standby().has_value(); }, 5s))
+      << "no standby link once healing was on again";
+}
+
 }  // namespace
 }  // namespace canopy::testing
