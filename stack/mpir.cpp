@@ -6,7 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "stack/proc_dwfl.h"
@@ -178,9 +181,66 @@ Result<TableHead> read_head(pid_t pid, const MpirSymbols& symbols) {
 
 Attempt not_filled(pid_t pid) {
   return fail(who(pid) + " has an empty MPIR process table: the job's processes have not all called "
-                         "MPI_Init yet; try again, or use wait_for_proctable for a job just started (if the "
-                         "job runs a program that is not an MPI program, its table stays empty)",
+                         "MPI_Init yet; try again in a moment, or start the job with --mpirun-cmd, which waits "
+                         "for its ranks (a job whose program is not an MPI program keeps its table empty)",
               ErrorKind::failed, NotReady::empty);
+}
+
+// The parent of `pid` (from /proc/PID/stat), or 0.
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string line((std::istreambuf_iterator<char>(in)), {});
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 4 > line.size()) return 0;
+  // ") S PPID ..."
+  return static_cast<pid_t>(std::strtol(line.c_str() + close + 4, nullptr, 10));
+}
+
+// If `pid` is a rank of an MPI job (its environment has the rank launchers give:
+// Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK, PMI's PMI_RANK), which rank, and
+// the launcher above it (the nearest ancestor named mpirun, mpiexec, orterun,
+// prterun or mpiexec.hydra), or 0 when none is found.
+struct RankOf {
+  std::string rank;
+  pid_t launcher = 0;
+};
+std::optional<RankOf> rank_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::optional<RankOf> found;
+  for (std::string_view name : {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "PMI_RANK="}) {
+    std::size_t at = 0;
+    while (!found && at < text.size()) {
+      const std::size_t end = std::min(text.find('\0', at), text.size());
+      const std::string_view entry(text.data() + at, end - at);
+      if (entry.starts_with(name)) found = RankOf{std::string(entry.substr(name.size()))};
+      at = end + 1;
+    }
+    if (found) break;
+  }
+  if (!found) return std::nullopt;
+  pid_t up = parent_of(pid);
+  for (int hops = 0; up > 1 && hops < 6; ++hops, up = parent_of(up)) {
+    const std::string name = process_name(up);
+    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" || name == "mpiexec.hydra") {
+      found->launcher = up;
+      break;
+    }
+  }
+  return found;
+}
+
+// `pid` was given as the launcher: if it is a rank, an error that says so and which
+// process to give instead.
+std::optional<Error> a_rank_not_a_launcher(pid_t pid) {
+  auto rank = rank_of(pid);
+  if (!rank) return std::nullopt;
+  std::string message = who(pid) + " is rank " + rank->rank + " of an MPI job, not its launcher: ";
+  message += rank->launcher != 0 ? "give the launcher, " + who(rank->launcher) + ": canopy stack --mpirun " +
+                                       std::to_string(rank->launcher)
+                                 : "give the PID of the job's mpirun (or mpiexec)";
+  return Error{message, ErrorKind::invalid_input};
 }
 
 // Reads the table with the launcher stopped (released when `stopped` goes out of scope).
@@ -224,6 +284,7 @@ Attempt read_table(pid_t pid, const MpirSymbols& symbols) {
 }  // namespace
 
 Result<std::vector<RankProcess>> read_proctable(pid_t launcher) {
+  if (auto rank = a_rank_not_a_launcher(launcher)) return std::move(*rank);
   MpirSymbols symbols;
   if (Attempt found = find_symbols(launcher, &symbols); !found.result) return std::move(found.result);
   return std::move(read_table(launcher, symbols).result);

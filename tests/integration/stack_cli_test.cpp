@@ -204,6 +204,17 @@ TEST_F(StackCli, JsonDotSvgAndEveryThread) {
   EXPECT_NE(json.out.find("\"main\",\"MPI_Barrier\"]}"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"main\",\"solve\",\"compute\""), std::string::npos) << json.out;
 
+  // A rank's PID given for the launcher's: said so, naming the launcher to give (issue
+  // 50: it said the table was empty and to "use wait_for_proctable", no option).
+  const auto ranks = ranks_of_job();
+  ASSERT_FALSE(ranks.empty());
+  auto rank = run_canopy({"stack", "--mpirun", std::to_string(ranks.front())});
+  EXPECT_EQ(exit_code(rank), 1);
+  EXPECT_NE(rank.err.find("process " + std::to_string(ranks.front())), std::string::npos) << rank.err;
+  EXPECT_NE(rank.err.find("of an MPI job, not its launcher: give the launcher"), std::string::npos) << rank.err;
+  EXPECT_NE(rank.err.find("canopy stack --mpirun " + std::to_string(mpirun)), std::string::npos) << rank.err;
+  EXPECT_EQ(rank.err.find("wait_for_proctable"), std::string::npos) << rank.err;
+
   auto dot = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "dot"});
   ASSERT_EQ(exit_code(dot), 0) << dot.err;
   EXPECT_EQ(dot.out.rfind("digraph", 0), 0u) << dot.out;
