@@ -53,19 +53,7 @@ struct Network_t {
         listened.wait(lock);
         continue;
       }
-      listening = true;
-      lock.unlock();
-      auto in = backend->receive(blocking ? kBlockingWait : std::chrono::milliseconds::zero());
-      lock.lock();
-      listening = false;
-      listened.notify_all();
-      if (!in) {
-        shut_down = true;  // for good: Backend::receive() fails from now on
-      } else if (*in) {
-        accept(std::move(**in));
-      } else if (!blocking) {
-        return 0;
-      }
+      if (!receive_once(lock, blocking ? kBlockingWait : std::chrono::milliseconds::zero()) && !blocking) return 0;
     }
   }
 
@@ -84,9 +72,6 @@ struct Network_t {
     return it == streams.end() ? nullptr : it->second.get();
   }
 
-  // Looks at what has arrived first, unless another thread is receiving: a back-end
-  // that only polls this (while (!Stream_is_Closed(s)) sleep(1)) sees the shut-down
-  // too. What arrives meanwhile is kept for the receives.
   // Shut down as far as this back-end has heard (nothing is received to find out):
   // a flush right after the last send must not fail because the front-end,
   // answered, has already shut the tree down.
@@ -95,21 +80,31 @@ struct Network_t {
     return shut_down;
   }
 
+  // Looks at what has arrived first, unless another thread is receiving: a back-end
+  // that only polls this (while (!Stream_is_Closed(s)) sleep(1)) sees the shut-down
+  // too. What arrives meanwhile is kept for the receives.
   bool is_shut_down() {
     std::unique_lock lock(mutex);
-    if (shut_down || listening) return shut_down;
+    if (!shut_down && !listening) receive_once(lock, std::chrono::milliseconds::zero());
+    return shut_down;
+  }
+
+  // One receive from Canopy, `lock` released meanwhile (this thread is the one
+  // listening): what came is kept in its stream's queue, or the network is marked
+  // shut down. False if nothing came within `wait`.
+  bool receive_once(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds wait) {
     listening = true;
     lock.unlock();
-    auto in = backend->receive(std::chrono::milliseconds::zero());
+    auto in = backend->receive(wait);
     lock.lock();
     listening = false;
     listened.notify_all();
     if (!in) {
-      shut_down = true;
+      shut_down = true;  // for good: Backend::receive() fails from now on
     } else if (*in) {
       accept(std::move(**in));
     }
-    return shut_down;
+    return !in || *in;
   }
 
   // One receive never waits longer than this; it loops.

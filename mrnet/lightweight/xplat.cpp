@@ -2,8 +2,10 @@
 // (include/xplat_lightweight/Thread.h, mrn_printf in include/mrnet_lightweight/Types.h).
 #include <pthread.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+
 #include "mrnet/debug_printf.h"
 #include "mrnet/lightweight/export.h"
 #include "mrnet_lightweight/Types.h"
