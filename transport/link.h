@@ -7,6 +7,7 @@
 
 #include <capnp/message.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -16,6 +17,10 @@
 #include "transport/clock.h"
 
 namespace canopy::transport {
+
+// The longest a link hands its peer's messages to the handler at a stretch before
+// the loop does its other work (TcpLink::take_messages).
+inline constexpr std::chrono::milliseconds kReadTurn{10};
 
 class Link {
  public:

@@ -536,13 +536,29 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
   schedule_pump();
 }
 
+// Whole messages go to the handler in turns of at most kReadTurn, as TcpLink's do
+// (take_messages): the rest wait in reader_, behind what else the loop has to do,
+// and frames that arrive meanwhile join them there.
 bool StripedLink::deliver_frames() {
-  auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
+  if (delivering_later_) return true;
+  const auto turn_ends = std::chrono::steady_clock::now() + kReadTurn;
+  bool turn_over = false;
+  auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
     ++stats_.messages_received;
     if (on_message_) on_message_(message);
-    return open_;  // false: the handler closed us
+    if (!open_) return false;  // the handler closed us
+    turn_over = std::chrono::steady_clock::now() >= turn_ends;
+    return !turn_over;
   });
   if (outcome.status == ReadOutcome::Status::failed) finish(std::move(outcome.error), true);
+  if (outcome.status == ReadOutcome::Status::stopped && turn_over && open_) {
+    delivering_later_ = true;
+    asio::post(io_, [self = shared_from_this()] {
+      self->delivering_later_ = false;
+      if (self->open_) self->deliver_frames();
+    });
+    return true;
+  }
   return outcome.status == ReadOutcome::Status::drained;
 }
 

@@ -295,6 +295,7 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   bool bye_sent_ = false;
   bool ever_accepted_ = false;  // connecting side: a path was accepted (later hellos rejoin)
   bool announced_ = false;      // accepting side: handed to the acceptor's owner
+  bool delivering_later_ = false;  // messages wait in reader_ for their next turn (deliver_frames)
   std::string close_reason_;
 
   SendStream stream_;

@@ -38,15 +38,34 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   }
   reader_.commit(n);
   note_received();
-  auto outcome = read_messages(reader_, [this](capnp::MessageReader& message) {
+  take_messages();
+}
+
+// The peer's messages go to the handler in turns of at most kReadTurn: one that takes
+// long (a slow filter closing wave after wave) lets the loop run its timers and other
+// links between two messages, so that heartbeats still go out and a busy node is not
+// taken for a hung one (docs/fault-tolerance.md, "Slow filters").
+void TcpLink::take_messages() {
+  const auto turn_ends = std::chrono::steady_clock::now() + kReadTurn;
+  bool turn_over = false;
+  auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
     on_message_(message);
-    return open_;  // false: the handler closed us
+    if (!open_) return false;  // the handler closed us
+    turn_over = std::chrono::steady_clock::now() >= turn_ends;
+    return !turn_over;
   });
   switch (outcome.status) {
     case ReadOutcome::Status::drained:
-      if (!reading_paused_) read_more();
+      if (!reading_paused_ && !reading_) read_more();
       break;
-    case ReadOutcome::Status::stopped: break;
+    case ReadOutcome::Status::stopped:
+      if (!turn_over || !open_) break;
+      resuming_ = true;
+      asio::post(socket_.get_executor(), [self = shared_from_this()] {
+        self->resuming_ = false;
+        if (self->open_) self->take_messages();
+      });
+      break;
     case ReadOutcome::Status::failed: fail(std::move(outcome.error)); break;
   }
 }
@@ -70,7 +89,8 @@ void TcpLink::pause_reading(bool paused) {
   reading_paused_ = paused;
   if (paused) return;
   note_received();  // the peer's silence counts from now
-  if (open_ && !reading_ && on_message_) read_more();  // started, and not reading
+  // Started, and neither reading nor going on with messages it read.
+  if (open_ && !reading_ && !resuming_ && on_message_) read_more();
 }
 
 void TcpLink::write_queued() {

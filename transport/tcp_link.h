@@ -39,6 +39,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
   void read_more();
   void on_read(const boost::system::error_code& ec, std::size_t n);
+  void take_messages();
   void write_queued();
   void fail(std::string reason);
 
@@ -58,6 +59,9 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   bool writing_ = false;
   bool corked_ = false;
   bool reading_ = false;  // a read is outstanding
+  // The handler's turn ran out with messages left in reader_: take_messages() is
+  // posted to go on with them after what else the loop has to do (kReadTurn).
+  bool resuming_ = false;
   bool open_ = true;
   bool closing_ = false;  // close() requested; finish writing, then shut down
   std::string close_reason_;

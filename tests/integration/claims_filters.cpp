@@ -6,7 +6,10 @@
 //   `crash`   sums, but kills its process with SIGSEGV on the node whose rank its
 //             parameter ("%ud") names, as a filter with a bad pointer would;
 //   `flood`   emits as many packets per wave as its parameter ("%ud") says;
-//   `bloat`   emits one packet of as many int32 as its parameter ("%ud") says.
+//   `bloat`   emits one packet of as many int32 as its parameter ("%ud") says;
+//   `slow`    concatenates its wave's "%ad" arrays after sleeping as many
+//             milliseconds as its parameter ("%ud") says, at commnodes only: a
+//             filter that takes long, and is not hung.
 #include <chrono>
 #include <csignal>
 #include <stdexcept>
@@ -98,6 +101,29 @@ class Bloat {
   std::uint32_t count_;
 };
 
+class Slow {
+ public:
+  Slow(const canopy::FilterContext& context, const canopy::Packet& params)
+      : sleep_(context.depth > 0 && params.size() > 0 && std::holds_alternative<std::uint32_t>(params[0])
+                   ? std::get<std::uint32_t>(params[0])
+                   : 0) {}
+
+  canopy::Result<void> execute(std::span<const canopy::Packet> wave, std::vector<canopy::Packet>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_));
+    std::vector<std::int32_t> all;
+    for (const auto& p : wave) {
+      const auto* values = p.size() == 1 ? std::get_if<std::vector<std::int32_t>>(&p[0]) : nullptr;
+      if (!values) return canopy::Error{"slow needs packets \"%ad\""};
+      all.insert(all.end(), values->begin(), values->end());
+    }
+    out.push_back(canopy::Packet(wave.empty() ? 0 : wave.front().tag(), {std::move(all)}));
+    return {};
+  }
+
+ private:
+  std::uint32_t sleep_;
+};
+
 }  // namespace
 
 // Never returns at the front-end (depth 0): a plug-in that hangs where the results
@@ -124,3 +150,4 @@ CANOPY_FILTER(crash, Crash)
 CANOPY_FILTER(flood, Flood)
 CANOPY_FILTER(bloat, Bloat)
 CANOPY_FILTER(hang, Hang)
+CANOPY_FILTER(slow, Slow)

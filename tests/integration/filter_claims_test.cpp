@@ -27,7 +27,7 @@ const std::string kClaimsFilters = CANOPY_CLAIMS_FILTERS;
 class FilterClaims : public TreeTest {
  protected:
   // b:2^2: the front-end, commnodes 1000001 and 1000002, back-ends 0..3.
-  canopy::Network* launch() {
+  canopy::Network* launch(canopy::FaultToleranceOptions fault = {}) {
     auto topology = canopy::generate_topology("b:2^2");
     EXPECT_TRUE(topology) << topology.error();
     if (!topology) return nullptr;
@@ -35,6 +35,7 @@ class FilterClaims : public TreeTest {
     canopy::LaunchOptions options;
     options.topology = *topology;
     options.backend_argv = {kScriptBackend};
+    options.fault_tolerance = fault;
     auto network = canopy::Network::launch(std::move(options));
     if (!network) {
       ADD_FAILURE() << network.error();
@@ -46,6 +47,7 @@ class FilterClaims : public TreeTest {
     if (auto loaded = network_->load_filter(kClaimsFilters, "crash"); !loaded) ADD_FAILURE() << loaded.error();
     if (auto loaded = network_->load_filter(kClaimsFilters, "flood"); !loaded) ADD_FAILURE() << loaded.error();
     if (auto loaded = network_->load_filter(kClaimsFilters, "bloat"); !loaded) ADD_FAILURE() << loaded.error();
+    if (auto loaded = network_->load_filter(kClaimsFilters, "slow"); !loaded) ADD_FAILURE() << loaded.error();
     return network_.get();
   }
 
@@ -139,6 +141,36 @@ TEST_F(FilterClaims, AFilterThatKillsItsCommnodeIsNamedWithTheNodeAndTheSignal) 
   EXPECT_FALSE(wave->complete);
   EXPECT_EQ(wave->holds, 2u) << "back-ends 2 and 3, below the other commnode";
   EXPECT_EQ(std::get<std::int32_t>(wave->packet[0]), 2 + 3);
+}
+
+// A slow filter is not a hung node (issue 48: MRNet's PerformanceData example, whose
+// filter sleeps a second a wave, lost a commnode now and then). Each commnode's
+// filter takes 150 ms a wave; the back-ends send 12 waves at once, so a commnode
+// has 1.8 s of filtering before it, over four times the lost threshold of 400 ms.
+// It handled them all in one turn of its loop: no heartbeat went out meanwhile, its
+// parent and back-ends judged it hung and cut it, and waves came incomplete. Now a
+// node takes its peers' messages in short turns (docs/fault-tolerance.md, "Slow
+// filters"): every wave comes complete and every process stays.
+TEST_F(FilterClaims, AFilterThatTakesLongerThanTheLostThresholdInAllIsNotTakenForAHungNode) {
+  canopy::FaultToleranceOptions fault;
+  fault.heartbeat = 50ms;
+  fault.suspect = 200ms;
+  fault.lost = 400ms;
+  auto* net = launch(fault);
+  ASSERT_TRUE(net);
+  auto stream = net->create_stream({.upstream_filter = "slow", .upstream_params = canopy::Packet{0, {150u}}});
+  ASSERT_TRUE(stream) << stream.error();
+  constexpr int kWaves = 12;
+  ASSERT_TRUE(net->broadcast(*stream, canopy::Packet{script::kUnion, {kWaves, 0}}));
+  for (int wave = 0; wave < kWaves; ++wave) {
+    auto in = net->receive(30s);
+    ASSERT_TRUE(in) << in.error();
+    ASSERT_TRUE(*in) << "no wave " << wave << " within 30 s";
+    EXPECT_EQ((*in)->wave, std::optional<std::uint64_t>(wave));
+    EXPECT_TRUE((*in)->complete) << "wave " << wave << " holds " << (*in)->holds << " back-ends";
+    EXPECT_EQ(std::get<std::vector<std::int32_t>>((*in)->packet[0]).size(), 4u) << (*in)->packet.format();
+  }
+  EXPECT_EQ(ProcessGuard::descendants().size(), 6u) << "a commnode or back-end was cut as hung";
 }
 
 // A filter emitting 200,000 packets a wave (issue 16, finding 3): the shutdown keeps
