@@ -755,6 +755,7 @@ Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, 
     return nullptr;
   }
   options.sync = *mode;
+  options.fold_state = true;  // every result one wave, as MRNet delivers them (docs/mrnet.md)
   std::optional<FilterInfo> down_info;
   if (downstream != TFILTER_NULL) {
     auto down = canopy_filter(impl, downstream);

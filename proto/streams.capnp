@@ -71,6 +71,8 @@ struct StreamCreate {
                                  # back-end that joins or rejoins a running stream, the
                                  # wave it starts at (its parent's lowest open one); for
                                  # `join`, the first wave the orphan will send its adopter
+  foldState @12 :Bool;           # StreamOptions::fold_state: an orphan's filter state
+                                 # joins the adopter's next wave
 }
 
 struct Resume {

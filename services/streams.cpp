@@ -52,6 +52,7 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   core::encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
   c.setUpstreamPlugin(spec.upstream_plugin);
   c.setJoiners(spec.joiners);
+  c.setFoldState(spec.fold_state);
 }
 
 StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
@@ -66,6 +67,7 @@ StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
   spec.downstream_params = core::decode_values(c.getDownstreamParams());
   spec.upstream_plugin = c.getUpstreamPlugin();
   spec.joiners = c.getJoiners();
+  spec.fold_state = c.getFoldState();
   return spec;
 }
 

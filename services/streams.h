@@ -190,6 +190,8 @@ class StreamService final : public core::Service {
     std::unique_ptr<filters::Filter> filter;      // upstream
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
     std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
+    // fold_state: orphans' filter state, to be filtered with the next wave to close.
+    std::vector<Packet> folded;
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     core::Failures ack_failures;  // of the subtree's acks so far
     // time_out mode, and wait-for-all once the tree has changed: closes a wave

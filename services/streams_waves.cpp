@@ -45,6 +45,12 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     log().warn("dropping a packet on stream {} from non-member child {}", id, node_.children()[child].rank);
     return;
   }
+  const bool foldable = stream.spec.fold_state && stream.spec.sync != SyncMode::dont_wait;
+  if (tag.state && foldable) {
+    // An orphan's filter state, for the next wave to close here.
+    if (!tag.empty) stream.folded.push_back(std::move(packet));
+    return;
+  }
   if (tag.state || stream.spec.sync == SyncMode::dont_wait) {
     // Filtered on its own as it comes: an orphan's filter state (of no wave), or
     // any packet of a don't-wait stream (its wave's number goes on with it).
@@ -60,7 +66,12 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     owes = std::max(owes, tag.wave + (tag.more ? 0 : 1));
     if (tag.empty || !stream.filter->state_recoverable()) return count_late(stream);
     // A state-recoverable filter's output is whole whatever waves it comes in (the
-    // union stays complete): the packet is filtered on its own, of no wave.
+    // union stays complete): the packet joins the next wave to close here, or is
+    // filtered on its own, of no wave.
+    if (foldable) {
+      stream.folded.push_back(std::move(packet));
+      return;
+    }
     stream.wave.clear();
     stream.wave.push_back(std::move(packet));
     return emit_wave(stream, {.state = true});
@@ -172,6 +183,9 @@ void StreamService::close_front_wave(Stream& stream) {
   // In the order of the children, as a wave always was, whatever order they came
   // in; a child's own packets (a filter below that made several) in theirs.
   stream.wave.clear();
+  // Orphans' state first: it is older than any packet of this wave.
+  for (auto& state : stream.folded) stream.wave.push_back(std::move(state));
+  stream.folded.clear();
   for (auto q = stream.queues.begin(); q != stream.queues.end();) {
     auto& packets = q->packets;
     while (!packets.empty() && packets.front().first <= w.number) {

@@ -31,6 +31,14 @@ struct StreamOptions {
   std::chrono::milliseconds sync_timeout{100};
   std::string downstream_filter;  // "" = packets go down unchanged
   Packet downstream_params;
+  // After a heal, the state of a state-recoverable upstream filter that an adopted
+  // orphan brings its new parent joins the adopter's next wave, filtered with that
+  // wave's packets, rather than going up on its own as a result of no wave
+  // (docs/fault-tolerance.md, "Waves after a failure"). Every result the front-end
+  // receives is then one wave, as MRNet's tools count on (the MRNet layer sets it);
+  // the state waits at the adopter until a wave closes there. Not for don't-wait
+  // streams, whose packets are each filtered alone.
+  bool fold_state = false;
 };
 
 }  // namespace canopy

@@ -449,6 +449,7 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
   ASSERT_EQ(id, 100) << net->error_detail();
   Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), id, SFILTER_WAITFORALL);
   ASSERT_NE(s, nullptr) << net->error_detail();
+  long long number = -1;
   auto wave = [&](int value) {
     std::vector<int> out;
     EXPECT_EQ(s->send(TAG_SUM, "%d", value), 0);
@@ -456,6 +457,7 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
     PacketPtr p;
     EXPECT_EQ(s->recv(&tag, p), 1) << net->error_detail();
     if (!p) return out;
+    number = p->get_Wave();
     int* values = nullptr;
     unsigned int count = 0;
     EXPECT_EQ(p->unpack("%ad", &values, &count), 0);
@@ -464,32 +466,26 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
     return out;
   };
   EXPECT_EQ(wave(10), (std::vector<int>{10, 11, 12, 13}));
+  EXPECT_EQ(number, 0);
   const pid_t pid = ProcessGuard::process_of_rank(kFrontEnd + 1);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   // Until both orphans are adopted.
   ASSERT_EQ(wait_for_adoptions(net, 2), 2);
-  // The orphans' states reach the front-end as their own waves (state composition),
-  // so the union may take one more result to be whole; never a value is missing.
-  std::vector<int> all = wave(20);
-  const std::vector<int> expected{10, 11, 12, 13, 20, 21, 22, 23};
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       all != expected && std::chrono::steady_clock::now() < deadline;) {
+  // The orphans' filter states (state composition) join their adopter's next wave,
+  // as in MRNet: every result is one wave, and the next is whole. They came as
+  // results of their own before (issue 48), which MRNet's FaultRecovery example
+  // counted as waves, and its checks failed.
+  EXPECT_EQ(wave(20), (std::vector<int>{10, 11, 12, 13, 20, 21, 22, 23}));
+  EXPECT_EQ(number, 1);
+  EXPECT_EQ(wave(30), (std::vector<int>{10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33}));
+  EXPECT_EQ(number, 2);
+  {
     int tag = 0;
     PacketPtr p;
-    const int r = s->recv(&tag, p, false);
-    ASSERT_NE(r, -1) << net->error_detail();
-    if (r == 0) {
-      std::this_thread::sleep_for(10ms);
-      continue;
-    }
-    int* values = nullptr;
-    unsigned int count = 0;
-    ASSERT_EQ(p->unpack("%ad", &values, &count), 0);
-    all.assign(values, values + count);
-    std::free(values);
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(s->recv(&tag, p, false), 0) << "a result of no wave came: " << (p ? p->get_Wave() : -2);
   }
-  EXPECT_EQ(all, expected);
   // No error event stands in for data: each wave says what it holds (issue 44).
   while (std::unique_ptr<Event> e{net->next_Event()}) {
     if (e->get_Class() != Event::ERROR_EVENT) continue;
