@@ -69,23 +69,56 @@ std::optional<canopy::SyncMode> sync_mode(int id) {
   return std::nullopt;
 }
 
-// MRNet's per-node assignment string ("id => *;" or "id => rank, rank; ..."): the one
-// filter id it gives every node, or nothing if it gives different ones.
-std::optional<int> single_assignment(const std::string& text) {
-  std::optional<int> id;
+// MRNet's per-node filter assignment (the grammar of MRNet's Stream.C): statements
+// "ID => TARGET;", TARGET a node's rank or '*' for every node not named; the first
+// statement naming a node gives its filter. Canopy also takes several ranks in one
+// statement (separated by commas or spaces) and a last statement without ';'.
+struct Assignment {
+  std::optional<int> others;   // '*'
+  std::map<Rank, int> nodes;
+  // The one filter it gives every node, `fallback` if it gives none, nothing if it
+  // gives different ones.
+  std::optional<int> uniform(int fallback) const {
+    std::optional<int> one = others;
+    for (const auto& [rank, id] : nodes) {
+      if (one && *one != id) return std::nullopt;
+      one = id;
+    }
+    return one.value_or(fallback);
+  }
+};
+
+std::optional<Assignment> parse_assignment(const std::string& text) {
+  Assignment out;
   std::istringstream in(text);
   std::string statement;
   while (std::getline(in, statement, ';')) {
-    const auto arrow = statement.find("=>");
     if (statement.find_first_not_of(" \t\n") == std::string::npos) continue;
+    const auto arrow = statement.find("=>");
     if (arrow == std::string::npos) return std::nullopt;
     char* end = nullptr;
-    const long value = std::strtol(statement.c_str(), &end, 10);
-    if (end == statement.c_str()) return std::nullopt;
-    if (id && *id != value) return std::nullopt;
-    id = static_cast<int>(value);
+    const long id = std::strtol(statement.c_str(), &end, 10);
+    if (end == statement.c_str() || statement.find_first_not_of(" \t\n", end - statement.c_str()) != arrow) {
+      return std::nullopt;
+    }
+    std::string targets = statement.substr(arrow + 2);
+    std::replace(targets.begin(), targets.end(), ',', ' ');
+    std::istringstream each(targets);
+    std::string target;
+    bool any = false;
+    while (each >> target) {
+      any = true;
+      if (target == "*") {
+        if (!out.others) out.others = static_cast<int>(id);
+        continue;
+      }
+      const unsigned long rank = std::strtoul(target.c_str(), &end, 10);
+      if (*end || target.find('-') != std::string::npos) return std::nullopt;
+      out.nodes.emplace(static_cast<Rank>(rank), static_cast<int>(id));  // the first naming it stands
+    }
+    if (!any) return std::nullopt;
   }
-  return id;
+  return out;
 }
 
 // An attribute's whole text as a number from 1 up, or nothing.
@@ -724,7 +757,12 @@ canopy::Packet initial_params(const FilterInfo& info) {
 }  // namespace
 
 Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, int downstream) {
-  auto& impl = *impl_;
+  return impl_->new_stream(communicator, upstream, sync, downstream, {});
+}
+
+Stream* Network::Impl::new_stream(Communicator* communicator, int upstream, int sync, int downstream,
+                                  const std::map<Rank, int>& upstream_at) {
+  auto& impl = *this;
   if (!impl.frontend) {
     impl.fail(ERR_INTERNAL, "new_Stream: only the front-end creates streams");
     return nullptr;
@@ -748,6 +786,14 @@ Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, 
   }
   options.upstream_filter = up->canopy_name;
   options.upstream_params = initial_params(*up);
+  for (const auto& [rank, id] : upstream_at) {
+    auto own = canopy_filter(impl, id);
+    if (!own) {
+      impl.fail(ERR_INTERNAL, "new_Stream: the upstream filter of rank " + std::to_string(rank) + ": " + own.error());
+      return nullptr;
+    }
+    options.upstream_filter_at[rank] = canopy::NodeFilter{own->canopy_name, initial_params(*own)};
+  }
   auto mode = sync_mode(sync);
   if (!mode) {
     impl.fail(ERR_INTERNAL, "new_Stream: " + std::to_string(sync) +
@@ -772,28 +818,48 @@ Stream* Network::new_Stream(Communicator* communicator, int upstream, int sync, 
     impl.fail(ERR_NETWORK_FAILURE, "new_Stream: " + created.error());
     return nullptr;
   }
-  impl.stream_filters[{*created, canopy::FilterSlot::upstream}] = *up;
+  FilterInfo& kept = impl.stream_filters[{*created, canopy::FilterSlot::upstream}] = *up;
+  kept.per_node = !upstream_at.empty();
   if (down_info) impl.stream_filters[{*created, canopy::FilterSlot::downstream}] = *down_info;
   const unsigned int id = layer::mrnet_stream_id(*created, UnknownRank);
-  auto stream = std::unique_ptr<Stream>(new Stream(this, id, *created, std::move(ends)));
+  auto stream = std::unique_ptr<Stream>(new Stream(self, id, *created, std::move(ends)));
   auto* raw = stream.get();
   std::lock_guard lock(impl.mutex);
   impl.streams[id] = std::move(stream);
   return raw;
 }
 
+// Each node's own upstream filter, as MRNet's strings give them; synchronisation and
+// the downstream filter must be one for every node (docs/mrnet.md).
 Stream* Network::new_Stream(Communicator* communicator, std::string upstream, std::string sync,
                             std::string downstream) {
-  auto up = single_assignment(upstream);
-  auto sy = single_assignment(sync);
-  auto down = single_assignment(downstream);
-  if (!up || !sy || !down) {
-    impl_->fail(ERR_INTERNAL,
-                "new_Stream: per-node filter assignments must give every node the same filter in Canopy "
-                "(docs/mrnet.md): \"" + upstream + "\", \"" + sync + "\", \"" + downstream + "\"");
+  auto& impl = *impl_;
+  auto up = parse_assignment(upstream);
+  auto sy = parse_assignment(sync);
+  auto down = parse_assignment(downstream);
+  for (const auto& [parsed, text] : {std::pair{&up, &upstream}, {&sy, &sync}, {&down, &downstream}}) {
+    if (!*parsed) {
+      impl.fail(ERR_INTERNAL, "new_Stream: cannot read the filter assignment \"" + *text +
+                                  "\": give statements \"ID => RANK;\" and \"ID => *;\"");
+      return nullptr;
+    }
+  }
+  const auto one_sync = sy->uniform(SFILTER_WAITFORALL);
+  const auto one_down = down->uniform(TFILTER_NULL);
+  if (!one_sync || !one_down) {
+    impl.fail(ERR_INTERNAL, std::string("new_Stream: the ") + (one_sync ? "downstream" : "synchronisation") +
+                                " filter must be the same for every node in Canopy (docs/mrnet.md): \"" +
+                                (one_sync ? downstream : sync) + "\"");
     return nullptr;
   }
-  return new_Stream(communicator, *up, *sy, *down);
+  // The filter of every node not named ('*', else MRNet's default); a back-end named
+  // runs its own over the packets it sends, as in MRNet.
+  const int others = up->others.value_or(TFILTER_NULL);
+  std::map<Rank, int> own;
+  for (const auto& [rank, id] : up->nodes) {
+    if (id != others || impl.endpoints.count(rank)) own[rank] = id;
+  }
+  return impl.new_stream(communicator, others, *one_sync, *one_down, own);
 }
 
 Stream* Network::get_Stream(unsigned int id) const {

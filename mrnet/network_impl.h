@@ -33,6 +33,9 @@ struct FilterInfo {
   std::string canopy_name;  // the Canopy filter that runs it
   std::string so_file;      // a tool's function: its shared object and name
   std::string function;
+  // A stream whose nodes run filters of their own (per-node assignment): new
+  // parameters keep each node's function.
+  bool per_node = false;
 };
 
 struct Network::Impl {
@@ -124,6 +127,10 @@ struct Network::Impl {
   canopy::Result<void> load_builtins();
   // Makes sure the tree has Canopy filter `name` (loading the MRNet plug-in).
   canopy::Result<void> ensure_loaded(const std::string& name);
+  // new_Stream, with the nodes named in `upstream_at` running their own upstream
+  // filters (MRNet's per-node assignment strings).
+  Stream* new_stream(Communicator* communicator, int upstream, int sync, int downstream,
+                     const std::map<Rank, int>& upstream_at);
 
   // Events (events.cpp): converts Canopy's, queues them, and wakes whoever waits.
   void poll_canopy_events();

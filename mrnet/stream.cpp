@@ -135,8 +135,10 @@ int Stream::set_FilterParameters(const char* format, va_list values, FilterType 
     // With its format: after the names, an empty format must still be a packet.
     canopy::Packet encoded = codec::to_canopy(params, codec::Form::with_format);
     auto it = impl.stream_filters.find({canopy_id_, slot});
-    if (it != impl.stream_filters.end() && !it->second.so_file.empty()) {
-      std::vector<canopy::Value> with_names{it->second.so_file, it->second.function};
+    if (it != impl.stream_filters.end() && (it->second.per_node || !it->second.so_file.empty())) {
+      // Nodes with functions of their own keep them: the names are left empty.
+      std::vector<canopy::Value> with_names{it->second.per_node ? std::string() : it->second.so_file,
+                                            it->second.per_node ? std::string() : it->second.function};
       with_names.insert(with_names.end(), encoded.values().begin(), encoded.values().end());
       encoded = canopy::Packet{0, std::move(with_names)};
     }

@@ -71,8 +71,17 @@ struct StreamCreate {
                                  # back-end that joins or rejoins a running stream, the
                                  # wave it starts at (its parent's lowest open one); for
                                  # `join`, the first wave the orphan will send its adopter
+  upstreamFilterAt @13 :List(NodeFilter);  # StreamOptions::upstream_filter_at
   foldState @12 :Bool;           # StreamOptions::fold_state: an orphan's filter state
                                  # joins the adopter's next wave
+}
+
+struct NodeFilter {
+  # One node's own upstream filter (MRNet's per-node filter assignment).
+  rank @0 :UInt32;
+  filter @1 :Text;
+  plugin @2 :Text;               # a back-end's: the plugin it loads the filter from ("" = built in)
+  params @3 :List(Core.Value);   # given to the filter's create
 }
 
 struct Resume {

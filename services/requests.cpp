@@ -106,7 +106,7 @@ void RequestService::set_params(std::uint64_t request, StreamId stream, FilterSl
             : slot == FilterSlot::sync   ? wire::requests::FilterSlot::SYNC
                                          : wire::requests::FilterSlot::DOWNSTREAM);
   core::encode_values(params.values(), p.initParams(params.size()));
-  start(request, streams_.member_commnodes(stream), own_failure(error), message);
+  start(request, streams_.children_with_filters(stream), own_failure(error), message);
 }
 
 void RequestService::set_healing(std::uint64_t request, bool on) {

@@ -53,6 +53,15 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   c.setUpstreamPlugin(spec.upstream_plugin);
   c.setJoiners(spec.joiners);
   c.setFoldState(spec.fold_state);
+  auto at = c.initUpstreamFilterAt(static_cast<unsigned>(spec.upstream_filter_at.size()));
+  unsigned i = 0;
+  for (const auto& [rank, own] : spec.upstream_filter_at) {
+    at[i].setRank(rank);
+    at[i].setFilter(own.filter);
+    core::encode_values(own.params.values(), at[i].initParams(own.params.size()));
+    if (auto p = spec.upstream_plugin_at.find(rank); p != spec.upstream_plugin_at.end()) at[i].setPlugin(p->second);
+    ++i;
+  }
 }
 
 StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
@@ -68,6 +77,10 @@ StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
   spec.upstream_plugin = c.getUpstreamPlugin();
   spec.joiners = c.getJoiners();
   spec.fold_state = c.getFoldState();
+  for (auto at : c.getUpstreamFilterAt()) {
+    spec.upstream_filter_at[at.getRank()] = NodeFilter{at.getFilter(), core::decode_values(at.getParams())};
+    if (at.hasPlugin() && at.getPlugin().size() > 0) spec.upstream_plugin_at[at.getRank()] = at.getPlugin();
+  }
   return spec;
 }
 
@@ -239,6 +252,23 @@ void StreamService::create_stream(const StreamSpec& spec) {
   // gives a new parent (docs/filters.md, "Where filters run").
   StreamSpec opened = spec;
   if (filters_.state_recoverable(spec.upstream_filter)) opened.upstream_plugin = filters_.plugin_path(spec.upstream_filter);
+  for (const auto& [rank, own] : spec.upstream_filter_at) {
+    const std::string& filter = own.filter;
+    const canopy::TopologyNode* n = node_.topology()->find(rank);
+    if (!n) {
+      report_stream_failure(spec.id, "the upstream filter '" + filter + "' is given to rank " + std::to_string(rank) +
+                                         ", which is no node of this network");
+      return;
+    }
+    if (!filters_.contains(filter)) {
+      report_stream_failure(spec.id, "the upstream filter '" + filter + "' given to rank " + std::to_string(rank) +
+                                         " is not loaded");
+      return;
+    }
+    if (n->role == Role::backend) {
+      if (auto path = filters_.plugin_path(filter); !path.empty()) opened.upstream_plugin_at[rank] = path;
+    }
+  }
   open_stream(opened, down_start(down_generation_));
 }
 
@@ -287,7 +317,8 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
     stream.awaiting_ack = stream.members;
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
-  log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id, spec.upstream_filter,
+  log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id,
+             spec.upstream_filter_of(node_.identity().rank),
              static_cast<int>(spec.sync), it->second.members.size());
   if (it->second.members.empty()) {
     report_stream_ack(spec.id, {});
@@ -350,7 +381,21 @@ void StreamService::refresh_contexts() {
 Result<void> StreamService::make_filters(Stream& stream) {
   const StreamSpec& spec = stream.spec;
   const FilterContext context = filter_context(stream, true);
+  const Rank me = node_.identity().rank;
   if (node_.children().empty()) {
+    if (auto named = spec.upstream_filter_at.find(me); named != spec.upstream_filter_at.end()) {
+      // A back-end filter of its own (MRNet's): it runs over each packet sent.
+      const NodeFilter& own = named->second;
+      if (auto plugin = spec.upstream_plugin_at.find(me); plugin != spec.upstream_plugin_at.end()) {
+        if (auto loaded = filters_.load(plugin->second, own.filter); !loaded) {
+          return Error{loaded.error() + " (the back-end's upstream filter '" + own.filter + "')"};
+        }
+      }
+      auto filter = filters_.create(own.filter, context, own.params);
+      if (!filter) return Error{filter.error()};
+      stream.filter = std::move(*filter);
+      return {};
+    }
     // A back-end keeps an instance of a state-recoverable upstream filter over its
     // own packets: its state is what it sends a new parent if its parent dies. Such
     // a filter from a plugin is the only plugin a back-end loads.
@@ -369,7 +414,7 @@ Result<void> StreamService::make_filters(Stream& stream) {
     // comes with the stream, as back-ends load it.
     if (auto loaded = filters_.load(spec.upstream_plugin, spec.upstream_filter); !loaded) return loaded;
   }
-  auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
+  auto filter = filters_.create(spec.upstream_filter_of(me), context, spec.upstream_params_of(me));
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);
   if (!spec.downstream_filter.empty()) {
@@ -514,8 +559,13 @@ void StreamService::route_point_to_point(wire::DataPacket::Reader packet) {
 Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packet& params) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return Error{"no stream " + std::to_string(id)};
-  if (node_.children().empty()) return {};  // back-ends run no filters of a stream's
   Stream& stream = it->second;
+  if (node_.children().empty()) {
+    // A back-end runs only a filter of its own (upstream_filter_at), and a
+    // state-recoverable one's instance, which keeps the parameters it was made with.
+    if (slot != FilterSlot::upstream || !stream.spec.upstream_filter_at.count(node_.identity().rank)) return {};
+    return stream.filter->set_params(params);
+  }
   switch (slot) {
     case FilterSlot::upstream:
       return stream.filter->set_params(params);
@@ -547,13 +597,14 @@ std::vector<StreamId> StreamService::stream_ids() const {
   return out;
 }
 
-std::vector<std::size_t> StreamService::member_commnodes(StreamId id) const {
+std::vector<std::size_t> StreamService::children_with_filters(StreamId id) const {
   std::vector<std::size_t> out;
   auto it = streams_.find(id);
   if (it == streams_.end()) return out;
+  const auto& own = it->second.spec.upstream_filter_at;
   for (std::size_t i : it->second.members) {
     const auto& child = node_.children()[i];
-    if (child.link && child.role == Role::commnode) out.push_back(i);
+    if (child.link && (child.role == Role::commnode || own.count(child.rank))) out.push_back(i);
   }
   return out;
 }
@@ -778,7 +829,7 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet, const
   if (const auto bytes = capnp::computeSerializedSizeInWords(message.builder()) * sizeof(capnp::word);
       bytes > transport::kDefaultMaxFrameBytes) {
     auto it = streams_.find(stream);
-    const std::string filter = it != streams_.end() ? it->second.spec.upstream_filter : "?";
+    const std::string filter = it != streams_.end() ? it->second.spec.upstream_filter_of(node_.identity().rank) : "?";
     return report_stream_error(stream, "filter '" + filter +
                                            "' produced a packet of " + std::to_string(bytes) +
                                            " bytes, over the frame limit of " +

@@ -60,6 +60,18 @@ struct StreamSpec : StreamOptions {
   // The plugin back-ends load the upstream filter from: set by the root for a
   // state-recoverable filter from a plugin, "" otherwise.
   std::string upstream_plugin;
+  // The same for each back-end named in upstream_filter_at whose filter is a plugin's.
+  std::map<Rank, std::string> upstream_plugin_at;
+
+  // The upstream filter node `rank` runs, and the parameters it is made with.
+  const std::string& upstream_filter_of(Rank rank) const {
+    auto it = upstream_filter_at.find(rank);
+    return it == upstream_filter_at.end() ? upstream_filter : it->second.filter;
+  }
+  const Packet& upstream_params_of(Rank rank) const {
+    auto it = upstream_filter_at.find(rank);
+    return it == upstream_filter_at.end() ? upstream_params : it->second.params;
+  }
 };
 
 // Reads the sync "filter" parameter: one positive integer, the time-out in ms.
@@ -134,7 +146,9 @@ class StreamService final : public core::Service {
   // Every stream this node is on, ascending.
   std::vector<StreamId> stream_ids() const;
   Result<void> set_params(StreamId id, FilterSlot slot, const Packet& params);
-  std::vector<std::size_t> member_commnodes(StreamId id) const;
+  // The member children that run filters of the stream, to take new parameters:
+  // its commnodes, and back-ends with a filter of their own (upstream_filter_at).
+  std::vector<std::size_t> children_with_filters(StreamId id) const;
   // For the recovery service: the streams of this node's latest adoption that may
   // lack data (filters that are not state recoverable, or output dropped while
   // orphaned), ascending.

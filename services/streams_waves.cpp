@@ -302,7 +302,7 @@ void StreamService::emit_wave(Stream& stream, WaveTag tag) {
     return;
   }
   // An aggregate comes from this node; what `pass` forwards keeps its sender.
-  const bool forwarded = stream.spec.upstream_filter == "pass";
+  const bool forwarded = stream.spec.upstream_filter_of(node_.identity().rank) == "pass";
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (!forwarded) out[i].set_source(node_.identity().rank);
     tag.more = i + 1 < out.size() || more;

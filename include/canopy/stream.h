@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@ namespace canopy {
 // Network::create_stream refuses the next one; a node refuses a stream past it.
 inline constexpr std::size_t kMaxStreams = 16384;
 
+// A node's own upstream filter (StreamOptions::upstream_filter_at).
+struct NodeFilter {
+  std::string filter;
+  Packet params;  // given to its create
+};
+
 struct StreamOptions {
   std::vector<Rank> backends;  // the communicator; empty = every back-end
   // Open attach (docs/attach.md): the communicator is every back-end, those present
@@ -26,6 +33,12 @@ struct StreamOptions {
   bool joiners = false;
   std::string upstream_filter = "sum";
   Packet upstream_params;      // given to the upstream filter's create
+  // Per-node upstream filters (MRNet's filter assignment strings): a node named here
+  // runs its own filter, made with its own parameters, in place of upstream_filter. A
+  // back-end named here runs it over each packet it sends (a wave of one) before its
+  // parent sees it: MRNet's back-end filters. A back-end not named runs none (but
+  // for a state-recoverable upstream_filter, docs/filters.md "Where filters run").
+  std::map<Rank, NodeFilter> upstream_filter_at;
   SyncMode sync = SyncMode::wait_for_all;
   // time_out mode: how long a node waits for the rest of a wave after its first packet.
   std::chrono::milliseconds sync_timeout{100};

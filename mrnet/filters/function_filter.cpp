@@ -97,16 +97,20 @@ void* find_symbol(void* handle, const std::string& symbol) {
 
 // The adapter's parameters: [0] the shared object's path, [1] the function's name,
 // [2...] the MRNet packet of set_FilterParameters (mrnet/packet_codec.h), if any.
+// New parameters for a running instance may leave both names empty: "the function
+// this instance runs" (a stream whose nodes run different functions, each its own).
 struct Parameters {
   std::string path;
   std::string function;
   MRN::PacketPtr params;  // MRN::Packet::NullPacket when none
 };
 
-Result<Parameters> read_parameters(const char* filter, const Packet& packet, unsigned int stream_id) {
+Result<Parameters> read_parameters(const char* filter, const Packet& packet, unsigned int stream_id,
+                                   bool names_may_be_empty = false) {
   const auto* path = packet.size() >= 2 ? std::get_if<std::string>(&packet[0]) : nullptr;
   const auto* function = packet.size() >= 2 ? std::get_if<std::string>(&packet[1]) : nullptr;
-  if (!path || !function || path->empty() || function->empty()) {
+  const bool kept = names_may_be_empty && path && function && path->empty() && function->empty();
+  if (!path || !function || ((path->empty() || function->empty()) && !kept)) {
     return Error{std::string(filter) +
                      " takes [0] the path of the filter's shared object and [1] the function's name "
                      "(non-empty strings), then the MRNet packet of set_FilterParameters; got \"" +
@@ -168,9 +172,9 @@ class FunctionFilter {
 
   // New parameters, laid out as at creation; the path and name must stay the same.
   Result<void> set_params(const Packet& params) {
-    auto read = read_parameters(kind_, params, own_stream_id());
+    auto read = read_parameters(kind_, params, own_stream_id(), true);
     if (!read) return Error{read.error(), read.error_kind()};
-    if (read->path != path_ || read->function != function_name_) {
+    if (!read->path.empty() && (read->path != path_ || read->function != function_name_)) {
       return Error{label_ + ": new parameters name " + read->function + " in " + read->path +
                        "; a filter instance keeps its function (create a stream for another one)",
                    ErrorKind::invalid_input};

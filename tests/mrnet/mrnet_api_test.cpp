@@ -494,6 +494,44 @@ TEST_F(MrnetApi, AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode) {
   finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
 }
 
+// MRNet's per-node filter assignment (its HeterogeneousFilters example): the front-end,
+// each back-end and, through '*', the commnodes each run their own function, and
+// set_FilterParameters reaches every one, back-ends included (issue 48: the strings
+// were refused unless they gave every node one filter, and back-ends ran none).
+TEST_F(MrnetApi, EachNodeRunsTheUpstreamFilterItsAssignmentGivesIt) {
+  auto* net = launch();
+  ASSERT_NE(net, nullptr);
+  const int at_backend = net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "ScaleAtBackend");
+  const int at_commnode = net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "SumAtCommnode");
+  const int at_front_end = net->load_FilterFunc(CANOPY_MRNET_TOOL_FILTER, "SumAtFrontEnd");
+  ASSERT_TRUE(at_backend >= 100 && at_commnode >= 100 && at_front_end >= 100) << net->error_detail();
+  NetworkTopology* topology = net->get_NetworkTopology();
+  std::ostringstream up;
+  up << at_front_end << " => " << topology->get_Root()->get_Rank() << " ; ";
+  std::set<NetworkTopology::Node*> backends;
+  topology->get_BackEndNodes(backends);
+  ASSERT_EQ(backends.size(), 4u);
+  for (auto* b : backends) up << at_backend << " => " << b->get_Rank() << " ; ";
+  up << at_commnode << " => * ;";
+  Stream* s = net->new_Stream(net->get_BroadcastCommunicator(), up.str(), "51 => *;", "0 => *;");
+  ASSERT_NE(s, nullptr) << net->error_detail();
+  auto wave = [&](int value) {
+    EXPECT_EQ(s->send(TAG_SUM, "%d", value), 0);
+    int tag = 0, result = 0;
+    PacketPtr p;
+    EXPECT_EQ(s->recv(&tag, p), 1) << net->error_detail();
+    if (p) {
+      EXPECT_EQ(p->unpack("%d", &result), 0);
+    }
+    return result;
+  };
+  // Back-ends answer value + rank; two commnodes add 1000 each, the front-end 1.
+  EXPECT_EQ(wave(10), (10 + 11 + 12 + 13) + 2 * 1000 + 1);
+  ASSERT_EQ(s->set_FilterParameters(FILTER_UPSTREAM_TRANS, "%d", 3), 0) << net->error_detail();
+  EXPECT_EQ(wave(10), 3 * (10 + 11 + 12 + 13) + 2 * 1000 + 1);
+  finish(net->new_Stream(net->get_BroadcastCommunicator(), TFILTER_SUM), 4);
+}
+
 // Sends with a va_list, as a tool's own variadic wrapper would.
 int send_va(Stream* stream, int tag, const char* format, ...) {
   va_list values;
@@ -540,11 +578,17 @@ TEST_F(MrnetApi, TheOtherFormsParametersDataEventsAndTopologyQueries) {
   EXPECT_GE(ids[0], 100);
   EXPECT_EQ(ids[1], -1);
 
-  // Per-node assignment strings that give every node one filter; others are refused.
+  // Per-node assignment strings that give every node one filter (per-node upstream
+  // filters: MrnetApi.EachNodeRunsTheUpstreamFilterItsAssignmentGivesIt); the
+  // synchronisation must be one for every node, and the text must read.
   Stream* sum = net->new_Stream(all, "1 => *;", "51 => *;", "0 => *;");
   ASSERT_NE(sum, nullptr) << net->error_detail();
-  EXPECT_EQ(net->new_Stream(all, "1 => 1000001; 3 => 1000002;", "51 => *;", "0 => *;"), nullptr);
-  EXPECT_NE(net->error_detail().find("same filter"), std::string::npos) << net->error_detail();
+  EXPECT_EQ(net->new_Stream(all, "1 => *;", "50 => 1000001; 51 => *;", "0 => *;"), nullptr);
+  EXPECT_NE(net->error_detail().find("synchronisation filter must be the same for every node"), std::string::npos)
+      << net->error_detail();
+  EXPECT_EQ(net->new_Stream(all, "1 => ;", "51 => *;", "0 => *;"), nullptr);
+  EXPECT_NE(net->error_detail().find("cannot read the filter assignment \"1 => ;\""), std::string::npos)
+      << net->error_detail();
 
   // A packet made beforehand, the va_list form, and Network::send with a packet.
   PacketPtr seven(new Packet(sum->get_Id(), TAG_SUM, "%d", 7));

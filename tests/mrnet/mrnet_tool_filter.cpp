@@ -94,4 +94,49 @@ void Places(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_
                                              all.data(), static_cast<unsigned int>(all.size()))));
 }
 
+// Three functions for one stream, each node its own (per-node assignment, as MRNet's
+// HeterogeneousFilters example): a back-end multiplies its "%d" by the stream's
+// parameter ("%d", 1 before any), a commnode adds 1000 to the sum of its wave, and the
+// front-end adds 1 to the sum of its. The result says which ran where.
+const char* ScaleAtBackend_format_string = "%d";
+
+void ScaleAtBackend(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+                    std::vector<PacketPtr>& /* packets_out_reverse */, void** /* filter_state */, PacketPtr& params,
+                    const TopologyLocalInfo& /* info */) {
+  int factor = 1;
+  if (params != Packet::NullPacket && params->unpack("%d", &factor) != 0) return;
+  for (unsigned int i = 0; i < packets_in.size(); i++) {
+    int value = 0;
+    if (packets_in[i]->unpack("%d", &value) != 0) return;
+    packets_out.push_back(PacketPtr(new Packet(packets_in[i]->get_StreamId(), packets_in[i]->get_Tag(), "%d",
+                                               value * factor)));
+  }
+}
+
+static void sum_plus(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out, int plus) {
+  int sum = plus;
+  for (unsigned int i = 0; i < packets_in.size(); i++) {
+    int value = 0;
+    if (packets_in[i]->unpack("%d", &value) != 0) return;
+    sum += value;
+  }
+  packets_out.push_back(PacketPtr(new Packet(packets_in[0]->get_StreamId(), packets_in[0]->get_Tag(), "%d", sum)));
+}
+
+const char* SumAtCommnode_format_string = "%d";
+
+void SumAtCommnode(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+                   std::vector<PacketPtr>& /* packets_out_reverse */, void** /* filter_state */,
+                   PacketPtr& /* params */, const TopologyLocalInfo& /* info */) {
+  sum_plus(packets_in, packets_out, 1000);
+}
+
+const char* SumAtFrontEnd_format_string = "%d";
+
+void SumAtFrontEnd(std::vector<PacketPtr>& packets_in, std::vector<PacketPtr>& packets_out,
+                   std::vector<PacketPtr>& /* packets_out_reverse */, void** /* filter_state */,
+                   PacketPtr& /* params */, const TopologyLocalInfo& /* info */) {
+  sum_plus(packets_in, packets_out, 1);
+}
+
 }  // extern "C"
