@@ -110,7 +110,7 @@ std::vector<Event> print_events(Network& net, bool jsonl, StatusWriter& status) 
       std::printf("event: %s\n", text.c_str());
     }
     std::fflush(stdout);
-    status.note(text);
+    status.note(*e, text);
     events.push_back(std::move(*e));
   }
   if (events.empty()) {
