@@ -429,6 +429,24 @@ TEST_F(Dashboard, ReportOutlivesTheRunWithTheFinalTreeAndTheCheck) {
   EXPECT_EQ(page.find("url("), std::string::npos) << "nor styles from elsewhere";
 }
 
+// The demo workload's report: its waves received of how many, its check, the whole
+// tree alive, and no event to tell.
+TEST_F(Dashboard, ReportOfTheDemoWorkloadShowsItsWavesAndCheck) {
+  const std::string report = dir_ + "/demo.html";
+  auto run = run_canopy({"run", "--tree", "b:2^2", "--waves", "12", "--interval", "10", "--report", report});
+  ASSERT_EQ(exit_code(run), 0) << run.err;
+  const std::string page = slurp(report);
+  EXPECT_NE(page.find("Waves received: <b>12</b> of 12"), std::string::npos) << page.substr(0, 3000);
+  EXPECT_NE(page.find("<p id=\"check\" class=\"check ok\">Check: ok"), std::string::npos);
+  EXPECT_NE(page.find("12 waves of sum over 4 back-ends"), std::string::npos) << "the summary line";
+  EXPECT_NE(page.find("4 back-ends in the membership view (view 0)"), std::string::npos);
+  EXPECT_NE(page.find("None: no process has failed."), std::string::npos);
+  const auto drawn = nodes_drawn(page);
+  EXPECT_EQ(drawn.size(), 7u);
+  for (const auto& [rank, d] : drawn) EXPECT_EQ(d.state, "alive") << rank;
+  EXPECT_TRUE(adopted_edges(page).empty());
+}
+
 // A --report path whose directory does not exist is refused before anything is
 // launched, naming the directory.
 TEST_F(Dashboard, ReportInAMissingDirectoryIsRefusedBeforeLaunch) {
