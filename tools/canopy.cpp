@@ -467,7 +467,7 @@ int run(const RunOptions& opt) {
     if (code == 0) code = 1;
   }
   // A page open on the dashboard gets the run's end before the server goes.
-  if (dashboard) dashboard->let_watchers_see_the_end(std::chrono::milliseconds(1500));
+  if (dashboard) dashboard->let_watchers_see_the_end(std::chrono::seconds(3));
   return code;
 }
 

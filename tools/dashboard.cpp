@@ -186,7 +186,7 @@ void Dashboard::let_watchers_see_the_end(std::chrono::milliseconds limit) {
   std::unique_lock lock(impl_->mutex);
   const auto now = std::chrono::steady_clock::now();
   if (impl_->last_view_request == std::chrono::steady_clock::time_point{} ||
-      now - impl_->last_view_request > std::chrono::seconds(3)) {
+      now - impl_->last_view_request > std::chrono::seconds(5)) {
     return;
   }
   impl_->fetched.wait_until(lock, now + limit, [&] { return impl_->view_served == impl_->published; });

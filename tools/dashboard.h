@@ -28,8 +28,9 @@ class Dashboard {
   // The documents served at /state.json and /view.html from now on (any thread).
   void publish(std::string state_json, std::string view_html);
   // Waits, at most `limit`, until a page watching the run (one that asked for
-  // /view.html within the last 3 s) has fetched what was published last: the run's
-  // end reaches an open page before the server goes. Returns at once if none watches.
+  // /view.html within the last 5 s: a browser polls a tab in the background once a
+  // second) has fetched what was published last: the run's end reaches an open page
+  // before the server goes. Returns at once if none watches.
   void let_watchers_see_the_end(std::chrono::milliseconds limit);
 
  private:

@@ -429,6 +429,35 @@ TEST_F(Dashboard, ReportOutlivesTheRunWithTheFinalTreeAndTheCheck) {
   EXPECT_EQ(page.find("url("), std::string::npos) << "nor styles from elsewhere";
 }
 
+// A page that is watching gets the run's end before the server goes: the last view
+// served before the front-end stops answering says the run finished, with its check.
+TEST_F(Dashboard, AWatchingPageGetsTheRunsEnd) {
+  const std::string out = dir_ + "/run.out";
+  const pid_t run =
+      start_canopy({"run", "--tree", "b:2", "--waves", "40", "--interval", "50", "--dashboard", "0"}, out);
+  ASSERT_GT(run, 0);
+  const std::string url = dashboard_url(out);
+  // Poll as the page does, until the front-end no longer answers (curl: 7).
+  std::string last;
+  bool refused = false;
+  if (!url.empty()) {
+    wait_for([&] {
+      auto [view, status] = shell("curl -s --max-time 5 " + url + "view.html");
+      if (status == 0 && !view.empty()) last = view;
+      refused = status == 7;
+      if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return refused;
+    }, std::chrono::seconds(60));
+  }
+  int wait_status = 0;
+  waitpid(run, &wait_status, 0);
+  ASSERT_FALSE(url.empty()) << slurp(out);
+  EXPECT_TRUE(refused);
+  EXPECT_NE(last.find("The run finished after"), std::string::npos) << last.substr(0, 600);
+  EXPECT_NE(last.find("Check: ok"), std::string::npos);
+  EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+}
+
 // The demo workload's report: its waves received of how many, its check, the whole
 // tree alive, and no event to tell.
 TEST_F(Dashboard, ReportOfTheDemoWorkloadShowsItsWavesAndCheck) {
