@@ -123,7 +123,8 @@ EventStory::Incident& EventStory::incident_of(Rank lost, const Event& event) {
     Incident incident;
     incident.lost = lost;
     if (auto c = children_.find(lost); c != children_.end()) incident.orphans = c->second;
-    open(event);
+    // A loss, whichever of its events came first (an orphan's adoption often does).
+    open(event).kind = std::string(to_string(Event::Kind::failure));
     incident.entry = first_number_ + entries_.size() - 1;
     it = incidents_.insert_or_assign(lost, std::move(incident)).first;
   }

@@ -26,7 +26,7 @@ namespace canopy::tools {
 struct StoryEntry {
   std::uint64_t number = 0;         // the entries' count before it: an entry's lasting name
   double at_s = 0;                  // when it began, in seconds since the run started
-  std::string kind;                 // "failure", "view", "gossip", ... (Event::Kind)
+  std::string kind;                 // "failure" (a loss and its recoveries), "view", "gossip", ... (Event::Kind)
   std::string headline;             // a plain sentence
   std::vector<std::string> detail;  // the developer's lines (event_text), oldest first
 };

@@ -324,6 +324,11 @@ TEST_F(Dashboard, DrawsTheHealedTreeAtB16x2AndTheScreenshotShowsIt) {
   std::string view;
   std::optional<Image> png;
   const std::string shot = dir_ + "/dashboard-b16x2.png";
+  // The rate plotted too (two samples, a second apart), for a screenshot of it all.
+  const bool plotted = settled && wait_for([&] {
+    return shell("curl -s --max-time 5 " + url + "view.html").first.find("<polyline class=\"rate\"") !=
+           std::string::npos;
+  }, std::chrono::seconds(30));
   if (settled) {
     // The view served now, and the file as it is just after.
     view = shell("curl -s --max-time 20 " + url + "view.html").first;
@@ -353,6 +358,7 @@ TEST_F(Dashboard, DrawsTheHealedTreeAtB16x2AndTheScreenshotShowsIt) {
   ASSERT_TRUE(settled) << file.substr(0, 2000);
   EXPECT_TRUE(ended);
 
+  EXPECT_TRUE(plotted);
   const auto drawn = nodes_drawn(view);
   EXPECT_EQ(drawn.size(), 273u);
   expect_drawn_as_in_file(drawn, file);

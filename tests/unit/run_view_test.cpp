@@ -91,6 +91,7 @@ TEST(EventStory, ARecoveryHeardBeforeItsParentsFailureJoinsIt) {
   story.add(recovered(0, C2, C1, 1500us), "0 recovered under 1000002");
   story.add(failure(C1, "commnode 1000001 on n1 was killed by signal 9 (Killed)", 4200ms), "failure of 1000001");
   ASSERT_EQ(story.entries().size(), 1u);
+  EXPECT_EQ(story.entries().front().kind, "failure") << "a loss, whichever event came first";
   EXPECT_EQ(story.entries().front().headline,
             "commnode 1000001 on n1 was killed by signal 9 (Killed); back-end 0 moved to commnode 1000002; back-end 1 "
             "waits for an adopter");
