@@ -168,7 +168,11 @@ RunPage StatusWriter::page(const std::string& run, std::optional<int> exit_statu
   page.nodes = nodes_;
   page.view = view_;
   page.progress = progress_;
-  for (const auto& [id, s] : streams_) page.rates.push_back({id, s.packets, s.per_second, s.samples});
+  // The rate "now" over the last second sampled: over the last 250 ms, a stream of a
+  // few packets a second reads 0 one time and 8 the next.
+  for (const auto& [id, s] : streams_) {
+    page.rates.push_back({id, s.packets, s.samples.empty() ? s.per_second : s.samples.back().second, s.samples});
+  }
   page.events.assign(story_.entries().begin(), story_.entries().end());
   return page;
 }
