@@ -69,7 +69,7 @@ class EventStory {
 };
 
 // "back-ends 4–7, 9", "commnode 1000002", "commnodes 1000001, 1000003", "the
-// front-end", joined with "and" across roles. `role_of` tells each rank's role.
+// front-end", joined with "and" across roles. `known` tells each rank's role.
 std::string describe_ranks(const std::vector<Rank>& ranks, const std::map<Rank, NodeStatus>& known);
 // "2.1 ms", "850 us", "1.20 s"
 std::string describe_duration(std::chrono::microseconds d);
