@@ -22,6 +22,7 @@ packages=(
   libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
   tmux                        # a real terminal for the test of canopy status --watch
   chromium curl               # a real browser (and an HTTP client) for the test of canopy run --dashboard
+  libpng-dev                  # that test reads the browser's screenshot back
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in network namespaces for the tests (tests/slurm)
 )
 

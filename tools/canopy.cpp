@@ -75,6 +75,7 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> period, max_hangup, ping_timeout;
   } gossip;
   std::string status_file;  // kept up to date with the live tree (canopy status FILE)
+  std::string report_file;  // the last view as a page of its own, written at the end
   std::size_t backends = 0;  // attach mode: this many back-ends below leaf commnodes
   std::string log_dir;       // every process's log file here ($CANOPY_LOG_DIR)
   std::string dashboard;     // [ADDR:]PORT of the live web page, "" = none
@@ -143,6 +144,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     }
     if (jsonl) std::cout << "{\"error\":" << json_string(message) << "}" << std::endl;
     std::cerr << "canopy run: " << message << "\n";
+    status.progress().error = message;
     return code;
   };
   // Options of the other workload are refused, naming the ones that do apply.
@@ -298,6 +300,8 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   // every back-end of the stream in the membership view it came in (demo_check.h).
   DemoCheck waves(opt.filter, backends, demo);
   if (!attach) waves.know_view(0, backends);
+  status.progress().workload = "demo";
+  status.progress().waves_total = static_cast<std::uint64_t>(opt.waves);
   std::optional<std::uint64_t> last_wave;
   // A wave is late when no result came for this long: the workload is stuck. Counted
   // from the last result, not from the schedule: a loaded machine may fall far behind
@@ -337,6 +341,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
     const auto& packet = result.packet;
     status.count(result.stream);
     ++received;
+    status.progress().waves = static_cast<std::uint64_t>(received);
     last_result = Clock::now();
     if (!result.wave) continue;  // of no wave: the demo's filters keep no state
     const std::uint64_t wave = *result.wave;
@@ -376,16 +381,22 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
         received, backends.size(), topology->size(), json_string(opt.filter).c_str(), launch_seconds, run_seconds,
         check.c_str(), listed.c_str(), missing_listed.c_str(), static_cast<unsigned long long>(late),
         interrupted ? ",\"interrupted\":true" : "");
-  } else {
-    std::printf("%s of %s over %s in %.3f s; check: %s", count(static_cast<std::size_t>(received), "wave").c_str(),
-                opt.filter.c_str(), count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
-    if (!waves.incomplete().empty()) {
-      std::printf("; %zu incomplete (lost in failures): %s", waves.incomplete().size(), listed.c_str());
-    }
-    if (!missing.empty()) std::printf("; %zu never came (lost whole): %s", missing.size(), missing_listed.c_str());
-    if (interrupted) std::printf("; interrupted before wave %llu", static_cast<unsigned long long>(final_wave));
-    std::printf("\n");
   }
+  // The summary line, for a person: printed in text, and the dashboard's and the
+  // report's last word either way.
+  char head[512];
+  std::snprintf(head, sizeof head, "%s of %s over %s in %.3f s; check: %s",
+                count(static_cast<std::size_t>(received), "wave").c_str(), opt.filter.c_str(),
+                count(backends.size(), "back-end").c_str(), run_seconds, check.c_str());
+  std::string summary = head;
+  if (!waves.incomplete().empty()) {
+    summary += "; " + std::to_string(waves.incomplete().size()) + " incomplete (lost in failures): " + listed;
+  }
+  if (!missing.empty()) summary += "; " + std::to_string(missing.size()) + " never came (lost whole): " + missing_listed;
+  if (interrupted) summary += "; interrupted before wave " + std::to_string(final_wave);
+  if (!jsonl) std::printf("%s\n", summary.c_str());
+  status.progress().check = check;
+  status.progress().summary = summary;
   std::fflush(stdout);
   if (waves.mismatches()) {
     return fail(std::to_string(waves.mismatches()) + " waves did not match the demo workload; first: " +
@@ -396,9 +407,37 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   return 0;
 }
 
-// canopy run: the tree's run, and --status FILE marked finished when it is over.
+// Why `canopy run --report PATH` cannot write PATH at the end, or "" if it can (as
+// far as can be told before the run): refused before anything is launched, not
+// found out after a long run.
+std::string report_path_trouble(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return "--report " + path + ": directory " + dir.string() + " does not exist (create it, or give a path in an "
+           "existing one)";
+  }
+  if (fs::is_directory(file, ec)) return "--report " + path + " is a directory; give the path of an HTML file";
+  if (access(dir.c_str(), W_OK) != 0) {
+    return "--report " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
+// canopy run: the tree's run, --status FILE marked finished when it is over, and
+// --report FILE written then.
 int run(const RunOptions& opt) {
+  if (!opt.report_file.empty()) {
+    if (auto trouble = report_path_trouble(opt.report_file); !trouble.empty()) {
+      if (opt.format == "jsonl") std::cout << "{\"error\":" << json_string(trouble) << "}" << std::endl;
+      std::cerr << "canopy run: " << trouble << "\n";
+      return 2;
+    }
+  }
   StatusWriter status(opt.status_file);
+  status.set_report(opt.report_file);
   std::unique_ptr<canopy::tools::Dashboard> dashboard;
   if (!opt.dashboard.empty()) {
     auto started = canopy::tools::Dashboard::start(opt.dashboard, opt.dashboard_anywhere);
@@ -421,8 +460,14 @@ int run(const RunOptions& opt) {
     std::cerr << "canopy run: " << ok.error() << "\n";
     return 2;
   }
-  const int code = run_tree(opt, status);
-  status.finish(code);
+  int code = run_tree(opt, status);
+  if (auto reported = status.finish(code); !reported) {
+    if (opt.format == "jsonl") std::cout << "{\"error\":" << json_string(reported.error()) << "}" << std::endl;
+    std::cerr << "canopy run: " << reported.error() << "\n";
+    if (code == 0) code = 1;
+  }
+  // A page open on the dashboard gets the run's end before the server goes.
+  if (dashboard) dashboard->let_watchers_see_the_end(std::chrono::seconds(3));
   return code;
 }
 
@@ -585,12 +630,17 @@ int main(int argc, char** argv) {
                       "without it nothing is logged, and nothing but canopy's own messages reaches the terminal");
   auto* dashboard_opt = run_cmd->add_option(
       "--dashboard", opt.dashboard,
-      "Serve a live web page of the tree at [ADDR:]PORT (ADDR 127.0.0.1 by default; port 0 picks one; the URL is "
-      "printed first): nodes, state, incarnation, links, stream rates, events (docs/fault-tolerance.md)");
+      "Serve a live web page of the run at [ADDR:]PORT (ADDR 127.0.0.1 by default; port 0 picks one; the URL is "
+      "printed first): the tree drawn as it heals, the progress and check, stream rates over time, events in "
+      "plain sentences (docs/fault-tolerance.md)");
   run_cmd->add_flag("--dashboard-anywhere", opt.dashboard_anywhere,
                     "Allow --dashboard on an address that is not a loopback one (the page is read-only, but shows "
                     "the tree's hosts to whoever connects)")
       ->needs(dashboard_opt);
+  run_cmd->add_option("--report", opt.report_file,
+                      "When the run ends, write its last state to FILE as a self-contained HTML page (the tree "
+                      "drawn, the events, the progress, the check), readable offline after the run; with or without "
+                      "--dashboard. FILE's directory must exist (docs/fault-tolerance.md)");
   run_cmd->add_option("--status", opt.status_file,
                       "Keep FILE up to date with the live tree (JSON), for canopy status FILE");
 

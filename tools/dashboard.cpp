@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include <charconv>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -21,12 +22,25 @@ struct Dashboard::Impl {
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   std::thread thread;
+  const std::string page = dashboard_page();
   std::mutex mutex;
+  std::condition_variable fetched;  // a /view.html was served
   std::string state = "{\"run\":\"starting\",\"nodes\":[]}";
+  std::string view = "<section id=\"run\"><p>Starting.</p></section>";
+  std::uint64_t published = 0;     // publications so far
+  std::uint64_t view_served = 0;   // the publication the last /view.html held
+  std::chrono::steady_clock::time_point last_view_request{};
 
   std::string current_state() {
     std::lock_guard lock(mutex);
     return state;
+  }
+  std::string current_view() {
+    std::lock_guard lock(mutex);
+    view_served = published;
+    last_view_request = std::chrono::steady_clock::now();
+    fetched.notify_all();
+    return view;
   }
 
   // One connection: requests answered until the peer closes it. Bounded: a request
@@ -57,15 +71,19 @@ struct Dashboard::Impl {
         } else if (target == "/" || target == "/index.html") {
           response.result(http::status::ok);
           response.set(http::field::content_type, "text/html; charset=utf-8");
-          response.body() = kDashboardPage;
+          response.body() = page;
         } else if (target == "/state.json") {
           response.result(http::status::ok);
           response.set(http::field::content_type, "application/json");
           response.body() = current_state();
+        } else if (target == "/view.html") {
+          response.result(http::status::ok);
+          response.set(http::field::content_type, "text/html; charset=utf-8");
+          response.body() = current_view();
         } else {
           response.result(http::status::not_found);
           response.set(http::field::content_type, "text/plain");
-          response.body() = "no such page: / and /state.json are served\n";
+          response.body() = "no such page: /, /view.html and /state.json are served\n";
         }
         response.prepare_payload();
         if (request.method() == http::verb::head) response.body().clear();
@@ -157,9 +175,21 @@ std::string Dashboard::url() const {
   return "http://" + host + ":" + std::to_string(endpoint.port()) + "/";
 }
 
-void Dashboard::publish(std::string state_json) {
+void Dashboard::publish(std::string state_json, std::string view_html) {
   std::lock_guard lock(impl_->mutex);
   impl_->state = std::move(state_json);
+  impl_->view = std::move(view_html);
+  ++impl_->published;
+}
+
+void Dashboard::let_watchers_see_the_end(std::chrono::milliseconds limit) {
+  std::unique_lock lock(impl_->mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (impl_->last_view_request == std::chrono::steady_clock::time_point{} ||
+      now - impl_->last_view_request > std::chrono::seconds(5)) {
+    return;
+  }
+  impl_->fetched.wait_until(lock, now + limit, [&] { return impl_->view_served == impl_->published; });
 }
 
 }  // namespace canopy::tools

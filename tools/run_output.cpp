@@ -86,6 +86,8 @@ std::string event_text(const Event& e) {
                   "re-attached to commnode %u, %.3f s after the front-end was lost (connect and handshake %lld us)%s",
                   e.rank, static_cast<double>(e.after.count()) / 1e6, static_cast<long long>(e.connect.count()),
                   e.incomplete_streams.empty() ? "" : "; some streams may have lost data");
+  } else if (e.kind == Event::Kind::service) {
+    std::snprintf(line, sizeof line, "service %s of %u: %s", e.service.c_str(), e.rank, e.detail.c_str());
   } else {
     std::snprintf(line, sizeof line,
                   "%u recovered under %u after %u attempt(s): choose %lld us, connect %lld us, "
@@ -108,7 +110,7 @@ std::vector<Event> print_events(Network& net, bool jsonl, StatusWriter& status) 
       std::printf("event: %s\n", text.c_str());
     }
     std::fflush(stdout);
-    status.note(text);
+    status.note(*e, text);
     events.push_back(std::move(*e));
   }
   if (events.empty()) {

@@ -61,17 +61,20 @@ StatusWriter::StatusWriter(std::string path)
                ",\"pid_start\":" + std::to_string(process_start(getpid()).value_or(0))) {}
 
 Result<void> StatusWriter::start() {
-  publish("\"run\":\"starting\"");
+  publish("\"run\":\"starting\"", "starting", std::nullopt);
   if (path_.empty() || write("\"run\":\"starting\"")) return {};
   return Error{"cannot write --status " + path_ + ": " + std::strerror(errno)};
 }
 
 void StatusWriter::update(Network& net) {
-  if (path_.empty() && !dashboard_) return;
+  if (path_.empty() && !watching()) return;
   const Topology& topology = net.topology();
   std::string json = "\"nodes\":[";
   bool first = true;
-  for (const auto& n : net.status()) {
+  const auto tree = net.status();
+  nodes_.clear();
+  for (const auto& n : tree) {
+    nodes_.push_back({n, ""});
     json += first ? "\n" : ",\n";
     first = false;
     json += "{\"rank\":" + std::to_string(n.rank) + ",\"role\":\"" + std::string(to_string(n.role)) +
@@ -87,6 +90,7 @@ void StatusWriter::update(Network& net) {
     if (self && parent) {
       const LinkKind kind = topology.link_between(*self, *parent);
       json += ",\"link\":\"" + std::string(to_string(kind)) + "\"";
+      nodes_.back().link = std::string(to_string(kind));
       if (kind == LinkKind::striped) {
         std::string nics;
         for (const auto& nic : topology.nics_of(self->host)) nics += (nics.empty() ? "" : ",") + nic;
@@ -97,6 +101,7 @@ void StatusWriter::update(Network& net) {
           first_nic = false;
         }
         json += ",\"nics\":" + json_string(nics);
+        nodes_.back().link += " (NICs " + nics + ")";
       }
     }
     if (n.role == Role::backend) {
@@ -109,25 +114,70 @@ void StatusWriter::update(Network& net) {
   const auto view = net.view();
   json += "\n],\"view\":{\"id\":" + std::to_string(view.id) + ",\"members\":" + std::to_string(view.members.size()) + "}";
   tree_ = std::move(json);
+  view_ = view;
+  story_.observe(tree);
+  sample_rates();
   if (!path_.empty()) write("\"run\":\"running\"");
-  publish("\"run\":\"running\"");
+  publish("\"run\":\"running\"", "running", std::nullopt);
 }
 
 void StatusWriter::refresh(Network& net) {
   const auto now = std::chrono::steady_clock::now();
   if ((!path_.empty() && now - last_ >= std::chrono::seconds(1)) ||
-      (dashboard_ && now - last_publish_ >= std::chrono::milliseconds(250))) {
+      (dashboard_ && now - last_publish_ >= std::chrono::milliseconds(250)) ||
+      (watching() && now - last_sample_ >= std::chrono::seconds(1))) {
     update(net);
   }
 }
 
-void StatusWriter::note(std::string event) {
-  if (!dashboard_) return;
-  events_.push_back(std::move(event));
-  if (events_.size() > 50) events_.pop_front();
+void StatusWriter::note(const Event& event, std::string text) {
+  if (!watching()) return;
+  story_.add(event, std::move(text));
 }
 
-void StatusWriter::publish(const std::string& run_fields) {
+void StatusWriter::sample_rates() {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - last_sample_).count();
+  if (!watching() || seconds < 1.0) return;
+  last_sample_ = now;
+  const double at = std::chrono::duration<double>(now - started_).count();
+  // At most kKept samples a stream: beyond, each two neighbours become one, so that
+  // a long run's whole history stays, at half the resolution.
+  constexpr std::size_t kKept = 600;
+  for (auto& [id, s] : streams_) {
+    s.samples.emplace_back(at, static_cast<double>(s.packets - s.at_last_sample) / seconds);
+    s.at_last_sample = s.packets;
+    if (s.samples.size() > kKept) {
+      std::vector<std::pair<double, double>> halved;
+      for (std::size_t i = 0; i + 1 < s.samples.size(); i += 2) {
+        halved.emplace_back(s.samples[i + 1].first, (s.samples[i].second + s.samples[i + 1].second) / 2);
+      }
+      if (s.samples.size() % 2) halved.push_back(s.samples.back());
+      s.samples = std::move(halved);
+    }
+  }
+}
+
+RunPage StatusWriter::page(const std::string& run, std::optional<int> exit_status) const {
+  RunPage page;
+  page.run = run;
+  page.exit_status = exit_status;
+  page.host = this_host();
+  page.pid = getpid();
+  page.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  page.nodes = nodes_;
+  page.view = view_;
+  page.progress = progress_;
+  // The rate "now" over the last second sampled: over the last 250 ms, a stream of a
+  // few packets a second reads 0 one time and 8 the next.
+  for (const auto& [id, s] : streams_) {
+    page.rates.push_back({id, s.packets, s.samples.empty() ? s.per_second : s.samples.back().second, s.samples});
+  }
+  page.events.assign(story_.entries().begin(), story_.entries().end());
+  return page;
+}
+
+void StatusWriter::publish(const std::string& run_fields, const std::string& run, std::optional<int> exit_status) {
   if (!dashboard_) return;
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - last_publish_).count();
@@ -143,17 +193,43 @@ void StatusWriter::publish(const std::string& run_fields) {
     streams += entry;
   }
   std::string events;
-  for (const auto& e : events_) events += (events.empty() ? "" : ",") + json_string(e);
+  for (const auto& e : story_.entries()) {
+    std::string detail;
+    for (const auto& line : e.detail) detail += (detail.empty() ? "" : ",") + json_string(line);
+    char at[32];
+    std::snprintf(at, sizeof at, "%.3f", e.at_s);
+    events += std::string(events.empty() ? "" : ",") + "{\"time_s\":" + at + ",\"kind\":" + json_string(e.kind) +
+              ",\"text\":" + json_string(e.headline) + ",\"detail\":[" + detail + "]}";
+  }
   last_publish_ = now;
   dashboard_->publish("{" + tree_ + ",\n" + run_fields + info_ + process_ + ",\"time_ms\":" + std::to_string(now_ms()) +
-                      ",\"streams\":[" + streams + "],\"events\":[" + events + "]}\n");
+                          ",\"streams\":[" + streams + "],\"events\":[" + events + "]}\n",
+                      render_run_view(page(run, exit_status)));
 }
 
-void StatusWriter::finish(int exit_status) {
-  if (keep_for_reattach_) return;
-  publish("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
-  if (path_.empty()) return;
-  write("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
+Result<void> StatusWriter::finish(int exit_status) {
+  const std::string run = keep_for_reattach_ ? "handed over" : "finished";
+  if (!keep_for_reattach_) {
+    publish("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status), run, exit_status);
+    if (!path_.empty()) write("\"run\":\"finished\",\"exit_status\":" + std::to_string(exit_status));
+  }
+  if (report_path_.empty()) return {};
+  const std::string temporary = report_path_ + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << render_report(page(run, exit_status));
+    if (!out.flush()) {
+      const std::string why = std::strerror(errno);
+      std::remove(temporary.c_str());
+      return Error{"cannot write --report " + report_path_ + ": " + why};
+    }
+  }
+  if (std::rename(temporary.c_str(), report_path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Error{"cannot write --report " + report_path_ + ": " + why};
+  }
+  return {};
 }
 
 bool StatusWriter::write(const std::string& run_fields) {

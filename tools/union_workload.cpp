@@ -108,6 +108,8 @@ int collect_union(canopy::Network& net, bool jsonl, StatusWriter& status, const 
         }
       }
     }
+    status.progress().union_size = result.size();
+    status.progress().packets = out.packets;
     double t = seconds_since(run_start);
     if (t - last_report >= 1.0) {
       std::size_t size = result.size();
@@ -196,26 +198,36 @@ int finish_union(canopy::Network& net, bool jsonl, const std::string& record_dir
                 backends.size(), result.size(), counts.expected, counts.missing, counts.extra, failed.size(),
                 counts.late_values, counts.late_arrived, out.seconds, check.c_str(), sum_json.c_str(),
                 record_trouble.empty() ? "" : (",\"record_error\":" + json_string(record_trouble)).c_str());
-  } else {
-    std::printf("union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
+  }
+  char head[256];
+  std::snprintf(head, sizeof head, "union of %s from %s in %.3f s; check: %s", count(result.size(), "integer").c_str(),
                 count(backends.size(), "back-end").c_str(), out.seconds, check.c_str());
+  std::string summary = head;
+  if (check != "skipped") {
+    summary += " (" + std::to_string(counts.expected) + " expected, " + std::to_string(counts.missing) + " missing, " +
+               std::to_string(counts.extra) + " extra)";
+  }
+  if (!failed.empty()) {
+    std::vector<canopy::Rank> ranks;
+    for (const auto& [r, t] : failed) ranks.push_back(r);
+    summary += "; " + std::to_string(failed.size()) + " failed back-end(s) " + rank_list(ranks);
     if (check != "skipped") {
-      std::printf(" (%zu expected, %zu missing, %zu extra)", counts.expected, counts.missing, counts.extra);
-    }
-    if (!failed.empty()) {
-      std::vector<canopy::Rank> ranks;
-      for (const auto& [r, t] : failed) ranks.push_back(r);
-      std::printf("; %zu failed back-end(s) %s", failed.size(), rank_list(ranks).c_str());
-      if (check != "skipped") {
-        std::printf(": %zu of %zu late integers arrived", counts.late_arrived, counts.late_values);
-      }
-    }
-    std::printf("\n");
-    if (out.sum) {
-      std::printf("sum beside it: %zu complete waves, %zu incomplete (lost in failures), %zu never came, %d wrong\n",
-                  out.sum->complete(), out.sum->incomplete().size(), sum_missing.size(), out.sum->mismatches());
+      summary += ": " + std::to_string(counts.late_arrived) + " of " + std::to_string(counts.late_values) +
+                 " late integers arrived";
     }
   }
+  std::string sum_line;
+  if (out.sum) {
+    sum_line = "sum beside it: " + std::to_string(out.sum->complete()) + " complete waves, " +
+               std::to_string(out.sum->incomplete().size()) + " incomplete (lost in failures), " +
+               std::to_string(sum_missing.size()) + " never came, " + std::to_string(out.sum->mismatches()) + " wrong";
+  }
+  if (!jsonl) {
+    std::printf("%s\n", summary.c_str());
+    if (out.sum) std::printf("%s\n", sum_line.c_str());
+  }
+  out.check = out.sum && out.sum->mismatches() ? "failed" : check;
+  out.summary = summary + (sum_line.empty() ? "" : "; " + sum_line);
   std::fflush(stdout);
   auto stopped = net.shutdown();
   if (!record_trouble.empty()) {
@@ -265,8 +277,13 @@ int run_union(Network& net, bool jsonl, int rate_hz, double duration_s, const st
                       ",\"record\":" + json_string(record));
   status.update(net);
   const auto limit = std::chrono::milliseconds(duration_ms) + std::chrono::seconds(30);
+  status.progress().workload = "union";
+  status.progress().send_seconds = duration_s;
   if (int code = collect_union(net, jsonl, status, backends, limit, out, fail); code != 0) return code;
-  return finish_union(net, jsonl, record_dir, backends, out, fail);
+  const int code = finish_union(net, jsonl, record_dir, backends, out, fail);
+  status.progress().check = out.check;
+  status.progress().summary = out.summary;
+  return code;
 }
 
 }  // namespace canopy::tools

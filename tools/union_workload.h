@@ -50,6 +50,9 @@ struct UnionOutcome {
   std::set<canopy::Rank> record_failed;
   std::size_t packets = 0;
   double seconds = 0;
+  // Once finish_union has checked: "ok", "failed" or "skipped", and the summary line
+  // for a person (printed in text; the dashboard's and the report's last word).
+  std::string check, summary;
 };
 
 // How a command fails: prints `message` (as JSON with --format jsonl) and returns
