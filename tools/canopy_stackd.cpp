@@ -40,7 +40,8 @@ CallTree walk(const stack::Request& request, Rank me) {
   }
   CallTree tree;
   if (pids.empty()) return tree;
-  const stack::PathOptions shape{.mpi_internals = request.mpi_internals};
+  const stack::PathOptions shape{.mpi_internals = request.mpi_internals,
+                                 .startup_frames = request.startup_frames};
   stack::Walker walker({.lines = request.lines, .all_threads = request.threads});
   for (std::uint32_t s = 0; s < request.samples; ++s) {
     if (s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(request.interval_ms));

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -24,6 +25,7 @@
 #include "canopy/frontend.h"
 #include "programs.h"
 #include "stack/mpir.h"
+#include "stack/stopped_process.h"
 #include "stack/protocol.h"
 #include "stack/render.h"
 
@@ -293,6 +295,25 @@ std::string fixed(double v) {
   return buf;
 }
 
+// The command line of process `pid`, its arguments separated by spaces, or "".
+std::string command_line(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// The time now, as "2026-11-29 17:56:41 UTC" (local time, its zone's abbreviation).
+std::string time_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[64] = {};
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", &local);
+  return text;
+}
+
 // The merged tree, waiting at most `timeout`. A daemon lost on the way leaves the
 // view and the stream goes on with the others (their tree lacks its ranks, which the
 // caller reports); once every daemon is lost no tree can come, and the error says
@@ -354,7 +375,13 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   cmd->add_flag("--threads", opt.threads, "Walk every thread of each rank, not only its main thread");
   cmd->add_flag("--mpi-internals", opt.mpi_internals,
                 "Keep the frames inside MPI calls (by default a path ends at the MPI function it is in)");
-  cmd->add_option("--format", opt.format, "text (an indented tree and the classes), dot, svg (needs graphviz) or json")
+  cmd->add_flag("--full", opt.full,
+                "Keep the C runtime's start-up frames above main (_start, __libc_start_main, "
+                "__libc_start_call_main; clone3 and start_thread above a thread's function), folded away by default");
+  cmd->add_option("--format", opt.format,
+                  "text (an indented tree and the classes), dot or svg (a drawing to hand on: a title naming the job, "
+                  "the time and the numbers of ranks and samples, a legend of the classes with their ranks, a colour "
+                  "per class; svg needs graphviz), or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
   cmd->add_option("-o,--output", opt.output, "Write the result to FILE (default: standard output)");
@@ -398,24 +425,35 @@ int run_stack(const StackOptions& opt) {
   // 1. The job's process table.
   pid_t launcher = 0;
   Result<std::vector<stack::RankProcess>> table = Error{""};
+  std::string found;  // how the ranks were found
   SlurmJob slurm;
   if (!opt.slurm_job.empty()) {
     auto parsed = parse_slurm_job(opt.slurm_job);
     if (!parsed) return usage_error(parsed.error());
     slurm = *parsed;
     table = slurm_proctable(slurm);
+    found = "ranks found through an overlapping step (their Slurm environment)";
   } else if (opt.mpirun) {
     launcher = *opt.mpirun;
     table = stack::read_proctable(launcher);
+    found = "ranks found through the launcher's MPIR table";
   } else {
     auto job = start_job(opt.mpirun_cmd);
     if (!job) return fail(job.error());
     launcher = *job;
     table = job_proctable(launcher, milliseconds(opt.proctable_timeout_ms));
     if (!table) return fail(table.error() + end_job(launcher));
-    std::cerr << "canopy stack: started the job: mpirun pid " << launcher << "; it goes on after this\n";
+    std::cerr << "canopy stack: started the job: " << stack::process_name(launcher) << " pid " << launcher
+              << "; it goes on after this\n";
+    found = "ranks found through the launcher's MPIR table";
   }
   if (!table) return fail(table.error());
+  // Who the job is, for the results: its launcher's name and command line.
+  std::string launcher_name, launcher_command;
+  if (launcher != 0) {
+    launcher_name = stack::process_name(launcher);
+    launcher_command = command_line(launcher);
+  }
   const double proctable_ms = ms_since(start);
   if (!opt.mpirun_cmd.empty() && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
 
@@ -448,9 +486,10 @@ int run_stack(const StackOptions& opt) {
 
   // 3. Every daemon walks its ranks; the tree merges their call trees.
   const auto walk_start = Clock::now();
+  const std::string taken = time_now();
   const stack::Request request{.samples = opt.samples, .interval_ms = opt.interval_ms, .lines = opt.lines,
                                .threads = opt.threads, .mpi_internals = opt.mpi_internals,
-                               .targets = placement.targets};
+                               .startup_frames = opt.full, .targets = placement.targets};
   if (auto sent = net.broadcast(*stream, stack::encode(request)); !sent) return fail(sent.error());
   auto in = receive_tree(net, placement.hosts, milliseconds(opt.timeout_ms));
   if (!in) return fail(in.error());
@@ -466,27 +505,29 @@ int run_stack(const StackOptions& opt) {
   std::sort(all.begin(), all.end());
   const auto walked = tree->ranks(CallTree::kRoot);
   std::set_difference(all.begin(), all.end(), walked.begin(), walked.end(), std::back_inserter(missing));
+  const std::string job = opt.slurm_job.empty() ? launcher_name + " " + std::to_string(launcher) : slurm.describe();
   const std::string summary = std::to_string(all.size()) + (all.size() == 1 ? " rank" : " ranks") + " on " +
                               std::to_string(placement.hosts.size()) +
-                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (" +
-                              (opt.slurm_job.empty() ? "mpirun " + std::to_string(launcher) : slurm.describe()) +
-                              ", " + std::to_string(opt.samples) +
-                              (opt.samples == 1 ? " sample" : " samples") + ")";
+                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (" + job + ", " +
+                              std::to_string(opt.samples) + (opt.samples == 1 ? " sample" : " samples") + ")";
+  const stack::Heading heading{.job = job, .command = launcher_command, .when = taken,
+                               .hosts = placement.hosts.size(), .samples = opt.samples, .found = found,
+                               .missing = format_rank_ranges(missing)};
   Result<void> written;
   if (opt.format == "text") {
     written = write_output("Stack traces of " + summary + ":\n\n" + stack::to_text(*tree), opt.output);
   } else if (opt.format == "json") {
-    const std::string job =
+    const std::string job_member =
         opt.slurm_job.empty() ? "\"mpirun\":" + std::to_string(launcher)
                               : "\"slurm_job\":" + slurm.job + (slurm.step.empty() ? "" : ",\"slurm_step\":" + slurm.step);
-    const std::string extra = job + ",\"hosts\":" +
+    const std::string extra = job_member + ",\"hosts\":" +
                               std::to_string(placement.hosts.size()) + ",\"samples\":" + std::to_string(opt.samples) +
                               ",\"missing\":\"" + format_rank_ranges(missing) + "\",";
     written = write_output(stack::to_json(*tree, extra), opt.output);
   } else if (opt.format == "dot") {
-    written = write_output(tree->to_dot(), opt.output);
+    written = write_output(stack::to_dot(*tree, heading), opt.output);
   } else {
-    written = write_svg(tree->to_dot(), opt.output);
+    written = write_svg(stack::to_dot(*tree, heading), opt.output);
   }
   if (!written) return fail(written.error());
   if (opt.timings) {
