@@ -24,7 +24,7 @@
 #include "canopy/call_tree.h"
 #include "canopy/frontend.h"
 #include "programs.h"
-#include "stack/mpir.h"
+#include "stack/job_ranks.h"
 #include "stack/stopped_process.h"
 #include "stack/protocol.h"
 #include "stack/render.h"
@@ -78,9 +78,9 @@ Result<pid_t> start_job(const std::string& command) {
   return pid;
 }
 
-// The launch form's process table: polled (stack::wait_for_proctable, in slices)
-// until the job's ranks are up, failing at once if the job ends first.
-Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds timeout) {
+// The launch form's ranks: looked for (stack::wait_for_job_ranks, in slices) until
+// the job's ranks are up, failing at once if the job ends first.
+Result<stack::JobRanks> job_ranks(pid_t job, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (true) {
     int status = 0;
@@ -90,12 +90,12 @@ Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds ti
       return Error{"the job " + how + " before its ranks were up", ErrorKind::invalid_input};
     }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    auto table = stack::wait_for_proctable(job, std::clamp(left, milliseconds(1), milliseconds(250)));
-    if (table) return table;
+    auto ranks = stack::wait_for_job_ranks(job, this_host(), std::clamp(left, milliseconds(1), milliseconds(250)));
+    if (ranks) return ranks;
     if (Clock::now() >= deadline)
       return Error{"the job's ranks were not up within " + std::to_string(timeout.count()) +
-                       " ms (--proctable-timeout): " + table.error(),
-                   table.error_kind()};
+                       " ms (--proctable-timeout): " + ranks.error(),
+                   ranks.error_kind()};
     std::this_thread::sleep_for(milliseconds(50));
   }
 }
@@ -116,7 +116,7 @@ std::string end_job(pid_t job) {
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
-  return "; the job it started (mpirun pid " + std::to_string(job) + ") was ended";
+  return "; the job it started (launcher pid " + std::to_string(job) + ") was ended";
 }
 
 // What /bin/sh prints for `command` (standard error too), and its exit status.
@@ -344,10 +344,13 @@ Result<Packet> receive_tree(Network& net, const std::vector<std::string>& hosts,
 
 CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   auto* cmd = app.add_subcommand("stack",
-                                 "Merged stack traces of every rank of an MPI job, as STAT gives them: attach to its "
-                                 "mpirun, walk every rank with one daemon per host, merge in the tree (docs/stack.md)");
+                                 "Merged stack traces of every rank of an MPI job, as STAT gives them: find its ranks "
+                                 "from its launcher (Open MPI's mpirun by its MPIR table, MPICH's mpiexec.hydra by its "
+                                 "process tree), walk every rank with one daemon per host, merge in the tree "
+                                 "(docs/stack.md)");
   auto* pid = cmd->add_option_function<pid_t>(
-      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the mpirun of a running job (Open MPI)");
+      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the launcher of a running job: Open MPI's mpirun, or MPICH's mpiexec.hydra (its ranks on this "
+      "host)");
   auto* launch = cmd->add_option("--mpirun-cmd", opt.mpirun_cmd,
                                  "Start this job (e.g. \"mpirun -np 64 ./app\"), wait for its ranks, then walk them; "
                                  "the job goes on afterwards");
@@ -422,7 +425,7 @@ int run_stack(const StackOptions& opt) {
     addresses[a.substr(0, eq)] = a.substr(eq + 1);
   }
 
-  // 1. The job's process table.
+  // 1. The job's ranks.
   pid_t launcher = 0;
   Result<std::vector<stack::RankProcess>> table = Error{""};
   std::string found;  // how the ranks were found
@@ -433,19 +436,25 @@ int run_stack(const StackOptions& opt) {
     slurm = *parsed;
     table = slurm_proctable(slurm);
     found = "ranks found through an overlapping step (their Slurm environment)";
-  } else if (opt.mpirun) {
-    launcher = *opt.mpirun;
-    table = stack::read_proctable(launcher);
-    found = "ranks found through the launcher's MPIR table";
   } else {
-    auto job = start_job(opt.mpirun_cmd);
-    if (!job) return fail(job.error());
-    launcher = *job;
-    table = job_proctable(launcher, milliseconds(opt.proctable_timeout_ms));
-    if (!table) return fail(table.error() + end_job(launcher));
-    std::cerr << "canopy stack: started the job: " << stack::process_name(launcher) << " pid " << launcher
-              << "; it goes on after this\n";
-    found = "ranks found through the launcher's MPIR table";
+    Result<stack::JobRanks> ranks = Error{""};
+    if (opt.mpirun) {
+      launcher = *opt.mpirun;
+      ranks = stack::find_job_ranks(launcher, this_host());
+    } else {
+      auto job = start_job(opt.mpirun_cmd);
+      if (!job) return fail(job.error());
+      launcher = *job;
+      ranks = job_ranks(launcher, milliseconds(opt.proctable_timeout_ms));
+      if (!ranks) return fail(ranks.error() + end_job(launcher));
+      std::cerr << "canopy stack: started the job: " << stack::process_name(launcher) << " pid " << launcher
+                << "; it goes on after this\n";
+    }
+    if (!ranks) return fail(ranks.error());
+    table = std::move(ranks->ranks);
+    found = stack::describe(ranks->source);
+    // The MPIR table is the way users expect; another way is said.
+    if (ranks->source != stack::RankSource::mpir_table) std::cerr << "canopy stack: " << found << "\n";
   }
   if (!table) return fail(table.error());
   // Who the job is, for the results: its launcher's name and command line.

@@ -32,6 +32,9 @@ namespace {
 
 const std::string kHang = CANOPY_MPI_HANG;
 const std::string kMpiexec = CANOPY_MPIEXEC;
+// MPICH's launcher and mpi_hang built against MPICH; "" where not installed.
+const std::string kMpiexecHydra = CANOPY_MPIEXEC_HYDRA;
+const std::string kHangMpich = CANOPY_MPI_HANG_MPICH;
 
 pid_t spawn(std::vector<std::string> args, const std::string& output = "/dev/null") {
   const pid_t pid = fork();
@@ -48,6 +51,31 @@ pid_t spawn(std::vector<std::string> args, const std::string& output = "/dev/nul
   return pid;
 }
 
+// `args` started in a process group of its own (its pid), its output discarded.
+pid_t spawn_in_group(std::vector<std::string> args) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = open("/dev/null", O_WRONLY);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  return pid;
+}
+
+// At the end of a scope, SIGKILL to the process group of a job's launcher (its
+// proxies and ranks, in sessions of their own, are left to the fixture's sweep).
+struct KillGroupAtEnd {
+  pid_t group;
+  ~KillGroupAtEnd() { ::kill(-group, SIGKILL); }
+};
+
 // "mpirun -np N mpi_hang 120" as a command line.
 std::vector<std::string> hang_job(int ranks) {
   return {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks), kHang, "120"};
@@ -58,6 +86,20 @@ std::vector<pid_t> ranks_of_job() {
   std::vector<pid_t> out;
   for (pid_t pid : ProcessGuard::descendants()) {
     if (ProcessGuard::name_of(pid) == "mpi_hang") out.push_back(pid);
+  }
+  return out;
+}
+
+// The ranks of a hydra job of mpi_hang_mpich: descendants with PMI_RANK in their
+// environment (before their exec they are copies of their proxy, without it).
+std::vector<pid_t> hydra_ranks_of_job() {
+  std::vector<pid_t> out;
+  for (pid_t pid : ProcessGuard::descendants()) {
+    if (ProcessGuard::name_of(pid) != "mpi_hang_mpich") continue;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    const std::string env((std::istreambuf_iterator<char>(in)), {});
+    if (env.rfind("PMI_RANK=", 0) == 0 || env.find(std::string("\0PMI_RANK=", 10)) != std::string::npos)
+      out.push_back(pid);
   }
   return out;
 }
@@ -453,6 +495,66 @@ TEST_F(StackCli, StartUpFramesAreFoldedAwayUnlessFullIsGiven) {
   auto full_dot = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "dot", "--full"});
   ASSERT_EQ(exit_code(full_dot), 0) << full_dot.err;
   EXPECT_NE(full_dot.out.find("label=\"_start\""), std::string::npos) << full_dot.out;
+}
+
+// MPICH's mpiexec.hydra (Debian's is stripped: no MPIR table to read) on a job of
+// four ranks, rank 3 the outlier: the ranks are found as the children of its
+// hydra_pmi_proxy with PMI_RANK, canopy stack says so, walks them and leaves them
+// running.
+TEST_F(StackCli, AnMpichJobIsFoundThroughHydrasProxiesAndPmiRank) {
+  if (kMpiexecHydra.empty()) {
+    GTEST_SKIP() << "mpiexec.hydra is not installed (Debian's mpich; scripts/setup.sh installs it): no MPICH job to "
+                    "walk";
+  }
+  ASSERT_FALSE(kHangMpich.empty()) << "mpiexec.hydra is installed but mpicc.mpich is not (libmpich-dev): run "
+                                      "scripts/setup.sh and configure again";
+  const pid_t hydra = spawn_in_group({kMpiexecHydra, "-n", "4", kHangMpich, "120"});
+  KillGroupAtEnd end_job{hydra};
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (hydra_ranks_of_job().size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto ranks = hydra_ranks_of_job();
+  ASSERT_EQ(ranks.size(), 4u) << "the hydra job's ranks did not all start within 30 s";
+  std::this_thread::sleep_for(1s);  // to reach where they hang
+
+  auto out = run_canopy({"stack", "--mpirun", std::to_string(hydra)});
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.err.find("ranks found through hydra's proxies and PMI_RANK (no MPIR table)"), std::string::npos)
+      << out.err;
+  EXPECT_NE(out.out.find("Stack traces of 4 ranks on 1 host (" + ProcessGuard::name_of(hydra) + " " +
+                         std::to_string(hydra) + ", 1 sample)"),
+            std::string::npos)
+      << out.out;
+  EXPECT_NE(out.out.find("2 classes of 4 ranks:\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  1 rank [3]: "), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  expect_running_untraced(ranks);
+
+  // A rank's pid given for the launcher's: the message names mpiexec.hydra.
+  auto rank = run_canopy({"stack", "--mpirun", std::to_string(ranks.front())});
+  EXPECT_EQ(exit_code(rank), 1);
+  EXPECT_NE(rank.err.find("canopy stack --mpirun " + std::to_string(hydra)), std::string::npos) << rank.err;
+}
+
+// The launch form with mpiexec.hydra: canopy stack waits until the proxy's ranks
+// are all up, walks them, and leaves the job running.
+TEST_F(StackCli, TheLaunchFormWaitsForAnMpichJobsRanks) {
+  if (kMpiexecHydra.empty()) {
+    GTEST_SKIP() << "mpiexec.hydra is not installed (Debian's mpich; scripts/setup.sh installs it)";
+  }
+  ASSERT_FALSE(kHangMpich.empty()) << "mpicc.mpich is not installed (libmpich-dev): run scripts/setup.sh";
+  auto out = run_canopy({"stack", "--mpirun-cmd", kMpiexecHydra + " -n 4 " + kHangMpich + " 120", "--after", "1000"});
+  const auto at = out.err.find("started the job: mpiexec.hydra pid ");
+  ASSERT_NE(at, std::string::npos) << out.err;
+  KillGroupAtEnd end_job{std::stoi(out.err.substr(at + 35))};  // canopy stack started it in a group of its own
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  const auto ranks = hydra_ranks_of_job();
+  EXPECT_EQ(ranks.size(), 4u);
+  expect_running_untraced(ranks);
 }
 
 }  // namespace
