@@ -1,13 +1,13 @@
 #include "stack/hydra.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <string_view>
@@ -17,9 +17,24 @@ namespace {
 
 constexpr std::string_view kProxy = "hydra_pmi_proxy";
 
+// The contents of a /proc file, or what was read of it before an error. Not through
+// an ifstream: libstdc++'s filebuf throws when read() fails, and reading a file of a
+// process that exits meanwhile fails with ESRCH (canopy stack died of it once, in
+// StackCli.TheLaunchFormWaitsForAnMpichJobsRanks, as a rank's copy of its proxy
+// exec'd).
 std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+  std::string out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 // The NUL-separated fields of /proc/PID/cmdline or /proc/PID/environ.

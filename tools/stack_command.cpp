@@ -295,12 +295,13 @@ std::string fixed(double v) {
   return buf;
 }
 
-// The command line of process `pid`, its arguments separated by spaces, or "".
+// The command line of process `pid`, its arguments separated by spaces, or "". Read
+// by getline, which turns a failed read (the process exited: ESRCH) into a stream
+// error; an istreambuf_iterator would let libstdc++'s exception through.
 std::string command_line(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  while (!text.empty() && text.back() == '\0') text.pop_back();
-  std::replace(text.begin(), text.end(), '\0', ' ');
+  std::string text;
+  for (std::string arg; std::getline(in, arg, '\0');) text += (text.empty() ? "" : " ") + arg;
   return text;
 }
 

@@ -96,10 +96,15 @@ std::vector<pid_t> hydra_ranks_of_job() {
   std::vector<pid_t> out;
   for (pid_t pid : ProcessGuard::descendants()) {
     if (ProcessGuard::name_of(pid) != "mpi_hang_mpich") continue;
+    // By getline: a rank that exits meanwhile fails the read (ESRCH), which an
+    // istreambuf_iterator would throw out of.
     std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-    const std::string env((std::istreambuf_iterator<char>(in)), {});
-    if (env.rfind("PMI_RANK=", 0) == 0 || env.find(std::string("\0PMI_RANK=", 10)) != std::string::npos)
-      out.push_back(pid);
+    for (std::string var; std::getline(in, var, '\0');) {
+      if (var.rfind("PMI_RANK=", 0) == 0) {
+        out.push_back(pid);
+        break;
+      }
+    }
   }
   return out;
 }
@@ -545,7 +550,8 @@ TEST_F(StackCli, TheLaunchFormWaitsForAnMpichJobsRanks) {
     GTEST_SKIP() << "mpiexec.hydra is not installed (Debian's mpich; scripts/setup.sh installs it)";
   }
   ASSERT_FALSE(kHangMpich.empty()) << "mpicc.mpich is not installed (libmpich-dev): run scripts/setup.sh";
-  auto out = run_canopy({"stack", "--mpirun-cmd", kMpiexecHydra + " -n 4 " + kHangMpich + " 120", "--after", "1000"});
+  auto out = run_canopy({"stack", "--mpirun-cmd", kMpiexecHydra + " -n 4 " + kHangMpich + " 120", "--after", "1000",
+                         "--proctable-timeout", "30000"});
   const auto at = out.err.find("started the job: mpiexec.hydra pid ");
   ASSERT_NE(at, std::string::npos) << out.err;
   KillGroupAtEnd end_job{std::stoi(out.err.substr(at + 35))};  // canopy stack started it in a group of its own

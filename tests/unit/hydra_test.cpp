@@ -56,7 +56,10 @@ TEST(Hydra, AProxyStartedThroughSshIsARemoteHostWhoseRanksAreNotHere) {
 }
 
 TEST(Hydra, AProcessWithoutProxiesIsNoHydraLauncher) {
-  const std::vector<ProcessEntry> ps{launcher(), {.pid = 150, .parent = kLauncher, .name = "sleep", .argv = {"sleep"}}};
+  // Another job's proxy and rank on the same host do not make it one.
+  const std::vector<ProcessEntry> ps{launcher(),
+                                     {.pid = 150, .parent = kLauncher, .name = "sleep", .argv = {"sleep"}},
+                                     proxy(401, 400), rank(402, 0, 1, 401)};
   EXPECT_FALSE(leads_hydra_proxies(kLauncher, ps));
   auto job = hydra_ranks(kLauncher, ps, "vm");
   ASSERT_FALSE(job);
