@@ -40,9 +40,11 @@ std::vector<ProcessEntry> list_processes();
 
 // A proxy the launcher started on another host (through ssh, rsh or srun).
 struct RemoteProxy {
-  pid_t pid = 0;       // of the process that runs it from here (ssh, srun)
-  std::string host;    // the host it names, or "" (srun: the job's nodes)
-  std::string via;     // that process's name: "ssh", "srun", ...
+  pid_t pid = 0;             // of the process that runs it from here (ssh, srun)
+  std::string host;          // the host it names (`AGENT [-x] HOST hydra_pmi_proxy ...`), or "" (srun)
+  std::string via;           // that process's name: "ssh", "srun", ...
+  std::string control_port;  // the job's: its proxies' --control-port ("10.0.0.1:41189")
+  std::string proxy_id;      // its --proxy-id
 };
 
 struct HydraJob {
@@ -63,7 +65,16 @@ bool leads_hydra_proxies(pid_t launcher, const std::vector<ProcessEntry>& proces
 //                  the ranks disagree on PMI_SIZE, or a PMI_RANK is out of range or
 //                  given twice
 // Ranks missing from this host are not an error: the caller compares `ranks` with
-// `size` (they may not have started yet, or run on the hosts of `remote`).
+// `size` (they may not have started yet, or run on the hosts of `remote`, which the
+// caller lists there with proxy_ranks()).
 Result<HydraJob> hydra_ranks(pid_t launcher, const std::vector<ProcessEntry>& processes, const std::string& this_host);
+
+// What `canopy-stackd --list-hydra CONTROL_PORT PROXY_ID` lists on a remote host: the
+// ranks below the hydra_pmi_proxy there whose --control-port and --proxy-id are
+// those (hosts that share a process table, network namespaces of one machine, see
+// the other hosts' proxies of the job too), named `host`. Errors: invalid_input when
+// no such proxy runs here; hydra_ranks' checks of PMI_RANK and PMI_SIZE.
+Result<HydraJob> proxy_ranks(const std::string& control_port, const std::string& proxy_id,
+                             const std::vector<ProcessEntry>& processes, const std::string& host);
 
 }  // namespace canopy::stack

@@ -7,14 +7,45 @@
 #include <thread>
 
 #include "canopy/call_tree.h"
-#include "stack/hydra.h"
 
 namespace canopy::stack {
 namespace {
 
-// The ranks of a hydra job, all of them or an error that says which are not here.
-Result<JobRanks> complete_hydra_job(pid_t launcher, HydraJob job) {
-  if (job.size != 0 && job.ranks.size() == job.size) return JobRanks{std::move(job.ranks), RankSource::hydra_proxies};
+// The ranks of a hydra job, all of them (those on other hosts listed by `remote`) or
+// an error that says which are missing.
+Result<JobRanks> complete_hydra_job(pid_t launcher, HydraJob job, const RemoteProxyLister& remote) {
+  const std::string who = "the job of mpiexec.hydra " + std::to_string(launcher);
+  std::string unlisted;  // remote hosts whose ranks could not be listed
+  for (const auto& proxy : job.remote) {
+    if (!remote || proxy.host.empty() || proxy.control_port.empty() || proxy.proxy_id.empty()) {
+      unlisted += (unlisted.empty() ? "" : ", ") +
+                  (proxy.host.empty() ? std::string("the nodes of its job") : proxy.host) + " (through " + proxy.via +
+                  ")";
+      continue;
+    }
+    auto there = remote(proxy);
+    if (!there) {
+      return Error{"cannot list the ranks of " + who + " on " + proxy.host + ": " + there.error(),
+                   there.error_kind()};
+    }
+    if (there->size != 0 && job.size != 0 && there->size != job.size) {
+      return Error{"the ranks of " + who + " disagree on PMI_SIZE (" + std::to_string(job.size) + " here, " +
+                   std::to_string(there->size) + " on " + proxy.host + ")"};
+    }
+    if (job.size == 0) job.size = there->size;
+    job.ranks.insert(job.ranks.end(), there->ranks.begin(), there->ranks.end());
+  }
+  std::sort(job.ranks.begin(), job.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (std::size_t i = 1; i < job.ranks.size(); ++i) {
+    if (job.ranks[i].rank == job.ranks[i - 1].rank) {
+      return Error{who + " has rank " + std::to_string(job.ranks[i].rank) + " twice: process " +
+                   std::to_string(job.ranks[i - 1].pid) + " on " + job.ranks[i - 1].host + " and process " +
+                   std::to_string(job.ranks[i].pid) + " on " + job.ranks[i].host};
+    }
+  }
+  if (job.size != 0 && job.ranks.size() == job.size && job.ranks.back().rank == job.size - 1) {
+    return JobRanks{std::move(job.ranks), RankSource::hydra_proxies};
+  }
   std::vector<Rank> absent;
   for (std::uint32_t r = 0, i = 0; r < job.size; ++r) {
     if (i < job.ranks.size() && job.ranks[i].rank == r) {
@@ -23,30 +54,26 @@ Result<JobRanks> complete_hydra_job(pid_t launcher, HydraJob job) {
       absent.push_back(r);
     }
   }
-  const std::string who = "the job of mpiexec.hydra " + std::to_string(launcher);
   const std::string which = job.size == 0 ? std::string("all its ranks")
                                           : "ranks " + format_rank_ranges(absent) + " of " + std::to_string(job.size);
-  if (!job.remote.empty()) {
-    std::string hosts;
-    for (const auto& proxy : job.remote) {
-      hosts += (hosts.empty() ? "" : ", ") + (proxy.host.empty() ? std::string("the nodes of its job") : proxy.host) +
-               " (through " + proxy.via + ")";
-    }
-    return Error{who + " has " + which + " on other hosts: " + hosts +
-                 ". Without an MPIR table canopy stack finds an MPICH job's ranks on the launcher's host only: run "
-                 "it on a host with all the ranks, or under Slurm use --slurm-job"};
+  if (!unlisted.empty()) {
+    return Error{who + " has " + which + " on other hosts: " + unlisted +
+                 ". canopy stack lists an MPICH job's ranks on another host through the host of its proxy's "
+                 "launcher command (ssh HOST hydra_pmi_proxy ...): not for a proxy started by srun (under Slurm, "
+                 "use --slurm-job)"};
   }
-  return Error{who + " has not started " + which + " yet (no process of the hydra_pmi_proxy with that PMI_RANK); "
+  return Error{who + " has not started " + which + " yet (no process of its hydra_pmi_proxy with that PMI_RANK); "
                      "try again in a moment, or start the job with --mpirun-cmd, which waits for its ranks"};
 }
 
 // One look at the process tree: nullopt when `launcher` leads no hydra proxy.
-std::optional<Result<JobRanks>> hydra_attempt(pid_t launcher, const std::string& this_host) {
+std::optional<Result<JobRanks>> hydra_attempt(pid_t launcher, const std::string& this_host,
+                                              const RemoteProxyLister& remote) {
   const auto processes = list_processes();
   if (!leads_hydra_proxies(launcher, processes)) return std::nullopt;
   auto job = hydra_ranks(launcher, processes, this_host);
   if (!job) return Result<JobRanks>{Error{job.error(), job.error_kind()}};
-  return complete_hydra_job(launcher, std::move(*job));
+  return complete_hydra_job(launcher, std::move(*job), remote);
 }
 
 }  // namespace
@@ -59,14 +86,15 @@ std::string describe(RankSource source) {
   return "";
 }
 
-Result<JobRanks> find_job_ranks(pid_t launcher, const std::string& this_host) {
+Result<JobRanks> find_job_ranks(pid_t launcher, const std::string& this_host, const RemoteProxyLister& remote) {
   auto table = read_proctable(launcher);
   if (table) return JobRanks{std::move(*table), RankSource::mpir_table};
-  if (auto hydra = hydra_attempt(launcher, this_host)) return std::move(*hydra);
+  if (auto hydra = hydra_attempt(launcher, this_host, remote)) return std::move(*hydra);
   return Error{table.error(), table.error_kind()};
 }
 
-Result<JobRanks> wait_for_job_ranks(pid_t launcher, const std::string& this_host, std::chrono::milliseconds timeout) {
+Result<JobRanks> wait_for_job_ranks(pid_t launcher, const std::string& this_host, std::chrono::milliseconds timeout,
+                                    const RemoteProxyLister& remote) {
   using Clock = std::chrono::steady_clock;
   using std::chrono::milliseconds;
   const auto deadline = Clock::now() + timeout;
@@ -80,7 +108,7 @@ Result<JobRanks> wait_for_job_ranks(pid_t launcher, const std::string& this_host
     Result<JobRanks> last = Error{table.error(), table.error_kind()};
     if (kill(launcher, 0) != 0 && errno == ESRCH) return last;
     if (hydra) {
-      if (auto found = hydra_attempt(launcher, this_host)) {
+      if (auto found = hydra_attempt(launcher, this_host, remote)) {
         if (*found) return std::move(*found);
         last = std::move(*found);
       }

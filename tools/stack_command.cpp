@@ -23,6 +23,7 @@
 
 #include "canopy/call_tree.h"
 #include "canopy/frontend.h"
+#include "core/process.h"
 #include "programs.h"
 #include "stack/job_ranks.h"
 #include "stack/stopped_process.h"
@@ -80,7 +81,7 @@ Result<pid_t> start_job(const std::string& command) {
 
 // The launch form's ranks: looked for (stack::wait_for_job_ranks, in slices) until
 // the job's ranks are up, failing at once if the job ends first.
-Result<stack::JobRanks> job_ranks(pid_t job, milliseconds timeout) {
+Result<stack::JobRanks> job_ranks(pid_t job, milliseconds timeout, const stack::RemoteProxyLister& remote) {
   const auto deadline = Clock::now() + timeout;
   while (true) {
     int status = 0;
@@ -90,7 +91,8 @@ Result<stack::JobRanks> job_ranks(pid_t job, milliseconds timeout) {
       return Error{"the job " + how + " before its ranks were up", ErrorKind::invalid_input};
     }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    auto ranks = stack::wait_for_job_ranks(job, this_host(), std::clamp(left, milliseconds(1), milliseconds(250)));
+    auto ranks =
+        stack::wait_for_job_ranks(job, this_host(), std::clamp(left, milliseconds(1), milliseconds(250)), remote);
     if (ranks) return ranks;
     if (Clock::now() >= deadline)
       return Error{"the job's ranks were not up within " + std::to_string(timeout.count()) +
@@ -128,6 +130,36 @@ std::pair<std::string, int> shell_output(const std::string& command) {
   while (std::size_t n = fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
   const int status = pclose(p);
   return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// The ranks below one of hydra's proxies on another host: `canopy-stackd --list-hydra`
+// run there through the launcher template (as a daemon is started), which prints
+// "RANK SIZE PID EXE" for each (tools/canopy_stackd.cpp).
+stack::RemoteProxyLister hydra_lister(const std::string& launcher_template) {
+  return [launcher_template](const stack::RemoteProxy& proxy) -> Result<stack::HydraJob> {
+    const auto argv = core::launcher_argv(launcher_template, proxy.host,
+                                          {sibling_program("canopy-stackd"), "--list-hydra", proxy.control_port,
+                                           proxy.proxy_id},
+                                          {});
+    auto [out, status] = shell_output(argv.back());
+    if (status != 0) {
+      while (!out.empty() && out.back() == '\n') out.pop_back();
+      return Error{"canopy-stackd --list-hydra through `" + argv.back() + "` exited with status " +
+                   std::to_string(status) + (out.empty() ? "" : ": " + out)};
+    }
+    stack::HydraJob job;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::uint32_t rank = 0, size = 0;
+      pid_t pid = 0;
+      std::string exe;
+      if (!(words >> rank >> size >> pid >> exe)) continue;  // the launcher's own messages
+      job.size = size;
+      job.ranks.push_back({rank, proxy.host, exe, pid});
+    }
+    return job;
+  };
 }
 
 // "JOB" or "JOB.STEP", as --slurm-job takes it.
@@ -350,8 +382,8 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
                                  "process tree), walk every rank with one daemon per host, merge in the tree "
                                  "(docs/stack.md)");
   auto* pid = cmd->add_option_function<pid_t>(
-      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the launcher of a running job: Open MPI's mpirun, or MPICH's mpiexec.hydra (its ranks on this "
-      "host)");
+      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the launcher of a running job: Open MPI's mpirun, or MPICH's mpiexec.hydra (its ranks on "
+      "other hosts are listed there through --launcher)");
   auto* launch = cmd->add_option("--mpirun-cmd", opt.mpirun_cmd,
                                  "Start this job (e.g. \"mpirun -np 64 ./app\"), wait for its ranks, then walk them; "
                                  "the job goes on afterwards");
@@ -392,7 +424,9 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   cmd->add_option("--fanout", opt.fanout, "Daemons per commnode when the job spans more hosts than this")
       ->capture_default_str()
       ->check(canopy::tools::in_range(2u, 1024u));
-  cmd->add_option("--launcher", opt.launcher, "How to start a daemon on another host; {host} and {command} replaced")
+  cmd->add_option("--launcher", opt.launcher,
+                  "How to start a daemon on another host (and, for an MPICH job, list its ranks there); {host} and "
+                  "{command} replaced")
       ->capture_default_str();
   cmd->add_option("--address", opt.addresses,
                   "HOST=ADDRESS: the address processes on HOST listen on (default: the host's name, resolved; "
@@ -441,12 +475,12 @@ int run_stack(const StackOptions& opt) {
     Result<stack::JobRanks> ranks = Error{""};
     if (opt.mpirun) {
       launcher = *opt.mpirun;
-      ranks = stack::find_job_ranks(launcher, this_host());
+      ranks = stack::find_job_ranks(launcher, this_host(), hydra_lister(opt.launcher));
     } else {
       auto job = start_job(opt.mpirun_cmd);
       if (!job) return fail(job.error());
       launcher = *job;
-      ranks = job_ranks(launcher, milliseconds(opt.proctable_timeout_ms));
+      ranks = job_ranks(launcher, milliseconds(opt.proctable_timeout_ms), hydra_lister(opt.launcher));
       if (!ranks) return fail(ranks.error() + end_job(launcher));
       std::cerr << "canopy stack: started the job: " << stack::process_name(launcher) << " pid " << launcher
                 << "; it goes on after this\n";

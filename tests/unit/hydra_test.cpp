@@ -51,8 +51,36 @@ TEST(Hydra, AProxyStartedThroughSshIsARemoteHostWhoseRanksAreNotHere) {
   ASSERT_EQ(job->remote.size(), 1u);
   EXPECT_EQ(job->remote[0].host, "node2");
   EXPECT_EQ(job->remote[0].via, "ssh");
+  EXPECT_EQ(job->remote[0].control_port, "vm:46317");
+  EXPECT_EQ(job->remote[0].proxy_id, "1");
   // Only remote proxies: still hydra's.
   EXPECT_TRUE(leads_hydra_proxies(kLauncher, {launcher(), ssh}));
+}
+
+// What canopy-stackd --list-hydra finds on another host: the ranks below the proxy of
+// the job's control port and the given id, even where the other hosts' proxies are
+// seen too (network namespaces of one machine), and a proxy's options read from a
+// `sh -c "..."` command line as well as from its own.
+TEST(Hydra, ARemoteProxysRanksAreThoseOfItsControlPortAndId) {
+  ProcessEntry other_host = proxy(101, 100);  // --proxy-id 0
+  ProcessEntry here{.pid = 111, .parent = 110, .name = "hydra_pmi_proxy",
+                    .argv = {"/bin/sh", "-c", "\"/usr/bin/hydra_pmi_proxy\" --control-port vm:46317 --proxy-id 1"}};
+  ProcessEntry other_job{.pid = 121, .parent = 120, .name = "hydra_pmi_proxy",
+                         .argv = {"/usr/bin/hydra_pmi_proxy", "--control-port", "vm:5000", "--proxy-id", "1"}};
+  const std::vector<ProcessEntry> ps{other_host, rank(201, 0, 4, 101), rank(202, 1, 4, 101),
+                                     here,       rank(203, 2, 4, 111), rank(204, 3, 4, 111),
+                                     other_job,  rank(301, 1, 2, 121)};
+  auto job = proxy_ranks("vm:46317", "1", ps, "node2");
+  ASSERT_TRUE(job) << job.error();
+  EXPECT_EQ(job->size, 4u);
+  ASSERT_EQ(job->ranks.size(), 2u);
+  EXPECT_EQ(job->ranks[0].rank, 2u);
+  EXPECT_EQ(job->ranks[0].pid, 203);
+  EXPECT_EQ(job->ranks[0].host, "node2");
+  EXPECT_EQ(job->ranks[1].rank, 3u);
+  auto none = proxy_ranks("vm:46317", "7", ps, "node2");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("no hydra_pmi_proxy 7 of vm:46317 on node2"), std::string::npos) << none.error();
 }
 
 TEST(Hydra, AProcessWithoutProxiesIsNoHydraLauncher) {
