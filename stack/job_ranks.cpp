@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "canopy/call_tree.h"
+#include "stack/stopped_process.h"
 
 namespace canopy::stack {
 namespace {
@@ -90,6 +91,16 @@ Result<JobRanks> find_job_ranks(pid_t launcher, const std::string& this_host, co
   auto table = read_proctable(launcher);
   if (table) return JobRanks{std::move(*table), RankSource::mpir_table};
   if (auto hydra = hydra_attempt(launcher, this_host, remote)) return std::move(*hydra);
+  // MPICH's launcher caught before it has started its proxies (a tool run right after
+  // the job, as tests/netns/stack_hydra_over_namespaces.sh once did): not "not an MPI
+  // launcher".
+  if (const std::string name = process_name(launcher); name == "mpiexec.hydra" || name == "mpiexec.mpich") {
+    if (kill(launcher, 0) == 0) {
+      return Error{"process " + std::to_string(launcher) + " (" + name +
+                   ") has no MPIR table and has not started its hydra_pmi_proxy yet: the job is starting; try "
+                   "again in a moment, or start the job with --mpirun-cmd, which waits for its ranks"};
+    }
+  }
   return Error{table.error(), table.error_kind()};
 }
 

@@ -38,7 +38,8 @@ using RemoteProxyLister = std::function<Result<HydraJob>(const RemoteProxy& prox
 // leads hydra_pmi_proxy processes; ranks on this host are named `this_host`, those
 // below a proxy on another host are listed there by `remote` (if it is empty, such a
 // job is refused, naming the hosts).
-// Errors: read_proctable's when the launcher leads no proxy; hydra_ranks' and
+// Errors: read_proctable's when the launcher leads no proxy (failed instead for a
+// process named mpiexec.hydra or mpiexec.mpich: it has not started them yet); hydra_ranks' and
 // `remote`'s; and, failed: a remote proxy whose host is not known from its command
 // line (started by srun); ranks that have not started yet; ranks that disagree on
 // PMI_SIZE or appear twice across hosts.

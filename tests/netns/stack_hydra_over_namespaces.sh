@@ -63,12 +63,17 @@ stack() {
   ip netns exec "$NETNS_A" env CANOPY_LOG_DIR="$logs" timeout 60 "$bin/canopy" stack --mpirun "$job" \
     --launcher "$work/nsexec {host} {command}" --address "$(hostname)=$NETNS_A_NIC1" "$@" >"$work/out" 2>"$work/err"
 }
-# Until every rank has started, canopy stack says which have not.
+# The job's pid is mpiexec.hydra's once `ip netns exec` has exec'd it.
+for _ in $(seq 1 50); do
+  [ "$(cat /proc/$job/comm 2>/dev/null)" = mpiexec.hydra ] && break
+  sleep 0.1
+done
+# Until its proxies and every rank have started, canopy stack says so.
 for _ in $(seq 1 100); do
   status=0
   stack || status=$?
   [ "$status" = 0 ] && break
-  grep -q "not started\|no rank with PMI_RANK yet\|no hydra_pmi_proxy" "$work/err" ||
+  grep -q "not started\|no rank with PMI_RANK yet\|has not started its hydra_pmi_proxy yet" "$work/err" ||
     fail "canopy stack exited with status $status"
   kill -0 "$job" 2>/dev/null || fail "the job ended"
   sleep 0.2
