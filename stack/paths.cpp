@@ -21,20 +21,22 @@ namespace {
 // A frame the walker could not name: "module+0xoffset".
 bool is_unnamed(std::string_view function) { return function.find("+0x") != std::string_view::npos; }
 
-// The start-up frames at the head of `frames` (outermost first), dropped: up to the
-// outermost main when every frame above it is a start-up frame or an unnamed one
-// (glibc without symbols), else the leading frames is_startup_frame() names.
+// The start-up frames at the head of `frames` (outermost first), dropped. They are
+// found in the leading run of start-up and unnamed frames: up to `main` when it
+// follows that run (glibc's unnamed frames above it go too), else up to the run's
+// last start-up frame (a stripped program's unnamed _start above __libc_start_main,
+// its unnamed main below __libc_start_call_main).
 void drop_startup_frames(std::vector<std::string>& frames) {
-  std::size_t cut = 0;
-  while (cut < frames.size() && is_startup_frame(function_of(frames[cut]))) ++cut;
-  for (std::size_t i = cut; i < frames.size(); ++i) {
-    const auto function = function_of(frames[i]);
-    if (function == "main") {
-      cut = i;
+  std::size_t run = 0, cut = 0;
+  for (; run < frames.size(); ++run) {
+    const auto function = function_of(frames[run]);
+    if (is_startup_frame(function)) {
+      cut = run + 1;
+    } else if (!is_unnamed(function)) {
       break;
     }
-    if (!is_unnamed(function)) break;
   }
+  if (run < frames.size() && function_of(frames[run]) == "main") cut = run;
   frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(cut));
 }
 

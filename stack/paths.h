@@ -31,10 +31,11 @@ std::string_view function_of(std::string_view frame);
 // point reached through its profiling name (PMPI_Barrier, which Open MPI's
 // MPI_Barrier is an alias of) is named by its MPI_ name, and unless
 // `options.mpi_internals` the path ends at the first MPI_ frame. Unless
-// `options.startup_frames`, the start-up frames are dropped: the frames above the
-// outermost `main` when each is one is_startup_frame() names or an unnamed one
-// ("libc.so.6+0x271ca": glibc without symbols); otherwise (another thread, a rank
-// in exit(), a path without main) the leading frames is_startup_frame() names.
+// `options.startup_frames`, the start-up frames are dropped: in the leading run of
+// frames that is_startup_frame() names or that are unnamed ("libc.so.6+0x271ca",
+// "app+0x2620": no symbols), those above `main` when main follows the run, else
+// those down to the run's last named start-up frame. A program's own frame above
+// main stays; so does exit() after main returned.
 std::vector<std::string> shape_path(std::vector<std::string> frames, const PathOptions& options);
 
 }  // namespace canopy::stack

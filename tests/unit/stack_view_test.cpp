@@ -43,6 +43,11 @@ TEST(StackPaths, AThreadsStartFramesAreDroppedAndAnythingElseAboveMainIsKept) {
             (Frames{"exit", "_dl_fini"}));
   // A named frame of the program's own above main is not the C runtime's.
   EXPECT_EQ(shape_path({"_start", "my_launcher", "main"}, {}), (Frames{"my_launcher", "main"}));
+  // A stripped program: its _start and its main are unnamed.
+  EXPECT_EQ(shape_path({"sleep+0x2620", "__libc_start_main", "__libc_start_call_main", "sleep+0x2557", "sleep+0x5f80",
+                        "__nanosleep"},
+                       {}),
+            (Frames{"sleep+0x2557", "sleep+0x5f80", "__nanosleep"}));
   EXPECT_TRUE(is_startup_frame("__libc_start_call_main"));
   EXPECT_FALSE(is_startup_frame("main"));
 }
