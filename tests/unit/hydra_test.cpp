@@ -1,5 +1,6 @@
 // MPICH's ranks from hydra's process tree (stack/hydra.h), on snapshots of made-up
-// processes; the real mpiexec.hydra job is StackCli.AHydraJob... in stack_cli_test.
+// processes; real mpiexec.hydra jobs are in stack_cli_test (StackCli.AnMpichJob...) and
+// tests/netns/stack_hydra_over_namespaces.sh.
 #include <gtest/gtest.h>
 
 #include "stack/hydra.h"
