@@ -14,6 +14,7 @@ packages=(
   libspdlog-dev libfmt-dev    # logging
   procps psmisc               # pgrep/pkill used by tests to prove no process is left
   openmpi-bin libopenmpi-dev  # attach-mode test: tool back-ends inside an MPI job
+  mpich libmpich-dev          # canopy stack on MPICH's hydra (mpiexec.hydra, mpicc.mpich); the alternatives stay on Open MPI
   iproute2                    # ip netns, veth and tc: striped links across namespaces (docs/striping.md)
   gnuplot-nox                 # benchmark figures (bench/plot_recovery.sh)
   libdw-dev                   # stack walking (canopy_stack: libdwfl unwinding and symbols)

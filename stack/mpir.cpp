@@ -199,7 +199,8 @@ pid_t parent_of(pid_t pid) {
 // If `pid` is a rank of an MPI job (its environment has the rank launchers give:
 // Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK, PMI's PMI_RANK), which rank, and
 // the launcher above it (the nearest ancestor named mpirun, mpiexec, orterun,
-// prterun or mpiexec.hydra), or 0 when none is found.
+// prterun, mpiexec.hydra or mpiexec.mpich, its name when started by that link), or 0
+// when none is found.
 struct RankOf {
   std::string rank;
   pid_t launcher = 0;
@@ -223,7 +224,8 @@ std::optional<RankOf> rank_of(pid_t pid) {
   pid_t up = parent_of(pid);
   for (int hops = 0; up > 1 && hops < 6; ++hops, up = parent_of(up)) {
     const std::string name = process_name(up);
-    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" || name == "mpiexec.hydra") {
+    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" || name == "mpiexec.hydra" ||
+        name == "mpiexec.mpich") {
       found->launcher = up;
       break;
     }

@@ -3,7 +3,7 @@
 namespace canopy::stack {
 namespace {
 
-constexpr std::uint32_t kLines = 1, kThreads = 2, kMpiInternals = 4;
+constexpr std::uint32_t kLines = 1, kThreads = 2, kMpiInternals = 4, kStartupFrames = 8;
 constexpr const char* kFormat = "%ud %ud %ud %aud %aud %ad";
 
 }  // namespace
@@ -17,7 +17,8 @@ Packet encode(const Request& request) {
     pids.push_back(t.pid);
   }
   const std::uint32_t flags = (request.lines ? kLines : 0) | (request.threads ? kThreads : 0) |
-                              (request.mpi_internals ? kMpiInternals : 0);
+                              (request.mpi_internals ? kMpiInternals : 0) |
+                              (request.startup_frames ? kStartupFrames : 0);
   return Packet(kRequestTag, {request.samples, request.interval_ms, flags, std::move(daemons), std::move(ranks),
                               std::move(pids)});
 }
@@ -41,6 +42,7 @@ Result<Request> decode_request(const Packet& packet) {
   r.lines = flags & kLines;
   r.threads = flags & kThreads;
   r.mpi_internals = flags & kMpiInternals;
+  r.startup_frames = flags & kStartupFrames;
   for (std::size_t i = 0; i < pids.size(); ++i) {
     if (pids[i] <= 0)
       return Error{"stack request: rank " + std::to_string(ranks[i]) + " has pid " + std::to_string(pids[i]),

@@ -31,6 +31,7 @@ struct Request {
   bool lines = false;          // file:line after each function, where DWARF knows it
   bool threads = false;        // every thread, not only each rank's main thread
   bool mpi_internals = false;  // frames inside MPI calls (stack/paths.h)
+  bool startup_frames = false; // the C runtime's frames above main (stack/paths.h)
   std::vector<Target> targets;
   bool operator==(const Request&) const = default;
 };

@@ -22,6 +22,7 @@
 
 #include "canopy/backend.h"
 #include "canopy/call_tree.h"
+#include "stack/hydra.h"
 #include "stack/paths.h"
 #include "stack/protocol.h"
 #include "stack/walker.h"
@@ -40,7 +41,8 @@ CallTree walk(const stack::Request& request, Rank me) {
   }
   CallTree tree;
   if (pids.empty()) return tree;
-  const stack::PathOptions shape{.mpi_internals = request.mpi_internals};
+  const stack::PathOptions shape{.mpi_internals = request.mpi_internals,
+                                 .startup_frames = request.startup_frames};
   stack::Walker walker({.lines = request.lines, .all_threads = request.threads});
   for (std::uint32_t s = 0; s < request.samples; ++s) {
     if (s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(request.interval_ms));
@@ -130,8 +132,29 @@ int list_slurm_job(const std::string& job) {
   return 0;
 }
 
+// `canopy-stackd --list-hydra CONTROL_PORT PROXY_ID` (run by canopy stack through its
+// launcher template on each other host of an MPICH job whose mpiexec.hydra has no MPIR
+// table): prints "RANK SIZE PID EXE" for each rank below the hydra_pmi_proxy here of
+// that control port and proxy id (stack/hydra.h, proxy_ranks), by PMI_RANK and
+// PMI_SIZE. Nothing when its ranks have not started yet; exit status 1 and a message
+// when there is no such proxy.
+int list_hydra(const std::string& control_port, const std::string& proxy_id) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  auto job = stack::proxy_ranks(control_port, proxy_id, stack::list_processes(), host);
+  if (!job) {
+    std::fprintf(stderr, "canopy-stackd: %s\n", job.error().c_str());
+    return 1;
+  }
+  for (const auto& r : job->ranks) {
+    std::printf("%u %u %d %s\n", r.rank, job->size, static_cast<int>(r.pid), r.executable.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--list-slurm-job") == 0) return list_slurm_job(argv[2]);
+  if (argc == 4 && std::strcmp(argv[1], "--list-hydra") == 0) return list_hydra(argv[2], argv[3]);
   auto backend = Backend::connect();
   if (!backend) {
     std::fprintf(stderr, "canopy-stackd: %s\n", backend.error().c_str());

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -22,8 +23,10 @@
 
 #include "canopy/call_tree.h"
 #include "canopy/frontend.h"
+#include "core/process.h"
 #include "programs.h"
-#include "stack/mpir.h"
+#include "stack/job_ranks.h"
+#include "stack/stopped_process.h"
 #include "stack/protocol.h"
 #include "stack/render.h"
 
@@ -76,9 +79,9 @@ Result<pid_t> start_job(const std::string& command) {
   return pid;
 }
 
-// The launch form's process table: polled (stack::wait_for_proctable, in slices)
-// until the job's ranks are up, failing at once if the job ends first.
-Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds timeout) {
+// The launch form's ranks: looked for (stack::wait_for_job_ranks, in slices) until
+// the job's ranks are up, failing at once if the job ends first.
+Result<stack::JobRanks> job_ranks(pid_t job, milliseconds timeout, const stack::RemoteProxyLister& remote) {
   const auto deadline = Clock::now() + timeout;
   while (true) {
     int status = 0;
@@ -88,12 +91,13 @@ Result<std::vector<stack::RankProcess>> job_proctable(pid_t job, milliseconds ti
       return Error{"the job " + how + " before its ranks were up", ErrorKind::invalid_input};
     }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    auto table = stack::wait_for_proctable(job, std::clamp(left, milliseconds(1), milliseconds(250)));
-    if (table) return table;
+    auto ranks =
+        stack::wait_for_job_ranks(job, this_host(), std::clamp(left, milliseconds(1), milliseconds(250)), remote);
+    if (ranks) return ranks;
     if (Clock::now() >= deadline)
       return Error{"the job's ranks were not up within " + std::to_string(timeout.count()) +
-                       " ms (--proctable-timeout): " + table.error(),
-                   table.error_kind()};
+                       " ms (--proctable-timeout): " + ranks.error(),
+                   ranks.error_kind()};
     std::this_thread::sleep_for(milliseconds(50));
   }
 }
@@ -114,7 +118,7 @@ std::string end_job(pid_t job) {
     }
     std::this_thread::sleep_for(milliseconds(50));
   }
-  return "; the job it started (mpirun pid " + std::to_string(job) + ") was ended";
+  return "; the job it started (launcher pid " + std::to_string(job) + ") was ended";
 }
 
 // What /bin/sh prints for `command` (standard error too), and its exit status.
@@ -126,6 +130,36 @@ std::pair<std::string, int> shell_output(const std::string& command) {
   while (std::size_t n = fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
   const int status = pclose(p);
   return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// The ranks below one of hydra's proxies on another host: `canopy-stackd --list-hydra`
+// run there through the launcher template (as a daemon is started), which prints
+// "RANK SIZE PID EXE" for each (tools/canopy_stackd.cpp).
+stack::RemoteProxyLister hydra_lister(const std::string& launcher_template) {
+  return [launcher_template](const stack::RemoteProxy& proxy) -> Result<stack::HydraJob> {
+    const auto argv = core::launcher_argv(launcher_template, proxy.host,
+                                          {sibling_program("canopy-stackd"), "--list-hydra", proxy.control_port,
+                                           proxy.proxy_id},
+                                          {});
+    auto [out, status] = shell_output(argv.back());
+    if (status != 0) {
+      while (!out.empty() && out.back() == '\n') out.pop_back();
+      return Error{"canopy-stackd --list-hydra through `" + argv.back() + "` exited with status " +
+                   std::to_string(status) + (out.empty() ? "" : ": " + out)};
+    }
+    stack::HydraJob job;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::uint32_t rank = 0, size = 0;
+      pid_t pid = 0;
+      std::string exe;
+      if (!(words >> rank >> size >> pid >> exe)) continue;  // the launcher's own messages
+      job.size = size;
+      job.ranks.push_back({rank, proxy.host, exe, pid});
+    }
+    return job;
+  };
 }
 
 // "JOB" or "JOB.STEP", as --slurm-job takes it.
@@ -293,6 +327,26 @@ std::string fixed(double v) {
   return buf;
 }
 
+// The command line of process `pid`, its arguments separated by spaces, or "". Read
+// by getline, which turns a failed read (the process exited: ESRCH) into a stream
+// error; an istreambuf_iterator would let libstdc++'s exception through.
+std::string command_line(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string text;
+  for (std::string arg; std::getline(in, arg, '\0');) text += (text.empty() ? "" : " ") + arg;
+  return text;
+}
+
+// The time now, as "2026-11-29 17:56:41 UTC" (local time, its zone's abbreviation).
+std::string time_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[64] = {};
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", &local);
+  return text;
+}
+
 // The merged tree, waiting at most `timeout`. A daemon lost on the way leaves the
 // view and the stream goes on with the others (their tree lacks its ranks, which the
 // caller reports); once every daemon is lost no tree can come, and the error says
@@ -323,10 +377,13 @@ Result<Packet> receive_tree(Network& net, const std::vector<std::string>& hosts,
 
 CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   auto* cmd = app.add_subcommand("stack",
-                                 "Merged stack traces of every rank of an MPI job, as STAT gives them: attach to its "
-                                 "mpirun, walk every rank with one daemon per host, merge in the tree (docs/stack.md)");
+                                 "Merged stack traces of every rank of an MPI job, as STAT gives them: find its ranks "
+                                 "from its launcher (Open MPI's mpirun by its MPIR table, MPICH's mpiexec.hydra by its "
+                                 "process tree), walk every rank with one daemon per host, merge in the tree "
+                                 "(docs/stack.md)");
   auto* pid = cmd->add_option_function<pid_t>(
-      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the mpirun of a running job (Open MPI)");
+      "--mpirun", [&opt](pid_t v) { opt.mpirun = v; }, "PID of the launcher of a running job: Open MPI's mpirun, or MPICH's mpiexec.hydra (its ranks on "
+      "other hosts are listed there through --launcher)");
   auto* launch = cmd->add_option("--mpirun-cmd", opt.mpirun_cmd,
                                  "Start this job (e.g. \"mpirun -np 64 ./app\"), wait for its ranks, then walk them; "
                                  "the job goes on afterwards");
@@ -354,14 +411,22 @@ CLI::App* add_stack_command(CLI::App& app, StackOptions& opt) {
   cmd->add_flag("--threads", opt.threads, "Walk every thread of each rank, not only its main thread");
   cmd->add_flag("--mpi-internals", opt.mpi_internals,
                 "Keep the frames inside MPI calls (by default a path ends at the MPI function it is in)");
-  cmd->add_option("--format", opt.format, "text (an indented tree and the classes), dot, svg (needs graphviz) or json")
+  cmd->add_flag("--full", opt.full,
+                "Keep the C runtime's start-up frames above main (_start, __libc_start_main, "
+                "__libc_start_call_main; clone3 and start_thread above a thread's function), folded away by default");
+  cmd->add_option("--format", opt.format,
+                  "text (an indented tree and the classes), dot or svg (a drawing to hand on: a title naming the job, "
+                  "the time and the numbers of ranks and samples, a legend of the classes with their ranks, a colour "
+                  "per class; svg needs graphviz), or json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
   cmd->add_option("-o,--output", opt.output, "Write the result to FILE (default: standard output)");
   cmd->add_option("--fanout", opt.fanout, "Daemons per commnode when the job spans more hosts than this")
       ->capture_default_str()
       ->check(canopy::tools::in_range(2u, 1024u));
-  cmd->add_option("--launcher", opt.launcher, "How to start a daemon on another host; {host} and {command} replaced")
+  cmd->add_option("--launcher", opt.launcher,
+                  "How to start a daemon on another host (and, for an MPICH job, list its ranks there); {host} and "
+                  "{command} replaced")
       ->capture_default_str();
   cmd->add_option("--address", opt.addresses,
                   "HOST=ADDRESS: the address processes on HOST listen on (default: the host's name, resolved; "
@@ -395,27 +460,44 @@ int run_stack(const StackOptions& opt) {
     addresses[a.substr(0, eq)] = a.substr(eq + 1);
   }
 
-  // 1. The job's process table.
+  // 1. The job's ranks.
   pid_t launcher = 0;
   Result<std::vector<stack::RankProcess>> table = Error{""};
+  std::string found;  // how the ranks were found
   SlurmJob slurm;
   if (!opt.slurm_job.empty()) {
     auto parsed = parse_slurm_job(opt.slurm_job);
     if (!parsed) return usage_error(parsed.error());
     slurm = *parsed;
     table = slurm_proctable(slurm);
-  } else if (opt.mpirun) {
-    launcher = *opt.mpirun;
-    table = stack::read_proctable(launcher);
+    found = "ranks found through an overlapping step (their Slurm environment)";
   } else {
-    auto job = start_job(opt.mpirun_cmd);
-    if (!job) return fail(job.error());
-    launcher = *job;
-    table = job_proctable(launcher, milliseconds(opt.proctable_timeout_ms));
-    if (!table) return fail(table.error() + end_job(launcher));
-    std::cerr << "canopy stack: started the job: mpirun pid " << launcher << "; it goes on after this\n";
+    Result<stack::JobRanks> ranks = Error{""};
+    if (opt.mpirun) {
+      launcher = *opt.mpirun;
+      ranks = stack::find_job_ranks(launcher, this_host(), hydra_lister(opt.launcher));
+    } else {
+      auto job = start_job(opt.mpirun_cmd);
+      if (!job) return fail(job.error());
+      launcher = *job;
+      ranks = job_ranks(launcher, milliseconds(opt.proctable_timeout_ms), hydra_lister(opt.launcher));
+      if (!ranks) return fail(ranks.error() + end_job(launcher));
+      std::cerr << "canopy stack: started the job: " << stack::process_name(launcher) << " pid " << launcher
+                << "; it goes on after this\n";
+    }
+    if (!ranks) return fail(ranks.error());
+    table = std::move(ranks->ranks);
+    found = stack::describe(ranks->source);
+    // The MPIR table is the way users expect; another way is said.
+    if (ranks->source != stack::RankSource::mpir_table) std::cerr << "canopy stack: " << found << "\n";
   }
   if (!table) return fail(table.error());
+  // Who the job is, for the results: its launcher's name and command line.
+  std::string launcher_name, launcher_command;
+  if (launcher != 0) {
+    launcher_name = stack::process_name(launcher);
+    launcher_command = command_line(launcher);
+  }
   const double proctable_ms = ms_since(start);
   if (!opt.mpirun_cmd.empty() && opt.after_ms > 0) std::this_thread::sleep_for(milliseconds(opt.after_ms));
 
@@ -448,9 +530,10 @@ int run_stack(const StackOptions& opt) {
 
   // 3. Every daemon walks its ranks; the tree merges their call trees.
   const auto walk_start = Clock::now();
+  const std::string taken = time_now();
   const stack::Request request{.samples = opt.samples, .interval_ms = opt.interval_ms, .lines = opt.lines,
                                .threads = opt.threads, .mpi_internals = opt.mpi_internals,
-                               .targets = placement.targets};
+                               .startup_frames = opt.full, .targets = placement.targets};
   if (auto sent = net.broadcast(*stream, stack::encode(request)); !sent) return fail(sent.error());
   auto in = receive_tree(net, placement.hosts, milliseconds(opt.timeout_ms));
   if (!in) return fail(in.error());
@@ -466,27 +549,29 @@ int run_stack(const StackOptions& opt) {
   std::sort(all.begin(), all.end());
   const auto walked = tree->ranks(CallTree::kRoot);
   std::set_difference(all.begin(), all.end(), walked.begin(), walked.end(), std::back_inserter(missing));
+  const std::string job = opt.slurm_job.empty() ? launcher_name + " " + std::to_string(launcher) : slurm.describe();
   const std::string summary = std::to_string(all.size()) + (all.size() == 1 ? " rank" : " ranks") + " on " +
                               std::to_string(placement.hosts.size()) +
-                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (" +
-                              (opt.slurm_job.empty() ? "mpirun " + std::to_string(launcher) : slurm.describe()) +
-                              ", " + std::to_string(opt.samples) +
-                              (opt.samples == 1 ? " sample" : " samples") + ")";
+                              (placement.hosts.size() == 1 ? " host" : " hosts") + " (" + job + ", " +
+                              std::to_string(opt.samples) + (opt.samples == 1 ? " sample" : " samples") + ")";
+  const stack::Heading heading{.job = job, .command = launcher_command, .when = taken,
+                               .hosts = placement.hosts.size(), .samples = opt.samples, .found = found,
+                               .missing = format_rank_ranges(missing)};
   Result<void> written;
   if (opt.format == "text") {
     written = write_output("Stack traces of " + summary + ":\n\n" + stack::to_text(*tree), opt.output);
   } else if (opt.format == "json") {
-    const std::string job =
+    const std::string job_member =
         opt.slurm_job.empty() ? "\"mpirun\":" + std::to_string(launcher)
                               : "\"slurm_job\":" + slurm.job + (slurm.step.empty() ? "" : ",\"slurm_step\":" + slurm.step);
-    const std::string extra = job + ",\"hosts\":" +
+    const std::string extra = job_member + ",\"hosts\":" +
                               std::to_string(placement.hosts.size()) + ",\"samples\":" + std::to_string(opt.samples) +
                               ",\"missing\":\"" + format_rank_ranges(missing) + "\",";
     written = write_output(stack::to_json(*tree, extra), opt.output);
   } else if (opt.format == "dot") {
-    written = write_output(tree->to_dot(), opt.output);
+    written = write_output(stack::to_dot(*tree, heading), opt.output);
   } else {
-    written = write_svg(tree->to_dot(), opt.output);
+    written = write_svg(stack::to_dot(*tree, heading), opt.output);
   }
   if (!written) return fail(written.error());
   if (opt.timings) {

@@ -1,6 +1,6 @@
 // canopy stack: the merged stack traces of every rank of a running MPI job
-// (docs/stack.md), as STAT gives them over MRNet. Reads the job's process table from
-// its mpirun (MPIR), starts one tool daemon (canopy-stackd) per host of the job in a
+// (docs/stack.md), as STAT gives them over MRNet. Finds the job's ranks from its
+// launcher (its MPIR table, or hydra's process tree: stack/job_ranks.h), starts one tool daemon (canopy-stackd) per host of the job in a
 // Canopy tree, has every daemon walk the stacks of its host's ranks, merges the call
 // trees in the tree (prefix_tree), and writes the result.
 #pragma once
@@ -23,6 +23,7 @@ struct StackOptions {
   unsigned samples = 1;
   unsigned interval_ms = 100;
   bool lines = false, threads = false, mpi_internals = false;
+  bool full = false;               // keep the C runtime's start-up frames above main
   std::string format = "text";     // text, dot, svg, json
   std::string output;              // "": standard output
   unsigned fanout = 32;            // daemons per commnode

@@ -115,6 +115,8 @@ class ProcessGuard {
   // Every descendant, killed. An MPI launcher (mpirun) is first asked to end its
   // job (SIGTERM, up to 5 s): killed outright, it would leave its session directory
   // (/tmp/ompi.HOST.UID/pid.PID, with its ranks' shared-memory files) behind.
+  // (MPICH's mpiexec.hydra too: its proxies and ranks, each in a session of its own,
+  // are ended by it; those it leaves are still descendants here, and killed.)
   static void kill_all() {
     for (pid_t pid : descendants()) {
       if (is_mpi_launcher(pid)) end_launcher(pid, std::chrono::seconds(5));
@@ -125,7 +127,8 @@ class ProcessGuard {
 
   static bool is_mpi_launcher(pid_t pid) {
     const auto name = name_of(pid);
-    return name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun";
+    return name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" ||
+           name == "mpiexec.hydra" || name == "mpiexec.mpich";
   }
 
   // SIGTERM to `launcher`, then up to `limit` for it to end (reaped if it is our

@@ -32,6 +32,9 @@ namespace {
 
 const std::string kHang = CANOPY_MPI_HANG;
 const std::string kMpiexec = CANOPY_MPIEXEC;
+// MPICH's launcher and mpi_hang built against MPICH; "" where not installed.
+const std::string kMpiexecHydra = CANOPY_MPIEXEC_HYDRA;
+const std::string kHangMpich = CANOPY_MPI_HANG_MPICH;
 
 pid_t spawn(std::vector<std::string> args, const std::string& output = "/dev/null") {
   const pid_t pid = fork();
@@ -48,6 +51,31 @@ pid_t spawn(std::vector<std::string> args, const std::string& output = "/dev/nul
   return pid;
 }
 
+// `args` started in a process group of its own (its pid), its output discarded.
+pid_t spawn_in_group(std::vector<std::string> args) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = open("/dev/null", O_WRONLY);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  return pid;
+}
+
+// At the end of a scope, SIGKILL to the process group of a job's launcher (its
+// proxies and ranks, in sessions of their own, are left to the fixture's sweep).
+struct KillGroupAtEnd {
+  pid_t group;
+  ~KillGroupAtEnd() { ::kill(-group, SIGKILL); }
+};
+
 // "mpirun -np N mpi_hang 120" as a command line.
 std::vector<std::string> hang_job(int ranks) {
   return {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks), kHang, "120"};
@@ -60,6 +88,42 @@ std::vector<pid_t> ranks_of_job() {
     if (ProcessGuard::name_of(pid) == "mpi_hang") out.push_back(pid);
   }
   return out;
+}
+
+// The ranks of a hydra job of mpi_hang_mpich: descendants with PMI_RANK in their
+// environment (before their exec they are copies of their proxy, without it).
+std::vector<pid_t> hydra_ranks_of_job() {
+  std::vector<pid_t> out;
+  for (pid_t pid : ProcessGuard::descendants()) {
+    if (ProcessGuard::name_of(pid) != "mpi_hang_mpich") continue;
+    // By getline: a rank that exits meanwhile fails the read (ESRCH), which an
+    // istreambuf_iterator would throw out of.
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    for (std::string var; std::getline(in, var, '\0');) {
+      if (var.rfind("PMI_RANK=", 0) == 0) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// `text` as dot writes it in SVG: '-' as "&#45;", '\'' as "&#39;".
+std::string svg_text(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '-' ? std::string("&#45;") : c == '\'' ? std::string("&#39;") : std::string(1, c);
+  return out;
+}
+
+// The <g class="node"> element of an SVG drawn by dot whose text holds `label`, or "".
+std::string svg_node(const std::string& svg, const std::string& label) {
+  const auto text = svg.find(">" + label + "</text>");
+  if (text == std::string::npos) return "";
+  const auto begin = svg.rfind("<g id=\"node", text);
+  const auto end = svg.find("</g>", text);
+  if (begin == std::string::npos || end == std::string::npos) return "";
+  return svg.substr(begin, end - begin);
 }
 
 // Every rank runs on, neither traced nor stopped.
@@ -155,7 +219,10 @@ TEST_F(StackCli, AHungJobShowsItsTwoClassesAndRunsOnUnharmed) {
   const pid_t mpirun = spawn(hang_job(8));
   auto out = stack_of(mpirun, {});
   ASSERT_EQ(exit_code(out), 0) << out.err;
-  EXPECT_NE(out.out.find("Stack traces of 8 ranks on 1 host (mpirun " + std::to_string(mpirun)), std::string::npos)
+  // The launcher is named as it runs: mpiexec here, mpirun when started so.
+  EXPECT_NE(out.out.find("Stack traces of 8 ranks on 1 host (" + ProcessGuard::name_of(mpirun) + " " +
+                         std::to_string(mpirun) + ", 1 sample)"),
+            std::string::npos)
       << out.out;
   EXPECT_NE(out.out.find("2 classes of 8 ranks:\n"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("  7 ranks [0-2,4-7]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
@@ -182,9 +249,11 @@ TEST_F(StackCli, TheLaunchFormStartsTheJobAndLeavesItRunning) {
   ASSERT_EQ(exit_code(out), 0) << out.err;
   EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
-  const auto at = out.err.find("mpirun pid ");
+  // "started the job: mpiexec pid PID": the launcher named as it runs.
+  const std::string started = "started the job: " + std::filesystem::path(kMpiexec).filename().string() + " pid ";
+  const auto at = out.err.find(started);
   ASSERT_NE(at, std::string::npos) << out.err;
-  const pid_t mpirun = std::stoi(out.err.substr(at + 11));
+  const pid_t mpirun = std::stoi(out.err.substr(at + started.size()));
   EXPECT_EQ(kill(mpirun, 0), 0) << "the job did not go on";
   const auto ranks = ranks_of_job();
   EXPECT_EQ(ranks.size(), 4u);
@@ -366,6 +435,132 @@ TEST_F(StackCli, ADaemonHeldUpForSecondsIsWaitedFor) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_NE(out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out;
   expect_running_untraced(ranks_of_job());
+}
+
+// The SVG to hand on (issue 50): a title naming the job, when, and how many ranks and
+// samples; a legend of the classes with their ranks; a colour per class, the
+// outlier's its own, on its nodes and edges; the root is the job, not "/".
+TEST_F(StackCli, TheSvgHasATitleALegendOfTheClassesAndAColourPerClass) {
+  const pid_t mpirun = spawn(hang_job(4));
+  const auto path = std::filesystem::temp_directory_path() / ("canopy-stack-title-" + std::to_string(getpid()) + ".svg");
+  auto drawn = stack_of(mpirun, {"--format", "svg", "-o", path.string()});
+  ASSERT_EQ(exit_code(drawn), 0) << drawn.err;
+  std::ifstream in(path);
+  const std::string svg((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(path);
+  const std::string job = ProcessGuard::name_of(mpirun) + " " + std::to_string(mpirun);
+
+  EXPECT_NE(svg.find(">Stack traces of 4 ranks on 1 host, 1 sample</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">" + svg_text(job + ": " + kMpiexec + " --allow-run-as-root --oversubscribe -np 4 ")),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find(">taken 20"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("ranks found through the launcher"), std::string::npos) << svg;
+
+  EXPECT_NE(svg.find(">2 classes of 4 ranks (where the ranks stop)</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">3 ranks [0&#45;2]</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">1 rank [3]</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">MPI_Barrier \u2190 main</text>"), std::string::npos) << svg;
+  // The swatches of the legend: blue for the three ranks, red for the outlier.
+  EXPECT_NE(svg.find("<polygon fill=\"#1f77b4\" stroke=\"transparent\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<polygon fill=\"#d62728\" stroke=\"transparent\""), std::string::npos) << svg;
+
+  EXPECT_NE(svg_node(svg, job), "") << "the root is not the job: " << svg;
+  EXPECT_EQ(svg.find(">/</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg_node(svg, "MPI_Barrier").find("stroke=\"#1f77b4\""), std::string::npos) << svg_node(svg, "MPI_Barrier");
+  EXPECT_NE(svg_node(svg, "compute").find("stroke=\"#d62728\""), std::string::npos) << svg_node(svg, "compute");
+  EXPECT_NE(svg_node(svg, "solve").find("stroke=\"#d62728\""), std::string::npos) << svg_node(svg, "solve");
+  EXPECT_NE(svg_node(svg, "main").find("stroke=\"#606060\""), std::string::npos) << svg_node(svg, "main");
+  // The edges into the outlier's frames are red too, labelled with its rank.
+  EXPECT_NE(svg.find("<path fill=\"none\" stroke=\"#d62728\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("fill=\"#d62728\">1:[3]</text>"), std::string::npos) << svg;
+}
+
+// The C runtime's frames above main (_start, __libc_start_main, ...) are folded
+// away: the tree starts at main. --full keeps them.
+TEST_F(StackCli, StartUpFramesAreFoldedAwayUnlessFullIsGiven) {
+  const pid_t mpirun = spawn(hang_job(4));
+  auto folded = stack_of(mpirun, {});
+  ASSERT_EQ(exit_code(folded), 0) << folded.err;
+  EXPECT_NE(folded.out.find(":\n\nmain [0-3]\n  MPI_Barrier [0-2]\n"), std::string::npos) << folded.out;
+  EXPECT_EQ(folded.out.find("_start"), std::string::npos) << folded.out;
+  EXPECT_EQ(folded.out.find("libc"), std::string::npos) << folded.out;
+
+  auto full = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--full"});
+  ASSERT_EQ(exit_code(full), 0) << full.err;
+  EXPECT_NE(full.out.find(":\n\n_start [0-3]\n"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("  __libc_start_main"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("  main [0-3]\n"), std::string::npos) << full.out;
+  // The classes read the same either way.
+  EXPECT_NE(full.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << full.out;
+
+  auto dot = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "dot"});
+  ASSERT_EQ(exit_code(dot), 0) << dot.err;
+  EXPECT_EQ(dot.out.find("label=\"_start\""), std::string::npos) << dot.out;
+  auto full_dot = run_canopy({"stack", "--mpirun", std::to_string(mpirun), "--format", "dot", "--full"});
+  ASSERT_EQ(exit_code(full_dot), 0) << full_dot.err;
+  EXPECT_NE(full_dot.out.find("label=\"_start\""), std::string::npos) << full_dot.out;
+}
+
+// MPICH's mpiexec.hydra (Debian's is stripped: no MPIR table to read) on a job of
+// four ranks, rank 3 the outlier: the ranks are found as the children of its
+// hydra_pmi_proxy with PMI_RANK, canopy stack says so, walks them and leaves them
+// running.
+TEST_F(StackCli, AnMpichJobIsFoundThroughHydrasProxiesAndPmiRank) {
+  if (kMpiexecHydra.empty()) {
+    GTEST_SKIP() << "mpiexec.hydra is not installed (Debian's mpich; scripts/setup.sh installs it): no MPICH job to "
+                    "walk";
+  }
+  ASSERT_FALSE(kHangMpich.empty()) << "mpiexec.hydra is installed but mpicc.mpich is not (libmpich-dev): run "
+                                      "scripts/setup.sh and configure again";
+  const pid_t hydra = spawn_in_group({kMpiexecHydra, "-n", "4", kHangMpich, "120"});
+  KillGroupAtEnd end_job{hydra};
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (hydra_ranks_of_job().size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto ranks = hydra_ranks_of_job();
+  ASSERT_EQ(ranks.size(), 4u) << "the hydra job's ranks did not all start within 30 s";
+  std::this_thread::sleep_for(1s);  // to reach where they hang
+
+  auto out = run_canopy({"stack", "--mpirun", std::to_string(hydra)});
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.err.find("ranks found through hydra's proxies and PMI_RANK (no MPIR table)"), std::string::npos)
+      << out.err;
+  EXPECT_NE(out.out.find("Stack traces of 4 ranks on 1 host (" + ProcessGuard::name_of(hydra) + " " +
+                         std::to_string(hydra) + ", 1 sample)"),
+            std::string::npos)
+      << out.out;
+  EXPECT_NE(out.out.find("2 classes of 4 ranks:\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("  1 rank [3]: "), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  expect_running_untraced(ranks);
+
+  // A rank's pid given for the launcher's: the message names mpiexec.hydra.
+  auto rank = run_canopy({"stack", "--mpirun", std::to_string(ranks.front())});
+  EXPECT_EQ(exit_code(rank), 1);
+  EXPECT_NE(rank.err.find("canopy stack --mpirun " + std::to_string(hydra)), std::string::npos) << rank.err;
+}
+
+// The launch form with mpiexec.hydra: canopy stack waits until the proxy's ranks
+// are all up, walks them, and leaves the job running.
+TEST_F(StackCli, TheLaunchFormWaitsForAnMpichJobsRanks) {
+  if (kMpiexecHydra.empty()) {
+    GTEST_SKIP() << "mpiexec.hydra is not installed (Debian's mpich; scripts/setup.sh installs it)";
+  }
+  ASSERT_FALSE(kHangMpich.empty()) << "mpicc.mpich is not installed (libmpich-dev): run scripts/setup.sh";
+  auto out = run_canopy({"stack", "--mpirun-cmd", kMpiexecHydra + " -n 4 " + kHangMpich + " 120", "--after", "1000",
+                         "--proctable-timeout", "30000"});
+  const auto at = out.err.find("started the job: mpiexec.hydra pid ");
+  ASSERT_NE(at, std::string::npos) << out.err;
+  KillGroupAtEnd end_job{std::stoi(out.err.substr(at + 35))};  // canopy stack started it in a group of its own
+  ASSERT_EQ(exit_code(out), 0) << out.err;
+  EXPECT_NE(out.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\u2190 compute \u2190 solve \u2190 main\n"), std::string::npos) << out.out;
+  const auto ranks = hydra_ranks_of_job();
+  EXPECT_EQ(ranks.size(), 4u);
+  expect_running_untraced(ranks);
 }
 
 }  // namespace
