@@ -6,6 +6,7 @@
 #pragma once
 
 #include <capnp/message.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstddef>
@@ -21,6 +22,14 @@ namespace canopy::transport {
 // The longest a link hands its peer's messages to the handler at a stretch before
 // the loop does its other work (TcpLink::take_messages).
 inline constexpr std::chrono::milliseconds kReadTurn{10};
+
+// The clock a turn is measured by: the kernel's coarse clock, read without the
+// hardware counter (a few nanoseconds a message), exact to a tick (1-4 ms).
+inline std::chrono::nanoseconds turn_clock() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
 
 class Link {
  public:

@@ -541,13 +541,13 @@ void StripedLink::on_acknowledgement(std::uint64_t lirs, std::uint64_t lids, std
 // and frames that arrive meanwhile join them there.
 bool StripedLink::deliver_frames() {
   if (delivering_later_) return true;
-  const auto turn_ends = std::chrono::steady_clock::now() + kReadTurn;
+  const auto turn_ends = turn_clock() + kReadTurn;
   bool turn_over = false;
   auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
     ++stats_.messages_received;
     if (on_message_) on_message_(message);
     if (!open_) return false;  // the handler closed us
-    turn_over = std::chrono::steady_clock::now() >= turn_ends;
+    turn_over = turn_clock() >= turn_ends;
     return !turn_over;
   });
   if (outcome.status == ReadOutcome::Status::failed) finish(std::move(outcome.error), true);

@@ -46,12 +46,12 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
 // links between two messages, so that heartbeats still go out and a busy node is not
 // taken for a hung one (docs/fault-tolerance.md, "Slow filters").
 void TcpLink::take_messages() {
-  const auto turn_ends = std::chrono::steady_clock::now() + kReadTurn;
+  const auto turn_ends = turn_clock() + kReadTurn;
   bool turn_over = false;
   auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
     on_message_(message);
     if (!open_) return false;  // the handler closed us
-    turn_over = std::chrono::steady_clock::now() >= turn_ends;
+    turn_over = turn_clock() >= turn_ends;
     return !turn_over;
   });
   switch (outcome.status) {
