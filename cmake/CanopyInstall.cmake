@@ -334,3 +334,28 @@ foreach(pc mrnet mrnet-lightweight)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/canopy-mrnet.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${pc_file}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endforeach()
+
+# Debug information, split off (docs/packaging.md, "Debug information"). The build
+# keeps line tables (-g1) for backtraces and profiles, and a tool linked against the
+# installed static libraries would carry all of them: 80 MB for 2 MB of code. So the
+# installed programs and libraries carry none. Programs and shared libraries keep a
+# GNU debuglink to their debug information, installed beside them in .debug/, where
+# gdb and perf find it; the static libraries as built go to <libdir>/debug/, for a
+# tool that wants their line tables in its own binary (link with -L<prefix>/lib/debug
+# first). CANOPY_INSTALL_DEBUG_INFO=keep installs everything as built.
+set(CANOPY_INSTALL_DEBUG_INFO split CACHE STRING
+  "split: install programs and libraries without debug information, kept apart; keep: install them as built")
+set_property(CACHE CANOPY_INSTALL_DEBUG_INFO PROPERTY STRINGS split keep)
+if(CANOPY_INSTALL_DEBUG_INFO STREQUAL "split")
+  if(NOT CMAKE_OBJCOPY)
+    message(FATAL_ERROR "CANOPY_INSTALL_DEBUG_INFO=split needs objcopy (binutils); or set it to keep")
+  endif()
+  install(CODE "
+    set(canopy_split_objcopy \"${CMAKE_OBJCOPY}\")
+    set(canopy_split_dirs \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\"
+                          \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
+    set(canopy_split_archive_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/debug\")")
+  install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/CanopySplitDebug.cmake)
+elseif(NOT CANOPY_INSTALL_DEBUG_INFO STREQUAL "keep")
+  message(FATAL_ERROR "CANOPY_INSTALL_DEBUG_INFO is split or keep, not '${CANOPY_INSTALL_DEBUG_INFO}'")
+endif()

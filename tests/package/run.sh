@@ -70,6 +70,28 @@ step "install $build into $prefix" cmake --install "$build" --prefix "$prefix"
 step "the installed package names no path of the source or build tree" \
   bash -c '! grep -rnF -e "$1" -e "$2" "$3"' _ "$source_dir" "$build" "$prefix/lib/cmake/Canopy"
 
+# Lean by default (CANOPY_INSTALL_DEBUG_INFO=split; docs/packaging.md, "Debug
+# information"): no installed program or library carries debug sections; each
+# program's are in .debug/ beside it, named by its debuglink and found from there
+# (an address of main resolves to its source line); the static libraries as built are
+# under lib/debug/. Skipped for a build configured with =keep.
+if grep -q '^CANOPY_INSTALL_DEBUG_INFO:STRING=split' "$build/CMakeCache.txt"; then
+  step "installed without debug information, kept apart" bash -c '
+    prefix=$1
+    for file in "$prefix"/bin/canopy "$prefix"/bin/canopy-commnode "$prefix"/lib/libcanopy_frontend.a \
+                "$prefix"/lib/libcanopy_mrnet.so; do
+      if readelf -S -W "$file" | grep -q "\.debug_"; then echo "$file carries debug sections"; exit 1; fi
+    done
+    [ -f "$prefix/lib/debug/libcanopy_frontend.a" ] || { echo "no lib/debug/libcanopy_frontend.a"; exit 1; }
+    readelf -S -W "$prefix/lib/debug/libcanopy_frontend.a" | grep -q "\.debug_line" ||
+      { echo "lib/debug/libcanopy_frontend.a has no line tables"; exit 1; }
+    [ "$(readelf --string-dump=.gnu_debuglink "$prefix/bin/canopy" | grep -o "canopy\.debug")" = canopy.debug ] ||
+      { echo "bin/canopy names no canopy.debug"; exit 1; }
+    main=$(readelf -s -W "$prefix/bin/.debug/canopy.debug" | awk "\$8 == \"main\" { print \$2; exit }")
+    line=$(eu-addr2line -e "$prefix/bin/canopy" "0x$main")
+    case $line in *tools/canopy.cpp:*) ;; *) echo "main of bin/canopy resolves to \"$line\""; exit 1 ;; esac' _ "$prefix"
+fi
+
 # The manual, written from canopy's help, has every command; the docs come along.
 step "man page and docs installed" bash -c '
   for command in run status stack topgen; do
