@@ -287,7 +287,17 @@ TEST_F(Dashboard, ChromiumShowsTheTreeAsItHeals) {
 // its 16 orphans under their adopters; Chromium's screenshot of it is a picture of
 // that tree (the drawing's colours, in quantity), not a blank or a list. The report
 // written when the run is stopped holds the same tree.
+// Not under AddressSanitizer: 273 instrumented processes beside another test did not
+// start within a minute on two shared cores (scripts/test.sh, 2026-11-29: a commnode
+// killed at its start-up time-out). The drawing's code runs under the sanitizers in
+// the other tests of this file, at b:2^2; this one is about the picture at scale.
 TEST_F(Dashboard, DrawsTheHealedTreeAtB16x2AndTheScreenshotShowsIt) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "273 processes under AddressSanitizer do not start in time on a small machine; the normal build "
+                  "runs this test";
+#endif
+#endif
   const std::string browser = chromium();
   if (browser.empty()) GTEST_SKIP() << "no chromium (scripts/setup.sh installs it)";
   constexpr std::uint32_t C2 = 1000002;  // back-ends 16-31
