@@ -15,6 +15,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "mrnet/assignment.h"
 #include "mrnet/attach_place.h"
 #include "mrnet/backend_args.h"
 #include "mrnet/conventions.h"
@@ -67,58 +68,6 @@ std::optional<canopy::SyncMode> sync_mode(int id) {
   if (id == SFILTER_DONTWAIT) return canopy::SyncMode::dont_wait;
   if (id == SFILTER_TIMEOUT) return canopy::SyncMode::time_out;
   return std::nullopt;
-}
-
-// MRNet's per-node filter assignment (the grammar of MRNet's Stream.C): statements
-// "ID => TARGET;", TARGET a node's rank or '*' for every node not named; the first
-// statement naming a node gives its filter. Canopy also takes several ranks in one
-// statement (separated by commas or spaces) and a last statement without ';'.
-struct Assignment {
-  std::optional<int> others;   // '*'
-  std::map<Rank, int> nodes;
-  // The one filter it gives every node, `fallback` if it gives none, nothing if it
-  // gives different ones.
-  std::optional<int> uniform(int fallback) const {
-    std::optional<int> one = others;
-    for (const auto& [rank, id] : nodes) {
-      if (one && *one != id) return std::nullopt;
-      one = id;
-    }
-    return one.value_or(fallback);
-  }
-};
-
-std::optional<Assignment> parse_assignment(const std::string& text) {
-  Assignment out;
-  std::istringstream in(text);
-  std::string statement;
-  while (std::getline(in, statement, ';')) {
-    if (statement.find_first_not_of(" \t\n") == std::string::npos) continue;
-    const auto arrow = statement.find("=>");
-    if (arrow == std::string::npos) return std::nullopt;
-    char* end = nullptr;
-    const long id = std::strtol(statement.c_str(), &end, 10);
-    if (end == statement.c_str() || statement.find_first_not_of(" \t\n", end - statement.c_str()) != arrow) {
-      return std::nullopt;
-    }
-    std::string targets = statement.substr(arrow + 2);
-    std::replace(targets.begin(), targets.end(), ',', ' ');
-    std::istringstream each(targets);
-    std::string target;
-    bool any = false;
-    while (each >> target) {
-      any = true;
-      if (target == "*") {
-        if (!out.others) out.others = static_cast<int>(id);
-        continue;
-      }
-      const unsigned long rank = std::strtoul(target.c_str(), &end, 10);
-      if (*end || target.find('-') != std::string::npos) return std::nullopt;
-      out.nodes.emplace(static_cast<Rank>(rank), static_cast<int>(id));  // the first naming it stands
-    }
-    if (!any) return std::nullopt;
-  }
-  return out;
 }
 
 // An attribute's whole text as a number from 1 up, or nothing.
@@ -834,9 +783,9 @@ Stream* Network::Impl::new_stream(Communicator* communicator, int upstream, int 
 Stream* Network::new_Stream(Communicator* communicator, std::string upstream, std::string sync,
                             std::string downstream) {
   auto& impl = *impl_;
-  auto up = parse_assignment(upstream);
-  auto sy = parse_assignment(sync);
-  auto down = parse_assignment(downstream);
+  auto up = layer::parse_assignment(upstream);
+  auto sy = layer::parse_assignment(sync);
+  auto down = layer::parse_assignment(downstream);
   for (const auto& [parsed, text] : {std::pair{&up, &upstream}, {&sy, &sync}, {&down, &downstream}}) {
     if (!*parsed) {
       impl.fail(ERR_INTERNAL, "new_Stream: cannot read the filter assignment \"" + *text +
