@@ -39,7 +39,8 @@ std::optional<long> mpi_rank() {
 // recorded, and on disk, before it is sent, so that if this process is killed its
 // file still holds everything it sent. A write that fails (a full disk) is said once,
 // with the file and the reason, and ends the recording, and with it the integers
-// this back-end sends: an integer that is not recorded is not sent.
+// this back-end sends: an integer that is not recorded is not sent (its packets go
+// on, empty, to keep the stream's waves in step).
 class Record {
  public:
   Record(canopy::Rank rank, const std::string& dir) : rank_(rank) {
@@ -106,8 +107,13 @@ bool run_union(canopy::Backend& be, canopy::StreamId stream, const canopy::Packe
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(duration_ms);
   auto next = std::chrono::steady_clock::now();
   for (std::int32_t tick = 0; next < end; ++tick) {
-    std::int32_t x = value(random);
-    if (record.write(x) && !be.send(stream, canopy::Packet{0, {std::vector<std::int32_t>{x}}})) return false;
+    // A packet every tick, with no integer once the record has failed: the union
+    // stream waits for all, so its wave n closes once every back-end has sent its
+    // n-th packet. A back-end that sent fewer would hold up the others' last waves,
+    // and their end markers, for ever.
+    std::vector<std::int32_t> xs;
+    if (const std::int32_t x = value(random); record.write(x)) xs.push_back(x);
+    if (!be.send(stream, canopy::Packet{0, {std::move(xs)}})) return false;
     if (sum_stream && !be.send(*sum_stream, canopy::Packet{tick, {canopy::demo::demo_value(tick, be.rank())}})) {
       return false;
     }
