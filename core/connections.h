@@ -50,6 +50,9 @@ class Connections {
                       const transport::StripedOptions& striped, Listener::OnLink on_link) {
     return listener_.open(addresses, port, striped, std::move(on_link));
   }
+  Result<void> listen(transport::Fabric& fabric, std::uint16_t port, Listener::OnLink on_link) {
+    return listener_.open(fabric, port, std::move(on_link));
+  }
   std::uint16_t port() const { return listener_.port(); }
   void stop_listening() { listener_.close(); }
 

@@ -39,7 +39,7 @@ void Dial::cancel() {
 bool Dial::under_way() const { return state_ && !state_->over; }
 
 Result<Dial> dial(asio::io_context& io, const Topology& topology, Rank from, Rank to, const Secret& secret, bool plain,
-                  DialDone done) {
+                  DialDone done, transport::Fabric* fabric) {
   const canopy::TopologyNode* me = topology.find(from);
   const canopy::TopologyNode* n = topology.find(to);
   if (!me || !n) return Error{"rank " + std::to_string(to) + " is not in the topology"};
@@ -48,6 +48,18 @@ Result<Dial> dial(asio::io_context& io, const Topology& topology, Rank from, Ran
   d.state_ = std::make_shared<Dial::State>();
   d.state_->done = std::move(done);
   std::weak_ptr<Dial::State> weak = d.state_;
+  if (fabric) {
+    // Done on the loop, as a connection's end is: never inside the caller.
+    asio::post(io, [weak, connected = fabric->connect(io, n->port)]() mutable {
+      auto state = weak.lock();
+      if (!state || state->over) {
+        if (connected.link) connected.link->abort("connection abandoned");
+        return;
+      }
+      state->finish({std::move(connected.link), std::move(connected.error), connected.refused});
+    });
+    return d;
+  }
   if (!plain && topology.link_between(*me, *n) == LinkKind::striped) {
     auto options = striped_options(topology.links());
     options.path_mac = path_mac(secret);

@@ -17,6 +17,7 @@
 #include "canopy/result.h"
 #include "canopy/topology.h"
 #include "core/auth.h"
+#include "transport/fabric.h"
 #include "transport/link.h"
 
 namespace canopy::core {
@@ -49,7 +50,8 @@ class Dial {
   struct State;  // dial.cpp's
 
  private:
-  friend Result<Dial> dial(boost::asio::io_context&, const Topology&, Rank, Rank, const Secret&, bool, DialDone);
+  friend Result<Dial> dial(boost::asio::io_context&, const Topology&, Rank, Rank, const Secret&, bool, DialDone,
+                           transport::Fabric*);
   std::shared_ptr<State> state_;
 };
 
@@ -57,8 +59,9 @@ class Dial {
 // `plain`: one TCP connection even where the topology stripes the link (a probe).
 // An error at once when `to` cannot be reached at all (not in the topology, no port
 // published yet, a host name that does not resolve); else `done` runs once, on `io`'s
-// thread, unless the dial is abandoned first.
+// thread, unless the dial is abandoned first. With a `fabric` (canopy-sim), its link
+// to the rank's port, whatever the hosts.
 Result<Dial> dial(boost::asio::io_context& io, const Topology& topology, Rank from, Rank to, const Secret& secret,
-                  bool plain, DialDone done);
+                  bool plain, DialDone done, transport::Fabric* fabric = nullptr);
 
 }  // namespace canopy::core

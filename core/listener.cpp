@@ -159,7 +159,16 @@ void Listener::accept_next(std::size_t index) {
   });
 }
 
+Result<void> Listener::open(transport::Fabric& fabric, std::uint16_t port, OnLink on_link) {
+  auto opened = fabric.listen(io_, port, std::move(on_link));
+  if (!opened) return Error{opened.error()};
+  fabric_ = &fabric;
+  port_ = *opened;
+  return {};
+}
+
 void Listener::close() {
+  if (fabric_ && !closed_) fabric_->stop_listening(port_);
   closed_ = true;
   for (auto& retry : retries_) retry->cancel();
   for (auto& acceptor : acceptors_) {

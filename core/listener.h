@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "canopy/result.h"
+#include "transport/fabric.h"
 #include "transport/link.h"
 #include "transport/striped_link.h"
 
@@ -52,6 +53,9 @@ class Listener {
   // included). The error names the address and the reason.
   Result<void> open(const std::vector<std::string>& addresses, std::uint16_t port,
                     const transport::StripedOptions& striped, OnLink on_link);
+  // The same over a fabric (canopy-sim): the fabric's links, on `port` (0: one it
+  // picks).
+  Result<void> open(transport::Fabric& fabric, std::uint16_t port, OnLink on_link);
   std::uint16_t port() const { return port_; }
   // Stops accepting. Idempotent.
   void close();
@@ -65,6 +69,7 @@ class Listener {
   std::unique_ptr<transport::StripedAcceptor> striped_;
   std::uint16_t port_ = 0;
   bool closed_ = false;
+  transport::Fabric* fabric_ = nullptr;  // listening on it, not on sockets
   // After a failed accept (out of descriptors): the next try waits this long, on
   // the acceptor's own timer.
   static constexpr std::chrono::milliseconds kAcceptRetry{50};

@@ -54,10 +54,11 @@ const char* to_string(Phase phase) {
   return "?";
 }
 
-Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer)
+Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer, transport::Fabric* fabric)
     : io_(io),
       id_(identity),
       observer_(observer),
+      fabric_(fabric),
       connections_(io, *this),
       healing_(io, id_, children_, *this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
 
@@ -149,7 +150,11 @@ Result<void> Node::start_as_root(Topology topology, LaunchPlan plan) {
 
 Result<void> Node::start_as_child(const ParentLink& parent) {
   std::string where = parent.address + ":" + std::to_string(parent.port);
-  if (parent.paths.empty()) {
+  if (fabric_) {
+    auto connected = fabric_->connect(io_, parent.port);
+    if (!connected.link) return Error{"cannot connect to parent at " + where + ": " + connected.error};
+    parent_ = std::move(connected.link);
+  } else if (parent.paths.empty()) {
     boost::system::error_code ec;
     auto socket = transport::connect_tcp(io_, parent.address, parent.port, ec);
     if (ec) return Error{"cannot connect to parent at " + where + ": " + ec.message()};
@@ -176,7 +181,7 @@ void Node::publish(Event event) {
 
 Result<Dial> Node::dial(Rank rank, bool plain, DialDone done) {
   if (!topology_) return Error{"the tree is not known yet"};
-  return core::dial(io_, *topology_, id_.rank, rank, id_.secret, plain, std::move(done));
+  return core::dial(io_, *topology_, id_.rank, rank, id_.secret, plain, std::move(done), fabric_);
 }
 
 bool Node::links_idle() const {

@@ -43,6 +43,7 @@
 #include "core/service_table.h"
 #include "core/tree_news.h"
 #include "core/up_handshakes.h"
+#include "transport/fabric.h"
 #include "transport/link.h"
 #include "transport/refusal_log.h"
 
@@ -81,8 +82,11 @@ class Node final : public ServiceContext {
     if (is_root()) set_upstream_full(full);
   }
 
-  // `observer` is borrowed, may be null, and must outlive the node.
-  Node(asio::io_context& io, NodeIdentity identity, Observer* observer = nullptr);
+  // `observer` is borrowed, may be null, and must outlive the node. So is `fabric`:
+  // given (canopy-sim), the node listens and connects over it, not over sockets
+  // (transport/fabric.h).
+  Node(asio::io_context& io, NodeIdentity identity, Observer* observer = nullptr,
+       transport::Fabric* fabric = nullptr);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -279,6 +283,7 @@ class Node final : public ServiceContext {
   asio::io_context& io_;
   NodeIdentity id_;
   Observer* observer_;
+  transport::Fabric* fabric_;  // null: sockets
   ServiceTable services_;
   PhaseData phase_;
 

@@ -24,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 // Listens on every NIC address of this node's host, all on one port.
 Result<void> Node::listen() {
   const auto& me = topology_->at(id_.rank);
+  if (fabric_) {
+    auto opened = connections_.listen(*fabric_, me.port, [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
+    if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
+    return {};
+  }
   auto options = striped_options(topology_->links());
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
   options.max_pending = max_pending();

@@ -5,8 +5,8 @@
 namespace canopy::services {
 
 Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filters::FilterRegistry& filters,
-                 const Observers& observers, Launcher* launcher)
-    : node(io, identity, observers.node),
+                 const Observers& observers, Launcher* launcher, transport::Fabric* fabric)
+    : node(io, identity, observers.node, fabric),
       launch(node, launcher ? *launcher : processes, observers.launch),
       detection(node, observers.detection),
       streams(node, filters, observers.streams),

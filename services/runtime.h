@@ -38,10 +38,11 @@ struct Observers {
 
 class Runtime {
  public:
-  // `filters`, the observers and `launcher` are borrowed and must outlive the
-  // runtime; without a launcher, children are started as processes.
+  // `filters`, the observers, `launcher` and `fabric` are borrowed and must outlive
+  // the runtime; without a launcher, children are started as processes; without a
+  // fabric, links are sockets (transport/fabric.h).
   Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filters::FilterRegistry& filters,
-          const Observers& observers, Launcher* launcher = nullptr);
+          const Observers& observers, Launcher* launcher = nullptr, transport::Fabric* fabric = nullptr);
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
