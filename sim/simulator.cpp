@@ -264,8 +264,8 @@ void MemoryLink::take_messages() {
 
 void MemoryLink::arrive_eof() {
   if (!open_) return;
-  peer_process_ = kNoProcess;  // nothing goes back: the peer's end is closed
-  eof_sent_ = eof_sent_ || closing_;
+  // Ours goes back (fail() closes our end): a peer that closed first completes its
+  // close on it.
   fail(closing_ ? close_reason_ : "connection closed by peer");
 }
 

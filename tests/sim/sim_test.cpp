@@ -1,0 +1,136 @@
+// canopy-sim's ground (docs/simulation.md): links of memory that keep a socket's
+// order and end of file, on virtual time with latency and CPU cost; then the program
+// on a small tree.
+#include <sys/wait.h>
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "sim/simulator.h"
+
+namespace canopy::sim {
+namespace {
+
+using std::chrono::microseconds;
+
+void send_text(transport::Link& link, const std::string& text) {
+  capnp::MallocMessageBuilder message;
+  message.getRoot<capnp::AnyPointer>().setAs<capnp::Text>(text);
+  link.send(message);
+}
+
+struct Heard {
+  std::vector<std::pair<std::string, microseconds>> messages;
+  std::string closed;
+};
+
+void listen_to(Simulator& sim, transport::Link& link, Heard& heard) {
+  link.start(
+      [&](capnp::MessageReader& m) {
+        heard.messages.emplace_back(m.getRoot<capnp::AnyPointer>().getAs<capnp::Text>(), sim.now());
+      },
+      [&](std::string_view why) { heard.closed = why; });
+}
+
+TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFile) {
+  Simulator sim({.latency = microseconds(100), .cpu = microseconds(10)});
+  boost::asio::io_context a_io{1}, b_io{1};
+  const ProcessId a = sim.add(a_io, "a");
+  const ProcessId b = sim.add(b_io, "b");
+  std::shared_ptr<transport::Link> accepted;
+  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  ASSERT_TRUE(port) << port.error();
+  auto connected = sim.fabric(a).connect(a_io, *port);
+  ASSERT_TRUE(connected.link) << connected.error;
+  Heard at_b, at_a;
+  listen_to(sim, *connected.link, at_a);
+  for (const char* text : {"one", "two", "three"}) send_text(*connected.link, text);
+  connected.link->detach();  // a crash: the peer reads an end of file after the frames
+  ASSERT_TRUE(sim.run_until([&] { return accepted != nullptr; }, std::chrono::seconds(1)));
+  EXPECT_EQ(sim.now(), microseconds(100));  // the connection's own latency
+  listen_to(sim, *accepted, at_b);
+  ASSERT_TRUE(sim.run_until([&] { return !at_b.closed.empty(); }, std::chrono::seconds(1)));
+  ASSERT_EQ(at_b.messages.size(), 3u);
+  EXPECT_EQ(at_b.messages[0].first, "one");
+  EXPECT_EQ(at_b.messages[2].first, "three");
+  // Sent at 0: each arrives at 100 µs, and b handles them one after another, 10 µs
+  // each, after the connection itself (which costs no CPU).
+  EXPECT_EQ(at_b.messages[0].second, microseconds(110));
+  EXPECT_EQ(at_b.messages[1].second, microseconds(120));
+  EXPECT_EQ(at_b.messages[2].second, microseconds(130));
+  EXPECT_EQ(at_b.closed, "connection closed by peer");
+  EXPECT_TRUE(at_a.messages.empty());
+  EXPECT_TRUE(at_a.closed.empty()) << "a detached link calls no handler";
+  // A frame of a 3-letter text: the 8-byte length, the segment table, the pointer and
+  // the text, as TCP would carry it.
+  EXPECT_EQ(sim.traffic(a).messages_sent, 3u);
+  EXPECT_EQ(sim.traffic(b).messages_received, 3u);
+  EXPECT_EQ(sim.traffic(a).bytes_sent, sim.traffic(b).bytes_received);
+  EXPECT_EQ(sim.traffic(a).bytes_sent, 3u * 32u);
+}
+
+TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused) {
+  Simulator sim({.latency = microseconds(50)});
+  boost::asio::io_context a_io{1}, b_io{1};
+  const ProcessId a = sim.add(a_io, "a");
+  const ProcessId b = sim.add(b_io, "b");
+  auto refused = sim.fabric(a).connect(a_io, 4242);
+  EXPECT_FALSE(refused.link);
+  EXPECT_TRUE(refused.refused);
+  std::shared_ptr<transport::Link> accepted;
+  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  ASSERT_TRUE(port);
+  auto connected = sim.fabric(a).connect(a_io, *port);
+  Heard at_a, at_b;
+  listen_to(sim, *connected.link, at_a);
+  ASSERT_TRUE(sim.run_until([&] { return accepted != nullptr; }, std::chrono::seconds(1)));
+  listen_to(sim, *accepted, at_b);
+  send_text(*connected.link, "last");
+  connected.link->close("done");
+  // b reads the frame, then a's end of file, and closes its end (as a node does): a's
+  // close completes with its own reason once that end of file is back.
+  ASSERT_TRUE(sim.run_until([&] { return !at_a.closed.empty(); }, std::chrono::seconds(1)));
+  ASSERT_EQ(at_b.messages.size(), 1u);
+  EXPECT_EQ(at_b.closed, "connection closed by peer");
+  EXPECT_EQ(at_a.closed, "done");
+  EXPECT_EQ(sim.now(), microseconds(150));  // connect 50, end of file 50, and back 50
+  sim.fabric(b).stop_listening(*port);
+  EXPECT_TRUE(sim.fabric(a).connect(a_io, *port).refused);
+}
+
+std::pair<std::string, int> run(const std::string& arguments) {
+  std::string out;
+  FILE* p = popen((std::string(CANOPY_SIM) + " " + arguments + " 2>&1").c_str(), "r");
+  if (!p) return {"popen failed", -1};
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// The program runs the real node core and services: a b:4^2 tree (21 processes)
+// launches, loses two back-ends and a commnode, and its last wave is the exact sum of
+// the 14 back-ends left.
+TEST(CanopySim, ASmallTreeLaunchesHealsAndGetsItsLastWaveRight) {
+  const auto [out, code] = run("--tree b:4^2 --kill-backends 2 --kill-commnodes 1 --latency-us 100 --cpu-us 10");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out.rfind("{\"processes\":21,\"backends\":16,\"launch\":{\"bytes\":", 0), 0u) << out;
+  EXPECT_NE(out.find("\"backend_failure\":{\"count\":2,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"commnode_failure\":{\"count\":1,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"last_wave_ok\":true"), std::string::npos) << out;
+  // Virtual time passed: a view change takes at least two hops of 100 µs.
+  EXPECT_EQ(out.find("\"ts_virtual_ms\":0.000"), std::string::npos) << out;
+}
+
+TEST(CanopySim, ABadTreeIsRefusedWithTheReason) {
+  const auto [out, code] = run("--tree b:0^2");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("canopy-sim: --tree b:0^2: "), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace canopy::sim
