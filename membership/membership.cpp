@@ -57,6 +57,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
     rejoined_.erase(lost->child);
+    child_view_.erase(lost->child);
     cut_.erase(lost->child);
     if (awaiting_.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
@@ -64,7 +65,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     }
   } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
     cut_.erase(adopted->child);
-    pass_down(adopted->child);  // the orphan may have missed views while it was cut off
+    pass_down(adopted->child);  // offered: the orphan may have missed views while it was cut off
   } else if (auto* adopted = std::get_if<Adopted>(&event)) {
     // Adopted by the root: a front-end re-attached to this node, which held the tree
     // while it had none. The view goes to it first (it starts without one).
@@ -75,6 +76,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     }
     // A report sent just before the old parent died may have died with it.
     if (!unacked_.empty()) send_reports();
+    requested_ = false;  // a request to the old parent, if any, died with it: the new one offers its view
   } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
     if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
   } else if (std::holds_alternative<Stopping>(event)) {
@@ -143,6 +145,7 @@ void MembershipService::initialise() {
   // A front-end that re-attached gets the view from the heir that held it.
   if (!node_.plan().attach && !node_.plan().reattached) view_.members = node_.topology()->backends();
   std::sort(view_.members.begin(), view_.members.end());
+  digest_ = digest_of(view_, epochs_);
   reported_ = view_;
 }
 
@@ -393,35 +396,133 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
       auto [next, epochs] = read_view(change);
       view_ = std::move(next);
       epochs_ = std::move(epochs);
+      digest_ = digest_of(view_, epochs_);
+      last_change_.reset();
       node_.set_epoch(epoch(node_.identity().rank));
       log().info("membership: rejoining at view {} with epoch {}", view_.id, epoch(node_.identity().rank));
     }
     return;
   }
-  if (change.getId() > view_.id) {
-    auto [next, epochs] = read_view(change);
-    ViewChange applied = apply(std::move(next), epochs);
-    cut_off(applied.left);
-    if (observer_) observer_->on_view(applied);
-    node_.publish(view_event(applied));
-    const Rank self = node_.identity().rank;
-    if (node_.identity().role == Role::backend &&
-        std::find(applied.left.begin(), applied.left.end(), self) != applied.left.end()) {
-      // Declared failed while alive (it hung, or its link broke): fail-stop.
-      return node_.shutdown("this back-end was declared failed and is not a member of view " +
-                            std::to_string(view_.id));
+  switch (change.getForm()) {
+    case wire::membership::ViewChange::Form::WHOLE: return on_whole_view(change);
+    case wire::membership::ViewChange::Form::CHANGE: return on_change(change);
+    case wire::membership::ViewChange::Form::OFFER:
+      // From an adopter: its view by number and digest.
+      if (change.getId() > view_.id || (change.getId() == view_.id && change.getDigest() != digest_)) {
+        return request_whole("the adopter holds view " + std::to_string(change.getId()));
+      }
+      return ack_held();
+  }
+}
+
+void MembershipService::on_whole_view(wire::membership::ViewChange::Reader change) {
+  requested_ = false;
+  if (change.getId() < view_.id) return ack_held();
+  auto [next, epochs] = read_view(change);
+  if (change.getId() == view_.id) {
+    // Asked for after a digest that differed: the parent's stands.
+    if (digest_of(next, epochs) != digest_) {
+      log().warn("membership: view {} here was not the parent's; taking the parent's", view_.id);
+      view_ = std::move(next);
+      epochs_ = std::move(epochs);
+      digest_ = digest_of(view_, epochs_);
+      last_change_.reset();
     }
+    return ack_held();
+  }
+  accept(std::move(next), epochs);
+}
+
+void MembershipService::on_change(wire::membership::ViewChange::Reader change) {
+  if (change.getId() <= view_.id) return ack_held();  // it came in a whole view already
+  if (change.getBase() != view_.id) {
+    return request_whole("a change from view " + std::to_string(change.getBase()) + " to " +
+                         std::to_string(change.getId()) + " came to view " + std::to_string(view_.id));
+  }
+  View next = view_;
+  next.id = change.getId();
+  for (Rank r : change.getLeft()) std::erase(next.members, r);
+  for (Rank r : change.getJoined()) next.members.push_back(r);
+  std::sort(next.members.begin(), next.members.end());
+  next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
+  auto epochs = epochs_;
+  for (auto m : change.getEpochChanges()) {
+    if (m.getEpoch() == 0) epochs.erase(m.getRank());
+    else epochs[m.getRank()] = m.getEpoch();
+  }
+  if (digest_of(next, epochs) != change.getDigest()) {
+    log().warn("membership: view {} made from view {} and its change is not the root's (digest); asking for it whole",
+               next.id, view_.id);
+    return request_whole("the digest of view " + std::to_string(next.id) + " differs");
+  }
+  accept(std::move(next), epochs);
+}
+
+void MembershipService::accept(View next, const std::map<Rank, std::uint32_t>& epochs) {
+  ViewChange applied = apply(std::move(next), epochs);
+  cut_off(applied.left);
+  if (observer_) observer_->on_view(applied);
+  node_.publish(view_event(applied));
+  const Rank self = node_.identity().rank;
+  if (node_.identity().role == Role::backend &&
+      std::find(applied.left.begin(), applied.left.end(), self) != applied.left.end()) {
+    // Declared failed while alive (it hung, or its link broke): fail-stop.
+    return node_.shutdown("this back-end was declared failed and is not a member of view " + std::to_string(view_.id));
   }
   pass_down();
   check_acks();
+}
+
+void MembershipService::ack_held() {
+  // Not acknowledged yet: it will be, to the parent of the moment, once the subtree
+  // has acknowledged.
+  if (node_.is_root() || !acked_ || awaiting_id_ < view_.id) return;
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_ACK);
+  message.init<wire::membership::ViewAck>().setId(view_.id);
+  node_.send_up(message);
+}
+
+void MembershipService::request_whole(const std::string& why) {
+  if (requested_ || node_.is_root()) return;
+  requested_ = true;
+  ++asked_whole_;
+  log().info("membership: asking the parent for the whole view: {}", why);
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_REQUEST);
+  message.init<wire::membership::ViewAck>().setId(view_.id);
+  node_.send_up(message);
+}
+
+std::uint64_t MembershipService::digest_of(const View& view, const std::map<Rank, std::uint32_t>& epochs) {
+  // FNV-1a over the view's number, its members and the epochs above 0, in order.
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](std::uint64_t x) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (x >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(view.id);
+  mix(view.members.size());
+  for (Rank r : view.members) mix(r);
+  for (const auto& [r, e] : epochs) mix((std::uint64_t{r} << 32) | e);
+  return h;
 }
 
 ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs) {
   ViewChange out;
   members_not_in(view_, next, out.left);
   members_not_in(next, view_, out.joined);
+  Delta change{.base = view_.id, .left = out.left, .joined = out.joined, .epochs = {}};
+  for (const auto& [rank, e] : epochs) {
+    if (epoch(rank) != e) change.epochs.emplace_back(rank, e);
+  }
+  for (const auto& [rank, e] : epochs_) {
+    if (!epochs.count(rank)) change.epochs.emplace_back(rank, 0);
+  }
+  last_change_ = std::move(change);
   view_ = std::move(next);
   epochs_ = epochs;
+  digest_ = digest_of(view_, epochs_);
   out.view = view_;
   if (node_.identity().role == Role::backend) node_.set_epoch(epoch(node_.identity().rank));
   log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),
@@ -472,24 +573,60 @@ void MembershipService::write_view(wire::membership::ViewChange::Builder v) cons
   }
 }
 
+void MembershipService::write_change(wire::membership::ViewChange::Builder v) const {
+  v.setForm(wire::membership::ViewChange::Form::CHANGE);
+  v.setId(view_.id);
+  v.setBase(last_change_->base);
+  v.setDigest(digest_);
+  auto left = v.initLeft(last_change_->left.size());
+  for (std::size_t i = 0; i < last_change_->left.size(); ++i) left.set(i, last_change_->left[i]);
+  auto joined = v.initJoined(last_change_->joined.size());
+  for (std::size_t i = 0; i < last_change_->joined.size(); ++i) joined.set(i, last_change_->joined[i]);
+  auto epochs = v.initEpochChanges(last_change_->epochs.size());
+  for (std::size_t i = 0; i < last_change_->epochs.size(); ++i) {
+    epochs[i].setRank(last_change_->epochs[i].first);
+    epochs[i].setEpoch(last_change_->epochs[i].second);
+  }
+}
+
+void MembershipService::write_offer(wire::membership::ViewChange::Builder v) const {
+  v.setForm(wire::membership::ViewChange::Form::OFFER);
+  v.setId(view_.id);
+  v.setDigest(digest_);
+}
+
+void MembershipService::send_view(std::size_t child) {
+  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+  auto v = message.init<wire::membership::ViewChange>();
+  auto held = child_view_.find(child);
+  const std::uint64_t holds = held == child_view_.end() ? 0 : held->second;
+  if (last_change_ && holds == last_change_->base) write_change(v);
+  else write_view(v);
+  child_view_[child] = view_.id;
+  node_.send_to_child(child, message);
+}
+
 void MembershipService::welcome(std::size_t child) {
   core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
   auto v = message.init<wire::membership::ViewChange>();
   write_view(v);
   v.setWelcome(true);
+  child_view_[child] = view_.id;
   node_.send_to_child(child, message);
 }
 
-// Sends this process's view to every connected child (and waits for all of them),
-// or to `only_child`, a child adopted meanwhile (waited for too if the view is not
-// yet acknowledged).
+// Sends this process's view to every connected child (and waits for all of them):
+// the change to those that held the view before, the whole view to the others. Or
+// offers it to `only_child`, a child adopted meanwhile, which asks for it whole only
+// if it holds an older one (waited for too if the view is not yet acknowledged).
 void MembershipService::pass_down(std::optional<std::size_t> only_child) {
-  core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
-  write_view(message.init<wire::membership::ViewChange>());
   auto& children = node_.children();
   auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open() && !cut_.count(c); };
   if (only_child) {
     if (!connected(*only_child)) return;
+    core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+    write_offer(message.init<wire::membership::ViewChange>());
+    child_view_[*only_child] = view_.id;
     node_.send_to_child(*only_child, message);
     const bool waiting = node_.is_root() ? change_.has_value() : !acked_;
     if (waiting && awaiting_id_ == view_.id) awaiting_.insert(*only_child);
@@ -500,7 +637,7 @@ void MembershipService::pass_down(std::optional<std::size_t> only_child) {
   acked_ = node_.is_root();
   for (std::size_t c = 0; c < children.size(); ++c) {
     if (!connected(c)) continue;
-    node_.send_to_child(c, message);
+    send_view(c);
     awaiting_.insert(c);
   }
 }
@@ -630,6 +767,16 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
     case Kind::VIEW_ACK:
       if (from.kind != core::Peer::Kind::child) break;
       return on_view_ack(from.child, body.getAs<wire::membership::ViewAck>().getId());
+    case Kind::VIEW_REQUEST: {
+      // A child that missed a change: the whole view, which it acknowledges as it
+      // would the change (it is still awaited if it was).
+      if (from.kind != core::Peer::Kind::child) break;
+      core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
+      write_view(message.init<wire::membership::ViewChange>());
+      child_view_[from.child] = view_.id;
+      node_.send_to_child(from.child, message);
+      return;
+    }
   }
   log().warn("membership: ignoring a message of kind {} from {}", kind, node_.describe(from.sender));
 }

@@ -8,11 +8,14 @@
 //     (FAILURE_DET_ACK); a back-end that connects after the first view (attach mode)
 //     is reported the same way (NEW_NODE, JOIN_DET_ACK);
 //   - the root assigns the next view, bumps the epoch of every member that left, and
-//     sends the whole view down (FAILED_NODE / NEW_NODE_JOIN); each process applies
-//     it, tells its observer, passes it to its children and acknowledges up once all
-//     of them have (FAILURE_ACK); the view is stable when the root has every
-//     acknowledgement. Reports that arrive while a view is not yet stable are batched
-//     into the next one.
+//     sends the change down (FAILED_NODE / NEW_NODE_JOIN): who left and joined, the
+//     epochs that changed, and a digest of the view after it. Each process applies
+//     it to the view it holds, checks the digest, tells its observer, passes the
+//     change on to its children and acknowledges up once all of them have
+//     (FAILURE_ACK); the view is stable when the root has every acknowledgement.
+//     A process that missed a change (cut off while it was an orphan) or finds
+//     another digest asks its parent for the whole view. Reports that arrive while
+//     a view is not yet stable are batched into the next one.
 //   - epochs: a back-end's hellos carry its epoch; an orphan back-end asking for
 //     adoption with an epoch below the one the tree knows (it was declared failed,
 //     e.g. it hung and woke up) is refused and told to stop, and a back-end that
@@ -95,6 +98,9 @@ class MembershipService final : public core::Service {
   // Root: the same, counted wherever in the tree it happened, by the back-end rank
   // concerned (each process reports its drops up).
   const std::map<Rank, std::uint64_t>& stale_dropped_in_tree() const { return stale_in_tree_; }
+  // How many times this process asked its parent for the whole view (it missed a
+  // change); for tests and diagnostics.
+  std::uint64_t asked_whole() const { return asked_whole_; }
   // Root: a view not yet acknowledged by every process.
   bool changing() const { return change_.has_value(); }
 
@@ -114,6 +120,13 @@ class MembershipService final : public core::Service {
     std::string reason;
     bool end_to_end = false;  // a failure confirmed by this member's gossip detector
     std::chrono::milliseconds silent{0};
+  };
+  // The last view this process applied, as the change from the view before it: what
+  // goes down to the children that held that one.
+  struct Delta {
+    std::uint64_t base = 0;
+    std::vector<Rank> left, joined;
+    std::vector<std::pair<Rank, std::uint32_t>> epochs;  // changed, with the new epoch
   };
   // Root: the view being stabilised.
   struct Change {
@@ -139,6 +152,21 @@ class MembershipService final : public core::Service {
   void inherit_view(wire::membership::ViewChange::Reader change);
   // Every process.
   void on_view_change(wire::membership::ViewChange::Reader change);
+  void on_whole_view(wire::membership::ViewChange::Reader change);
+  void on_change(wire::membership::ViewChange::Reader change);
+  // Applies a newer view, tells the observer, passes it down.
+  void accept(View next, const std::map<Rank, std::uint32_t>& epochs);
+  // This process holds the view it was sent, or a newer one: acknowledged up at once
+  // if its subtree holds it too (else when the subtree's acknowledgements come).
+  void ack_held();
+  // Asks the parent for the whole view (once until it comes, or a new parent).
+  void request_whole(const std::string& why);
+  // Of a view and its epochs: what a change's receiver checks it reached.
+  static std::uint64_t digest_of(const View& view, const std::map<Rank, std::uint32_t>& epochs);
+  void write_change(wire::membership::ViewChange::Builder v) const;
+  void write_offer(wire::membership::ViewChange::Builder v) const;
+  // The view to `child`: the change, if it held the view before; else the whole.
+  void send_view(std::size_t child);
   static std::pair<View, std::map<Rank, std::uint32_t>> read_view(wire::membership::ViewChange::Reader change);
   void write_view(wire::membership::ViewChange::Builder v) const;
   void welcome(std::size_t child);
@@ -158,6 +186,12 @@ class MembershipService final : public core::Service {
   bool started_ = false;
   View view_;
   std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
+  std::uint64_t digest_ = 0;              // digest_of(view_, epochs_)
+  std::optional<Delta> last_change_;      // to view_ from the one before
+  // The view each child was sent (a launch child holds view 0 without a message).
+  std::map<std::size_t, std::uint64_t> child_view_;
+  bool requested_ = false;  // asked the parent for the whole view; not answered yet
+  std::uint64_t asked_whole_ = 0;
   std::uint64_t stale_dropped_ = 0;
   // Children that rejoined under the rank of a lost back-end, on their new link: what
   // they send before they applied the welcome (their new epoch) is theirs.

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 9;
+const protocolVersion :UInt32 = 10;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -31,6 +31,8 @@ const protocolVersion :UInt32 = 9;
 #    (Topology.serviceOptions), which the service encodes itself; the gossip
 #    fields of FaultTolerance are unused.
 # 9: healing switched on and off while the tree runs (requests.capnp, SetHealing).
+# 10: a membership view travels as the change from the one before it, with a digest;
+#     a process that missed one asks for the whole view (membership.capnp).
 
 enum Role {
   frontend @0;

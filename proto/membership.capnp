@@ -17,6 +17,9 @@ enum Kind {
   joinDetAck @5;                 # body: DetAck; root -> that parent
   staleDropped @6;               # body: Member; up to the root: something from a
                                  # process at a stale epoch was refused or dropped here
+  viewRequest @7;                # body: ViewAck (the view the sender holds); child ->
+                                 # parent: a change did not apply to the view the
+                                 # sender holds (it missed one), send the whole view
 }
 
 struct Member {
@@ -51,17 +54,33 @@ struct DetAck {
 }
 
 struct ViewChange {
-  # FAILED_NODE and NEW_NODE_JOIN of paper 000 in one message, carrying the whole
-  # view rather than the change: a process that missed a change (it was orphaned
-  # meanwhile) catches up, and each process finds who left and joined by comparing
-  # with the view it held.
+  # FAILED_NODE and NEW_NODE_JOIN of paper 000 in one message. Since protocol
+  # version 10 a view travels as the change from the view before it (`form` change):
+  # who left and joined, the epochs that changed, and a digest of the view after it,
+  # which a process that held `base` applies and checks. A process that does not hold
+  # `base` (it missed a change while it was cut off), or whose digest differs, asks its
+  # parent for the whole view (viewRequest). The whole view (`form` whole) goes to a
+  # process that asked, to a child whose view the sender does not know, and in a
+  # welcome; an adopted orphan is offered the adopter's view by number and digest
+  # (`form` offer) and asks for the whole view only if it holds an older one.
+  enum Form {
+    whole @0;                    # id, members, epochs
+    change @1;                   # id, base, left, joined, epochChanges, digest
+    offer @2;                    # id, digest
+  }
   id @0 :UInt64;                 # the view number; 0 is the view at launch
-  members @1 :List(UInt32);      # live back-ends, ascending
-  epochs @2 :List(Member);       # every back-end whose epoch is above 0
+  members @1 :List(UInt32);      # whole: live back-ends, ascending
+  epochs @2 :List(Member);       # whole: every back-end whose epoch is above 0
   welcome @3 :Bool;              # to a back-end that rejoined under its old rank,
                                  # from its parent, before it is a member again: the
                                  # view as it stands and the epoch it speaks at now;
                                  # applied without an event and not acknowledged
+  form @4 :Form;
+  base @5 :UInt64;               # change: the view it applies to
+  left @6 :List(UInt32);         # change: members of `base` not in `id`
+  joined @7 :List(UInt32);       # change: members of `id` not in `base`
+  epochChanges @8 :List(Member); # change: back-ends whose epoch changed, with the new one
+  digest @9 :UInt64;             # change, offer: of view `id` (membership/membership.h)
 }
 
 struct ViewAck {

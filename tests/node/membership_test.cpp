@@ -91,6 +91,34 @@ TEST(Membership, BackendsFailingTogetherAllLeaveAndEveryProcessAgrees) {
   }
 }
 
+// A view travels as the change from the view before it (protocol version 10). A
+// commnode that hangs misses one; when it is then found dead, its back-ends, adopted
+// elsewhere, are offered the adopter's view by number and digest, find they hold an
+// older one, and ask for it whole: each ends with the view every other process has,
+// one view event, and the failed member's new epoch. No process that held the view
+// before a change asks for it whole.
+TEST(Membership, OrphansThatMissedAChangeAskForTheWholeViewAndCatchUp) {
+  FaultToleranceOptions fault;
+  fault.heartbeat = 100ms;
+  fault.suspect = 300ms;
+  fault.lost = 600ms;
+  TreeHarness tree("b:2^2", fault);
+  ASSERT_TRUE(tree.launch());
+  tree.freeze(C1);  // back-ends 0 and 1 below it will miss view 1
+  tree.kill(3);
+  ASSERT_TRUE(tree.run_until([&] { return membership_of(tree, 2).view().id == 1; }, 5s));
+  EXPECT_EQ(membership_of(tree, 0).view().id, 0u);
+  tree.kill(C1);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 10s));
+  for (Rank r : survivors(tree)) {
+    EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{0, 1, 2})) << "at " << r;
+    EXPECT_EQ(membership_of(tree, r).epoch(3), 1u) << "at " << r;
+    ASSERT_EQ(tree.heard(r).views.size(), 1u) << "at " << r;
+    EXPECT_EQ(tree.heard(r).views[0].left, Ranks{3}) << "at " << r;
+    EXPECT_EQ(membership_of(tree, r).asked_whole(), r == 0 || r == 1 ? 1u : 0u) << "at " << r;
+  }
+}
+
 TEST(Membership, ACommnodeFailureIsNotAMembershipChange) {
   TreeHarness tree("b:2^2", FaultToleranceOptions{});
   ASSERT_TRUE(tree.launch());
