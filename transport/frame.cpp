@@ -1,5 +1,7 @@
 #include "transport/frame.h"
 
+#include <algorithm>
+
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
@@ -48,6 +50,10 @@ std::span<std::byte> FrameReader::prepare(std::size_t min_free) {
   auto* base = reinterpret_cast<std::byte*>(buffer_.data());
   if (begin_ == end_) {
     begin_ = end_ = 0;
+    if (buffer_.capacity() * sizeof(Word) > std::max(kKeepBytes, min_free)) {
+      FrameBuffer().swap(buffer_);  // the large frame is read: its room goes back
+      base = nullptr;
+    }
   } else if (begin_ > 0 && buffer_.size() * 8 - end_ < min_free) {
     // Move the partial frame to the front. begin_ is word-aligned: frames are.
     std::memmove(base, base + begin_, end_ - begin_);

@@ -81,8 +81,13 @@ class FrameReader {
  public:
   explicit FrameReader(FrameLimits limits = {});
 
-  // Space to receive into; at least `min_free` bytes.
+  // Space to receive into; at least `min_free` bytes. A buffer that grew past
+  // kKeepBytes for a large frame is given back once that frame has been read (the
+  // topology at launch: 60 bytes a process of the tree, kept for ever before).
   std::span<std::byte> prepare(std::size_t min_free = 64 * 1024);
+  static constexpr std::size_t kKeepBytes = 64 * 1024;
+  // Bytes the buffer holds now, used or not.
+  std::size_t buffer_bytes() const { return buffer_.capacity() * sizeof(Word); }
   void commit(std::size_t bytes_received);
 
   struct Frame {

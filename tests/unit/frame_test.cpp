@@ -64,6 +64,33 @@ TEST(FrameReader, ReadsSeveralFramesFromOneChunk) {
   EXPECT_EQ(seen, (std::vector<std::uint32_t>{5, 6, 7, 8}));
 }
 
+// Issue 47: a link's receive buffer grew to the topology's size at launch (60 bytes a
+// process of the tree) and kept it for ever, at every process. Once the large frame
+// is read, the next prepare() gives the room back.
+TEST(FrameReader, GivesBackTheRoomOfALargeFrameOnceItIsRead) {
+  canopy::transport::FrameBuffer bytes;
+  {
+    capnp::MallocMessageBuilder b;
+    b.initRoot<canopy::wire::Message>().getBody().initShutdown().setReason(std::string(1 << 20, 'x'));
+    canopy::transport::append_frame(b, bytes);
+  }
+  FrameReader reader;
+  feed(reader, reinterpret_cast<const std::byte*>(bytes.data()), bytes.size() * 8);
+  EXPECT_GT(reader.buffer_bytes(), std::size_t{1} << 20);
+  ASSERT_TRUE(reader.next());
+  EXPECT_FALSE(reader.next());
+  auto space = reader.prepare();
+  EXPECT_GE(space.size(), FrameReader::kKeepBytes);
+  EXPECT_LE(reader.buffer_bytes(), 2 * FrameReader::kKeepBytes);
+  // And it still reads what comes next.
+  auto small = frames_with_ranks({9});
+  std::memcpy(space.data(), small.data(), small.size() * 8);
+  reader.commit(small.size() * 8);
+  auto f = reader.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(rank_of(*f), 9u);
+}
+
 TEST(FrameReader, RefusesAFrameOverTheLimit) {
   FrameReader reader(FrameLimits{.max_frame_bytes = 1024});
   std::uint64_t header = 4096;
