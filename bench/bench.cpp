@@ -120,6 +120,16 @@ void instantiate(const Options& o, const std::string& spec) {
     auto start = Clock::now();
     auto net = launch(o, spec);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (i == 0) {
+      // What the launch sent (and the traffic request's own frames down: one per
+      // process but the root), to set beside canopy-sim's figure (docs/simulation.md).
+      auto traffic = net->traffic();
+      if (!traffic) throw Failure("traffic of " + spec + ": " + traffic.error());
+      const double bytes = static_cast<double>(traffic->total.bytes_sent);
+      const double messages = static_cast<double>(traffic->total.messages_sent);
+      row("instantiate", spec, 0, "launch_bytes_sent", stats({bytes}), "bytes");
+      row("instantiate", spec, 0, "launch_messages_sent", stats({messages}), "messages");
+    }
     shutdown(*net, spec);
   }
   row("instantiate", spec, 0, "launch_time", stats(ms), "ms");

@@ -161,6 +161,10 @@ struct Network::Impl final : core::Node::Observer,
     request_acks[request] = error;
     changed.notify_all();
   }
+  void on_traffic(std::uint64_t request, const TreeTraffic& t) override {
+    std::lock_guard lock(mutex);
+    traffic_answers[request] = t;
+  }
   void on_stream_error(StreamId stream, const std::string& error) override {
     inbox.push(Error{"stream " + std::to_string(stream) + ": " + error});
   }
@@ -391,6 +395,7 @@ struct Network::Impl final : core::Node::Observer,
   bool promotion_heard = false;
   std::map<StreamId, std::string> acks;
   std::map<std::uint64_t, std::string> request_acks;
+  std::map<std::uint64_t, TreeTraffic> traffic_answers;  // before their request_acks
   StreamId next_stream = 1;
   std::uint64_t next_request = 1;
 };
@@ -666,6 +671,24 @@ Result<void> Network::set_healing(bool on) {
       std::string("turning healing ") + (on ? "on" : "off"));
   if (done && on) impl.healing = true;
   return done;
+}
+
+Result<TreeTraffic> Network::traffic() {
+  Impl& impl = *impl_;
+  std::uint64_t asked = 0;
+  auto done = impl.request(
+      [&](std::uint64_t id) {
+        asked = id;
+        impl.loop.run_or_post([&impl, id] { impl.runtime->requests.traffic(id); });
+      },
+      "gathering the traffic");
+  std::lock_guard lock(impl.mutex);
+  auto it = impl.traffic_answers.find(asked);
+  if (it == impl.traffic_answers.end()) return done ? Error{"gathering the traffic: no answer"} : Error{done.error()};
+  TreeTraffic out = it->second;
+  impl.traffic_answers.erase(it);
+  if (!done) return Error{done.error()};
+  return out;
 }
 
 Result<void> Network::wait_for_backends(std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@ enum Kind {
   setParams @1;                  # body: SetParams
   ack @2;                        # body: RequestAck
   setHealing @3;                 # body: SetHealing
+  traffic @4;                    # body: TrafficRequest
 }
 
 struct LoadFilter {
@@ -46,9 +47,27 @@ struct SetHealing {
   on @1 :Bool;
 }
 
+struct TrafficRequest {
+  # Down to every process: what it has sent and received (transport/traffic.h).
+  # Answered by a RequestAck carrying its subtree's sums.
+  requestId @0 :UInt64;
+}
+
+struct Traffic {
+  # A subtree's traffic: sums over its processes, and the most of any one.
+  processes @0 :UInt32;
+  bytesSent @1 :UInt64;
+  messagesSent @2 :UInt64;
+  bytesReceived @3 :UInt64;
+  messagesReceived @4 :UInt64;
+  mostBytesSent @5 :UInt64;
+  mostBytesReceived @6 :UInt64;
+}
+
 struct RequestAck {
   # Up the tree once the whole subtree has carried out request `requestId`.
   requestId @0 :UInt64;
   error @1 :Text;                # unused (before `failures`: every failure as text)
   failures @2 :List(Core.Failure);  # empty on success
+  traffic @3 :Traffic;           # a traffic request's answer
 }

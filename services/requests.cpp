@@ -4,6 +4,7 @@
 
 #include "core/codec.h"
 #include "core/log.h"
+#include "transport/traffic.h"
 #include "streams.capnp.h"
 
 namespace canopy::services {
@@ -41,11 +42,23 @@ void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capn
       if (!from_child) set_healing(h.getRequestId(), h.getOn());
       return;
     }
+    case Kind::TRAFFIC: {
+      if (!from_child) traffic(body.getAs<wire::requests::TrafficRequest>().getRequestId());
+      return;
+    }
     case Kind::ACK: {
       auto a = body.getAs<wire::requests::RequestAck>();
       core::Failures failures;
       failures.merge(a.getFailures());
-      if (from_child) acked(a.getRequestId(), from.child, failures);
+      std::optional<TreeTraffic> sums;
+      if (a.hasTraffic()) {
+        auto t = a.getTraffic();
+        sums = TreeTraffic{.processes = t.getProcesses(),
+                           .total = {t.getBytesSent(), t.getMessagesSent(), t.getBytesReceived(), t.getMessagesReceived()},
+                           .most_bytes_sent = t.getMostBytesSent(),
+                           .most_bytes_received = t.getMostBytesReceived()};
+      }
+      if (from_child) acked(a.getRequestId(), from.child, failures, sums);
       return;
     }
   }
@@ -125,17 +138,37 @@ void RequestService::set_healing(std::uint64_t request, bool on) {
   start(request, std::move(targets), {}, message);
 }
 
+void RequestService::traffic(std::uint64_t request) {
+  std::vector<std::size_t> targets;
+  const auto& children = node_.children();
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (children[i].link) targets.push_back(i);
+  }
+  core::Outgoing message(node_.identity(), id(), Kind::TRAFFIC);
+  message.init<wire::requests::TrafficRequest>().setRequestId(request);
+  for (std::size_t i : targets) node_.send_to_child(i, message);
+  // Counted after the request went down (each child counts it received) and before
+  // the answer goes up (the parent counts it before it comes): in a quiet tree what
+  // was sent and what was received agree.
+  const Traffic own = transport::process_traffic().now();
+  TreeTraffic sums{.processes = 1, .total = own, .most_bytes_sent = own.bytes_sent,
+                   .most_bytes_received = own.bytes_received};
+  if (targets.empty()) return report_ack(request, {}, sums);
+  requests_[request] = Request{std::move(targets), {}, sums};
+}
+
 void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,
-                           core::Outgoing& message) {
+                           core::Outgoing& message, std::optional<TreeTraffic> traffic) {
   if (children.empty()) {
-    report_ack(request, failures);
+    report_ack(request, failures, traffic);
     return;
   }
   for (std::size_t i : children) node_.send_to_child(i, message);
-  requests_[request] = Request{std::move(children), std::move(failures)};
+  requests_[request] = Request{std::move(children), std::move(failures), traffic};
 }
 
-void RequestService::acked(std::uint64_t request, std::size_t child, const core::Failures& failures) {
+void RequestService::acked(std::uint64_t request, std::size_t child, const core::Failures& failures,
+                           const std::optional<TreeTraffic>& traffic) {
   auto it = requests_.find(request);
   if (it == requests_.end()) return;
   auto& awaiting = it->second.awaiting;
@@ -144,14 +177,26 @@ void RequestService::acked(std::uint64_t request, std::size_t child, const core:
   awaiting.erase(pos);
   // Alike failures merge (bounded however many nodes fail: core/failures.h).
   it->second.failures.merge(failures);
+  if (auto& sums = it->second.traffic; sums && traffic) {
+    sums->processes += traffic->processes;
+    sums->total.bytes_sent += traffic->total.bytes_sent;
+    sums->total.messages_sent += traffic->total.messages_sent;
+    sums->total.bytes_received += traffic->total.bytes_received;
+    sums->total.messages_received += traffic->total.messages_received;
+    sums->most_bytes_sent = std::max(sums->most_bytes_sent, traffic->most_bytes_sent);
+    sums->most_bytes_received = std::max(sums->most_bytes_received, traffic->most_bytes_received);
+  }
   if (!awaiting.empty()) return;
   core::Failures all = std::move(it->second.failures);
+  auto sums = it->second.traffic;
   requests_.erase(it);
-  report_ack(request, all);
+  report_ack(request, all, sums);
 }
 
-void RequestService::report_ack(std::uint64_t request, const core::Failures& failures) {
+void RequestService::report_ack(std::uint64_t request, const core::Failures& failures,
+                                const std::optional<TreeTraffic>& traffic) {
   if (node_.is_root()) {
+    if (observer_ && traffic) observer_->on_traffic(request, *traffic);
     if (observer_) observer_->on_request_ack(request, failures.describe(node_.topology() ? &*node_.topology() : nullptr));
     return;
   }
@@ -159,6 +204,16 @@ void RequestService::report_ack(std::uint64_t request, const core::Failures& fai
   auto a = message.init<wire::requests::RequestAck>();
   a.setRequestId(request);
   failures.write(a.initFailures(static_cast<unsigned>(failures.size())));
+  if (traffic) {
+    auto t = a.initTraffic();
+    t.setProcesses(traffic->processes);
+    t.setBytesSent(traffic->total.bytes_sent);
+    t.setMessagesSent(traffic->total.messages_sent);
+    t.setBytesReceived(traffic->total.bytes_received);
+    t.setMessagesReceived(traffic->total.messages_received);
+    t.setMostBytesSent(traffic->most_bytes_sent);
+    t.setMostBytesReceived(traffic->most_bytes_received);
+  }
   node_.send_up(message);
 }
 

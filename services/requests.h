@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "canopy/traffic.h"
 #include "core/failures.h"
 #include "core/service_context.h"
 #include "filters/filter.h"
@@ -25,6 +27,9 @@ class RequestService final : public core::Service {
     // Root only: request `request` is done everywhere; `error` is "" or every failure,
     // failures alike grouped (core/failures.h).
     virtual void on_request_ack(std::uint64_t request, const std::string& error) {}
+    // Root only, before on_request_ack of a traffic request: what the processes that
+    // answered sent and received.
+    virtual void on_traffic(std::uint64_t request, const TreeTraffic& traffic) {}
   };
 
   // Everything is borrowed; `observer` may be null.
@@ -44,18 +49,24 @@ class RequestService final : public core::Service {
   // Root: healing on or off at every process, this one included (acknowledged once
   // every process has switched).
   void set_healing(std::uint64_t request, bool on);
+  // Root: every process's traffic (transport/traffic.h), this one's included,
+  // summed up the tree (Observer::on_traffic).
+  void traffic(std::uint64_t request);
 
  private:
   struct Request {
     std::vector<std::size_t> awaiting;  // children yet to ack
     core::Failures failures;            // this node's and its acknowledged subtrees'
+    std::optional<TreeTraffic> traffic;  // a traffic request: this node's and its subtrees'
   };
   // Sends `message` (the request) to `children` and waits for their acks; with none,
   // acknowledges at once with this node's `failures`.
   void start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,
-             core::Outgoing& message);
-  void acked(std::uint64_t request, std::size_t child, const core::Failures& failures);
-  void report_ack(std::uint64_t request, const core::Failures& failures);
+             core::Outgoing& message, std::optional<TreeTraffic> traffic = std::nullopt);
+  void acked(std::uint64_t request, std::size_t child, const core::Failures& failures,
+             const std::optional<TreeTraffic>& traffic = std::nullopt);
+  void report_ack(std::uint64_t request, const core::Failures& failures,
+                  const std::optional<TreeTraffic>& traffic = std::nullopt);
   // This node's own failure: `message` at its rank.
   core::Failures own_failure(const std::string& message) const;
 

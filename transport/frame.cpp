@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "transport/traffic.h"
+
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
@@ -42,6 +44,11 @@ void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
   const std::size_t at = out.size();
   out.resize(at + words);
   write_frame(segments, words, out.data() + at);
+}
+
+TrafficCount& process_traffic() {
+  static TrafficCount count;
+  return count;
 }
 
 FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {}
@@ -94,6 +101,7 @@ std::optional<FrameReader::Frame> FrameReader::next() {
   }
   Frame frame{{as_capnp(buffer_.data() + (begin_ + kFrameHeaderBytes) / 8), body_bytes / 8}};
   begin_ += kFrameHeaderBytes + body_bytes;
+  process_traffic().received(kFrameHeaderBytes + body_bytes);
   return frame;
 }
 

@@ -1,5 +1,7 @@
 #include "transport/send_stream.h"
 
+#include "transport/traffic.h"
+
 #include <algorithm>
 #include <cassert>
 
@@ -30,6 +32,7 @@ std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
   write_frame(segments, words, tail.bytes.get() + tail.size / sizeof(Word));
   tail.size += frame_bytes;
   end_ += frame_bytes;
+  process_traffic().sent(frame_bytes);
   return end_;
 }
 

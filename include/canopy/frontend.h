@@ -30,6 +30,7 @@
 #include "canopy/result.h"
 #include "canopy/stream.h"
 #include "canopy/topology.h"
+#include "canopy/traffic.h"
 #include "canopy/view.h"
 
 namespace canopy {
@@ -149,6 +150,12 @@ class Network {
   // tolerance; on again, the tree heals once more. Turning it on fails for a tree
   // launched without fault tolerance (FaultToleranceOptions::enabled).
   Result<void> set_healing(bool on);
+
+  // What every process of the tree has sent and received since it started (frames,
+  // as its links carry them: canopy/traffic.h), summed, and the most any one process
+  // sent and received; gathered by a request down the tree, which it counts too.
+  // Processes lost meanwhile are not counted (`processes` says how many are).
+  Result<TreeTraffic> traffic();
 
   // Attach mode: waits until every back-end of the topology has attached, or fails
   // after `timeout` naming the back-ends that have not.

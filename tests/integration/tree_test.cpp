@@ -210,6 +210,32 @@ TEST_F(Tree, FilterErrorReachesTheFrontEnd) {
   EXPECT_NE(in.error().find("sum"), std::string::npos) << in.error();
 }
 
+// Network::traffic() (issue 47): every process's frames, gathered up the tree. What
+// one process sent another received: each counts after passing the request down and
+// before answering, so only what crossed the request on its way (a heartbeat on an
+// idle link, 500 ms apart) can be counted on one side alone. The launch of b:4^2 is
+// most of it (the topology to each of 20 children).
+TEST_F(Tree, TrafficCountsWhatEveryProcessSentAndReceived) {
+  auto& net = launch("b:4^2");
+  auto first = net.traffic();
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(first->processes, 21u);
+  const auto& t = first->total;
+  const auto apart = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : b - a; };
+  EXPECT_LE(apart(t.bytes_sent, t.bytes_received), 20u * 2 * 128) << t.bytes_sent << " sent, " << t.bytes_received << " received";
+  EXPECT_LE(apart(t.messages_sent, t.messages_received), 20u * 2);
+  EXPECT_GE(t.messages_sent, 20u * 3) << "a hello, a challenge's answer and the topology at least per child";
+  EXPECT_GT(first->most_bytes_sent, 0u);
+  EXPECT_LE(first->most_bytes_sent, t.bytes_sent);
+  std::printf("b:4^2 launch and one traffic request: %llu bytes, %llu messages sent; most by one process %llu\n",
+              static_cast<unsigned long long>(t.bytes_sent), static_cast<unsigned long long>(t.messages_sent),
+              static_cast<unsigned long long>(first->most_bytes_sent));
+  auto second = net.traffic();
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_GT(second->total.messages_sent, t.messages_sent) << "the first request and its answers";
+  EXPECT_LT(second->total.bytes_sent - t.bytes_sent, 21u * 1024) << "a request and its answers, nothing else";
+}
+
 // shutdown() returns once the tree has stopped: every process has exited (the bound
 // only lets a loaded machine reap them; it is not a speed check).
 TEST_F(Tree, ShutdownStopsEveryProcess) {
