@@ -34,9 +34,12 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
     return refuse("rank " + std::to_string(rank) + " is not a back-end's (back-end ranks are below " +
                   std::to_string(kFirstInternalRank) + ")");
   }
-  if (tree_->view().contains(rank) && tree_->view().alive(rank)) {
-    return refuse("rank " + std::to_string(rank) + " is in the tree already (under " +
-                  describe(tree_->view().parent(rank)) + ")");
+  // Only the root, and a back-end's own parent, know whether it is alive: the failure
+  // of a back-end goes up only (docs/fault-tolerance.md, "The live tree"). Elsewhere
+  // the root decides.
+  const TreeView& view = tree_->view();
+  if (view.contains(rank) && view.alive(rank) && (is_root() || view.parent(rank) == id_.rank)) {
+    return refuse("rank " + std::to_string(rank) + " is in the tree already (under " + describe(view.parent(rank)) + ")");
   }
   if (connections_.joining(rank)) return refuse("a back-end under rank " + std::to_string(rank) + " is joining already");
   if (auto none = connections_.take_descriptor()) return refuse(*none);

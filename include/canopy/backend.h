@@ -116,7 +116,8 @@ class Backend {
   // The live tree as this back-end knows it, in the front-end's form
   // (Network::status()): every process of the topology with its current parent and
   // children, kept current by the failure and adoption reports that reach every
-  // process; empty until the back-end has the tree.
+  // process, but for the failures of other back-ends, which go to the front-end only
+  // (view() says who left); empty until the back-end has the tree.
   std::vector<NodeStatus> status() const;
 
   // The gossip failure detector's settings this back-end runs with (docs/gossip.md;

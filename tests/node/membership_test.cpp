@@ -72,6 +72,26 @@ TEST(Membership, AFailedBackendLeavesTheViewOnceAtEveryProcess) {
   EXPECT_LT(tree.heard(FE).views[0].stabilise, 1ms) << "nothing to wait for: no time passes on manual time";
 }
 
+// Issue 47: a back-end's failure changes the live tree only of its ancestors (their
+// routes) and the front-end (status); it went as news to every process, a third of
+// what a back-end failure cost each. It goes up only now; every process still learns
+// it from the view.
+TEST(Membership, ABackendsFailureGoesUpOnlyAndEveryProcessLearnsItFromTheView) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  std::map<Rank, std::size_t> news_before;
+  for (Rank r : survivors(tree)) news_before[r] = tree.node(r).news_received();
+  tree.kill(3);
+  ASSERT_TRUE(tree.run_until([&] { return everyone_holds(tree, 1); }, 5s));
+  tree.run_for(1s);
+  for (Rank r : survivors(tree)) {
+    EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{0, 1, 2})) << "at " << r;
+    const bool ancestor = r == FE || r == C2;  // C2 is the detector: it saw the loss itself
+    EXPECT_EQ(tree.node(r).live_tree()->alive(3), !ancestor) << "at " << r;
+    EXPECT_EQ(tree.node(r).news_received(), news_before[r] + (r == FE ? 1 : 0)) << "at " << r;
+  }
+}
+
 TEST(Membership, BackendsFailingTogetherAllLeaveAndEveryProcessAgrees) {
   TreeHarness tree("b:4^2", FaultToleranceOptions{});  // back-ends 0-15, four under each commnode
   ASSERT_TRUE(tree.launch());
@@ -349,11 +369,12 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   // Every process's live tree has it back, under C2, at a new incarnation: soon
   // after the view, as adoption reports go down the tree in batches (core/node.h,
   // kNewsWindow at each level; to back-ends, the adoption of a back-end in a batch
-  // of its own, kLeafNewsWindow).
+  // of its own, kLeafNewsWindow). (Back-ends other than its parent's ancestors never
+  // had it as failed: a back-end's failure goes up only.)
   ASSERT_TRUE(tree.run_until(
       [&] {
         for (Rank r : survivors(tree)) {
-          if (!tree.node(r).live_tree()->alive(3)) return false;
+          if (!tree.node(r).live_tree()->alive(3) || tree.node(r).live_tree()->incarnation(3) != 1) return false;
         }
         return true;
       },
