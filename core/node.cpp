@@ -421,7 +421,7 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
     // A back-end's failure changes nothing below this node, and nothing at any
     // process but its ancestors (routes) and the front-end (status): it goes up
     // only. Every other process learns it from the membership view that follows
-    // (docs/fault-tolerance.md, "Tree news"; issue 47).
+    // (docs/fault-tolerance.md, "The live tree"; issue 47).
     healing_.news.flush();  // what was learnt earlier goes first
     if (parent_ && parent_.get() != from) parent_->send(message.builder());
   } else {
