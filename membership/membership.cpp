@@ -421,11 +421,11 @@ void MembershipService::on_whole_view(wire::membership::ViewChange::Reader chang
   auto [next, epochs] = read_view(change);
   if (change.getId() == view_.id) {
     // Asked for after a digest that differed: the parent's stands.
-    if (digest_of(next, epochs) != digest_) {
+    if (const auto digest = digest_of(next, epochs); digest != digest_) {
       log().warn("membership: view {} here was not the parent's; taking the parent's", view_.id);
       view_ = std::move(next);
       epochs_ = std::move(epochs);
-      digest_ = digest_of(view_, epochs_);
+      digest_ = digest;
       last_change_.reset();
     }
     return ack_held();
@@ -455,11 +455,12 @@ void MembershipService::on_change(wire::membership::ViewChange::Reader change) {
                next.id, view_.id);
     return request_whole("the digest of view " + std::to_string(next.id) + " differs");
   }
-  accept(std::move(next), epochs);
+  accept(std::move(next), epochs, change.getDigest());
 }
 
-void MembershipService::accept(View next, const std::map<Rank, std::uint32_t>& epochs) {
-  ViewChange applied = apply(std::move(next), epochs);
+void MembershipService::accept(View next, const std::map<Rank, std::uint32_t>& epochs,
+                               std::optional<std::uint64_t> digest) {
+  ViewChange applied = apply(std::move(next), epochs, digest);
   cut_off(applied.left);
   if (observer_) observer_->on_view(applied);
   node_.publish(view_event(applied));
@@ -508,7 +509,8 @@ std::uint64_t MembershipService::digest_of(const View& view, const std::map<Rank
   return h;
 }
 
-ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs) {
+ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs,
+                                    std::optional<std::uint64_t> digest) {
   ViewChange out;
   members_not_in(view_, next, out.left);
   members_not_in(next, view_, out.joined);
@@ -522,7 +524,7 @@ ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_
   last_change_ = std::move(change);
   view_ = std::move(next);
   epochs_ = epochs;
-  digest_ = digest_of(view_, epochs_);
+  digest_ = digest ? *digest : digest_of(view_, epochs_);
   out.view = view_;
   if (node_.identity().role == Role::backend) node_.set_epoch(epoch(node_.identity().rank));
   log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),

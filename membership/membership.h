@@ -154,8 +154,9 @@ class MembershipService final : public core::Service {
   void on_view_change(wire::membership::ViewChange::Reader change);
   void on_whole_view(wire::membership::ViewChange::Reader change);
   void on_change(wire::membership::ViewChange::Reader change);
-  // Applies a newer view, tells the observer, passes it down.
-  void accept(View next, const std::map<Rank, std::uint32_t>& epochs);
+  // Applies a newer view, tells the observer, passes it down. `digest`: its digest,
+  // if known already.
+  void accept(View next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
   // This process holds the view it was sent, or a newer one: acknowledged up at once
   // if its subtree holds it too (else when the subtree's acknowledgements come).
   void ack_held();
@@ -170,7 +171,7 @@ class MembershipService final : public core::Service {
   static std::pair<View, std::map<Rank, std::uint32_t>> read_view(wire::membership::ViewChange::Reader change);
   void write_view(wire::membership::ViewChange::Builder v) const;
   void welcome(std::size_t child);
-  ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs);
+  ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
   void cut_off(const std::vector<Rank>& left);
   void count_stale(Rank rank, std::uint32_t stale_epoch);
   void watch_orphans(Rank failed);

@@ -14,6 +14,38 @@ std::vector<core::ServiceId> RequestService::runs_after() const { return {wire::
 using core::log;
 using Kind = wire::requests::Kind;
 
+namespace {
+
+// A subtree's traffic, as a traffic request's acknowledgement carries it.
+TreeTraffic read_traffic(wire::requests::Traffic::Reader t) {
+  return {.processes = t.getProcesses(),
+          .total = {t.getBytesSent(), t.getMessagesSent(), t.getBytesReceived(), t.getMessagesReceived()},
+          .most_bytes_sent = t.getMostBytesSent(),
+          .most_bytes_received = t.getMostBytesReceived()};
+}
+
+void write_traffic(const TreeTraffic& traffic, wire::requests::Traffic::Builder t) {
+  t.setProcesses(traffic.processes);
+  t.setBytesSent(traffic.total.bytes_sent);
+  t.setMessagesSent(traffic.total.messages_sent);
+  t.setBytesReceived(traffic.total.bytes_received);
+  t.setMessagesReceived(traffic.total.messages_received);
+  t.setMostBytesSent(traffic.most_bytes_sent);
+  t.setMostBytesReceived(traffic.most_bytes_received);
+}
+
+void add_traffic(TreeTraffic& sums, const TreeTraffic& more) {
+  sums.processes += more.processes;
+  sums.total.bytes_sent += more.total.bytes_sent;
+  sums.total.messages_sent += more.total.messages_sent;
+  sums.total.bytes_received += more.total.bytes_received;
+  sums.total.messages_received += more.total.messages_received;
+  sums.most_bytes_sent = std::max(sums.most_bytes_sent, more.most_bytes_sent);
+  sums.most_bytes_received = std::max(sums.most_bytes_received, more.most_bytes_received);
+}
+
+}  // namespace
+
 RequestService::RequestService(core::ServiceContext& node, filters::FilterRegistry& filters, StreamService& streams,
                                Observer* observer)
     : node_(node), filters_(filters), streams_(streams), observer_(observer) {}
@@ -51,13 +83,7 @@ void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capn
       core::Failures failures;
       failures.merge(a.getFailures());
       std::optional<TreeTraffic> sums;
-      if (a.hasTraffic()) {
-        auto t = a.getTraffic();
-        sums = TreeTraffic{.processes = t.getProcesses(),
-                           .total = {t.getBytesSent(), t.getMessagesSent(), t.getBytesReceived(), t.getMessagesReceived()},
-                           .most_bytes_sent = t.getMostBytesSent(),
-                           .most_bytes_received = t.getMostBytesReceived()};
-      }
+      if (a.hasTraffic()) sums = read_traffic(a.getTraffic());
       if (from_child) acked(a.getRequestId(), from.child, failures, sums);
       return;
     }
@@ -177,15 +203,7 @@ void RequestService::acked(std::uint64_t request, std::size_t child, const core:
   awaiting.erase(pos);
   // Alike failures merge (bounded however many nodes fail: core/failures.h).
   it->second.failures.merge(failures);
-  if (auto& sums = it->second.traffic; sums && traffic) {
-    sums->processes += traffic->processes;
-    sums->total.bytes_sent += traffic->total.bytes_sent;
-    sums->total.messages_sent += traffic->total.messages_sent;
-    sums->total.bytes_received += traffic->total.bytes_received;
-    sums->total.messages_received += traffic->total.messages_received;
-    sums->most_bytes_sent = std::max(sums->most_bytes_sent, traffic->most_bytes_sent);
-    sums->most_bytes_received = std::max(sums->most_bytes_received, traffic->most_bytes_received);
-  }
+  if (auto& sums = it->second.traffic; sums && traffic) add_traffic(*sums, *traffic);
   if (!awaiting.empty()) return;
   core::Failures all = std::move(it->second.failures);
   auto sums = it->second.traffic;
@@ -204,16 +222,7 @@ void RequestService::report_ack(std::uint64_t request, const core::Failures& fai
   auto a = message.init<wire::requests::RequestAck>();
   a.setRequestId(request);
   failures.write(a.initFailures(static_cast<unsigned>(failures.size())));
-  if (traffic) {
-    auto t = a.initTraffic();
-    t.setProcesses(traffic->processes);
-    t.setBytesSent(traffic->total.bytes_sent);
-    t.setMessagesSent(traffic->total.messages_sent);
-    t.setBytesReceived(traffic->total.bytes_received);
-    t.setMessagesReceived(traffic->total.messages_received);
-    t.setMostBytesSent(traffic->most_bytes_sent);
-    t.setMostBytesReceived(traffic->most_bytes_received);
-  }
+  if (traffic) write_traffic(*traffic, a.initTraffic());
   node_.send_up(message);
 }
 

@@ -130,7 +130,7 @@ void Simulator::transmit(ProcessId from, const std::weak_ptr<MemoryLink>& to, Pr
   });
 }
 
-void Simulator::transmit_eof(ProcessId, const std::weak_ptr<MemoryLink>& to, ProcessId to_process) {
+void Simulator::transmit_eof(const std::weak_ptr<MemoryLink>& to, ProcessId to_process) {
   if (to_process == kNoProcess || processes_[to_process].gone) return;
   schedule(to_process, arrival_time(to_process, false), [to] {
     if (auto link = to.lock()) link->arrive_eof();
@@ -272,7 +272,7 @@ void MemoryLink::arrive_eof() {
 void MemoryLink::send_eof() {
   if (eof_sent_) return;
   eof_sent_ = true;
-  sim_.transmit_eof(owner_, peer_, peer_process_);
+  sim_.transmit_eof(peer_, peer_process_);
 }
 
 void MemoryLink::close(std::string_view reason) {

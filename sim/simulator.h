@@ -86,8 +86,8 @@ class Simulator {
   // `frame` (whole frames) from `from`'s end of a link to the other end, `to`.
   void transmit(ProcessId from, const std::weak_ptr<MemoryLink>& to, ProcessId to_process,
                 std::shared_ptr<transport::FrameBuffer> frame, std::size_t messages);
-  // The end of file of `from`'s end, after what it sent.
-  void transmit_eof(ProcessId from, const std::weak_ptr<MemoryLink>& to, ProcessId to_process);
+  // An end of file to `to`, after what was sent to it.
+  void transmit_eof(const std::weak_ptr<MemoryLink>& to, ProcessId to_process);
   // Runs `action` on `process`'s io_context as soon as it can run (now).
   void post(ProcessId process, std::function<void()> action);
 

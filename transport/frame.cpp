@@ -46,11 +46,6 @@ void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
   write_frame(segments, words, out.data() + at);
 }
 
-TrafficCount& process_traffic() {
-  static TrafficCount count;
-  return count;
-}
-
 FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {}
 
 std::span<std::byte> FrameReader::prepare(std::size_t min_free) {

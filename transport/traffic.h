@@ -30,6 +30,9 @@ class TrafficCount {
 };
 
 // The process's one count.
-TrafficCount& process_traffic();
+inline TrafficCount& process_traffic() {
+  static TrafficCount count;
+  return count;
+}
 
 }  // namespace canopy::transport

@@ -136,6 +136,17 @@ void expect_running_untraced(const std::vector<pid_t>& ranks) {
   }
 }
 
+// Until no rank of the job of `launcher` is in MPI_Init (at most 60 s: seconds on a
+// loaded machine), then a second for them to reach where they hang.
+void wait_past_mpi_init(pid_t launcher) {
+  for (const auto until = std::chrono::steady_clock::now() + 60s;
+       run_canopy({"stack", "--mpirun", std::to_string(launcher)}).out.find("MPI_Init") != std::string::npos &&
+       std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(200ms);
+  }
+  std::this_thread::sleep_for(1s);
+}
+
 // canopy stack --mpirun PID ARGS..., once the job's ranks are up (the process
 // table is empty until every rank has called MPI_Init; at most 30 s) and have had a
 // second to reach where they hang.
@@ -258,12 +269,7 @@ TEST_F(StackCli, TheLaunchFormStartsTheJobAndLeavesItRunning) {
   // Where the ranks are a second after the start depends on how long MPI_Init takes
   // (seconds on a loaded machine: in 1 of 20 runs under stress-ng two ranks were still
   // in it). The job runs on: once none is, a look finds the hang.
-  for (const auto until = std::chrono::steady_clock::now() + 60s;
-       run_canopy({"stack", "--mpirun", std::to_string(mpirun)}).out.find("MPI_Init") != std::string::npos &&
-       std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(200ms);
-  }
-  std::this_thread::sleep_for(1s);
+  wait_past_mpi_init(mpirun);
   auto hung = run_canopy({"stack", "--mpirun", std::to_string(mpirun)});
   ASSERT_EQ(exit_code(hung), 0) << hung.err;
   EXPECT_NE(hung.out.find("  3 ranks [0-2]: MPI_Barrier \u2190 main\n"), std::string::npos) << hung.out;
@@ -536,12 +542,7 @@ TEST_F(StackCli, AnMpichJobIsFoundThroughHydrasProxiesAndPmiRank) {
   ASSERT_EQ(ranks.size(), 4u) << "the hydra job's ranks did not all start within 30 s";
   // A rank has PMI_RANK from its start, long before it is through MPI_Init (seconds
   // on a loaded machine): until none is in it, then a second to reach where they hang.
-  for (const auto until = std::chrono::steady_clock::now() + 60s;
-       run_canopy({"stack", "--mpirun", std::to_string(hydra)}).out.find("MPI_Init") != std::string::npos &&
-       std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(200ms);
-  }
-  std::this_thread::sleep_for(1s);
+  wait_past_mpi_init(hydra);
 
   auto out = run_canopy({"stack", "--mpirun", std::to_string(hydra)});
   ASSERT_EQ(exit_code(out), 0) << out.err;
