@@ -160,6 +160,11 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
     fill_list(w.initChildren(n.children.size()), n.children);
     w.setHasLink(n.link.has_value());
     if (n.link) w.setLink(static_cast<wire::Topology::LinkKind>(*n.link));
+    if (const auto* f = topology.frontier(n.rank)) {
+      w.setFrontier(true);
+      w.setFrontierHeight(f->height);
+      w.setFrontierFanout(f->fanout);
+    }
   }
   auto hosts = out.initHosts(topology.hosts().size());
   for (std::size_t i = 0; i < topology.hosts().size(); ++i) {
@@ -202,6 +207,14 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
   }
   auto topology = Topology::make(std::move(nodes), std::move(hosts), "topology from parent");
   if (!topology) return topology;
+  for (auto w : in.getNodes()) {
+    if (!w.getFrontier()) continue;
+    if (w.getFrontierHeight() == 0 ||
+        !topology->set_frontier(w.getRank(), {w.getFrontierHeight(), w.getFrontierFanout()})) {
+      return Error{"topology from parent: rank " + std::to_string(w.getRank()) +
+                   " is held without its children, but is not a commnode without children"};
+    }
+  }
   auto w = in.getLinks();
   LinkSettings links;
   if (w.getKind() > wire::Topology::LinkKind::STRIPED) return Error{"topology from parent: unknown link kind"};
@@ -233,6 +246,8 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   ft.setAdoptionTimeoutMs(static_cast<std::uint32_t>(plan.fault.adoption_timeout.count()));
   ft.setStandbyLinks(plan.fault.standby_links);
   ft.setKeepTreeForMs(static_cast<std::uint32_t>(plan.fault.keep_tree_for.count()));
+  t.setWholeTree(plan.whole_tree);
+  encode_view_zero(plan.view_zero, t);
   auto options = t.initServiceOptions(static_cast<unsigned>(plan.service_options.size()));
   unsigned i = 0;
   for (const auto& [id, bytes] : plan.service_options) {
@@ -242,9 +257,33 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   }
 }
 
-LaunchPlan decode_plan(wire::Topology::Reader t) {
+void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::Topology::Builder t) {
+  auto members = t.initMembers(static_cast<unsigned>(2 * ranges.size()));
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    members.set(static_cast<unsigned>(2 * i), ranges[i].first);
+    members.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
+  }
+}
+
+Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
   using std::chrono::milliseconds;
   LaunchPlan plan;
+  plan.whole_tree = t.getWholeTree();
+  auto members = t.getMembers();
+  if (members.size() % 2 != 0) return Error{"topology from parent: view 0's members are not ranges"};
+  std::uint64_t count = 0;
+  for (unsigned i = 0; i < members.size(); i += 2) {
+    const Rank first = members[i], last = members[i + 1];
+    if (first > last || (i > 0 && first <= members[i - 1])) {
+      return Error{"topology from parent: view 0's members are not ascending ranges"};
+    }
+    count += std::uint64_t{last} - first + 1;
+    plan.view_zero.emplace_back(first, last);
+  }
+  if (count > kMaxViewZero) {
+    return Error{"topology from parent: view 0 has " + std::to_string(count) + " members, more than " +
+                 std::to_string(kMaxViewZero)};
+  }
   plan.startup_timeout = milliseconds(t.getStartupTimeoutMs());
   plan.launcher = t.getLauncher();
   plan.commnode_exe = t.getCommnodeExe();
@@ -267,6 +306,23 @@ LaunchPlan decode_plan(wire::Topology::Reader t) {
     plan.service_options[o.getId()] = std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
   }
   return plan;
+}
+
+std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending) {
+  std::vector<std::pair<Rank, Rank>> ranges;
+  for (Rank r : ascending) {
+    if (!ranges.empty() && ranges.back().second + 1 == r) ranges.back().second = r;
+    else ranges.emplace_back(r, r);
+  }
+  return ranges;
+}
+
+std::vector<Rank> expand_ranges(const std::vector<std::pair<Rank, Rank>>& ranges) {
+  std::vector<Rank> ranks;
+  for (auto [first, last] : ranges) {
+    for (std::uint64_t r = first; r <= last; ++r) ranks.push_back(static_cast<Rank>(r));
+  }
+  return ranks;
 }
 
 std::size_t packet_payload_bytes(const Packet& packet) {

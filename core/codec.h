@@ -41,7 +41,15 @@ Result<Topology> decode_topology(wire::Topology::Reader in);
 // The launch plan travels with the topology. Decoding clamps the fault-tolerance
 // thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms).
 void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out);
-LaunchPlan decode_plan(wire::Topology::Reader in);
+// The most members view 0 may have: a parent sending more is refused (it would
+// cost every back-end 4 bytes each).
+inline constexpr std::uint64_t kMaxViewZero = std::uint64_t{1} << 24;
+Result<LaunchPlan> decode_plan(wire::Topology::Reader in);
+// Sets the topology message's view 0 (LaunchPlan::view_zero), as encode_plan does.
+void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::Topology::Builder out);
+// View 0's members as ranges (LaunchPlan::view_zero), and back.
+std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending);
+std::vector<Rank> expand_ranges(const std::vector<std::pair<Rank, Rank>>& ranges);
 
 wire::Role to_wire(Role role);
 Role from_wire(wire::Role role);

@@ -106,14 +106,14 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
     case Body::ATTACH_REPORT: {
       ++healing_.news_received;
       auto a = body.getAttachReport();
-      on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+      on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link, a.getOrphanIsCommnode());
       return true;
     }
     case Body::ATTACH_REPORTS:
       if (from.kind != Peer::Kind::parent) return false;  // batched on the way down only
       ++healing_.news_received;
       for (auto a : body.getAttachReports()) {
-        on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link);
+        on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link, a.getOrphanIsCommnode());
       }
       return true;
     default:
@@ -430,14 +430,25 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
   emit(events::TreeChanged{events::TreeChanged::Kind::failure, rank, TreeView::kNone, 0, reason});
 }
 
-void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from) {
+void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from,
+                            bool orphan_is_commnode) {
   if (!tree_) return;
   if (incarnation == 0) return on_join_request(orphan, adopter, from);  // open attach (node_join.cpp)
   // An orphan the tree does not have is a back-end that joined it (open attach):
   // every process adds it to its topology and live tree, then applies the report.
-  const bool joined = !tree_->view().contains(orphan);
-  if (joined) {
+  const bool unknown = !tree_->view().contains(orphan);
+  bool joined = unknown;
+  if (unknown && topology_->partial()) {
+    // A back-end's part of the tree holds its ancestors and their children only: of
+    // what it does not hold, it takes a back-end joining or adopted under its own
+    // parent (a new sibling), and nothing else (docs/scale.md). Which of the two, it
+    // cannot tell: in open attach, a join.
+    if (orphan_is_commnode || adopter != tree_->view().parent(id_.rank)) return;
+    joined = plan_.open_attach;
+  }
+  if (unknown) {
     if (!topology_->find(orphan)) {
+      backend_part_.invalidate();
       if (auto added = topology_->add_backend(orphan, adopter); !added) {
         log().warn("ignoring the join of rank {} under {}: {}", orphan, adopter, added.error());
         return;
@@ -465,7 +476,8 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   // report that follows it up must not overtake it. Down in a batch (TreeNews).
   if (parent_ && parent_.get() != from) {
     Message message(id_);
-    set_adoption(message.body().initAttachReport(), orphan, adopter, incarnation);
+    set_adoption(message.body().initAttachReport(), orphan, adopter, incarnation,
+                 tree_->view().role(orphan) == Role::commnode);
     parent_->send(message.builder());
   }
   if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "canopy/topology.h"
+#include "core/backend_part.h"
 #include "core/children.h"
 #include "core/connections.h"
 #include "core/healing.h"
@@ -242,7 +243,11 @@ class Node final : public ServiceContext {
   void on_reattach_message(const transport::Link* link, capnp::MessageReader& message);
   void reattach_failed(const std::string& why);
   void on_standby_message(const transport::Link* link, wire::Message::Reader message);
-  void send_topology(transport::Link& link);
+  // The topology and the plan, to a child (or a re-attached front-end) `to` of
+  // `role`: a back-end gets its part of the tree (core/backend_part.h), if the part
+  // holds it (a back-end that joined under another commnode before, in open attach,
+  // gets the whole).
+  void send_topology(transport::Link& link, Role role, Rank to);
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
   // Ports learnt after the topology, from the parent: set and sent on to the children
@@ -272,7 +277,10 @@ class Node final : public ServiceContext {
   void on_failure_report(Rank rank, const std::string& reason, const transport::Link* from,
                          std::optional<std::uint32_t> incarnation = std::nullopt);
   void abandon(const std::string& reason, bool declared_lost = false);
-  void on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from);
+  // `orphan_is_commnode`: as the report says, for a back-end that does not hold the
+  // orphan in its part of the tree.
+  void on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from,
+                        bool orphan_is_commnode = false);
 
   // Stops the node and its subtree (nothing if it is stopping already); `in_order`:
   // shut down, not for a failure.
@@ -289,6 +297,7 @@ class Node final : public ServiceContext {
 
   LaunchPlan plan_;
   std::optional<Topology> topology_;
+  BackendPart backend_part_;  // what back-end children get of topology_
   std::optional<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
 
   std::shared_ptr<transport::Link> parent_;

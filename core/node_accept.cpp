@@ -201,7 +201,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
 
   take_link(*index, link);
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
-  send_topology(*link);
+  send_topology(*link, child.role, child.rank);
   // A back-end attaching late must not start from the launch shape.
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{*index, child.rank});
@@ -354,7 +354,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
                   "rejoined from " + link->peer() + ", pid " + std::to_string(hello.getPid()) + ", incarnation " +
                       std::to_string(incarnation));
   on_attach_report(child.rank, id_.rank, incarnation, link.get());
-  send_topology(*link);
+  send_topology(*link, Role::backend, child.rank);
   // With the report above: the new process learns its incarnation.
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, child.rank, true});

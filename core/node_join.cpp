@@ -101,7 +101,7 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   const std::size_t index = *children_.index_of(rank);
   take_link(index, link);
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
-  send_topology(*link);
+  send_topology(*link, Role::backend, rank);
   // With its join: the newcomer learns its incarnation.
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
   emit(events::ChildConnected{index, rank, rejoined, true});

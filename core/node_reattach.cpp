@@ -59,8 +59,11 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (!topology->find(acceptor) || topology->at(acceptor).role != Role::commnode) {
     return reattach_failed("rank " + std::to_string(acceptor) + " is not a commnode of its tree");
   }
+  if (topology->partial()) return reattach_failed("it sent a part of its tree, not the whole");
+  auto plan = decode_plan(body.getTopology());
+  if (!plan) return reattach_failed("it sent an invalid launch plan: " + plan.error());
   auto r = std::exchange(healing_.reattaching, {});
-  plan_ = decode_plan(body.getTopology());
+  plan_ = std::move(*plan);
   plan_.reattached = true;
   adopt_topology(std::move(*topology));
   // A port of its own: the lost front-end's may still be taken, or on another host.
@@ -165,7 +168,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   });
   id_.incarnation = tree_->next_incarnation(id_.incarnation);
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
-  send_topology(*link);
+  send_topology(*link, Role::frontend, root);
   if (tree_) healing_.news.send_live_tree(*tree_, *link, false);
   on_attach_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});

@@ -16,6 +16,11 @@ void Node::adopt_topology(Topology topology) {
   topology_ = std::move(topology);
   tree_.emplace(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
+  // A back-end child hears of the adoptions its part of the tree holds, and of a
+  // back-end adopted here (a new sibling).
+  healing_.news.set_backend_filter([this](Rank orphan, Rank adopter) {
+    return adopter == id_.rank || backend_part_.holds(*topology_, id_.rank, plan_, orphan);
+  });
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
              tree_->routes());
 }
@@ -34,7 +39,18 @@ void Node::on_topology(wire::Topology::Reader t) {
     log().error("parent's topology does not contain this node's rank {}", id_.rank);
     return begin_stop("rank not in topology");
   }
-  plan_ = decode_plan(t);
+  auto plan = decode_plan(t);
+  if (!plan) {
+    log().error("parent sent an invalid launch plan: {}", plan.error());
+    return begin_stop("invalid launch plan from parent");
+  }
+  // Only a back-end holds a part of the tree: a commnode routes, adopts and launches
+  // over its whole subtree.
+  if (topology->partial() && id_.role != Role::backend) {
+    log().error("parent sent a commnode a part of the tree, not the whole");
+    return begin_stop("part of the tree sent to a commnode");
+  }
+  plan_ = std::move(*plan);
   adopt_topology(std::move(*topology));
   // A commnode listens for its children, and, in open attach, for back-ends that
   // join under it (it may have none at launch).
@@ -48,11 +64,14 @@ void Node::on_topology(wire::Topology::Reader t) {
   emit(events::Started{});
 }
 
-void Node::send_topology(Link& link) {
+void Node::send_topology(Link& link, Role role, Rank to) {
   Message message(id_);
   auto t = message.body().initTopology();
-  encode_topology(*topology_, t);
+  const Topology* part = role == Role::backend ? backend_part_.get(*topology_, id_.rank, plan_) : nullptr;
+  if (part && !part->find(to)) part = nullptr;
+  encode_topology(part ? *part : *topology_, t);
   encode_plan(plan_, t);
+  if (part) encode_view_zero(backend_part_.view_zero(*topology_, plan_), t);
   link.send(message.builder());
 }
 
@@ -72,21 +91,35 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
 void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
   std::vector<std::pair<Rank, std::uint16_t>> known;
   for (const auto& [rank, port] : endpoints) {
-    if (topology_->set_port(rank, port)) known.emplace_back(rank, port);
-    else log().warn("ignoring the endpoint of rank {}: not in the topology", rank);
+    if (topology_->set_port(rank, port)) {
+      known.emplace_back(rank, port);
+      backend_part_.set_port(rank, port);
+    } else if (!topology_->partial()) {  // a part holds only some ranks (docs/scale.md)
+      log().warn("ignoring the endpoint of rank {}: not in the topology", rank);
+    }
   }
-  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters.
-  if (std::none_of(children_.begin(), children_.end(), [](const Child& c) { return c.link != nullptr; })) return;
-  Message message(id_);
-  auto e = message.body().initEndpoints();
-  auto wire_ranks = e.initRanks(static_cast<unsigned>(known.size()));
-  auto wire_ports = e.initPorts(static_cast<unsigned>(known.size()));
-  for (std::size_t i = 0; i < known.size(); ++i) {
-    wire_ranks.set(static_cast<unsigned>(i), known[i].first);
-    wire_ports.set(static_cast<unsigned>(i), known[i].second);
-  }
+  // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters,
+  // and only those its part of the tree holds.
+  std::optional<Message> to_commnodes, to_backends;
+  auto message_of = [&](bool backend) -> Message& {
+    auto& message = backend ? to_backends : to_commnodes;
+    if (message) return *message;
+    std::vector<std::pair<Rank, std::uint16_t>> sent;
+    for (const auto& e : known) {
+      if (!backend || backend_part_.holds(*topology_, id_.rank, plan_, e.first)) sent.push_back(e);
+    }
+    message.emplace(id_);
+    auto e = message->body().initEndpoints();
+    auto wire_ranks = e.initRanks(static_cast<unsigned>(sent.size()));
+    auto wire_ports = e.initPorts(static_cast<unsigned>(sent.size()));
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      wire_ranks.set(static_cast<unsigned>(i), sent[i].first);
+      wire_ports.set(static_cast<unsigned>(i), sent[i].second);
+    }
+    return *message;
+  };
   for (auto& child : children_) {
-    if (child.link) child.link->send(message.builder());
+    if (child.link) child.link->send(message_of(child.role == Role::backend).builder());
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "canopy/fault_tolerance.h"
@@ -44,6 +45,13 @@ struct LaunchPlan {
   // encodes and decodes itself (Service::plan_options), carried by the core without
   // looking inside. Filled at the root when it starts.
   std::map<std::uint16_t, std::string> service_options;
+  // Every back-end holds the whole tree (MRNet's model: its NetworkTopology on a
+  // back-end; the gossip detector needs it), not only its part (docs/scale.md).
+  bool whole_tree = false;
+  // A back-end holding its part of the tree: the back-ends of view 0 (the launch
+  // topology's, which its part does not all hold), as ranges of ranks, first and
+  // last of each, ascending. Empty elsewhere: the topology has them.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> view_zero;
 };
 
 }  // namespace canopy::core

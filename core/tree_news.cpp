@@ -7,10 +7,12 @@
 
 namespace canopy::core {
 
-void set_adoption(wire::AttachReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation) {
+void set_adoption(wire::AttachReport::Builder a, Rank orphan, Rank adopter, std::uint32_t incarnation,
+                  bool orphan_is_commnode) {
   a.setOrphan(orphan);
   a.setAdopter(adopter);
   a.setIncarnation(incarnation);
+  a.setOrphanIsCommnode(orphan_is_commnode);
 }
 
 TreeNews::TreeNews(boost::asio::io_context& io, const NodeIdentity& sender, ChildTable& children)
@@ -63,13 +65,19 @@ void TreeNews::drop() {
 }
 
 void TreeNews::send(const std::vector<News>& news, bool leaf) {
+  // Whether back-end children take a report: the same for all of them.
+  std::vector<bool> for_backends;
+  for (const auto& n : news) for_backends.push_back(!backend_wants_ || backend_wants_(n.orphan, n.adopter));
   for (auto& child : children_) {
     if (!child.link) continue;
     const bool backend = child.role == Role::backend;
     // A commnode takes every report in the fast batch; a back-end, those about
-    // back-ends in the leaf batch only.
+    // back-ends in the leaf batch only, and of those only what its part of the tree
+    // holds.
     auto wanted = [&](const News& n) {
-      return n.except != child.link.get() && (backend ? n.about_backend == leaf : !leaf);
+      if (n.except == child.link.get()) return false;
+      if (!backend) return !leaf;
+      return n.about_backend == leaf && for_backends[static_cast<std::size_t>(&n - news.data())];
     };
     const auto count = std::count_if(news.begin(), news.end(), wanted);
     if (count == 0) continue;
@@ -77,7 +85,7 @@ void TreeNews::send(const std::vector<News>& news, bool leaf) {
     auto list = message.body().initAttachReports(static_cast<unsigned>(count));
     unsigned i = 0;
     for (const auto& n : news) {
-      if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation);
+      if (wanted(n)) set_adoption(list[i++], n.orphan, n.adopter, n.incarnation, !n.about_backend);
     }
     child.link->send(message.builder());
   }
@@ -86,6 +94,7 @@ void TreeNews::send(const std::vector<News>& news, bool leaf) {
 void TreeNews::send_live_tree(const LiveTree& tree, transport::Link& link, bool to_a_child) const {
   constexpr std::size_t kPerBatch = 4096;
   const auto reports = tree.reports();
+  auto commnode = [&](Rank r) { return tree.view().role(r) == Role::commnode; };
   for (std::size_t i = 0; i < reports.size();) {
     Message message(sender_);
     if (reports[i].failure) {
@@ -95,14 +104,15 @@ void TreeNews::send_live_tree(const LiveTree& tree, transport::Link& link, bool 
       f.setIncarnation(tree.view().incarnation(reports[i].rank));
       ++i;
     } else if (!to_a_child) {
-      set_adoption(message.body().initAttachReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation);
+      set_adoption(message.body().initAttachReport(), reports[i].rank, reports[i].adopter, reports[i].incarnation,
+                   commnode(reports[i].rank));
       ++i;
     } else {
       std::size_t end = i;
       while (end < reports.size() && !reports[end].failure && end - i < kPerBatch) ++end;
       auto list = message.body().initAttachReports(static_cast<unsigned>(end - i));
       for (unsigned k = 0; i < end; ++i, ++k) {
-        set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation);
+        set_adoption(list[k], reports[i].rank, reports[i].adopter, reports[i].incarnation, commnode(reports[i].rank));
       }
     }
     link.send(message.builder());

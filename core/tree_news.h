@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 #include "canopy.capnp.h"
@@ -29,7 +30,8 @@
 namespace canopy::core {
 
 // Fills one adoption report (of a join too: open attach).
-void set_adoption(wire::AttachReport::Builder report, Rank orphan, Rank adopter, std::uint32_t incarnation);
+void set_adoption(wire::AttachReport::Builder report, Rank orphan, Rank adopter, std::uint32_t incarnation,
+                  bool orphan_is_commnode);
 
 class TreeNews {
  public:
@@ -50,6 +52,11 @@ class TreeNews {
   void flush();
   // Forgets what waits (the node stops: its children are told to stop instead).
   void drop();
+  // Which adoptions a back-end child takes (it holds its part of the tree:
+  // docs/scale.md): `wanted(orphan, adopter)`. Unset: all of them.
+  void set_backend_filter(std::function<bool(Rank orphan, Rank adopter)> wanted) {
+    backend_wants_ = std::move(wanted);
+  }
 
   // Every report `tree` applied so far, to a peer that missed them (an orphan
   // adopted after the reports of other failures and adoptions had flooded the tree),
@@ -73,6 +80,7 @@ class TreeNews {
   ChildTable& children_;
   std::vector<News> fast_;
   std::vector<News> leaf_;  // adoptions of back-ends, for back-end children
+  std::function<bool(Rank, Rank)> backend_wants_;
   Timer fast_timer_;
   Timer leaf_timer_;
 };

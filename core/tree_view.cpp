@@ -14,6 +14,10 @@ TreeView::TreeView(const Topology& topology) {
     e.role = n.role;
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
     e.height = n.role == Role::backend ? 0 : 1;  // a commnode holds back-ends, if only joined ones
+    if (const auto* f = topology.frontier(n.rank)) {  // held without its children (a back-end's part)
+      e.launch_fanout = f->fanout;
+      e.height = f->height;
+    }
     index_.emplace(n.rank, std::move(e));
   }
   root_ = topology.root().rank;

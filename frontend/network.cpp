@@ -518,6 +518,10 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
     }
   }
   plan.fault = options.fault_tolerance;
+  // A member's gossip pauses while the tree between it and a peer heals: it needs the
+  // whole tree (membership/gossip.h). Back-ends written for MRNet hold it, as MRNet's do.
+  plan.whole_tree = options.whole_tree_at_backends || options.mrnet_backend_args ||
+                    plan.fault.gossip.schedule != GossipSchedule::off;
   if (!options.reattach_file.empty()) plan.reattach_file = std::filesystem::absolute(options.reattach_file).string();
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);

@@ -131,7 +131,7 @@ bool GossipService::paused(Rank rank) const {
   const auto* tree = node_.live_tree();
   if (!tree || node_.phase() == core::Phase::orphaned) return true;
   const Rank me = node_.identity().rank;
-  return (tree->alive(rank) && !tree->attached(rank)) || !tree->attached(me);
+  return (tree->contains(rank) && tree->alive(rank) && !tree->attached(rank)) || !tree->attached(me);
 }
 
 // ---- rounds ----

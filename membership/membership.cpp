@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/codec.h"
 #include "core/log.h"
 
 namespace canopy::membership {
@@ -143,7 +144,11 @@ void MembershipService::initialise() {
   view_.id = 0;
   view_.members.clear();
   // A front-end that re-attached gets the view from the heir that held it.
-  if (!node_.plan().attach && !node_.plan().reattached) view_.members = node_.topology()->backends();
+  // A back-end holding its part of the tree has view 0 in its plan (docs/scale.md).
+  if (!node_.plan().attach && !node_.plan().reattached) {
+    view_.members = node_.topology()->partial() ? core::expand_ranges(node_.plan().view_zero)
+                                                : node_.topology()->backends();
+  }
   std::sort(view_.members.begin(), view_.members.end());
   digest_ = digest_of(view_, epochs_);
   reported_ = view_;

@@ -423,6 +423,8 @@ Network* Network::CreateNetworkFE(const char* topology_text, const char* backend
     options.mrnet_backend_args = true;
   }
   options.topology = std::move(*topology);
+  // MRNet's back-ends hold the whole tree (their NetworkTopology).
+  options.whole_tree_at_backends = true;
   options.commnode_exe = commnode_program();
   if (auto timeout = attribute("MRNET_STARTUP_TIMEOUT")) {
     const auto seconds = positive_number(*timeout);

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 10;
+const protocolVersion :UInt32 = 11;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -33,6 +33,8 @@ const protocolVersion :UInt32 = 10;
 # 9: healing switched on and off while the tree runs (requests.capnp, SetHealing).
 # 10: a membership view travels as the change from the one before it, with a digest;
 #     a process that missed one asks for the whole view (membership.capnp).
+# 11: a back-end receives its part of the tree, not the whole (Topology: `frontier`
+#     nodes and view 0's `members`); a reader of 10 would take it for the whole tree.
 
 enum Role {
   frontend @0;
@@ -140,8 +142,9 @@ struct HelloProof {
 }
 
 struct Topology {
-  # Parent -> child, right after a valid Hello, and again whenever endpoints become
-  # known. Every process holds the whole tree.
+  # Parent -> child, right after a valid Hello. A commnode (or a re-attached
+  # front-end) receives the whole tree; a back-end, the part it needs, unless
+  # `wholeTree` (docs/scale.md).
 
   nodes @0 :List(Node);         # root first, then breadth-first
   hosts @1 :List(Host);
@@ -171,6 +174,11 @@ struct Topology {
                                 # each service's options for the whole tree, encoded by
                                 # the service itself (in its own schema): the core
                                 # carries them without looking inside
+  members @15 :List(UInt32);    # a back-end's part of the tree (some node is a
+                                # `frontier`): the back-ends of view 0 (the launch
+                                # topology's), as ranges, first and last rank of each
+  wholeTree @16 :Bool;          # every back-end holds the whole tree (MRNet's model;
+                                # the gossip detector needs it), not its part
 
   struct ServiceOptions {
     id @0 :UInt16;              # the service's id (its schema's serviceId)
@@ -206,6 +214,10 @@ struct Topology {
     children @6 :List(UInt32);
     hasLink @7 :Bool;           # false: the tree's default kind
     link @8 :LinkKind;          # the link to the parent
+    frontier @9 :Bool;          # a commnode held without its children (a back-end's
+                                # part of the tree): its height and fan-out at launch
+    frontierHeight @10 :UInt32;
+    frontierFanout @11 :UInt32;
   }
 
   struct Host {
@@ -336,6 +348,9 @@ struct AttachReport {
   orphan @0 :UInt32;
   adopter @1 :UInt32;
   incarnation @2 :UInt32;
+  orphanIsCommnode @3 :Bool;  # for a back-end holding its part of the tree, which
+                              # takes an adopted back-end it does not hold under its
+                              # own parent as a sibling (docs/scale.md)
 }
 
 

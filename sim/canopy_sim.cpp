@@ -197,9 +197,15 @@ class Run {
     if (!up) return fail("the tree was not up within " + std::to_string(kLimit.count() / 1000000) + " s of virtual time");
     const auto ready_at = sim_.now();
     quiet();
-    const auto launch = between({}, snapshot(sim_), root_process());
+    const auto after_launch = snapshot(sim_);
+    const auto launch = between({}, after_launch, root_process());
+    std::uint64_t backend_received = 0;  // the most any back-end received
+    for (Rank b : topology.backends()) {
+      backend_received = std::max(backend_received, after_launch[tree_.member(b).process].bytes_received);
+    }
     json_ += "\"launch\":{\"bytes\":" + std::to_string(launch.bytes) + ",\"messages\":" +
-             std::to_string(launch.messages) + ",\"virtual_ms\":" + number(ms(ready_at)) +
+             std::to_string(launch.messages) + ",\"backend_received_max\":" + std::to_string(backend_received) +
+             ",\"virtual_ms\":" + number(ms(ready_at)) +
              ",\"quiet_virtual_ms\":" + number(ms(sim_.now())) + "}";
     // ---- the first wave ----
     backends_ = topology.backends();

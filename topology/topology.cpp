@@ -366,6 +366,65 @@ Result<void> Topology::add_backend(Rank rank, Rank parent) {
   return {};
 }
 
+const Topology::Frontier* Topology::frontier(Rank rank) const {
+  auto it = frontier_.find(rank);
+  return it == frontier_.end() ? nullptr : &it->second;
+}
+
+bool Topology::set_frontier(Rank rank, Frontier frontier) {
+  const TopologyNode* node = find(rank);
+  if (!node || node->role != Role::commnode || !node->children.empty()) return false;
+  frontier_[rank] = frontier;
+  return true;
+}
+
+Topology Topology::backend_part(Rank parent) const {
+  // Heights at launch, each child's before its parent's (nodes_ is breadth-first; a
+  // back-end that joined later comes last, with height 0 like every back-end).
+  std::vector<std::uint32_t> height(nodes_.size(), 0);
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    const TopologyNode& n = nodes_[i];
+    if (n.role == Role::backend) continue;
+    const Frontier* f = frontier(n.rank);
+    std::uint32_t h = f ? f->height : 1;  // a commnode holds back-ends, if only joined ones
+    for (Rank c : n.children) h = std::max(h, height[index_.at(c)] + 1);
+    height[i] = h;
+  }
+  std::vector<Rank> path;  // root first
+  for (const TopologyNode* n = &at(parent);; n = &at(*n->parent)) {
+    path.push_back(n->rank);
+    if (!n->parent) break;
+  }
+  std::reverse(path.begin(), path.end());
+  Topology part;
+  std::unordered_set<std::string> used_hosts;
+  auto hold = [&](const TopologyNode& n) {
+    part.index_.emplace(n.rank, part.nodes_.size());
+    part.nodes_.push_back(n);
+    used_hosts.insert(n.host);
+  };
+  hold(at(path.front()));
+  for (std::size_t level = 0; level < path.size(); ++level) {
+    for (Rank c : at(path[level]).children) {
+      const TopologyNode& child = at(c);
+      hold(child);
+      if (level + 1 < path.size() && c == path[level + 1]) continue;  // on the path: its children follow
+      TopologyNode& held = part.nodes_.back();
+      if (held.role != Role::commnode) continue;
+      const Frontier* f = frontier(c);
+      part.frontier_[c] = {height[index_.at(c)],
+                           f ? f->fanout : static_cast<std::uint32_t>(held.children.size())};
+      held.children.clear();
+    }
+  }
+  for (const Host& h : hosts_) {
+    if (used_hosts.count(h.name)) part.hosts_.push_back(h);
+  }
+  part.links_ = links_;
+  part.gossip_ = gossip_;
+  return part;
+}
+
 Result<void> Topology::set_links(LinkSettings links) {
   if (!(links.corrupt_fraction >= 0.0 && links.corrupt_fraction < 1.0)) {
     return Error{"the fraction of fragments to corrupt must be at least 0 and below 1, not " +

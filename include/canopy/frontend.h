@@ -94,6 +94,15 @@ struct LaunchOptions {
   // orderly shutdown(). Empty: none is written.
   std::string reattach_file;
 
+  // What each back-end holds of the tree (docs/scale.md). By default its part: its
+  // ancestors and their children, with their endpoints (what it needs to find an
+  // adopter), so that a launch sends each back-end O(fan-out x depth) bytes whatever
+  // the tree's size; Backend::status() then lists only that part. True: every
+  // back-end holds the whole tree, as MRNet's do (its NetworkTopology on a back-end
+  // sets this, and so does mrnet_backend_args). The gossip detector needs the whole
+  // tree and turns it on.
+  bool whole_tree_at_backends = false;
+
   // How the tree detects failures and heals (docs/fault-tolerance.md), and the
   // gossip detector among the back-ends (docs/gossip.md): with gossip off here, the
   // topology's `gossip:` settings apply, if it has them (to launch without gossip

@@ -1,8 +1,9 @@
 // The tree model: which processes exist, where they run and who is whose parent.
 //
-// Pure logic, no I/O except reading a file in load_topology(). Every process of a
-// Canopy network holds the whole Topology, so that routing, and later orphan
-// re-adoption, can be computed locally.
+// Pure logic, no I/O except reading a file in load_topology(). The front-end and
+// every commnode hold the whole Topology, so that routing, and orphan re-adoption,
+// are computed locally; a back-end holds the part of it that it needs
+// (Topology::backend_part; docs/scale.md).
 #pragma once
 
 #include <cstddef>
@@ -126,10 +127,38 @@ class Topology {
   // adopter), the tree's. `automatic` resolves by the two hosts' NIC counts.
   LinkKind link_between(const TopologyNode& child, const TopologyNode& parent) const;
 
+  // A part of a tree holds some commnodes without their children; it keeps their
+  // height (hops down to their deepest back-end) and fan-out at launch instead.
+  struct Frontier {
+    std::uint32_t height = 1;
+    std::uint32_t fanout = 0;
+    bool operator==(const Frontier&) const = default;
+  };
+  // Whether this is a part of a tree rather than the whole (some commnode is held
+  // without its children). Its backends() are then only the back-ends it holds.
+  bool partial() const { return !frontier_.empty(); }
+  // The launch height and fan-out of `rank`, a commnode held without its children;
+  // null for every other node.
+  const Frontier* frontier(Rank rank) const;
+  // Marks `rank`, a commnode held without children, as such (a part received from a
+  // parent); false, changing nothing, if no such commnode is held.
+  bool set_frontier(Rank rank, Frontier frontier);
+  // The part of this tree that a back-end child of `parent` holds (docs/scale.md):
+  // every ancestor of it, from the root down to `parent`, each with all its
+  // children; a child that is not on that path is held without children of its own
+  // (a frontier). That is what the back-end needs to find its adopters: its
+  // parent's siblings and every ancestor above, with their endpoints. Its size is
+  // the sum of the ancestors' fan-outs, whatever the tree's; building it walks the
+  // whole tree once. Tree-wide settings (links, hosts of the nodes it holds) come
+  // along. Precondition: `parent` is a commnode or the front-end of this tree, and
+  // this topology holds the children of its ancestors.
+  Topology backend_part(Rank parent) const;
+
  private:
   std::vector<TopologyNode> nodes_;
   std::vector<Host> hosts_;
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
+  std::unordered_map<Rank, Frontier> frontier_;   // commnodes held without children
   LinkSettings links_;
   std::optional<GossipOptions> gossip_;
 };

@@ -34,10 +34,12 @@ std::vector<Rank> everyone_but(TreeHarness& tree, std::set<Rank> gone) {
   return out;
 }
 
-// The rank every live process would name as its parent's, agreed by all of them.
+// The rank every live process would name as its parent's, agreed by all of them:
+// every commnode, and every back-end whose part of the tree holds it (docs/scale.md).
 bool all_see_parent(TreeHarness& tree, const std::vector<Rank>& viewers, Rank rank, Rank parent) {
   return std::all_of(viewers.begin(), viewers.end(), [&](Rank v) {
     const auto* view = tree.node(v).live_tree();
+    if (view && !view->contains(rank) && tree.topology().at(v).role == canopy::Role::backend) return true;
     return view && view->parent(rank) == parent && view->alive(parent);
   });
 }

@@ -92,10 +92,13 @@ TEST(Orphans, AnOrphanNobodyAdoptsStopsItsSubtreeAtTheAdoptionTimeout) {
 // then the front-end; FE+3's back-ends 0 and 1 ask FE+4 first (their parent's
 // sibling), which refuses (it is itself an orphan), then FE+1 (dead: the
 // connection fails), then FE+5, which adopts them. (Their reports cannot reach the
-// root through the hung FE+2: each orphan's own is read.)
+// root through the hung FE+2: each orphan's own is read.) The back-ends hold the
+// whole tree here, to reach FE+5, their cousin: a back-end's part holds only its
+// ancestors and their children (docs/scale.md; the next test).
 TEST(Orphans, AnOrphanMovesOnAtOnceWhenRefusedAndAfterTheAttemptTimeOutWhenNotAnswered) {
   const FaultToleranceOptions fault;
   TreeHarness tree("b:2x2x2", fault);
+  tree.set_whole_tree();
   ASSERT_TRUE(tree.launch());
   core::TreeView seen_by_0 = *tree.node(0).live_tree();  // as back-end 0 will see it: its parent failed
   seen_by_0.apply_failure(FE + 3);
@@ -116,6 +119,35 @@ TEST(Orphans, AnOrphanMovesOnAtOnceWhenRefusedAndAfterTheAttemptTimeOutWhenNotAn
   EXPECT_EQ(own_recovery(tree, FE + 4)->adopter, FE);
   EXPECT_EQ(own_recovery(tree, FE + 4)->attempts, 2u) << "FE+2, which did not answer, then the front-end";
   tree.kill(FE + 2);
+}
+
+// A back-end holds its part of the tree (docs/scale.md): its ancestors and their
+// children, with view 0 whole. It heals from it twice: FE+3's back-ends 0 and 1 go
+// to FE+4, their parent's sibling; once FE+4 is lost too, to FE+1, the nearest live
+// ancestor (it holds no commnode below FE+1 that is left).
+TEST(Orphans, ABackEndHoldsItsPartOfTheTreeAndHealsFromItTwice) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:2x2x2", fault);  // FE+1: FE+3 (0, 1), FE+4 (2, 3); FE+2: FE+5, FE+6
+  ASSERT_TRUE(tree.launch());
+  const canopy::Topology& part = *tree.node(0).topology();
+  EXPECT_TRUE(part.partial());
+  EXPECT_EQ(part.size(), 7u);  // FE, FE+1, FE+2, FE+3, FE+4, 0, 1
+  EXPECT_EQ(part.find(FE + 5), nullptr);
+  EXPECT_EQ(tree.runtime(0).membership.view().members, tree.topology().backends());
+  EXPECT_FALSE(tree.node(FE + 3).topology()->partial()) << "a commnode holds the whole tree";
+
+  tree.kill(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5s));
+  for (Rank orphan : {0u, 1u}) EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 4) << orphan;
+  tree.heard(0).recovered.clear();
+  tree.heard(1).recovered.clear();
+  tree.kill(FE + 4);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5s));
+  for (Rank orphan : {0u, 1u}) EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 1) << orphan;
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 2) && own_recovery(tree, 3); }, 5s));
+  // The root holds the whole live tree: every back-end is under FE+1 now.
+  for (Rank b : {0u, 1u, 2u, 3u}) EXPECT_EQ(tree.node(FE).live_tree()->parent(b), FE + 1) << b;
 }
 
 // An adopter adopts only an orphan whose parent it knows is gone (docs/security.md).
@@ -353,10 +385,13 @@ TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
 // Adoption reports go down the tree in batches (core/node.h, kNewsWindow): when a
 // commnode with 8 back-ends dies and its orphans are adopted at about the same
 // time, a bystander back-end hears of all 8 adoptions in a few messages, not one
-// message per orphan (each message a wake-up of every process in a real tree).
+// message per orphan (each message a wake-up of every process in a real tree). The
+// back-ends hold the whole tree here: one that holds its part hears only of the
+// adoptions it holds (ABackEndHearsOnlyOfTheAdoptionsItsPartHolds).
 TEST(Orphans, AttachReportsReachTheRestOfTheTreeInBatches) {
   FaultToleranceOptions fault;
   TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  tree.set_whole_tree();
   ASSERT_TRUE(tree.launch());
   const Rank bystander = 63;  // under FE+8
   const std::size_t before = tree.node(bystander).news_received();
@@ -377,10 +412,12 @@ TEST(Orphans, AttachReportsReachTheRestOfTheTreeInBatches) {
 // The adoption of a back-end reaches back-ends in a batch of its own (core/node.h,
 // kLeafNewsWindow): in the storm after a commnode's death they are not woken for
 // the adoptions of its orphans, and they hear of all of them together afterwards.
-// Commnodes, which adopt and route, hear of them at once (kNewsWindow).
+// Commnodes, which adopt and route, hear of them at once (kNewsWindow). (Back-ends
+// holding the whole tree, as in the test above.)
 TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
   FaultToleranceOptions fault;
   TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  tree.set_whole_tree();
   ASSERT_TRUE(tree.launch());
   const Rank bystander = 63;  // under FE+8
   auto adoptions_heard = [&](Rank r) {
@@ -404,6 +441,39 @@ TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
       << "the bystander heard of " << adoptions_heard(bystander) << " of the 8 adoptions";
   EXPECT_LT(during, 8u) << "the bystander heard of every adoption during the storm";
   EXPECT_LE(tree.node(bystander).news_received() - before, 1u) << "the rest came in more than one message";
+}
+
+// A back-end holding its part of the tree (docs/scale.md) is sent only the adoptions
+// it holds, and that of a back-end adopted by its own parent (a new sibling). FE+1
+// dies; its one back-end, 0, goes to FE+2, whose back-end 1 hears of it. Back-ends
+// 2 and 3, under FE+3 and FE+4, hear of FE+1's failure (FE+1 is in their part) and
+// of no adoption. Holding the whole tree, they hear of it as before.
+TEST(Orphans, ABackEndHearsOnlyOfTheAdoptionsItsPartHolds) {
+  for (const bool whole : {false, true}) {
+    FaultToleranceOptions fault;
+    fault.standby_links = false;
+    TreeHarness tree("b:4x1", fault);  // FE+1..FE+4, back-end k under FE+1+k
+    if (whole) tree.set_whole_tree();
+    ASSERT_TRUE(tree.launch());
+    std::map<Rank, std::size_t> before;
+    for (Rank r : {1u, 2u, 3u}) before[r] = tree.node(r).news_received();
+    tree.kill(FE + 1);
+    ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) != nullptr; }, 5s));
+    ASSERT_EQ(own_recovery(tree, 0)->adopter, FE + 2);
+    tree.run_for(1s);  // past every batch's window
+    auto adoptions_heard = [&](Rank r) {
+      std::size_t n = 0;
+      for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption && c.rank == 0;
+      return n;
+    };
+    EXPECT_EQ(adoptions_heard(1), 1u) << "whole " << whole;
+    EXPECT_EQ(tree.node(1).live_tree()->parent(0), FE + 2) << "whole " << whole;
+    for (Rank bystander : {2u, 3u}) {
+      EXPECT_EQ(adoptions_heard(bystander), whole ? 1u : 0u) << bystander << ", whole " << whole;
+      EXPECT_EQ(tree.node(bystander).news_received() - before[bystander], whole ? 2u : 1u)
+          << bystander << ", whole " << whole << ": the failure report, then the adoption's if it holds the whole tree";
+    }
+  }
 }
 
 // An orphan adopted after others is sent the live tree (core/node.cpp,

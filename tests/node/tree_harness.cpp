@@ -63,6 +63,7 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
   plan.startup_timeout = std::chrono::seconds(5);
   plan.fault = fault_;
   plan.attach = attach_;
+  plan.whole_tree = whole_tree_;
   Member& root = add(topology_.root().rank, Role::frontend);
   if (auto started = root.runtime->node.start_as_root(topology_, plan); !started) {
     throw std::runtime_error(started.error());

@@ -107,6 +107,8 @@ class TreeHarness final : public services::Launcher {
   // comes with attach().
   bool launch(std::chrono::milliseconds limit = std::chrono::seconds(10));
   void set_attach_mode() { attach_ = true; }
+  // Every back-end holds the whole tree (LaunchPlan::whole_tree), not its part.
+  void set_whole_tree() { whole_tree_ = true; }
   // Attach mode: starts back-end `rank`, which connects to its parent in the
   // topology (as canopy::Backend::attach does).
   void attach(Rank rank);
@@ -163,6 +165,7 @@ class TreeHarness final : public services::Launcher {
   Topology topology_;
   FaultToleranceOptions fault_;
   bool attach_ = false;
+  bool whole_tree_ = false;
   AddServices extra_;
   std::uint64_t network_id_ = 0x5eed0000cafe0001;
   std::map<Rank, std::unique_ptr<Member>> members_;

@@ -150,6 +150,21 @@ TEST(CanopySim, ABackEndFailureCostsEveryProcessTheSameWhateverTheTreesSize) {
   EXPECT_LT(per_process[1], 1.1 * per_process[0]) << "b:8^2 " << per_process[0] << " bytes, b:16^2 " << per_process[1];
 }
 
+// A back-end receives its part of the tree at launch (docs/scale.md): its ancestors
+// and their children. From b:8^2 to b:8^3 the tree grows eightfold, a back-end's
+// part by one level. (It received the whole tree before: eight times as much.)
+TEST(CanopySim, ABackEndsLaunchGrowsWithTheDepthNotWithTheTree) {
+  double received[2];
+  int i = 0;
+  for (const char* tree : {"b:8^2", "b:8^3"}) {
+    const auto [out, code] = run(std::string("--tree ") + tree);
+    ASSERT_EQ(code, 0) << out;
+    received[i] = number_after(out, "\"backend_received_max\":");
+    ASSERT_GT(received[i++], 0) << out;
+  }
+  EXPECT_LT(received[1], 2 * received[0]) << "b:8^2 " << received[0] << " bytes, b:8^3 " << received[1];
+}
+
 TEST(CanopySim, ABadTreeIsRefusedWithTheReason) {
   const auto [out, code] = run("--tree b:0^2");
   EXPECT_EQ(code, 2) << out;

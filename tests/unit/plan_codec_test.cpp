@@ -22,7 +22,9 @@ LaunchPlan through_the_wire(const LaunchPlan& plan) {
   capnp::MallocMessageBuilder message;
   auto t = message.initRoot<canopy::wire::Topology>();
   canopy::core::encode_plan(plan, t);
-  return canopy::core::decode_plan(t.asReader());
+  auto decoded = canopy::core::decode_plan(t.asReader());
+  EXPECT_TRUE(decoded) << decoded.error();
+  return decoded ? *decoded : LaunchPlan{};
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+#include "core/backend_part.h"
+
+#include "core/codec.h"
+
+namespace canopy::core {
+
+const Topology* BackendPart::get(const Topology& whole, Rank self, const LaunchPlan& plan) {
+  if (!part_) {
+    part_ = whole.backend_part(self);
+    whole_ = plan.whole_tree || !part_->partial();
+  }
+  return whole_ ? nullptr : &*part_;
+}
+
+const std::vector<std::pair<Rank, Rank>>& BackendPart::view_zero(const Topology& whole, const LaunchPlan& plan) {
+  if (!view_zero_) {
+    // View 0 is the launch topology's back-ends (none in attach mode: they join);
+    // a process that holds a part itself has them in its plan.
+    if (plan.attach) view_zero_.emplace();
+    else if (whole.partial()) view_zero_ = plan.view_zero;
+    else view_zero_ = rank_ranges(whole.backends());
+  }
+  return *view_zero_;
+}
+
+bool BackendPart::holds(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank) {
+  const Topology* part = get(whole, self, plan);
+  return !part || part->find(rank) != nullptr;
+}
+
+void BackendPart::set_port(Rank rank, std::uint16_t port) {
+  if (part_) part_->set_port(rank, port);
+}
+
+}  // namespace canopy::core

@@ -1,0 +1,42 @@
+// BackendPart: what a commnode (or the front-end) sends its back-end children of the
+// tree, instead of the whole of it (docs/scale.md, "What a process holds").
+//
+// A back-end needs its ancestors and their children, with their endpoints, to find
+// an adopter, and view 0's members: Topology::backend_part() and those members as
+// ranges. Every back-end child of one parent gets the same part, built once and kept
+// up to date with the ports learnt after it; so a launch sends each back-end
+// O(fan-out x depth) bytes, whatever the tree's size. Not with LaunchPlan::whole_tree
+// (MRNet's model), nor where the part would be the whole tree anyway (a flat tree).
+// Pure logic; on the node's io_context thread.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "canopy/topology.h"
+#include "core/plan.h"
+
+namespace canopy::core {
+
+class BackendPart {
+ public:
+  // The part for a back-end child of `self` in `whole` (which must hold it), or null
+  // when a back-end child gets the whole tree.
+  const Topology* get(const Topology& whole, Rank self, const LaunchPlan& plan);
+  // View 0's members, as ranges, for a back-end child that gets a part.
+  const std::vector<std::pair<Rank, Rank>>& view_zero(const Topology& whole, const LaunchPlan& plan);
+  // Whether a back-end child's part holds `rank` (true when it gets the whole tree).
+  bool holds(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank);
+  // A port learnt after the part was built.
+  void set_port(Rank rank, std::uint16_t port);
+  // The tree changed shape (a back-end joined): build the part again when next asked.
+  void invalidate() { part_.reset(); }
+
+ private:
+  std::optional<Topology> part_;
+  bool whole_ = false;  // a back-end child gets the whole tree (decided with part_)
+  std::optional<std::vector<std::pair<Rank, Rank>>> view_zero_;
+};
+
+}  // namespace canopy::core
