@@ -14,6 +14,7 @@ using transport::Link;
 
 void Node::adopt_topology(Topology topology) {
   topology_ = std::move(topology);
+  backend_part_ = BackendPart{};  // of the tree held before, if any (a re-attach that failed)
   tree_.emplace(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
   // A back-end child hears of the adoptions its part of the tree holds, and of a

@@ -114,10 +114,12 @@ class Backend {
   View view() const;
 
   // The live tree as this back-end knows it, in the front-end's form
-  // (Network::status()): every process of the topology with its current parent and
-  // children, kept current by the failure and adoption reports that reach every
-  // process, but for the failures of other back-ends, which go to the front-end only
-  // (view() says who left); empty until the back-end has the tree.
+  // (Network::status()): the processes of its part of the tree (its ancestors and
+  // their children, docs/scale.md; the whole tree with
+  // LaunchOptions::whole_tree_at_backends) with their current parent and children,
+  // kept current by the failure and adoption reports about them, but for the failures
+  // of other back-ends, which go to the front-end only (view() says who left); empty
+  // until the back-end has the tree.
   std::vector<NodeStatus> status() const;
 
   // The gossip failure detector's settings this back-end runs with (docs/gossip.md;
