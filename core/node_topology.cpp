@@ -51,6 +51,13 @@ void Node::on_topology(wire::Topology::Reader t) {
     log().error("parent sent a commnode a part of the tree, not the whole");
     return begin_stop("part of the tree sent to a commnode");
   }
+  // A launched back-end's part comes with view 0, of which it is a member.
+  if (topology->partial() && !plan->attach &&
+      std::none_of(plan->view_zero.begin(), plan->view_zero.end(),
+                   [&](const auto& range) { return range.first <= id_.rank && id_.rank <= range.second; })) {
+    log().error("parent sent a part of the tree whose view 0 does not hold this back-end, rank {}", id_.rank);
+    return begin_stop("view 0 without this back-end");
+  }
   plan_ = std::move(*plan);
   adopt_topology(std::move(*topology));
   // A commnode listens for its children, and, in open attach, for back-ends that

@@ -14,6 +14,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -96,7 +97,7 @@ class MrnetApi : public canopy::testing::ProcessTest {
 
   // Sends TAG_SUM {10} on `stream` and returns the sum that comes back (each
   // back-end adds its rank to it), or -1 after a failure, which it reports.
-  int sum_once(Stream* stream) {
+  int sum_once(Stream* stream, unsigned* holds = nullptr) {
     int tag = 0, total = 0;
     PacketPtr packet;
     if (stream->send(TAG_SUM, "%d", 10) != 0 || stream->recv(&tag, packet) != 1 ||
@@ -104,6 +105,27 @@ class MrnetApi : public canopy::testing::ProcessTest {
       ADD_FAILURE() << "no sum: " << net_->error_detail();
       return -1;
     }
+    if (holds) *holds = packet->get_WaveBackends();
+    return total;
+  }
+  // The first sum whose wave holds `backends` back-ends (Packet::get_WaveBackends),
+  // waves 20 ms apart for at most 10 s: right after adoptions, waves close before
+  // the last orphan's streams have joined its adopter's (an orphan descheduled for a
+  // few milliseconds misses several), and hold fewer (they say so).
+  // `partial(total, holds)` checks each of those.
+  int sum_of(Stream* stream, unsigned backends, const std::function<void(int, unsigned)>& partial) {
+    int total = -1;
+    std::string seen;
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         std::chrono::steady_clock::now() < deadline;) {
+      unsigned holds = 0;
+      total = sum_once(stream, &holds);
+      if (holds == backends || total < 0) return total;
+      partial(total, holds);
+      seen += " " + std::to_string(total) + " of " + std::to_string(holds);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "no wave of " << backends << " back-ends within 10 s:" << seen;
     return total;
   }
 

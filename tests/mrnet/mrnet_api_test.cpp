@@ -825,7 +825,14 @@ TEST_F(MrnetApi, FailureRecoveryOffEndsAKilledCommnodesSubtreeAndOnHealsAgain) {
   ASSERT_GT(second, 0);
   ASSERT_EQ(kill(second, SIGKILL), 0);
   EXPECT_EQ(wait_for_adoptions(net, 2), 2);
-  EXPECT_EQ(sum_once(sum), 25);
+  // Waves right after the adoptions may close before the second orphan's streams
+  // joined the front-end's (1 run in about 150 under load): each holds one back-end,
+  // says so, and its sum is that back-end's alone.
+  EXPECT_EQ(sum_of(sum, 2, [](int total, unsigned holds) {
+              EXPECT_EQ(holds, 1u);
+              EXPECT_TRUE(total == 12 || total == 13) << total;
+            }),
+            25);
 
   ASSERT_NO_FATAL_FAILURE(end_with(sum, TAG_EXIT));
   ended = outcomes();
