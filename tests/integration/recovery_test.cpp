@@ -453,10 +453,18 @@ TEST_F(Recovery, StripedLinksWithCorruptionHealAndLoseNothing) {
   std::string text((std::istreambuf_iterator<char>(log)), {});
   EXPECT_NE(text.find("connected to potential adopter"), std::string::npos) << text;
   EXPECT_NE(text.find("(striped, 2 paths)), asking for adoption"), std::string::npos) << text;
+  // Corrupted fragments, counted by the processes that sent them, in every log: a
+  // back-end alone sends too few fragments for 5 % to be sure to hit one (it receives
+  // its part of the tree, not the whole, and acknowledges less: back-end 0's own count
+  // was 0 in 1 run of 8 under load).
   std::size_t injected = 0;
-  for (std::size_t at = text.find(" corruptions injected"); at != std::string::npos;
-       at = text.find(" corruptions injected", at + 1)) {
-    injected += std::stoul(text.substr(text.rfind(", ", at) + 2));
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::string all((std::istreambuf_iterator<char>(in)), {});
+    for (std::size_t at = all.find(" corruptions injected"); at != std::string::npos;
+         at = all.find(" corruptions injected", at + 1)) {
+      injected += std::stoul(all.substr(all.rfind(", ", at) + 2));
+    }
   }
   EXPECT_GT(injected, 0u) << "the fault injection must have corrupted fragments";
   if (HasFailure()) {
