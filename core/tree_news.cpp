@@ -65,12 +65,15 @@ void TreeNews::drop() {
 }
 
 void TreeNews::send(const std::vector<News>& news, bool leaf) {
-  // Whether back-end children take a report: the same for all of them.
+  // Whether back-end children take a report: the same for all of them, asked once
+  // the first back-end child comes.
   std::vector<bool> for_backends;
-  for (const auto& n : news) for_backends.push_back(!backend_wants_ || backend_wants_(n.orphan, n.adopter));
   for (auto& child : children_) {
     if (!child.link) continue;
     const bool backend = child.role == Role::backend;
+    if (backend && for_backends.empty()) {
+      for (const auto& n : news) for_backends.push_back(!backend_wants_ || backend_wants_(n.orphan, n.adopter));
+    }
     // A commnode takes every report in the fast batch; a back-end, those about
     // back-ends in the leaf batch only, and of those only what its part of the tree
     // holds.

@@ -28,7 +28,6 @@
 #include <CLI/CLI.hpp>
 
 #include "canopy/topology.h"
-#include "core/listener.h"
 #include "core/log.h"
 #include "filters/filter.h"
 #include "services/runtime.h"
