@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -428,33 +427,6 @@ class Run {
 }  // namespace
 }  // namespace canopy::sim
 
-namespace canopy::sim {
-
-std::string reserve_descriptors(std::size_t needed) {
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return "";  // nothing known: try
-  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur >= needed) return "";
-  if (files.rlim_max == RLIM_INFINITY || files.rlim_max >= needed) {
-    files.rlim_cur = needed;
-    return setrlimit(RLIMIT_NOFILE, &files) == 0 ? "" : "cannot raise the limit on open descriptors";
-  }
-  const rlimit raised{needed, needed};
-  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return "";
-  std::string nr_open = "?";
-  if (std::FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
-    char line[32] = {};
-    if (std::fgets(line, sizeof line, f)) nr_open = std::string(line, std::strcspn(line, "\n"));
-    std::fclose(f);
-  }
-  return "it needs about " + std::to_string(needed) +
-         " open descriptors (three per simulated process: each runs an event loop of its own), and this process may "
-         "have " + std::to_string(files.rlim_max) + ": raise the hard limit (as root: ulimit -Hn " +
-         std::to_string(needed) + "; the system allows at most fs.nr_open = " + nr_open +
-         ", which sysctl -w fs.nr_open=N raises)";
-}
-
-}  // namespace canopy::sim
-
 int main(int argc, char** argv) {
   using namespace canopy;
   sim::SimOptions options;
@@ -474,13 +446,6 @@ int main(int argc, char** argv) {
   auto topology = generate_topology(options.tree);
   if (!topology) {
     std::fprintf(stderr, "canopy-sim: --tree %s: %s\n", options.tree.c_str(), topology.error().c_str());
-    return 2;
-  }
-  // Three descriptors per simulated process: its io_context's reactor (epoll, its
-  // interrupter, a timer descriptor). Raised as far as this process may (a hard
-  // limit too, as root); refused up front, saying how, where that is not enough.
-  if (auto limited = sim::reserve_descriptors(3 * topology->size() + 256); !limited.empty()) {
-    std::fprintf(stderr, "canopy-sim: --tree %s: %s\n", options.tree.c_str(), limited.c_str());
     return 2;
   }
   auto run = std::make_unique<sim::Run>(options, std::move(*topology));

@@ -65,6 +65,10 @@ ProcessId Simulator::add(boost::asio::io_context& io, std::string name) {
   const auto id = static_cast<ProcessId>(processes_.size());
   Process& p = processes_.emplace_back();
   p.io = &io;
+  // Its timers wait in the simulator's hands, not in a reactor of its own: a
+  // simulated process holds no descriptor.
+  p.timers = new TimerQueue(io);
+  boost::asio::add_service(io, p.timers);
   p.name = std::move(name);
   p.fabric = std::make_unique<PortFabric>(*this, id);
   make_ready(id);  // whatever its start posted
@@ -77,6 +81,7 @@ void Simulator::remove(ProcessId process) {
   Process& p = processes_.at(process);
   p.gone = true;
   p.io = nullptr;
+  p.timers = nullptr;
   for (auto it = ports_.begin(); it != ports_.end();) {
     it = it->second.process == process ? ports_.erase(it) : std::next(it);
   }
@@ -144,16 +149,20 @@ void Simulator::run(ProcessId process) {
   current_ = process;
   ChargeHeap charge(process);
   auto& io = *p.io;
-  (void)time_.take_nearest_expiry();  // what other processes' timers said
+  auto& timers = *p.timers;
+  (void)time_.take_nearest_expiry();  // what other processes' asio timers said
   do {
     if (io.stopped()) io.restart();
+    timers.fire_due(NodeClock::now());
     ++runs_;
   } while (io.poll() > 0);
   current_ = kNoProcess;
-  // The io_context looked at its nearest timer on its last poll.
-  const auto next = time_.take_nearest_expiry();
   Process& q = processes_[process];  // a handler may have added processes
   if (q.gone) return;
+  // Its timers, and any asio timer it made itself (its io_context looked at the
+  // nearest on its last poll).
+  auto next = timers.next_expiry();
+  if (const auto asio = time_.take_nearest_expiry(); asio && (!next || *asio < *next)) next = asio;
   q.next_timer = next.value_or(NodeClock::time_point::max());
   if (next) {
     ChargeHeap sims_own(kNobody);

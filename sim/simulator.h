@@ -2,7 +2,8 @@
 // of memory (docs/simulation.md).
 //
 // Each simulated process is the real node core with its services on an io_context
-// of its own, as in a real process. The simulator runs a process (polls its
+// of its own, as in a real process, whose timers wait in a TimerQueue the simulator
+// keeps (so that the io_context has no reactor: no descriptors). The simulator runs a process (polls its
 // io_context until it is idle) only when it has something to do: a frame or an end
 // of file arrived on one of its links, a connection came to its port, or one of its
 // timers fell due. Time is canopy::ManualTime: it stands still while any process
@@ -95,6 +96,7 @@ class Simulator {
   class PortFabric;
   struct Process {
     boost::asio::io_context* io = nullptr;
+    TimerQueue* timers = nullptr;  // on io
     std::string name;
     std::unique_ptr<PortFabric> fabric;
     Traffic traffic;

@@ -1,5 +1,9 @@
 #include "transport/clock.h"
 
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -31,6 +35,80 @@ std::optional<NodeClock::time_point> ManualTime::take_nearest_expiry() {
   const NodeClock::rep nearest = NodeClock::nearest_expiry_.exchange(std::numeric_limits<NodeClock::rep>::max());
   if (nearest == std::numeric_limits<NodeClock::rep>::max()) return std::nullopt;
   return NodeClock::time_point(NodeClock::duration(nearest));
+}
+
+// ---- TimerQueue ----
+
+boost::asio::execution_context::id TimerQueue::id;
+
+TimerQueue::TimerQueue(boost::asio::io_context& io) : boost::asio::execution_context::service(io), io_(io) {}
+
+void TimerQueue::shutdown() {
+  // The io_context goes: its handlers are destroyed, not run (asio's rule).
+  for (auto& [at, wait] : waits_) wait.timer->queue_ = nullptr;
+  waits_.clear();
+}
+
+std::optional<NodeClock::time_point> TimerQueue::next_expiry() const {
+  if (waits_.empty()) return std::nullopt;
+  return waits_.begin()->first;
+}
+
+TimerQueue::Waits::iterator TimerQueue::add(NodeClock::time_point at, Timer* timer,
+                                            std::function<void(const boost::system::error_code&)> handler) {
+  return waits_.emplace(at, Wait{timer, std::move(handler), boost::asio::make_work_guard(io_)});
+}
+
+void TimerQueue::complete(Waits::iterator wait, const boost::system::error_code& ec) {
+  // Posted before the wait's work ends, so that the io_context never runs out of
+  // work between the two.
+  boost::asio::post(io_, [handler = std::move(wait->second.handler), ec] { handler(ec); });
+  waits_.erase(wait);
+}
+
+std::size_t TimerQueue::fire_due(NodeClock::time_point now) {
+  std::size_t fired = 0;
+  while (!waits_.empty() && waits_.begin()->first <= now) {
+    auto wait = waits_.begin();
+    auto& pending = wait->second.timer->waits_;
+    pending.erase(std::find(pending.begin(), pending.end(), wait));
+    complete(wait, {});
+    ++fired;
+  }
+  return fired;
+}
+
+// ---- Timer ----
+
+Timer::Timer(boost::asio::io_context& io) {
+  if (boost::asio::has_service<TimerQueue>(io)) {
+    queue_ = &boost::asio::use_service<TimerQueue>(io);
+  } else {
+    real_.emplace(io);
+  }
+}
+
+Timer::Timer(boost::asio::io_context& io, duration expiry_from_now) : Timer(io) { expires_after(expiry_from_now); }
+
+Timer::Timer(boost::asio::io_context& io, time_point expiry) : Timer(io) { expires_at(expiry); }
+
+Timer::~Timer() { cancel(); }
+
+std::size_t Timer::expires_at(time_point at) {
+  if (real_) return real_->expires_at(at);
+  const std::size_t cancelled = cancel();
+  expiry_ = at;
+  return cancelled;
+}
+
+std::size_t Timer::cancel() {
+  if (real_) return real_->cancel();
+  const std::size_t cancelled = waits_.size();
+  if (queue_) {
+    for (auto wait : waits_) queue_->complete(wait, boost::asio::error::operation_aborted);
+  }
+  waits_.clear();
+  return cancelled;
 }
 
 }  // namespace canopy

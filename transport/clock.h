@@ -12,10 +12,16 @@
 #pragma once
 
 #include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
 #include <optional>
+#include <vector>
 
 namespace canopy {
 
@@ -80,6 +86,85 @@ struct NodeClockWaitTraits {
   }
 };
 
-using Timer = boost::asio::basic_waitable_timer<NodeClock, NodeClockWaitTraits>;
+class Timer;
+
+// Timers that whoever runs an io_context keeps itself, in place of the io_context's
+// reactor. Where this service is on an io_context (boost::asio::add_service(io, new
+// TimerQueue(io)), before any Timer is made on it), every canopy::Timer on that io_context waits
+// here; the owner asks when the nearest wait falls due and has the due ones fired.
+// The simulator (sim/) runs thousands of processes on io_contexts of their own: a
+// reactor holds three descriptors, this none.
+class TimerQueue final : public boost::asio::execution_context::service {
+ public:
+  using key_type = TimerQueue;
+  static boost::asio::execution_context::id id;
+
+  explicit TimerQueue(boost::asio::io_context& io);
+
+  // When the nearest pending wait falls due, if any wait is pending.
+  std::optional<NodeClock::time_point> next_expiry() const;
+  // Posts the handler of every wait due at `now` to the io_context, nearest first
+  // (they run when it is polled); how many.
+  std::size_t fire_due(NodeClock::time_point now);
+
+ private:
+  friend class Timer;
+  struct Wait {
+    Timer* timer;
+    std::function<void(const boost::system::error_code&)> handler;
+    // Pending, it is work of the io_context's, as an asio timer's wait is: poll()
+    // and run() do not stop for want of work while it waits.
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+  };
+  using Waits = std::multimap<NodeClock::time_point, Wait>;
+
+  void shutdown() override;
+  Waits::iterator add(NodeClock::time_point at, Timer* timer,
+                      std::function<void(const boost::system::error_code&)> handler);
+  // Posts the wait's handler with `ec` and forgets it.
+  void complete(Waits::iterator wait, const boost::system::error_code& ec);
+
+  boost::asio::io_context& io_;
+  Waits waits_;
+};
+
+// What every time-out of a node waits on: boost::asio's waitable timer on NodeClock,
+// or, on an io_context with a TimerQueue, a wait in that queue. The same calls, with
+// asio's meaning: a handler always runs on the io_context, never inside the call that
+// completes it; moving the expiry, cancel() and the timer's end complete pending
+// waits with operation_aborted.
+class Timer {
+ public:
+  using clock_type = NodeClock;
+  using duration = NodeClock::duration;
+  using time_point = NodeClock::time_point;
+
+  explicit Timer(boost::asio::io_context& io);
+  Timer(boost::asio::io_context& io, duration expiry_from_now);
+  Timer(boost::asio::io_context& io, time_point expiry);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+  time_point expiry() const { return real_ ? real_->expiry() : expiry_; }
+  std::size_t expires_at(time_point at);
+  std::size_t expires_after(duration from_now) { return expires_at(NodeClock::now() + from_now); }
+  std::size_t cancel();
+
+  template <typename Handler>
+  void async_wait(Handler&& handler) {
+    if (real_) return real_->async_wait(std::forward<Handler>(handler));
+    waits_.push_back(queue_->add(expiry_, this, std::forward<Handler>(handler)));
+  }
+
+ private:
+  friend class TimerQueue;
+  using AsioTimer = boost::asio::basic_waitable_timer<NodeClock, NodeClockWaitTraits>;
+
+  std::optional<AsioTimer> real_;
+  TimerQueue* queue_ = nullptr;
+  time_point expiry_{};
+  std::vector<TimerQueue::Waits::iterator> waits_;  // pending, in the queue
+};
 
 }  // namespace canopy

@@ -171,18 +171,21 @@ TEST(CanopySim, ABackEndsLaunchGrowsWithTheDepthNotWithTheTree) {
 // raise it (b:32^3 aborted a third of the way into its launch: "Too many open
 // files"). Here b:16^2 (273 processes) under a hard limit of 500 that the program may
 // not raise (as root, it runs as nobody).
-TEST(CanopySim, ATreeBeyondTheDescriptorLimitIsRefusedSayingHowToRaiseIt) {
+// A simulated process holds no descriptor: its timers wait in the simulator's
+// hands, not in an event loop of its own (which held three). b:16^2's 273 processes
+// once needed 1,075 descriptors and were refused under a limit of 64.
+TEST(CanopySim, ATreeOfMoreProcessesThanTheDescriptorLimitRuns) {
   const std::string as_user = geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : "";
-  FILE* p = popen(("ulimit -n 500 && " + as_user + CANOPY_SIM + " --tree b:16^2 2>&1").c_str(), "r");
+  FILE* p = popen(("ulimit -n 64 && " + as_user + CANOPY_SIM + " --tree b:16^2 --kill-backends 1 --kill-commnodes 1 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
   char buf[4096];
   while (std::fgets(buf, sizeof buf, p)) out += buf;
   const int status = pclose(p);
   ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
-  EXPECT_NE(out.find("canopy-sim: --tree b:16^2: it needs about 1075 open descriptors"), std::string::npos) << out;
-  EXPECT_NE(out.find("ulimit -Hn 1075"), std::string::npos) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("\"processes\":273"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"last_wave_ok\":true"), std::string::npos) << out;
 }
 
 TEST(CanopySim, ABadTreeIsRefusedWithTheReason) {

@@ -6,6 +6,10 @@
 
 #include "transport/clock.h"
 
+#include <filesystem>
+#include <memory>
+#include <vector>
+
 namespace canopy {
 namespace {
 
@@ -76,6 +80,91 @@ TEST(Clock, ARealTimerStillWaitsInRealTime) {
   io.run();
   EXPECT_TRUE(fired);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 20ms);
+}
+
+
+// ---- timers in a TimerQueue (the simulator's, sim/) ----
+
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+TimerQueue& queue_on(boost::asio::io_context& io) {
+  auto* queue = new TimerQueue(io);
+  boost::asio::add_service(io, queue);
+  return *queue;
+}
+
+TEST(TimerQueue, ATimerFiresWhenItsOwnerFiresWhatIsDueAndOnTheIoContext) {
+  boost::asio::io_context io;
+  auto& queue = queue_on(io);
+  ManualTime time;
+  const auto start = NodeClock::now();
+  Timer later(io, 7s), sooner(io, 3s);
+  std::vector<std::string> fired;
+  later.async_wait([&](const boost::system::error_code& ec) { fired.push_back(ec ? "later aborted" : "later"); });
+  sooner.async_wait([&](const boost::system::error_code& ec) { fired.push_back(ec ? "sooner aborted" : "sooner"); });
+  ASSERT_TRUE(queue.next_expiry());
+  EXPECT_EQ(*queue.next_expiry() - start, 3s);
+  EXPECT_EQ(queue.fire_due(NodeClock::now()), 0u);
+  io.poll();
+  EXPECT_TRUE(fired.empty());
+  time.advance(3s);
+  EXPECT_EQ(queue.fire_due(NodeClock::now()), 1u);
+  EXPECT_TRUE(fired.empty()) << "a handler runs on the io_context, not inside fire_due()";
+  io.poll();
+  EXPECT_EQ(fired, std::vector<std::string>{"sooner"});
+  EXPECT_EQ(*queue.next_expiry() - start, 7s);
+  time.advance(10s);
+  queue.fire_due(NodeClock::now());
+  io.poll();
+  EXPECT_EQ(fired, (std::vector<std::string>{"sooner", "later"}));
+  EXPECT_FALSE(queue.next_expiry());
+}
+
+TEST(TimerQueue, CancelMovingTheExpiryAndTheTimersEndAbortWhatIsPending) {
+  boost::asio::io_context io;
+  auto& queue = queue_on(io);
+  ManualTime time;
+  std::vector<std::string> fired;
+  auto note = [&](std::string name) {
+    return [&fired, name](const boost::system::error_code& ec) { fired.push_back(name + (ec == boost::asio::error::operation_aborted ? " aborted" : "")); };
+  };
+  Timer a(io, 1s), b(io, 2s);
+  auto c = std::make_unique<Timer>(io, 3s);
+  a.async_wait(note("a"));
+  b.async_wait(note("b"));
+  c->async_wait(note("c"));
+  EXPECT_EQ(a.cancel(), 1u);
+  EXPECT_EQ(b.expires_after(5s), 1u);
+  b.async_wait(note("b again"));
+  c.reset();
+  io.poll();
+  EXPECT_EQ(fired, (std::vector<std::string>{"a aborted", "b aborted", "c aborted"}));
+  EXPECT_EQ(a.cancel(), 0u) << "nothing pending any more";
+  time.advance(5s);
+  EXPECT_EQ(queue.fire_due(NodeClock::now()), 1u);
+  io.poll();
+  EXPECT_EQ(fired.back(), "b again");
+  EXPECT_FALSE(queue.next_expiry());
+}
+
+// Asio's timers need the io_context's reactor, which holds three descriptors; a
+// thousand simulated processes each with one were refused under a limit of 1,024.
+TEST(TimerQueue, IoContextsWhoseTimersWaitInAQueueHoldNoDescriptor) {
+  const std::size_t before = open_descriptors();
+  std::vector<std::unique_ptr<boost::asio::io_context>> ios;
+  std::vector<std::unique_ptr<Timer>> timers;
+  for (int i = 0; i < 50; ++i) {
+    auto& io = *ios.emplace_back(std::make_unique<boost::asio::io_context>(1));
+    queue_on(io);
+    timers.push_back(std::make_unique<Timer>(io, 1h));
+    timers.back()->async_wait([](const boost::system::error_code&) {});
+    io.poll();
+  }
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 }  // namespace
