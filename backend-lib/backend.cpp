@@ -30,7 +30,7 @@ struct Backend::Impl final : core::Node::Observer, services::StreamService::Obse
   }
 
   void on_downstream(StreamId stream, Packet&& packet) override {
-    Received received{stream, std::move(packet), runtime->membership.view().id};
+    Received received{stream, std::move(packet), runtime->membership.view_id()};
     if (handler && handler(*owner, received)) return;
     inbox.push(std::move(received));
   }

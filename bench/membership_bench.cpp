@@ -72,6 +72,7 @@
 #include <capnp/serialize.h>
 
 #include "canopy/frontend.h"
+#include "core/codec.h"
 #include "core/loop_thread.h"
 #include "core/service.h"
 #include "demo_protocol.h"
@@ -207,8 +208,13 @@ void build_view_change(canopy::core::Outgoing& m, const canopy::View& view,
                        const std::map<Rank, std::uint32_t>& epochs) {
   auto v = m.init<wire::membership::ViewChange>();
   v.setId(view.id);
-  auto members = v.initMembers(static_cast<unsigned>(view.members.size()));
-  for (std::size_t i = 0; i < view.members.size(); ++i) members.set(static_cast<unsigned>(i), view.members[i]);
+  // As ranges, as a whole view travels since protocol version 12.
+  const auto ranges = canopy::core::rank_ranges(view.members);
+  auto list_of_ranges = v.initRanges(static_cast<unsigned>(2 * ranges.size()));
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    list_of_ranges.set(static_cast<unsigned>(2 * i), ranges[i].first);
+    list_of_ranges.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
+  }
   auto list = v.initEpochs(static_cast<unsigned>(epochs.size()));
   unsigned i = 0;
   for (const auto& [rank, e] : epochs) {
@@ -252,7 +258,10 @@ OcpResult measure_ocp(int n, int fanout, bool quick) {
       auto change = reader.getRoot<wire::Message>().getBody().getService().getBody().getAs<wire::membership::ViewChange>();
       canopy::View got;
       got.id = change.getId();
-      for (Rank r : change.getMembers()) got.members.push_back(r);
+      auto ranges = change.getRanges();
+      for (unsigned k = 0; k + 1 < ranges.size(); k += 2) {
+        for (Rank r = ranges[k]; r <= ranges[k + 1]; ++r) got.members.push_back(r);
+      }
       std::map<Rank, std::uint32_t> got_epochs;
       for (auto e : change.getEpochs()) got_epochs[e.getRank()] = e.getEpoch();
       sink += recalc(held, std::move(got), got_epochs);

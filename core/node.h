@@ -166,6 +166,7 @@ class Node final : public ServiceContext {
   void publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) override;
   Result<Dial> dial(Rank rank, bool plain, DialDone done) override;
   void publish(Event event) override;
+  bool publishes() const override { return observer_ != nullptr; }
   void request_adoption(std::shared_ptr<transport::Link> link, Rank candidate,
                         std::function<void(Result<Adoption>)> done) override;
   void cancel_adoption() override;

@@ -121,6 +121,9 @@ class ServiceContext {
   // reaches it; stamped with the time now unless it has a time (and, of kind service,
   // with this process's rank).
   virtual void publish(Event event) = 0;
+  // Whether a program reads what publish() is given: where none does (a simulated
+  // process), a service need not build what only an event would carry.
+  virtual bool publishes() const = 0;
 
   // ---- connecting ----
   // Dials process `rank` of the tree (core/dial.h): striped where the topology says,

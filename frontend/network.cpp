@@ -179,7 +179,7 @@ struct Network::Impl final : core::Node::Observer,
       inbox_full = true;
       runtime->node.hold_outlet(true);
     }
-    inbox.push(Received{.stream = stream, .packet = std::move(packet), .view = runtime->membership.view().id,
+    inbox.push(Received{.stream = stream, .packet = std::move(packet), .view = runtime->membership.view_id(),
                         .wave = wave.wave, .holds = wave.holds, .complete = wave.complete});
   }
   void on_stopped(const std::string& reason) override {
@@ -694,22 +694,22 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     }
     return out;
   };
-  if (spec.backends.empty() && impl.options.open_attach) {
+  std::vector<Rank> backends = options.backends;
+  if (backends.empty() && impl.options.open_attach) {
     if (!spec.joiners) {  // a stream with joiners takes those present where it is created, below
-      spec.backends = impl.loop.call(present);
-      if (spec.backends.empty()) {
+      backends = impl.loop.call(present);
+      if (backends.empty()) {
         return Error{"cannot create stream: no back-end has attached yet (a stream with joiners takes them in as they come)",
                      ErrorKind::invalid_input};
       }
     }
-  } else if (spec.backends.empty()) {
-    spec.backends = impl.options.topology.backends();
+  } else if (backends.empty()) {
+    backends = impl.options.topology.backends();
   }
-  std::sort(spec.backends.begin(), spec.backends.end());
-  spec.backends.erase(std::unique(spec.backends.begin(), spec.backends.end()), spec.backends.end());
+  spec.backends = core::RankSet::of(std::move(backends));
   impl.loop.run_or_post([&impl, spec, present]() mutable {
     // Taken again where the joins are applied, so that none falls between the two.
-    if (spec.joiners && impl.options.open_attach) spec.backends = present();
+    if (spec.joiners && impl.options.open_attach) spec.backends = core::RankSet::of(present());
     impl.runtime->streams.create_stream(spec);
   });
   auto deadline = Clock::now() + impl.options.startup_timeout;

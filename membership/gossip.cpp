@@ -163,8 +163,8 @@ void GossipService::tick() {
 // and one that only takes longer to arrive over the new ring's paths is cleared by
 // the ping.
 void GossipService::refresh_ring() {
-  const View& view = membership_.view();
-  if (view.id == ring_view_) return;
+  if (membership_.view_id() == ring_view_) return;
+  const View view = membership_.view();
   ring_view_ = view.id;
   ring_ = view.members;
   const Rank me = node_.identity().rank;

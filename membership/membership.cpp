@@ -14,12 +14,6 @@ using StableClock = NodeClock;  // manual in the in-process tests, like every ti
 
 namespace {
 
-// Who is in `after` and not in `before` (both ascending), into `out`.
-void members_not_in(const View& after, const View& before, std::vector<Rank>& out) {
-  std::set_difference(after.members.begin(), after.members.end(), before.members.begin(), before.members.end(),
-                      std::back_inserter(out));
-}
-
 std::string ranks_text(const std::vector<Rank>& ranks) {
   std::string out;
   for (Rank r : ranks) out += (out.empty() ? "" : " ") + std::to_string(r);
@@ -141,15 +135,16 @@ void MembershipService::initialise() {
     count_stale(from.sender, from.epoch);
     return false;
   });
-  view_.id = 0;
-  view_.members.clear();
+  view_ = HeldView{};
   // A front-end that re-attached gets the view from the heir that held it.
   // A back-end holding its part of the tree has view 0 in its plan (docs/scale.md).
   if (!node_.plan().attach && !node_.plan().reattached) {
-    view_.members = node_.topology()->partial() ? core::expand_ranges(node_.plan().view_zero)
-                                                : node_.topology()->backends();
+    if (!node_.topology()->partial()) {
+      view_.members = core::RankSet::of(node_.topology()->backends());
+    } else if (!core::RankSet::from_ranges(node_.plan().view_zero, view_.members)) {
+      view_.members = core::RankSet::of(core::expand_ranges(node_.plan().view_zero));  // checked by decode_plan
+    }
   }
-  std::sort(view_.members.begin(), view_.members.end());
   digest_ = digest_of(view_, epochs_);
   reported_ = view_;
 }
@@ -313,16 +308,14 @@ void MembershipService::answer_detector(Rank detector, const std::vector<Rank>& 
 void MembershipService::start_change() {
   if (pending_left_.empty() && pending_joined_.empty()) return;
   if (change_) return arm_supersede();
-  View next = view_;
+  HeldView next = view_;
   ++next.id;
   auto epochs = epochs_;
   for (const auto& [rank, reason] : pending_left_) {
-    std::erase(next.members, rank);
+    next.members.erase(rank);
     ++epochs[rank];
   }
-  for (Rank rank : pending_joined_) next.members.push_back(rank);
-  std::sort(next.members.begin(), next.members.end());
-  next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
+  for (Rank rank : pending_joined_) next.members.insert(rank);
   pending_left_.clear();
   pending_joined_.clear();
   Change change{.applied = apply(std::move(next), epochs),
@@ -366,13 +359,14 @@ void MembershipService::stable() {
   supersede_armed_ = false;
   // Since the last view the observer heard of (the views in between, if any, were
   // superseded before they were stable).
+  // The view applied last (one at a time: a superseded one is never stable).
   done.left.clear();
   done.joined.clear();
-  members_not_in(reported_, done.view, done.left);
-  members_not_in(done.view, reported_, done.joined);
-  reported_ = done.view;
+  reported_.members.minus(view_.members, done.left);
+  view_.members.minus(reported_.members, done.joined);
+  reported_ = view_;
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
-             done.view.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
+             view_.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
   if (observer_) observer_->on_view(done);
   node_.publish(view_event(done));
   start_change();
@@ -383,10 +377,12 @@ void MembershipService::stable() {
 void MembershipService::inherit_view(wire::membership::ViewChange::Reader change) {
   if (inherited_ || change_) return;
   inherited_ = true;
-  auto [next, epochs] = read_view(change);
+  auto whole = read_view(change);
+  if (!whole) return;
+  auto& [next, epochs] = *whole;
   ViewChange applied = apply(std::move(next), epochs);
   reported_ = view_;
-  applied.joined = view_.members;  // this front-end held none before
+  applied.joined = view_.members.to_vector();  // this front-end held none before
   if (observer_) observer_->on_view(applied);
   node_.publish(view_event(applied));
 }
@@ -398,7 +394,9 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
     // This process rejoined under its rank: not a member yet, but at the epoch the
     // tree knows for the rank now.
     if (change.getId() >= view_.id) {
-      auto [next, epochs] = read_view(change);
+      auto whole = read_view(change);
+      if (!whole) return;
+      auto& [next, epochs] = *whole;
       view_ = std::move(next);
       epochs_ = std::move(epochs);
       digest_ = digest_of(view_, epochs_);
@@ -423,7 +421,9 @@ void MembershipService::on_view_change(wire::membership::ViewChange::Reader chan
 void MembershipService::on_whole_view(wire::membership::ViewChange::Reader change) {
   requested_ = false;
   if (change.getId() < view_.id) return ack_held();
-  auto [next, epochs] = read_view(change);
+  auto whole = read_view(change);
+  if (!whole) return;
+  auto& [next, epochs] = *whole;
   if (change.getId() == view_.id) {
     // Asked for after a digest that differed: the parent's stands.
     if (const auto digest = digest_of(next, epochs); digest != digest_) {
@@ -444,12 +444,10 @@ void MembershipService::on_change(wire::membership::ViewChange::Reader change) {
     return request_whole("a change from view " + std::to_string(change.getBase()) + " to " +
                          std::to_string(change.getId()) + " came to view " + std::to_string(view_.id));
   }
-  View next = view_;
+  HeldView next = view_;
   next.id = change.getId();
-  for (Rank r : change.getLeft()) std::erase(next.members, r);
-  for (Rank r : change.getJoined()) next.members.push_back(r);
-  std::sort(next.members.begin(), next.members.end());
-  next.members.erase(std::unique(next.members.begin(), next.members.end()), next.members.end());
+  for (Rank r : change.getLeft()) next.members.erase(r);
+  for (Rank r : change.getJoined()) next.members.insert(r);
   auto epochs = epochs_;
   for (auto m : change.getEpochChanges()) {
     if (m.getEpoch() == 0) epochs.erase(m.getRank());
@@ -463,7 +461,7 @@ void MembershipService::on_change(wire::membership::ViewChange::Reader change) {
   accept(std::move(next), epochs, change.getDigest());
 }
 
-void MembershipService::accept(View next, const std::map<Rank, std::uint32_t>& epochs,
+void MembershipService::accept(HeldView next, const std::map<Rank, std::uint32_t>& epochs,
                                std::optional<std::uint64_t> digest) {
   ViewChange applied = apply(std::move(next), epochs, digest);
   cut_off(applied.left);
@@ -498,8 +496,9 @@ void MembershipService::request_whole(const std::string& why) {
   node_.send_up(message);
 }
 
-std::uint64_t MembershipService::digest_of(const View& view, const std::map<Rank, std::uint32_t>& epochs) {
-  // FNV-1a over the view's number, its members and the epochs above 0, in order.
+std::uint64_t MembershipService::digest_of(const HeldView& view, const std::map<Rank, std::uint32_t>& epochs) {
+  // FNV-1a over the view's number, its size, its ranges of members and the epochs
+  // above 0, in order: O(ranges), not O(members).
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::uint64_t x) {
     for (int i = 0; i < 8; ++i) {
@@ -509,16 +508,16 @@ std::uint64_t MembershipService::digest_of(const View& view, const std::map<Rank
   };
   mix(view.id);
   mix(view.members.size());
-  for (Rank r : view.members) mix(r);
+  for (const auto& [first, last] : view.members.ranges()) mix((std::uint64_t{first} << 32) | last);
   for (const auto& [r, e] : epochs) mix((std::uint64_t{r} << 32) | e);
   return h;
 }
 
-ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_t>& epochs,
+ViewChange MembershipService::apply(HeldView next, const std::map<Rank, std::uint32_t>& epochs,
                                     std::optional<std::uint64_t> digest) {
   ViewChange out;
-  members_not_in(view_, next, out.left);
-  members_not_in(next, view_, out.joined);
+  view_.members.minus(next.members, out.left);
+  next.members.minus(view_.members, out.joined);
   Delta change{.base = view_.id, .left = out.left, .joined = out.joined, .epochs = {}};
   for (const auto& [rank, e] : epochs) {
     if (epoch(rank) != e) change.epochs.emplace_back(rank, e);
@@ -530,7 +529,8 @@ ViewChange MembershipService::apply(View next, const std::map<Rank, std::uint32_
   view_ = std::move(next);
   epochs_ = epochs;
   digest_ = digest ? *digest : digest_of(view_, epochs_);
-  out.view = view_;
+  out.view.id = view_.id;
+  if (observer_ || node_.publishes()) out.view.members = view_.members.to_vector();
   if (node_.identity().role == Role::backend) node_.set_epoch(epoch(node_.identity().rank));
   log().info("membership: view {}: {} members, left [{}], joined [{}]", view_.id, view_.members.size(),
              ranks_text(out.left), ranks_text(out.joined));
@@ -556,22 +556,33 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
   }
 }
 
-std::pair<View, std::map<Rank, std::uint32_t>> MembershipService::read_view(
+std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_t>>> MembershipService::read_view(
     wire::membership::ViewChange::Reader change) {
-  View view;
+  HeldView view;
   view.id = change.getId();
-  for (Rank r : change.getMembers()) view.members.push_back(r);
-  std::sort(view.members.begin(), view.members.end());
-  view.members.erase(std::unique(view.members.begin(), view.members.end()), view.members.end());
+  // Ascending, disjoint ranges, first and last of each.
+  auto ranges = change.getRanges();
+  std::vector<core::RankSet::Range> pairs;
+  pairs.reserve(ranges.size() / 2);
+  for (unsigned i = 0; i + 1 < ranges.size(); i += 2) pairs.emplace_back(ranges[i], ranges[i + 1]);
+  if (ranges.size() % 2 != 0 || !core::RankSet::from_ranges(pairs, view.members)) {
+    log().error("membership: ignoring view {} from the parent: its members are not ascending, disjoint ranges",
+                view.id);
+    return std::nullopt;
+  }
   std::map<Rank, std::uint32_t> epochs;
   for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
-  return {std::move(view), std::move(epochs)};
+  return std::pair{std::move(view), std::move(epochs)};
 }
 
 void MembershipService::write_view(wire::membership::ViewChange::Builder v) const {
   v.setId(view_.id);
-  auto members = v.initMembers(view_.members.size());
-  for (std::size_t i = 0; i < view_.members.size(); ++i) members.set(i, view_.members[i]);
+  const auto& held = view_.members.ranges();
+  auto ranges = v.initRanges(static_cast<unsigned>(2 * held.size()));
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    ranges.set(static_cast<unsigned>(2 * i), held[i].first);
+    ranges.set(static_cast<unsigned>(2 * i + 1), held[i].second);
+  }
   auto epochs = v.initEpochs(epochs_.size());
   std::size_t i = 0;
   for (const auto& [rank, e] : epochs_) {

@@ -39,12 +39,15 @@
 #include <vector>
 
 #include "canopy/view.h"
+#include "core/rank_set.h"
 #include "core/service_context.h"
 #include "membership.capnp.h"
 
 namespace canopy::membership {
 
-// One view applied at one process.
+// One view applied at one process. `view.members` is filled only where a program
+// reads it (an observer, or a program reading public events): a view held as ranges
+// is expanded only for it.
 struct ViewChange {
   View view;
   std::vector<Rank> left, joined;  // since the view this process held before
@@ -87,8 +90,14 @@ class MembershipService final : public core::Service {
   void fill_hello(wire::Hello::Builder hello) override;
   std::optional<std::string> refuse_hello(wire::Hello::Reader hello) override;
 
-  // The view this process holds (at the root: the newest, stable or not).
-  const View& view() const { return view_; }
+  // The view this process holds (at the root: the newest, stable or not), for a
+  // program: its members are expanded from the ranges held (O(members)).
+  View view() const { return View{view_.id, view_.members.to_vector()}; }
+  // The same view's number, and whether a rank is a member of it (O(log ranges)).
+  std::uint64_t view_id() const { return view_.id; }
+  bool is_member(Rank rank) const { return view_.members.contains(rank); }
+  // Its members as held: ascending ranges (docs/membership.md, "What a process holds").
+  const core::RankSet& members() const { return view_.members; }
   // The epoch this process knows for back-end `rank`: 0 until it is first declared
   // failed, then one more each time.
   std::uint32_t epoch(Rank rank) const;
@@ -114,6 +123,12 @@ class MembershipService final : public core::Service {
 
  private:
   enum class ReportKind : std::uint8_t { failure, join };
+  // A view as a process holds it: its members as ranges.
+  struct HeldView {
+    std::uint64_t id = 0;
+    core::RankSet members;
+    bool contains(Rank rank) const { return members.contains(rank); }
+  };
   struct Report {
     ReportKind kind;
     std::uint32_t epoch;
@@ -156,22 +171,24 @@ class MembershipService final : public core::Service {
   void on_change(wire::membership::ViewChange::Reader change);
   // Applies a newer view, tells the observer, passes it down. `digest`: its digest,
   // if known already.
-  void accept(View next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
+  void accept(HeldView next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
   // This process holds the view it was sent, or a newer one: acknowledged up at once
   // if its subtree holds it too (else when the subtree's acknowledgements come).
   void ack_held();
   // Asks the parent for the whole view (once until it comes, or a new parent).
   void request_whole(const std::string& why);
   // Of a view and its epochs: what a change's receiver checks it reached.
-  static std::uint64_t digest_of(const View& view, const std::map<Rank, std::uint32_t>& epochs);
+  static std::uint64_t digest_of(const HeldView& view, const std::map<Rank, std::uint32_t>& epochs);
   void write_change(wire::membership::ViewChange::Builder v) const;
   void write_offer(wire::membership::ViewChange::Builder v) const;
   // The view to `child`: the change, if it held the view before; else the whole.
   void send_view(std::size_t child);
-  static std::pair<View, std::map<Rank, std::uint32_t>> read_view(wire::membership::ViewChange::Reader change);
+  // A whole view as sent; none if its ranges are not ascending and disjoint (logged).
+  static std::optional<std::pair<HeldView, std::map<Rank, std::uint32_t>>> read_view(
+      wire::membership::ViewChange::Reader change);
   void write_view(wire::membership::ViewChange::Builder v) const;
   void welcome(std::size_t child);
-  ViewChange apply(View next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
+  ViewChange apply(HeldView next, const std::map<Rank, std::uint32_t>& epochs, std::optional<std::uint64_t> digest = {});
   void cut_off(const std::vector<Rank>& left);
   void count_stale(Rank rank, std::uint32_t stale_epoch);
   void watch_orphans(Rank failed);
@@ -185,7 +202,7 @@ class MembershipService final : public core::Service {
   core::ServiceContext& node_;
   Observer* observer_;
   bool started_ = false;
-  View view_;
+  HeldView view_;
   std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
   std::uint64_t digest_ = 0;              // digest_of(view_, epochs_)
   std::optional<Delta> last_change_;      // to view_ from the one before
@@ -215,7 +232,7 @@ class MembershipService final : public core::Service {
   // Root.
   std::optional<Change> change_;
   bool inherited_ = false;  // a re-attached front-end has the heir's view
-  View reported_;  // the last view the observer was told of
+  HeldView reported_;  // the last view the observer was told of
   Timer supersede_;
   bool supersede_armed_ = false;
   std::map<Rank, std::string> pending_left_;

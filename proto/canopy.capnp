@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 11;
+const protocolVersion :UInt32 = 13;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -35,6 +35,10 @@ const protocolVersion :UInt32 = 11;
 #     a process that missed one asks for the whole view (membership.capnp).
 # 11: a back-end receives its part of the tree, not the whole (Topology: `frontier`
 #     nodes and view 0's `members`); a reader of 10 would take it for the whole tree.
+# 12: a whole membership view travels as ranges of ranks, and its digest is over
+#     them (membership.capnp, ViewChange `ranges`).
+# 13: a stream's communicator travels as ranges of ranks (streams.capnp,
+#     StreamCreate `backends`).
 
 enum Role {
   frontend @0;

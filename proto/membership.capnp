@@ -64,12 +64,14 @@ struct ViewChange {
   # welcome; an adopted orphan is offered the adopter's view by number and digest
   # (`form` offer) and asks for the whole view only if it holds an older one.
   enum Form {
-    whole @0;                    # id, members, epochs
+    whole @0;                    # id, ranges, epochs
     change @1;                   # id, base, left, joined, epochChanges, digest
     offer @2;                    # id, digest
   }
   id @0 :UInt64;                 # the view number; 0 is the view at launch
-  members @1 :List(UInt32);      # whole: live back-ends, ascending
+  ranges @1 :List(UInt32);       # whole: the live back-ends as ascending, disjoint
+                                 # ranges, first and last of each (before version 12:
+                                 # every member; the digest too is over ranges now)
   epochs @2 :List(Member);       # whole: every back-end whose epoch is above 0
   welcome @3 :Bool;              # to a back-end that rejoined under its old rank,
                                  # from its parent, before it is a member again: the

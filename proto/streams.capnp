@@ -51,7 +51,9 @@ enum SyncMode {
 struct StreamCreate {
   # Down the tree, only into subtrees that hold members of the communicator.
   streamId @0 :UInt32;
-  backends @1 :List(UInt32);     # the communicator: back-end ranks, ascending
+  backends @1 :List(UInt32);     # the communicator: back-end ranks as ascending,
+                                 # disjoint ranges, first and last of each (since
+                                 # protocol version 13; every rank before)
   upstreamFilter @2 :Text;       # name of the filter applied on the way up
   syncMode @3 :SyncMode;
   downstreamFilter @4 :Text;     # name of the filter applied on the way down ("" = none)

@@ -19,7 +19,8 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
     (void)node.add_service(*service);  // distinct ids, no circle of runs_after(): cannot fail
   }
   // Waves are judged against the view the root holds when they reach it.
-  streams.set_view_source([this]() -> const View& { return membership.view(); });
+  streams.set_view_source({.id = [this] { return membership.view_id(); },
+                           .holds = [this](Rank rank) { return membership.is_member(rank); }});
 }
 
 std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology) {
@@ -55,7 +56,7 @@ std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topo
   for (auto& s : out) {
     if (auto l = late.find(s.rank); l != late.end()) s.late_packets = l->second;
     if (s.role != Role::backend) continue;
-    s.member = membership.view().contains(s.rank);
+    s.member = membership.is_member(s.rank);
     s.epoch = membership.epoch(s.rank);
     auto stale = membership.stale_dropped_in_tree().find(s.rank);
     if (stale != membership.stale_dropped_in_tree().end()) s.stale_dropped = stale->second;

@@ -42,8 +42,12 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   c.setStreamId(spec.id);
   c.setDownSeq(down_seq);
   c.setNextWave(next_wave);
-  auto list = c.initBackends(spec.backends.size());
-  for (std::size_t i = 0; i < spec.backends.size(); ++i) list.set(i, spec.backends[i]);
+  const auto& ranges = spec.backends.ranges();
+  auto list = c.initBackends(static_cast<unsigned>(2 * ranges.size()));
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    list.set(static_cast<unsigned>(2 * i), ranges[i].first);
+    list.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
+  }
   c.setUpstreamFilter(spec.upstream_filter);
   c.setSyncMode(to_wire(spec.sync));
   c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
@@ -64,10 +68,17 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   }
 }
 
-StreamSpec read_spec(wire::streams::StreamCreate::Reader c) {
+constexpr const char* kBadCommunicator = "a stream's back-ends came as ranges that are not ascending and disjoint";
+
+// None if its communicator is not ascending, disjoint ranges.
+std::optional<StreamSpec> read_spec(wire::streams::StreamCreate::Reader c) {
   StreamSpec spec;
   spec.id = c.getStreamId();
-  for (auto b : c.getBackends()) spec.backends.push_back(b);
+  auto list = c.getBackends();
+  std::vector<core::RankSet::Range> ranges;
+  ranges.reserve(list.size() / 2);
+  for (unsigned i = 0; i + 1 < list.size(); i += 2) ranges.emplace_back(list[i], list[i + 1]);
+  if (list.size() % 2 != 0 || !core::RankSet::from_ranges(ranges, spec.backends)) return std::nullopt;
   spec.upstream_filter = c.getUpstreamFilter();
   spec.upstream_params = core::decode_values(c.getUpstreamParams());
   spec.sync = from_wire(c.getSyncMode());
@@ -162,7 +173,9 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::CREATE:
       if (!from_child) {
         auto create = body.getAs<wire::streams::StreamCreate>();
-        open_stream(read_spec(create), create.getDownSeq(), create.getNextWave());
+        auto spec = read_spec(create);
+        if (!spec) return report_stream_failure(create.getStreamId(), kBadCommunicator);
+        open_stream(*spec, create.getDownSeq(), create.getNextWave());
       }
       return;
     case Kind::ACK:
@@ -179,7 +192,9 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     case Kind::JOIN:
       if (from_child) {
         auto join = body.getAs<wire::streams::StreamCreate>();
-        join_stream(from.child, read_spec(join), join.getDownSeq(), join.getNextWave());
+        auto spec = read_spec(join);
+        if (!spec) return report_stream_error(join.getStreamId(), kBadCommunicator);
+        join_stream(from.child, *spec, join.getDownSeq(), join.getNextWave());
       }
       return;
     case Kind::LATE:
@@ -242,13 +257,16 @@ std::string too_many_streams() {
 void StreamService::create_stream(const StreamSpec& spec) {
   // A back-end holding its part of the tree (docs/scale.md) knows few of the others:
   // the front-end and every commnode have checked the spec already.
+  // A back-end has none but itself to check (O(ranges), not O(back-ends)).
   const bool part = node_.topology()->partial();
-  for (Rank b : spec.backends) {
-    const canopy::TopologyNode* n = node_.topology()->find(b);
-    if (part && !n) continue;
-    if (!n || n->role != Role::backend) {
-      report_stream_failure(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
-      return;
+  if (node_.identity().role != Role::backend) {
+    for (Rank b : spec.backends) {
+      const canopy::TopologyNode* n = node_.topology()->find(b);
+      if (part && !n) continue;
+      if (!n || n->role != Role::backend) {
+        report_stream_failure(spec.id, "rank " + std::to_string(b) + " is not a back-end of this network");
+        return;
+      }
     }
   }
   // Back-ends load no plugin unless a stream needs one there: a state-recoverable
@@ -284,10 +302,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
     // not heard of yet, or the other way round.
     StreamSpec& mine = it->second.spec;
     if (mine.joiners && spec.joiners && mine.upstream_filter == spec.upstream_filter) {
-      std::vector<Rank> both;
-      std::set_union(mine.backends.begin(), mine.backends.end(), spec.backends.begin(), spec.backends.end(),
-                     std::back_inserter(both));
-      mine.backends = std::move(both);
+      mine.backends.unite(spec.backends);
       reopen(it->second);
     } else if (mine.backends == spec.backends && mine.upstream_filter == spec.upstream_filter) {
       reopen(it->second);
@@ -591,8 +606,7 @@ Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packe
 bool StreamService::made_with(StreamId id, Rank backend) const {
   auto it = streams_.find(id);
   if (it == streams_.end()) return false;
-  const auto& members = it->second.spec.backends;  // ascending
-  return std::binary_search(members.begin(), members.end(), backend);
+  return it->second.spec.backends.contains(backend);
 }
 
 std::vector<StreamId> StreamService::stream_ids() const {
@@ -667,9 +681,7 @@ void StreamService::take_in(Rank rank) {
   if (!view || !view->contains(rank) || view->role(rank) != Role::backend) return;
   for (auto& [sid, stream] : streams_) {
     if (!stream.spec.joiners) continue;
-    auto& b = stream.spec.backends;
-    auto at = std::lower_bound(b.begin(), b.end(), rank);
-    if (at == b.end() || *at != rank) b.insert(at, rank);
+    stream.spec.backends.insert(rank);
     auto via = live_route(rank);
     if (!via || member_index(stream, *via)) continue;
     add_member(stream, *via, stream.next_close);
@@ -685,8 +697,7 @@ void StreamService::take_in(Rank rank) {
 void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   std::vector<StreamId> ids;
   for (auto& [sid, stream] : streams_) {
-    const auto& b = stream.spec.backends;
-    if (!std::binary_search(b.begin(), b.end(), rank)) continue;
+    if (!stream.spec.backends.contains(rank)) continue;
     add_member(stream, child, stream.next_close);
     ids.push_back(sid);
   }
@@ -789,15 +800,15 @@ void StreamService::send_stream_errors() {
 }
 
 bool StreamService::complete(Stream& stream, const WaveTag& tag) {
-  const View* view = view_ ? &view_() : nullptr;
-  const std::uint64_t view_id = view ? view->id : 0;
+  const bool viewed = static_cast<bool>(view_.id);
+  const std::uint64_t view_id = viewed ? view_.id() : 0;
   if (stream.expected_view != view_id || stream.expected_size != stream.spec.backends.size()) {
     stream.expected_view = view_id;
     stream.expected_size = stream.spec.backends.size();
     stream.expected_held = 0;
     stream.expected_digest = 0;
     for (Rank b : stream.spec.backends) {
-      if (view && !view->contains(b)) continue;
+      if (viewed && !view_.holds(b)) continue;
       ++stream.expected_held;
       stream.expected_digest += wave_digest(b);
     }

@@ -44,6 +44,7 @@
 #include "canopy/stream.h"
 #include "canopy/view.h"
 #include "core/failures.h"
+#include "core/rank_set.h"
 #include "core/service_context.h"
 #include "filters/filter.h"
 #include "services/down_log.h"
@@ -53,10 +54,14 @@ namespace canopy::services {
 
 namespace asio = boost::asio;
 
-// A stream as the nodes know it: its id and its options, the communicator
-// ascending and without duplicates.
+// A stream as the nodes know it: its id and its options, the communicator as
+// ranges of ranks.
 struct StreamSpec : StreamOptions {
   StreamId id = 0;
+  // The communicator, in place of StreamOptions::backends (which this hides): a
+  // stream over every back-end is one range at every process, whatever their number
+  // (docs/scale.md, "Streams").
+  core::RankSet backends;
   // The plugin back-ends load the upstream filter from: set by the root for a
   // state-recoverable filter from a plugin, "" otherwise.
   std::string upstream_plugin;
@@ -97,6 +102,13 @@ struct WaveVerdict {
   bool complete = false;
 };
 
+// The membership view as a stream reads it: its number, and whether a back-end is a
+// member.
+struct ViewSource {
+  std::function<std::uint64_t()> id;
+  std::function<bool(Rank)> holds;
+};
+
 class StreamService final : public core::Service {
  public:
   class Observer {
@@ -115,7 +127,7 @@ class StreamService final : public core::Service {
   // Root: where the membership view comes from, against which waves are judged
   // complete (Runtime gives its membership service's); without it, a wave is
   // complete when it holds every back-end of the stream.
-  void set_view_source(std::function<const View&()> view) { view_ = std::move(view); }
+  void set_view_source(ViewSource view) { view_ = std::move(view); }
 
   core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
   std::string_view name() const override { return "streams"; }
@@ -348,7 +360,7 @@ class StreamService final : public core::Service {
   bool hold_armed_ = false;
   std::map<StreamId, Healing> healing_;  // root: creations waiting for the tree to heal
   Timer heal_timer_;
-  std::function<const View&()> view_;    // root: the membership view
+  ViewSource view_;                      // root: the membership view
   std::map<Rank, std::uint64_t> late_by_rank_;  // root: late packets dropped, by node
   std::set<std::size_t> leading_;  // children held for their lead (kMaxLead), by index
   Timer late_timer_;

@@ -355,7 +355,7 @@ class Run {
   std::string open_stream() {
     services::StreamSpec spec;
     spec.id = kStream;
-    spec.backends = tree_.topology().backends();
+    spec.backends = core::RankSet::of(tree_.topology().backends());
     spec.upstream_filter = "sum";
     spec.sync = SyncMode::wait_for_all;
     auto& root = tree_.member(tree_.topology().root().rank);

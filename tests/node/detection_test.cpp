@@ -74,7 +74,7 @@ TEST(Detection, ABusyLinkCarriesNoHeartbeatAndAnIdleOneDoes) {
   ASSERT_TRUE(tree.launch());
   services::StreamSpec spec;  // over the busy back-ends only, so that their waves complete
   spec.id = 1;
-  spec.backends = {0, 1};
+  spec.backends = core::RankSet::of({0, 1});
   spec.upstream_filter = "sum";
   tree.runtime(FE).streams.create_stream(spec);
   ASSERT_TRUE(tree.run_until([&] { return tree.heard(FE).acks.count(spec.id) != 0; }, 5s));

@@ -32,7 +32,7 @@ FaultToleranceOptions gossip_only(std::chrono::milliseconds ping_timeout = 1000m
 }
 
 membership::GossipService& gossip_of(TreeHarness& tree, Rank rank) { return tree.runtime(rank).gossip; }
-const View& view_at(TreeHarness& tree, Rank rank) { return tree.runtime(rank).membership.view(); }
+View view_at(TreeHarness& tree, Rank rank) { return tree.runtime(rank).membership.view(); }
 
 // Every member's heartbeat has reached every other member.
 bool everyone_heard_everyone(TreeHarness& tree, const Ranks& members) {

@@ -170,7 +170,7 @@ void TreeHarness::reattach_frontend(Rank acceptor) {
 StreamId TreeHarness::open_stream(const std::string& filter, SyncMode sync, std::chrono::milliseconds timeout) {
   services::StreamSpec spec;
   spec.id = next_stream_++;
-  spec.backends = topology_.backends();
+  spec.backends = core::RankSet::of(topology_.backends());
   spec.upstream_filter = filter;
   spec.sync = sync;
   spec.sync_timeout = timeout;
