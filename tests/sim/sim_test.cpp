@@ -166,11 +166,22 @@ TEST(CanopySim, ABackEndsLaunchGrowsWithTheDepthNotWithTheTree) {
   EXPECT_LT(received[1], 2 * received[0]) << "b:8^2 " << received[0] << " bytes, b:8^3 " << received[1];
 }
 
-// Every simulated process runs an event loop of its own, three descriptors each: a
-// tree the descriptor limit cannot hold is refused before it starts, saying how to
-// raise it (b:32^3 aborted a third of the way into its launch: "Too many open
-// files"). Here b:16^2 (273 processes) under a hard limit of 500 that the program may
-// not raise (as root, it runs as nobody).
+// What a back-end holds grows with the depth of the tree (its part of the tree, the
+// ancestors' children), not with the number of back-ends: the membership view and a
+// stream's communicator are ranges of ranks. With both as lists of every back-end,
+// its heap grew 2.1x from b:4^2 (16 back-ends) to b:4^5 (1,024).
+TEST(CanopySim, ABackEndsStateGrowsWithTheDepthNotWithTheNumberOfBackEnds) {
+  double held[2];
+  int i = 0;
+  for (const char* tree : {"b:4^2", "b:4^5"}) {
+    const auto [out, code] = run(std::string("--tree ") + tree + " --kill-backends 1 --kill-commnodes 1");
+    ASSERT_EQ(code, 0) << out;
+    held[i] = number_after(out, "\"backend_max\":");
+    ASSERT_GT(held[i++], 0) << out;
+  }
+  EXPECT_LT(held[1], 1.5 * held[0]) << "b:4^2 " << held[0] << " bytes, b:4^5 " << held[1];
+}
+
 // A simulated process holds no descriptor: its timers wait in the simulator's
 // hands, not in an event loop of its own (which held three). b:16^2's 273 processes
 // once needed 1,075 descriptors and were refused under a limit of 64.
