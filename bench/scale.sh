@@ -59,7 +59,7 @@ EOF
 done
 if command -v gnuplot > /dev/null && [ "$(wc -l < "$csv")" -gt 1 ]; then
   gnuplot <<EOF
-set terminal pngcairo size 1000,650 font "sans,11"
+set terminal pngcairo size 1400,650 font "sans,11"
 set output "$out/scale.png"
 set datafile separator ","
 set title "canopy-sim: per-process cost against tree size (latency ${latency} us, ${cpu} us per frame)"
@@ -67,7 +67,7 @@ set xlabel "processes in the tree"
 set ylabel "bytes"
 set logscale xy
 set grid
-set key top left box opaque
+set key outside right top box
 set xrange [50:*]
 plot "$csv" every ::1 using 2:5 with linespoints lw 2 pt 7 lc rgb "#9400d3" title "launch: bytes sent per process", \
      "$csv" every ::1 using 2:23 with linespoints lw 2 pt 13 lc rgb "#0072b2" title "launch: bytes a back-end received (most)", \
