@@ -387,11 +387,17 @@ void Node::finish_child_loss(std::size_t index) {
 
 // ---- the live tree ----
 
-void Node::flood(Message& message, const Link* except) {
+void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
   healing_.news.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
+  std::optional<bool> backends_hold;  // asked once, for the first back-end child
   for (auto& child : children_) {
-    if (child.link && child.link.get() != except) child.link->send(message.builder());
+    if (!child.link || child.link.get() == except) continue;
+    if (about && child.role == Role::backend) {
+      if (!backends_hold) backends_hold = backend_part_.holds(*topology_, id_.rank, plan_, *about);
+      if (!*backends_hold) continue;
+    }
+    child.link->send(message.builder());
   }
 }
 
@@ -425,7 +431,9 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
     healing_.news.flush();  // what was learnt earlier goes first
     if (parent_ && parent_.get() != from) parent_->send(message.builder());
   } else {
-    flood(message, from);
+    // A commnode's: its orphans' potential adopters and its back-end nephews (whose
+    // part of the tree holds it) hear of it; other back-ends would drop it.
+    flood(message, from, rank);
   }
   emit(events::TreeChanged{events::TreeChanged::Kind::failure, rank, TreeView::kNone, 0, reason});
 }

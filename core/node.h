@@ -130,8 +130,10 @@ class Node final : public ServiceContext {
   // How long a stopping node whose subtree is `height` levels deep gives its
   // children before killing them; parents always wait longer than their children.
   static std::chrono::milliseconds stop_grace_for_height(std::size_t height);
-  // To the parent and every connected child, except the peer `except` (if any).
-  void flood(Message& message, const transport::Link* except = nullptr);
+  // To the parent and every connected child, except the peer `except` (if any). News
+  // `about` a process goes to a back-end child only if its part of the tree holds
+  // that process (it would drop it: docs/scale.md).
+  void flood(Message& message, const transport::Link* except = nullptr, std::optional<Rank> about = std::nullopt);
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return healing_.news_received; }

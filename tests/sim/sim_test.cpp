@@ -182,6 +182,20 @@ TEST(CanopySim, ABackEndsStateGrowsWithTheDepthNotWithTheNumberOfBackEnds) {
   EXPECT_LT(held[1], 1.5 * held[0]) << "b:4^2 " << held[0] << " bytes, b:4^5 " << held[1];
 }
 
+// A commnode's failure goes to every commnode (any may be asked to adopt), and to
+// the back-ends whose part of the tree holds it: those below its parent (its own
+// orphans and its nephews). b:4^3: 21 commnodes, 16 such back-ends. It reached 83 of
+// the 85 processes when it went to every back-end, which dropped it.
+TEST(CanopySim, ACommnodesFailureReachesOnlyTheBackEndsWhosePartHoldsIt) {
+  const auto [out, code] = run("--tree b:4^3 --kill-commnodes 1");
+  ASSERT_EQ(code, 0) << out;
+  const auto at = out.find("\"commnode_failure\":");
+  ASSERT_NE(at, std::string::npos) << out;
+  const double reached = number_after(out.substr(at), "\"processes_reached\":");
+  EXPECT_GT(reached, 4) << out;
+  EXPECT_LE(reached, 21 + 16) << out;
+}
+
 // A simulated process holds no descriptor: its timers wait in the simulator's
 // hands, not in an event loop of its own (which held three). b:16^2's 273 processes
 // once needed 1,075 descriptors and were refused under a limit of 64.
