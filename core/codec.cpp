@@ -8,6 +8,9 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
 
 namespace canopy::core {
 
@@ -146,26 +149,134 @@ static_assert(static_cast<int>(wire::Topology::Checksum::CRC32C) == static_cast<
               static_cast<int>(wire::Topology::Checksum::ADDITIVE) == static_cast<int>(LinkChecksum::additive) &&
               static_cast<int>(wire::Topology::Checksum::NONE) == static_cast<int>(LinkChecksum::none));
 
-void encode_topology(const Topology& topology, wire::Topology::Builder out) {
-  auto nodes = out.initNodes(topology.size());
-  for (std::size_t i = 0; i < topology.size(); ++i) {
-    const TopologyNode& n = topology.nodes()[i];
-    auto w = nodes[i];
-    w.setRank(n.rank);
-    w.setRole(to_wire(n.role));
-    w.setHost(n.host);
-    w.setPort(n.port);
-    w.setHasParent(n.parent.has_value());
-    w.setParent(n.parent.value_or(0));
-    fill_list(w.initChildren(n.children.size()), n.children);
-    w.setHasLink(n.link.has_value());
-    if (n.link) w.setLink(static_cast<wire::Topology::LinkKind>(*n.link));
-    if (const auto* f = topology.frontier(n.rank)) {
-      w.setFrontier(true);
-      w.setFrontierHeight(f->height);
-      w.setFrontierFanout(f->fanout);
+namespace {
+
+void encode_hosts_and_links(const Topology& topology, wire::Topology::Builder out);
+
+// The tree breadth-first from the root, each node's children in their order: the
+// index in topology.nodes() of each node in that order, and of its parent in it.
+struct Order {
+  std::vector<std::uint32_t> node;
+  std::vector<std::uint32_t> parent;
+};
+
+Order breadth_first(const Topology& topology) {
+  const auto& nodes = topology.nodes();
+  std::unordered_map<Rank, std::uint32_t> index;
+  index.reserve(nodes.size());
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].rank, i);
+  Order order;
+  order.node.reserve(nodes.size());
+  order.parent.reserve(nodes.size());
+  order.node.push_back(static_cast<std::uint32_t>(index.at(topology.root().rank)));
+  order.parent.push_back(0);
+  for (std::uint32_t at = 0; at < order.node.size(); ++at) {
+    for (Rank child : nodes[order.node[at]].children) {
+      order.node.push_back(index.at(child));  // a Topology holds every child it names
+      order.parent.push_back(at);
     }
   }
+  return order;
+}
+
+void encode_compact(const Topology& topology, wire::Topology::Compact::Builder out) {
+  const auto& all = topology.nodes();
+  const Order order = breadth_first(topology);
+  auto node_at = [&](unsigned i) -> const TopologyNode& { return all[order.node[i]]; };
+  const auto n = static_cast<unsigned>(order.node.size());
+  auto ranks = out.initRanks(n);
+  auto parent = out.initParents(n);
+  auto roles = out.initRoles(n);
+  auto host_of = out.initHostOf(n);
+  std::vector<std::string_view> names;
+  std::unordered_map<std::string_view, std::uint32_t> name_index;
+  bool any_port = false;
+  unsigned links = 0, frontiers = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const TopologyNode& node = node_at(i);
+    ranks.set(i, node.rank);
+    parent.set(i, order.parent[i]);
+    roles[i] = static_cast<kj::byte>(to_wire(node.role));
+    auto [at, added] = name_index.emplace(node.host, static_cast<std::uint32_t>(names.size()));
+    if (added) names.push_back(node.host);
+    host_of.set(i, at->second);
+    any_port |= node.port != 0;
+    links += node.link.has_value();
+    frontiers += topology.frontier(node.rank) != nullptr;
+  }
+  auto host_names = out.initHostNames(static_cast<unsigned>(names.size()));
+  for (unsigned i = 0; i < names.size(); ++i) host_names.set(i, capnp::Text::Reader(names[i].data(), names[i].size()));
+  if (any_port) {
+    auto ports = out.initPorts(n);
+    for (unsigned i = 0; i < n; ++i) ports.set(i, node_at(i).port);
+  }
+  auto link_list = out.initLinks(links);
+  auto frontier_list = out.initFrontiers(frontiers);
+  unsigned l = 0, f = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (node_at(i).link) {
+      link_list[l].setNode(i);
+      link_list[l++].setKind(static_cast<wire::Topology::LinkKind>(*node_at(i).link));
+    }
+    if (const auto* frontier = topology.frontier(node_at(i).rank)) {
+      frontier_list[f].setNode(i);
+      frontier_list[f].setHeight(frontier->height);
+      frontier_list[f++].setFanout(frontier->fanout);
+    }
+  }
+}
+
+// The nodes of a compact topology, and its frontiers by rank; an error for anything
+// that is not a list of nodes in columns of one length with parents before them.
+Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader in,
+                                                 std::vector<std::pair<Rank, Topology::Frontier>>& frontiers) {
+  auto ranks = in.getRanks();
+  auto parents = in.getParents();
+  auto roles = in.getRoles();
+  auto host_of = in.getHostOf();
+  auto names = in.getHostNames();
+  auto ports = in.getPorts();
+  const unsigned n = ranks.size();
+  if (parents.size() != n || roles.size() != n || host_of.size() != n || (ports.size() != 0 && ports.size() != n)) {
+    return Error{"topology from parent: its columns differ in length"};
+  }
+  std::vector<TopologyNode> nodes(n);
+  for (unsigned i = 0; i < n; ++i) {
+    TopologyNode& node = nodes[i];
+    node.rank = ranks[i];
+    if (roles[i] > static_cast<kj::byte>(wire::Role::BACKEND)) return Error{"topology from parent: unknown role"};
+    node.role = from_wire(static_cast<wire::Role>(roles[i]));
+    if (host_of[i] >= names.size()) return Error{"topology from parent: a node's host is not in the list of hosts"};
+    node.host = names[host_of[i]];
+    if (ports.size() != 0) node.port = ports[i];
+    if (i == 0) continue;
+    if (parents[i] >= i) return Error{"topology from parent: a node comes before its parent"};
+    node.parent = ranks[parents[i]];
+    nodes[parents[i]].children.push_back(node.rank);
+  }
+  for (auto l : in.getLinks()) {
+    if (l.getNode() >= n || l.getKind() > wire::Topology::LinkKind::STRIPED) {
+      return Error{"topology from parent: a link names no node, or an unknown kind"};
+    }
+    nodes[l.getNode()].link = static_cast<LinkKind>(l.getKind());
+  }
+  for (auto f : in.getFrontiers()) {
+    if (f.getNode() >= n) return Error{"topology from parent: a frontier names no node"};
+    frontiers.emplace_back(ranks[f.getNode()], Topology::Frontier{f.getHeight(), f.getFanout()});
+  }
+  return nodes;
+}
+
+}  // namespace
+
+void encode_topology(const Topology& topology, wire::Topology::Builder out) {
+  encode_compact(topology, out.initCompact());
+  encode_hosts_and_links(topology, out);
+}
+
+namespace {
+
+void encode_hosts_and_links(const Topology& topology, wire::Topology::Builder out) {
   auto hosts = out.initHosts(topology.hosts().size());
   for (std::size_t i = 0; i < topology.hosts().size(); ++i) {
     const Host& host = topology.hosts()[i];
@@ -181,37 +292,24 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   links.setCorruptFraction(topology.links().corrupt_fraction);
 }
 
+}  // namespace
+
 Result<Topology> decode_topology(wire::Topology::Reader in) {
-  std::vector<TopologyNode> nodes;
-  nodes.reserve(in.getNodes().size());
-  for (auto w : in.getNodes()) {
-    TopologyNode n;
-    n.rank = w.getRank();
-    n.role = from_wire(w.getRole());
-    n.host = w.getHost();
-    n.port = w.getPort();
-    if (w.getHasParent()) n.parent = w.getParent();
-    n.children = read_list<Rank>(w.getChildren());
-    if (w.getHasLink()) {
-      auto link = w.getLink();
-      if (link > wire::Topology::LinkKind::STRIPED) return Error{"topology from parent: unknown link kind"};
-      n.link = static_cast<LinkKind>(link);
-    }
-    nodes.push_back(std::move(n));
-  }
+  std::vector<std::pair<Rank, Topology::Frontier>> frontiers;
+  if (!in.hasCompact()) return Error{"topology from parent: it holds no nodes"};
+  auto nodes = decode_compact(in.getCompact(), frontiers);
+  if (!nodes) return Error{nodes.error()};
   std::vector<Host> hosts;
   for (auto h : in.getHosts()) {
     Host host{h.getName(), h.getAddress(), {}, 0};
     for (auto nic : h.getNics()) host.nics.emplace_back(nic);
     hosts.push_back(std::move(host));
   }
-  auto topology = Topology::make(std::move(nodes), std::move(hosts), "topology from parent");
+  auto topology = Topology::make(std::move(*nodes), std::move(hosts), "topology from parent");
   if (!topology) return topology;
-  for (auto w : in.getNodes()) {
-    if (!w.getFrontier()) continue;
-    if (w.getFrontierHeight() == 0 ||
-        !topology->set_frontier(w.getRank(), {w.getFrontierHeight(), w.getFrontierFanout()})) {
-      return Error{"topology from parent: rank " + std::to_string(w.getRank()) +
+  for (const auto& [rank, frontier] : frontiers) {
+    if (frontier.height == 0 || !topology->set_frontier(rank, frontier)) {
+      return Error{"topology from parent: rank " + std::to_string(rank) +
                    " is held without its children, but is not a commnode without children"};
     }
   }

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 13;
+const protocolVersion :UInt32 = 14;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -39,6 +39,8 @@ const protocolVersion :UInt32 = 13;
 #     them (membership.capnp, ViewChange `ranges`).
 # 13: a stream's communicator travels as ranges of ranks (streams.capnp,
 #     StreamCreate `backends`).
+# 14: the topology's nodes travel in columns (Topology `compact`), about 15 bytes a
+#     node instead of 69: a whole tree of a million processes fits in a frame.
 
 enum Role {
   frontend @0;
@@ -150,7 +152,7 @@ struct Topology {
   # front-end) receives the whole tree; a back-end, the part it needs, unless
   # `wholeTree` (docs/scale.md).
 
-  nodes @0 :List(Node);         # root first, then breadth-first
+  nodes @0 :List(Node);         # unused since version 14 (`compact`)
   hosts @1 :List(Host);
   startupTimeoutMs @2 :UInt32;  # how long a parent waits for its children
   launcher @3 :Text;            # launcher template for other hosts, e.g. "ssh {host} {command}"
@@ -183,6 +185,32 @@ struct Topology {
                                 # topology's), as ranges, first and last rank of each
   wholeTree @16 :Bool;          # every back-end holds the whole tree (MRNet's model;
                                 # the gossip detector needs it), not its part
+  compact @17 :Compact;         # since version 14: the nodes in columns, about 15
+                                # bytes a node where `nodes` took about 69
+
+  struct Compact {
+    # Node i of the tree, root first, then breadth-first: each node's children are
+    # the nodes whose parent it is, in the order they come.
+    ranks @0 :List(UInt32);
+    parents @1 :List(UInt32);   # the index of node i's parent (below i); ignored for
+                                # the root, node 0
+    roles @2 :Data;             # one byte a node: Role's ordinal
+    hostNames @3 :List(Text);   # the distinct host names
+    hostOf @4 :List(UInt32);    # node i's host: an index into hostNames
+    ports @5 :List(UInt16);     # node i's port; empty: every port is 0 (not known)
+    links @6 :List(NodeLink);   # nodes whose link to their parent is not the default
+    frontiers @7 :List(NodeFrontier);
+
+    struct NodeLink {
+      node @0 :UInt32;          # index
+      kind @1 :LinkKind;
+    }
+    struct NodeFrontier {
+      node @0 :UInt32;          # index: held without its children (a back-end's part)
+      height @1 :UInt32;
+      fanout @2 :UInt32;
+    }
+  }
 
   struct ServiceOptions {
     id @0 :UInt16;              # the service's id (its schema's serviceId)

@@ -115,10 +115,12 @@ TEST(BackendPart, FrontiersSurviveTheWireAndABadOneIsRefused) {
   capnp::MallocMessageBuilder message;
   auto w = message.initRoot<canopy::wire::Topology>();
   canopy::core::encode_topology(part, w);
-  for (auto node : w.getNodes()) {
-    if (node.getRole() == canopy::wire::Role::BACKEND) {
-      node.setFrontier(true);
-      node.setFrontierHeight(1);
+  ASSERT_TRUE(w.hasCompact()) << "a part goes in columns";
+  auto compact = w.getCompact();
+  ASSERT_GT(compact.getFrontiers().size(), 0u);
+  for (unsigned i = 0; i < compact.getRoles().size(); ++i) {
+    if (compact.getRoles()[i] == static_cast<kj::byte>(canopy::wire::Role::BACKEND)) {
+      compact.getFrontiers()[0].setNode(i);
       break;
     }
   }
