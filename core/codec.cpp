@@ -187,9 +187,9 @@ void encode_compact(const Topology& topology, wire::Topology::Compact::Builder o
   auto ranks = out.initRanks(n);
   auto parent = out.initParents(n);
   auto roles = out.initRoles(n);
-  auto host_of = out.initHostOf(n);
   std::vector<std::string_view> names;
   std::unordered_map<std::string_view, std::uint32_t> name_index;
+  std::vector<std::uint32_t> host_of(n);
   bool any_port = false;
   unsigned links = 0, frontiers = 0;
   for (unsigned i = 0; i < n; ++i) {
@@ -199,13 +199,17 @@ void encode_compact(const Topology& topology, wire::Topology::Compact::Builder o
     roles[i] = static_cast<kj::byte>(to_wire(node.role));
     auto [at, added] = name_index.emplace(node.host, static_cast<std::uint32_t>(names.size()));
     if (added) names.push_back(node.host);
-    host_of.set(i, at->second);
+    host_of[i] = at->second;
     any_port |= node.port != 0;
     links += node.link.has_value();
     frontiers += topology.frontier(node.rank) != nullptr;
   }
   auto host_names = out.initHostNames(static_cast<unsigned>(names.size()));
   for (unsigned i = 0; i < names.size(); ++i) host_names.set(i, capnp::Text::Reader(names[i].data(), names[i].size()));
+  if (names.size() > 1) {  // one host: no column
+    auto column = out.initHostOf(n);
+    for (unsigned i = 0; i < n; ++i) column.set(i, host_of[i]);
+  }
   if (any_port) {
     auto ports = out.initPorts(n);
     for (unsigned i = 0; i < n; ++i) ports.set(i, node_at(i).port);
@@ -237,17 +241,20 @@ Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader
   auto names = in.getHostNames();
   auto ports = in.getPorts();
   const unsigned n = ranks.size();
-  if (parents.size() != n || roles.size() != n || host_of.size() != n || (ports.size() != 0 && ports.size() != n)) {
+  if (parents.size() != n || roles.size() != n || (host_of.size() != 0 && host_of.size() != n) ||
+      (ports.size() != 0 && ports.size() != n)) {
     return Error{"topology from parent: its columns differ in length"};
   }
+  if (names.size() == 0 && n != 0) return Error{"topology from parent: no host names"};
   std::vector<TopologyNode> nodes(n);
   for (unsigned i = 0; i < n; ++i) {
     TopologyNode& node = nodes[i];
     node.rank = ranks[i];
     if (roles[i] > static_cast<kj::byte>(wire::Role::BACKEND)) return Error{"topology from parent: unknown role"};
     node.role = from_wire(static_cast<wire::Role>(roles[i]));
-    if (host_of[i] >= names.size()) return Error{"topology from parent: a node's host is not in the list of hosts"};
-    node.host = names[host_of[i]];
+    const std::uint32_t host = host_of.size() != 0 ? host_of[i] : 0;
+    if (host >= names.size()) return Error{"topology from parent: a node's host is not in the list of hosts"};
+    node.host = names[host];
     if (ports.size() != 0) node.port = ports[i];
     if (i == 0) continue;
     if (parents[i] >= i) return Error{"topology from parent: a node comes before its parent"};

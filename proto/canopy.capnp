@@ -196,7 +196,8 @@ struct Topology {
                                 # the root, node 0
     roles @2 :Data;             # one byte a node: Role's ordinal
     hostNames @3 :List(Text);   # the distinct host names
-    hostOf @4 :List(UInt32);    # node i's host: an index into hostNames
+    hostOf @4 :List(UInt32);    # node i's host: an index into hostNames; empty:
+                                # every node is on hostNames[0]
     ports @5 :List(UInt16);     # node i's port; empty: every port is 0 (not known)
     links @6 :List(NodeLink);   # nodes whose link to their parent is not the default
     frontiers @7 :List(NodeFrontier);

@@ -32,8 +32,9 @@ TEST(TopologyWire, ATreeGoesInColumnsAndComesBackTheSame) {
   core::encode_topology(*t, e.topology);
   EXPECT_TRUE(e.topology.hasCompact());
   EXPECT_EQ(e.topology.getNodes().size(), 0u);
+  EXPECT_EQ(e.topology.getCompact().getHostOf().size(), 0u) << "one host: no column";
   // As a list of nodes it took about 69 bytes a node (issue 47).
-  EXPECT_LT(e.bytes(), 20 * t->size()) << e.bytes() << " bytes for " << t->size() << " nodes";
+  EXPECT_LT(e.bytes(), 16 * t->size()) << e.bytes() << " bytes for " << t->size() << " nodes";
   auto back = core::decode_topology(e.topology.asReader());
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(to_yaml(*back), to_yaml(*t));
@@ -71,6 +72,8 @@ TEST(TopologyWire, ATreeGivenDepthFirstKeepsEachNodesChildrenInTheirOrder) {
   EXPECT_EQ(back->at(kFe + 1).children, (std::vector<Rank>{0, 1, 4}));
   EXPECT_EQ(back->at(kFe + 2).children, (std::vector<Rank>{3, 2}));
   EXPECT_EQ(back->at(0).host, "b");
+  EXPECT_EQ(back->at(1).host, "localhost");
+  EXPECT_EQ(e.topology.getCompact().getHostOf().size(), t->size()) << "two hosts: a column";
 }
 
 // Columns built by hand: a front-end and one back-end, spoilt one way at a time.
@@ -100,6 +103,8 @@ TEST(TopologyWire, WhatIsNotATreeInColumnsIsRefused) {
   EXPECT_NE(refusal([](auto c) { c.getParents().set(1, 1); }).find("comes before its parent"), std::string::npos);
   EXPECT_NE(refusal([](auto c) { c.initRoles(1); }).find("differ in length"), std::string::npos);
   EXPECT_NE(refusal([](auto c) { c.getHostOf().set(1, 7); }).find("not in the list of hosts"), std::string::npos);
+  EXPECT_EQ(refusal([](auto c) { c.initHostOf(0); }), "") << "no column: every node on the first host";
+  EXPECT_NE(refusal([](auto c) { c.initHostOf(0); c.initHostNames(0); }).find("no host names"), std::string::npos);
   EXPECT_NE(refusal([](auto c) { c.getRoles()[1] = 9; }).find("unknown role"), std::string::npos);
   EXPECT_NE(refusal([](auto c) { c.initFrontiers(1)[0].setNode(5); }).find("names no node"), std::string::npos);
   EXPECT_NE(refusal([](auto c) { c.initLinks(1)[0].setNode(2); }).find("names no node"), std::string::npos);
