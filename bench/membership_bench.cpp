@@ -210,11 +210,7 @@ void build_view_change(canopy::core::Outgoing& m, const canopy::View& view,
   v.setId(view.id);
   // As ranges, as a whole view travels since protocol version 12.
   const auto ranges = canopy::core::rank_ranges(view.members);
-  auto list_of_ranges = v.initRanges(static_cast<unsigned>(2 * ranges.size()));
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    list_of_ranges.set(static_cast<unsigned>(2 * i), ranges[i].first);
-    list_of_ranges.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
-  }
+  canopy::core::write_ranges(ranges, v.initRanges(static_cast<unsigned>(2 * ranges.size())));
   auto list = v.initEpochs(static_cast<unsigned>(epochs.size()));
   unsigned i = 0;
   for (const auto& [rank, e] : epochs) {

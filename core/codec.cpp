@@ -363,11 +363,22 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
 }
 
 void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::Topology::Builder t) {
-  auto members = t.initMembers(static_cast<unsigned>(2 * ranges.size()));
+  write_ranges(ranges, t.initMembers(static_cast<unsigned>(2 * ranges.size())));
+}
+
+void write_ranges(const std::vector<std::pair<Rank, Rank>>& ranges, capnp::List<std::uint32_t>::Builder out) {
   for (std::size_t i = 0; i < ranges.size(); ++i) {
-    members.set(static_cast<unsigned>(2 * i), ranges[i].first);
-    members.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
+    out.set(static_cast<unsigned>(2 * i), ranges[i].first);
+    out.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
   }
+}
+
+bool read_ranges(capnp::List<std::uint32_t>::Reader in, RankSet& out) {
+  if (in.size() % 2 != 0) return false;
+  std::vector<RankSet::Range> ranges;
+  ranges.reserve(in.size() / 2);
+  for (unsigned i = 0; i < in.size(); i += 2) ranges.emplace_back(in[i], in[i + 1]);
+  return RankSet::from_ranges(ranges, out);
 }
 
 Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
@@ -376,19 +387,15 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
   plan.whole_tree = t.getWholeTree();
   auto members = t.getMembers();
   if (members.size() % 2 != 0) return Error{"topology from parent: view 0's members are not ranges"};
-  std::uint64_t count = 0;
-  for (unsigned i = 0; i < members.size(); i += 2) {
-    const Rank first = members[i], last = members[i + 1];
-    if (first > last || (i > 0 && first <= members[i - 1])) {
-      return Error{"topology from parent: view 0's members are not ascending ranges"};
-    }
-    count += std::uint64_t{last} - first + 1;
-    plan.view_zero.emplace_back(first, last);
+  RankSet view_zero;
+  if (!read_ranges(members, view_zero)) {
+    return Error{"topology from parent: view 0's members are not ascending ranges"};
   }
-  if (count > kMaxViewZero) {
-    return Error{"topology from parent: view 0 has " + std::to_string(count) + " members, more than " +
+  if (view_zero.size() > kMaxViewZero) {
+    return Error{"topology from parent: view 0 has " + std::to_string(view_zero.size()) + " members, more than " +
                  std::to_string(kMaxViewZero)};
   }
+  plan.view_zero = view_zero.ranges();
   plan.startup_timeout = milliseconds(t.getStartupTimeoutMs());
   plan.launcher = t.getLauncher();
   plan.commnode_exe = t.getCommnodeExe();

@@ -11,6 +11,7 @@
 #include "canopy/packet.h"
 #include "canopy/topology.h"
 #include "core/plan.h"
+#include "core/rank_set.h"
 
 namespace canopy::core {
 
@@ -50,6 +51,11 @@ void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::To
 // View 0's members as ranges (LaunchPlan::view_zero), and back.
 std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending);
 std::vector<Rank> expand_ranges(const std::vector<std::pair<Rank, Rank>>& ranges);
+// Ranks on the wire as ranges (a membership view, a stream's communicator, view 0):
+// the first and last rank of each, in one list of 2 × ranges (`out` is that long).
+void write_ranges(const std::vector<std::pair<Rank, Rank>>& ranges, capnp::List<std::uint32_t>::Builder out);
+// Ascending, disjoint ranges from such a list; false if it is not that.
+bool read_ranges(capnp::List<std::uint32_t>::Reader in, RankSet& out);
 
 wire::Role to_wire(Role role);
 Role from_wire(wire::Role role);

@@ -560,12 +560,7 @@ std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_
     wire::membership::ViewChange::Reader change) {
   HeldView view;
   view.id = change.getId();
-  // Ascending, disjoint ranges, first and last of each.
-  auto ranges = change.getRanges();
-  std::vector<core::RankSet::Range> pairs;
-  pairs.reserve(ranges.size() / 2);
-  for (unsigned i = 0; i + 1 < ranges.size(); i += 2) pairs.emplace_back(ranges[i], ranges[i + 1]);
-  if (ranges.size() % 2 != 0 || !core::RankSet::from_ranges(pairs, view.members)) {
+  if (!core::read_ranges(change.getRanges(), view.members)) {
     log().error("membership: ignoring view {} from the parent: its members are not ascending, disjoint ranges",
                 view.id);
     return std::nullopt;
@@ -578,11 +573,7 @@ std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_
 void MembershipService::write_view(wire::membership::ViewChange::Builder v) const {
   v.setId(view_.id);
   const auto& held = view_.members.ranges();
-  auto ranges = v.initRanges(static_cast<unsigned>(2 * held.size()));
-  for (std::size_t i = 0; i < held.size(); ++i) {
-    ranges.set(static_cast<unsigned>(2 * i), held[i].first);
-    ranges.set(static_cast<unsigned>(2 * i + 1), held[i].second);
-  }
+  core::write_ranges(held, v.initRanges(static_cast<unsigned>(2 * held.size())));
   auto epochs = v.initEpochs(epochs_.size());
   std::size_t i = 0;
   for (const auto& [rank, e] : epochs_) {

@@ -43,11 +43,7 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   c.setDownSeq(down_seq);
   c.setNextWave(next_wave);
   const auto& ranges = spec.backends.ranges();
-  auto list = c.initBackends(static_cast<unsigned>(2 * ranges.size()));
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    list.set(static_cast<unsigned>(2 * i), ranges[i].first);
-    list.set(static_cast<unsigned>(2 * i + 1), ranges[i].second);
-  }
+  core::write_ranges(ranges, c.initBackends(static_cast<unsigned>(2 * ranges.size())));
   c.setUpstreamFilter(spec.upstream_filter);
   c.setSyncMode(to_wire(spec.sync));
   c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
@@ -74,11 +70,7 @@ constexpr const char* kBadCommunicator = "a stream's back-ends came as ranges th
 std::optional<StreamSpec> read_spec(wire::streams::StreamCreate::Reader c) {
   StreamSpec spec;
   spec.id = c.getStreamId();
-  auto list = c.getBackends();
-  std::vector<core::RankSet::Range> ranges;
-  ranges.reserve(list.size() / 2);
-  for (unsigned i = 0; i + 1 < list.size(); i += 2) ranges.emplace_back(list[i], list[i + 1]);
-  if (list.size() % 2 != 0 || !core::RankSet::from_ranges(ranges, spec.backends)) return std::nullopt;
+  if (!core::read_ranges(c.getBackends(), spec.backends)) return std::nullopt;
   spec.upstream_filter = c.getUpstreamFilter();
   spec.upstream_params = core::decode_values(c.getUpstreamParams());
   spec.sync = from_wire(c.getSyncMode());
