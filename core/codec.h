@@ -43,7 +43,8 @@ Result<Topology> decode_topology(wire::Topology::Reader in);
 // thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms).
 void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out);
 // The most members view 0 may have: a parent sending more is refused (it would
-// cost every back-end 4 bytes each).
+// cost every back-end 4 bytes each). The same bound holds for any view and any
+// stream's communicator a parent sends (a program may list every member).
 inline constexpr std::uint64_t kMaxViewZero = std::uint64_t{1} << 24;
 Result<LaunchPlan> decode_plan(wire::Topology::Reader in);
 // Sets the topology message's view 0 (LaunchPlan::view_zero), as encode_plan does.

@@ -560,9 +560,10 @@ std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_
     wire::membership::ViewChange::Reader change) {
   HeldView view;
   view.id = change.getId();
-  if (!core::read_ranges(change.getRanges(), view.members)) {
-    log().error("membership: ignoring view {} from the parent: its members are not ascending, disjoint ranges",
-                view.id);
+  if (!core::read_ranges(change.getRanges(), view.members) || view.members.size() > core::kMaxViewZero) {
+    log().error("membership: ignoring view {} from the parent: its members are not ascending, disjoint ranges "
+                "of at most {} ranks",
+                view.id, core::kMaxViewZero);
     return std::nullopt;
   }
   std::map<Rank, std::uint32_t> epochs;

@@ -64,13 +64,14 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   }
 }
 
-constexpr const char* kBadCommunicator = "a stream's back-ends came as ranges that are not ascending and disjoint";
+constexpr const char* kBadCommunicator =
+    "a stream's back-ends came as ranges that are not ascending and disjoint, or name more than 2^24 ranks";
 
 // None if its communicator is not ascending, disjoint ranges.
 std::optional<StreamSpec> read_spec(wire::streams::StreamCreate::Reader c) {
   StreamSpec spec;
   spec.id = c.getStreamId();
-  if (!core::read_ranges(c.getBackends(), spec.backends)) return std::nullopt;
+  if (!core::read_ranges(c.getBackends(), spec.backends) || spec.backends.size() > core::kMaxViewZero) return std::nullopt;
   spec.upstream_filter = c.getUpstreamFilter();
   spec.upstream_params = core::decode_values(c.getUpstreamParams());
   spec.sync = from_wire(c.getSyncMode());

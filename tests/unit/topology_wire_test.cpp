@@ -111,5 +111,28 @@ TEST(TopologyWire, WhatIsNotATreeInColumnsIsRefused) {
   EXPECT_NE(refusal([](auto c) { c.getRanks().set(1, kFe); }), "") << "a duplicate rank";
 }
 
+// Ranks as ranges on the wire (a view, a communicator, view 0): what is written is
+// read back, and a list that is not ascending, disjoint ranges is refused.
+TEST(TopologyWire, RanksTravelAsRangesAndWhatIsNotRangesIsRefused) {
+  auto read = [](std::vector<std::uint32_t> words, core::RankSet& out) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<wire::Endpoints>().initRanks(static_cast<unsigned>(words.size()));
+    for (unsigned i = 0; i < words.size(); ++i) list.set(i, words[i]);
+    return core::read_ranges(list.asReader(), out);
+  };
+  const auto set = core::RankSet::of({0, 1, 2, 7, 9, 10, 0xffffffff});
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<wire::Endpoints>().initRanks(static_cast<unsigned>(2 * set.ranges().size()));
+  core::write_ranges(set.ranges(), list);
+  core::RankSet back;
+  ASSERT_TRUE(core::read_ranges(list.asReader(), back));
+  EXPECT_EQ(back, set);
+  core::RankSet untouched = set;
+  EXPECT_FALSE(read({0, 3, 9}, untouched)) << "odd length";
+  EXPECT_FALSE(read({0, 3, 2, 5}, untouched)) << "overlapping";
+  EXPECT_FALSE(read({5, 3}, untouched)) << "reversed";
+  EXPECT_EQ(untouched, set);
+}
+
 }  // namespace
 }  // namespace canopy
