@@ -357,9 +357,9 @@ void MembershipService::stable() {
   change_.reset();
   supersede_.cancel();
   supersede_armed_ = false;
-  // Since the last view the observer heard of (the views in between, if any, were
+  // view_ is the view that is now stable (one is applied at a time). What changed
+  // since the last view the observer heard of (the views in between, if any, were
   // superseded before they were stable).
-  // The view applied last (one at a time: a superseded one is never stable).
   done.left.clear();
   done.joined.clear();
   reported_.members.minus(view_.members, done.left);
