@@ -67,7 +67,7 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
 constexpr const char* kBadCommunicator =
     "a stream's back-ends came as ranges that are not ascending and disjoint, or name more than 2^24 ranks";
 
-// None if its communicator is not ascending, disjoint ranges.
+// None if its communicator is not ascending, disjoint ranges of at most 2^24 ranks.
 std::optional<StreamSpec> read_spec(wire::streams::StreamCreate::Reader c) {
   StreamSpec spec;
   spec.id = c.getStreamId();
@@ -248,9 +248,9 @@ std::string too_many_streams() {
 }  // namespace
 
 void StreamService::create_stream(const StreamSpec& spec) {
-  // A back-end holding its part of the tree (docs/scale.md) knows few of the others:
-  // the front-end and every commnode have checked the spec already.
-  // A back-end has none but itself to check (O(ranges), not O(back-ends)).
+  // The front-end and every commnode check that each rank is a back-end; a back-end
+  // does not (the processes above it have, and it holds only its part of the tree:
+  // docs/scale.md), so that it works in O(ranges), not O(back-ends).
   const bool part = node_.topology()->partial();
   if (node_.identity().role != Role::backend) {
     for (Rank b : spec.backends) {
