@@ -151,8 +151,6 @@ static_assert(static_cast<int>(wire::Topology::Checksum::CRC32C) == static_cast<
 
 namespace {
 
-void encode_hosts_and_links(const Topology& topology, wire::Topology::Builder out);
-
 // The tree breadth-first from the root, each node's children in their order: the
 // index in topology.nodes() of each node in that order, and of its parent in it.
 struct Order {
@@ -278,12 +276,6 @@ Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader
 
 void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   encode_compact(topology, out.initCompact());
-  encode_hosts_and_links(topology, out);
-}
-
-namespace {
-
-void encode_hosts_and_links(const Topology& topology, wire::Topology::Builder out) {
   auto hosts = out.initHosts(topology.hosts().size());
   for (std::size_t i = 0; i < topology.hosts().size(); ++i) {
     const Host& host = topology.hosts()[i];
@@ -298,8 +290,6 @@ void encode_hosts_and_links(const Topology& topology, wire::Topology::Builder ou
   links.setReliable(topology.links().reliable);
   links.setCorruptFraction(topology.links().corrupt_fraction);
 }
-
-}  // namespace
 
 Result<Topology> decode_topology(wire::Topology::Reader in) {
   std::vector<std::pair<Rank, Topology::Frontier>> frontiers;

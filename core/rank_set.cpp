@@ -95,12 +95,7 @@ bool RankSet::erase(Rank rank) {
 std::vector<Rank> RankSet::to_vector() const {
   std::vector<Rank> out;
   out.reserve(size_);
-  for (const auto& [first, last] : ranges_) {
-    for (Rank r = first;; ++r) {
-      out.push_back(r);
-      if (r == last) break;
-    }
-  }
+  for (Rank r : *this) out.push_back(r);
   return out;
 }
 

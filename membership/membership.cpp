@@ -141,8 +141,9 @@ void MembershipService::initialise() {
   if (!node_.plan().attach && !node_.plan().reattached) {
     if (!node_.topology()->partial()) {
       view_.members = core::RankSet::of(node_.topology()->backends());
-    } else if (!core::RankSet::from_ranges(node_.plan().view_zero, view_.members)) {
-      view_.members = core::RankSet::of(core::expand_ranges(node_.plan().view_zero));  // checked by decode_plan
+    } else {
+      // Ascending, disjoint ranges: decode_plan refused anything else.
+      core::RankSet::from_ranges(node_.plan().view_zero, view_.members);
     }
   }
   digest_ = digest_of(view_, epochs_);

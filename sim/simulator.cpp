@@ -67,8 +67,7 @@ ProcessId Simulator::add(boost::asio::io_context& io, std::string name) {
   p.io = &io;
   // Its timers wait in the simulator's hands, not in a reactor of its own: a
   // simulated process holds no descriptor.
-  p.timers = new TimerQueue(io);
-  boost::asio::add_service(io, p.timers);
+  p.timers = &TimerQueue::install(io);
   p.name = std::move(name);
   p.fabric = std::make_unique<PortFabric>(*this, id);
   make_ready(id);  // whatever its start posted
@@ -150,7 +149,6 @@ void Simulator::run(ProcessId process) {
   ChargeHeap charge(process);
   auto& io = *p.io;
   auto& timers = *p.timers;
-  (void)time_.take_nearest_expiry();  // what other processes' asio timers said
   do {
     if (io.stopped()) io.restart();
     timers.fire_due(NodeClock::now());
@@ -159,10 +157,8 @@ void Simulator::run(ProcessId process) {
   current_ = kNoProcess;
   Process& q = processes_[process];  // a handler may have added processes
   if (q.gone) return;
-  // Its timers, and any asio timer it made itself (its io_context looked at the
-  // nearest on its last poll).
-  auto next = timers.next_expiry();
-  if (const auto asio = time_.take_nearest_expiry(); asio && (!next || *asio < *next)) next = asio;
+  // Every timer of the node core and its services waits in its queue.
+  const auto next = timers.next_expiry();
   q.next_timer = next.value_or(NodeClock::time_point::max());
   if (next) {
     ChargeHeap sims_own(kNobody);

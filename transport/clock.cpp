@@ -43,6 +43,12 @@ boost::asio::execution_context::id TimerQueue::id;
 
 TimerQueue::TimerQueue(boost::asio::io_context& io) : boost::asio::execution_context::service(io), io_(io) {}
 
+TimerQueue& TimerQueue::install(boost::asio::io_context& io) {
+  auto* queue = new TimerQueue(io);
+  boost::asio::add_service(io, queue);  // io owns it from here
+  return *queue;
+}
+
 void TimerQueue::shutdown() {
   // The io_context goes: its handlers are destroyed, not run (asio's rule).
   for (auto& [at, wait] : waits_) wait.timer->queue_ = nullptr;

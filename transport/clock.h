@@ -89,9 +89,9 @@ struct NodeClockWaitTraits {
 class Timer;
 
 // Timers that whoever runs an io_context keeps itself, in place of the io_context's
-// reactor. Where this service is on an io_context (boost::asio::add_service(io, new
-// TimerQueue(io)), before any Timer is made on it), every canopy::Timer on that io_context waits
-// here; the owner asks when the nearest wait falls due and has the due ones fired.
+// reactor. Where this service is on an io_context (TimerQueue::install(io), before
+// any Timer is made on it), every canopy::Timer on that io_context waits here; the
+// owner asks when the nearest wait falls due and has the due ones fired.
 // The simulator (sim/) runs thousands of processes on io_contexts of their own: a
 // reactor holds three descriptors, this none.
 class TimerQueue final : public boost::asio::execution_context::service {
@@ -100,6 +100,8 @@ class TimerQueue final : public boost::asio::execution_context::service {
   static boost::asio::execution_context::id id;
 
   explicit TimerQueue(boost::asio::io_context& io);
+  // Puts a queue on `io` (owned by it) and returns it.
+  static TimerQueue& install(boost::asio::io_context& io);
 
   // When the nearest pending wait falls due, if any wait is pending.
   std::optional<NodeClock::time_point> next_expiry() const;

@@ -89,7 +89,9 @@ TEST(Membership, ABackendsFailureGoesUpOnlyAndEveryProcessLearnsItFromTheView) {
     const bool ancestor = r == FE || r == C2;  // C2 is the detector: it saw the loss itself
     const bool holds = r != 0 && r != 1;  // back-ends 0 and 1 hold their part: not C2's children
     ASSERT_EQ(tree.node(r).live_tree()->contains(3), holds) << "at " << r;
-    if (holds) EXPECT_EQ(tree.node(r).live_tree()->alive(3), !ancestor) << "at " << r;
+    if (holds) {
+      EXPECT_EQ(tree.node(r).live_tree()->alive(3), !ancestor) << "at " << r;
+    }
     EXPECT_EQ(tree.node(r).news_received(), news_before[r] + (r == FE ? 1 : 0)) << "at " << r;
   }
 }

@@ -91,15 +91,9 @@ std::size_t open_descriptors() {
   return n;
 }
 
-TimerQueue& queue_on(boost::asio::io_context& io) {
-  auto* queue = new TimerQueue(io);
-  boost::asio::add_service(io, queue);
-  return *queue;
-}
-
 TEST(TimerQueue, ATimerFiresWhenItsOwnerFiresWhatIsDueAndOnTheIoContext) {
   boost::asio::io_context io;
-  auto& queue = queue_on(io);
+  auto& queue = TimerQueue::install(io);
   ManualTime time;
   const auto start = NodeClock::now();
   Timer later(io, 7s), sooner(io, 3s);
@@ -126,7 +120,7 @@ TEST(TimerQueue, ATimerFiresWhenItsOwnerFiresWhatIsDueAndOnTheIoContext) {
 
 TEST(TimerQueue, CancelMovingTheExpiryAndTheTimersEndAbortWhatIsPending) {
   boost::asio::io_context io;
-  auto& queue = queue_on(io);
+  auto& queue = TimerQueue::install(io);
   ManualTime time;
   std::vector<std::string> fired;
   auto note = [&](std::string name) {
@@ -159,7 +153,7 @@ TEST(TimerQueue, IoContextsWhoseTimersWaitInAQueueHoldNoDescriptor) {
   std::vector<std::unique_ptr<Timer>> timers;
   for (int i = 0; i < 50; ++i) {
     auto& io = *ios.emplace_back(std::make_unique<boost::asio::io_context>(1));
-    queue_on(io);
+    TimerQueue::install(io);
     timers.push_back(std::make_unique<Timer>(io, 1h));
     timers.back()->async_wait([](const boost::system::error_code&) {});
     io.poll();
