@@ -15,6 +15,7 @@
 // a fortieth of a back-end's start-up CPU (docs/benchmarks.md, "A back-end's
 // start"). Random bytes come from the kernel (transport/random.h), as libsodium's
 // would.
+#include <capnp/any.h>
 #include <sodium.h>
 
 #include "transport/random.h"
@@ -158,6 +159,16 @@ Proof hello_proof(const Secret& secret, capnp::Data::Reader challenge, wire::Hel
   t.u64(hello.getAdopt() ? 1 : 0);
   t.u64(hello.getEpoch());
   t.u64(hello.getStandby() ? 1 : 0);
+  // An orphan's subtree and ancestors (protocol 15), in Cap'n Proto's canonical form:
+  // an adopter grafts the subtree, so it is covered like every other field.
+  if (hello.hasSubtree()) {
+    const auto canonical = capnp::AnyStruct::Reader(hello.getSubtree()).canonicalize();
+    t.bytes(canonical.begin(), canonical.size() * sizeof(capnp::word));
+  } else {
+    t.u64(0);
+  }
+  t.u64(hello.getAncestors().size());
+  for (auto rank : hello.getAncestors()) t.u64(rank);
   return t.sign(secret);
 }
 

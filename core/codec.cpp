@@ -291,7 +291,9 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   links.setCorruptFraction(topology.links().corrupt_fraction);
 }
 
-Result<Topology> decode_topology(wire::Topology::Reader in) {
+namespace {
+
+Result<Topology> decode_tree(wire::Topology::Reader in, bool subtree) {
   std::vector<std::pair<Rank, Topology::Frontier>> frontiers;
   if (!in.hasCompact()) return Error{"topology from parent: it holds no nodes"};
   auto nodes = decode_compact(in.getCompact(), frontiers);
@@ -302,7 +304,8 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
     for (auto nic : h.getNics()) host.nics.emplace_back(nic);
     hosts.push_back(std::move(host));
   }
-  auto topology = Topology::make(std::move(*nodes), std::move(hosts), "topology from parent");
+  auto topology = subtree ? Topology::make_subtree(std::move(*nodes), std::move(hosts), "subtree of an orphan")
+                         : Topology::make(std::move(*nodes), std::move(hosts), "topology from parent");
   if (!topology) return topology;
   for (const auto& [rank, frontier] : frontiers) {
     if (frontier.height == 0 || !topology->set_frontier(rank, frontier)) {
@@ -321,6 +324,12 @@ Result<Topology> decode_topology(wire::Topology::Reader in) {
   if (auto ok = topology->set_links(links); !ok) return Error{"topology from parent: " + ok.error()};
   return topology;
 }
+
+}  // namespace
+
+Result<Topology> decode_topology(wire::Topology::Reader in) { return decode_tree(in, false); }
+
+Result<Topology> decode_subtree(wire::Topology::Reader in) { return decode_tree(in, true); }
 
 void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
   t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan.startup_timeout.count()));

@@ -38,6 +38,8 @@ Packet decode_values(capnp::List<wire::Value>::Reader in);
 void encode_topology(const Topology& topology, wire::Topology::Builder out);
 // Validates as Topology::make does; a peer sending an invalid tree is an error.
 Result<Topology> decode_topology(wire::Topology::Reader in);
+// An orphan's subtree (Topology::make_subtree), encoded by encode_topology().
+Result<Topology> decode_subtree(wire::Topology::Reader in);
 
 // The launch plan travels with the topology. Decoding clamps the fault-tolerance
 // thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms).

@@ -5,10 +5,11 @@ namespace canopy::core {
 using transport::Link;
 
 void Healing::open_standby(const std::shared_ptr<Link>& link, Rank acceptor, std::uint32_t incarnation,
-                           const std::vector<Service*>& services) {
+                           const std::vector<Service*>& services,
+                           const std::function<void(wire::Hello::Builder)>& fill) {
   close_standby("replaced");
   standby_ = {link, acceptor};
-  up.begin(link, incarnation, false, true, acceptor, services);
+  up.begin(link, incarnation, false, true, acceptor, services, fill);
 }
 
 std::optional<Rank> Healing::standby() const {

@@ -57,7 +57,7 @@ class Healing {
   // Opens the standby link to `acceptor` on `link` (its hello goes out with `services`'
   // part), replacing any other.
   void open_standby(const std::shared_ptr<transport::Link>& link, Rank acceptor, std::uint32_t incarnation,
-                    const std::vector<Service*>& services);
+                    const std::vector<Service*>& services, const std::function<void(wire::Hello::Builder)>& fill = {});
   // The acceptor of the standby link, while it is open.
   std::optional<Rank> standby() const;
   bool is_standby(const transport::Link* link) const { return link && standby_.link.get() == link; }

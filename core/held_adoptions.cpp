@@ -24,7 +24,7 @@ HeldAdoptions::~HeldAdoptions() {
 
 void HeldAdoptions::hold(OrphanRequest request, std::chrono::milliseconds kept) {
   log().info("holding the adoption request of {} (from {}): its parent {} has not been reported failed here yet",
-             node_.describe(request.orphan), request.link->peer(), parent_of(request.orphan));
+             node_.describe(request.orphan), request.link->peer(), parent_of(request));
   auto& held = held_.emplace_back(Held{std::move(request), std::make_unique<Timer>(node_.io(), kept)});
   held.deadline->async_wait([this, raw = held.request.link.get(), kept](const boost::system::error_code& ec) {
     if (!ec) expired(raw, kept);
@@ -43,6 +43,11 @@ HeldAdoptions::Held* HeldAdoptions::find(const Link* orphan_link) {
   return nullptr;
 }
 
+Rank HeldAdoptions::parent_of(const OrphanRequest& request) const {
+  const TreeView* tree = node_.live_tree();
+  return tree->contains(request.orphan) ? tree->parent(request.orphan) : request.watched;
+}
+
 bool HeldAdoptions::found_gone(Rank parent, std::chrono::milliseconds within) const {
   const auto gone = parents_found_gone_.find(parent);
   return gone != parents_found_gone_.end() && NodeClock::now() - gone->second < within;
@@ -55,10 +60,10 @@ void HeldAdoptions::let_go(const std::vector<OrphanRequest>& requests) {
   }
 }
 
-void HeldAdoptions::review(const std::function<bool(Rank orphan)>& ready) {
+void HeldAdoptions::review(const std::function<bool(const OrphanRequest& request)>& ready) {
   std::vector<OrphanRequest> answered;
   for (const auto& h : held_) {
-    if (ready(h.request.orphan)) answered.push_back(h.request);
+    if (ready(h.request)) answered.push_back(h.request);
   }
   let_go(answered);
 }
@@ -69,7 +74,7 @@ void HeldAdoptions::expired(const Link* orphan_link, std::chrono::milliseconds k
   Held* h = find(orphan_link);
   if (!h) return;
   const Rank orphan = h->request.orphan;
-  const Rank parent = parent_of(orphan);
+  const Rank parent = parent_of(h->request);
   if (h->probe == Probe::alive) {
     log().warn("refusing to adopt {}: its parent {} answered this node, and neither its failure nor the loss of its "
                "link to {} was reported within {} ms",
@@ -82,7 +87,7 @@ void HeldAdoptions::expired(const Link* orphan_link, std::chrono::milliseconds k
   // request held for that parent, adopted in this pass.
   std::vector<OrphanRequest> adopt;
   for (auto& held : held_) {
-    if (held.probe == Probe::alive || parent_of(held.request.orphan) != parent) continue;
+    if (held.probe == Probe::alive || parent_of(held.request) != parent) continue;
     held.probe = Probe::none;  // answered: released without probing again
     log().info("adopting {}: its parent {} did not answer within {} ms", node_.describe(held.request.orphan),
                node_.describe(parent), kept.count());
@@ -102,9 +107,9 @@ void HeldAdoptions::release(const Link* orphan_link) {
   released.dial.cancel();
   if (!was_probing || !node_.live_tree()) return;
   // Requests that waited on its probe: the first of them probes again.
-  const Rank parent = parent_of(released.request.orphan);
+  const Rank parent = parent_of(released.request);
   for (auto& h : held_) {
-    if (h.probe == Probe::asking && parent_of(h.request.orphan) == parent) {
+    if (h.probe == Probe::asking && parent_of(h.request) == parent) {
       h.probe = Probe::none;
       return probe_parent(h);
     }
@@ -112,10 +117,10 @@ void HeldAdoptions::release(const Link* orphan_link) {
 }
 
 void HeldAdoptions::probe_parent(Held& held) {
-  const Rank parent = parent_of(held.request.orphan);
+  const Rank parent = parent_of(held.request);
   if (std::any_of(held_.begin(), held_.end(), [&](const Held& h) {
         return &h != &held && h.probe == Probe::asking && (h.dial.under_way() || h.probe_link) &&
-               parent_of(h.request.orphan) == parent;
+               parent_of(h.request) == parent;
       })) {
     held.probe = Probe::asking;  // answered with that probe
     return;
@@ -166,11 +171,11 @@ void HeldAdoptions::probe_answered(const Link* orphan_link, Probe result, const 
   Held* h = find(orphan_link);
   if (!h || h->probe != Probe::asking) return;
   if (h->probe_link) std::exchange(h->probe_link, nullptr)->detach();  // may be in its own handler
-  const Rank parent = parent_of(h->request.orphan);
+  const Rank parent = parent_of(h->request);
   if (result == Probe::gone) parents_found_gone_[parent] = NodeClock::now();
   std::vector<OrphanRequest> adopt;
   for (auto& held : held_) {
-    if (held.probe != Probe::asking || parent_of(held.request.orphan) != parent) continue;
+    if (held.probe != Probe::asking || parent_of(held.request) != parent) continue;
     held.probe = result;
     if (result == Probe::alive) {
       log().info("{}'s parent {} answered: {}; the request stays held", node_.describe(held.request.orphan),

@@ -29,6 +29,7 @@
 
 #include "core/auth.h"
 #include "core/service_context.h"
+#include "core/tree_view.h"
 #include "transport/link.h"
 
 namespace canopy::core {
@@ -40,6 +41,12 @@ struct OrphanRequest {
   Role role = Role::backend;
   std::uint32_t incarnation = 0;
   int pid = 0;
+  // Where commnodes hold parts of the tree (docs/scale.md): the orphan's live
+  // subtree, if it sent one (TreeView::graft), and, for an orphan this node does not
+  // hold, the deepest of its ancestors that it does (kNone otherwise).
+  std::shared_ptr<const Topology> subtree;
+  std::vector<Rank> ancestors;  // root first, as the orphan last knew them
+  Rank watched = TreeView::kNone;
 };
 
 class HeldAdoptions {
@@ -59,7 +66,7 @@ class HeldAdoptions {
   void forget(const transport::Link* orphan_link) { release(orphan_link); }
   // Lets go, to `adopt`, every held request whose orphan `ready` says may now be
   // answered (after a failure report, once orphaned, when stopping).
-  void review(const std::function<bool(Rank orphan)>& ready);
+  void review(const std::function<bool(const OrphanRequest& request)>& ready);
   // Whether a probe found `parent` gone within the last `within`: the requests of its
   // orphans that come later are adopted without probing again, until the failure
   // report arrives (the verdict is kept for `within`, in case a rank comes back: a
@@ -79,7 +86,9 @@ class HeldAdoptions {
     Nonce probe_nonce{};
   };
   Held* find(const transport::Link* orphan_link);
-  Rank parent_of(Rank orphan) const { return node_.live_tree()->parent(orphan); }
+  // The parent whose loss lets the request go: the orphan's in the live tree, or,
+  // for an orphan not held here, the deepest of its ancestors held (`watched`).
+  Rank parent_of(const OrphanRequest& request) const;
   void release(const transport::Link* orphan_link);
   void expired(const transport::Link* orphan_link, std::chrono::milliseconds kept);
   void probe_parent(Held& held);

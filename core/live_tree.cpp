@@ -56,7 +56,18 @@ void LiveTree::update_routes(Rank orphan) {
   }
 }
 
-std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation) const {
+bool LiveTree::graft(const Topology& subtree, Rank under) {
+  const bool top_held = view_.contains(subtree.root().rank);
+  if (!view_.graft(subtree, under)) return false;
+  for (const auto& n : subtree.nodes()) {
+    if (n.rank != subtree.root().rank || !top_held) ranks_.push_back(n.rank);
+  }
+  return true;
+}
+
+std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation,
+                                                     const Topology* subtree) const {
+  if (!view_.contains(orphan) && subtree) return refuse_subtree(orphan, role, incarnation, *subtree);
   if (!view_.contains(orphan) || orphan == view_.root()) return "unknown rank";
   if (role != view_.role(orphan)) return "role does not match the topology";
   if (view_.in_subtree(self_, orphan)) return "this node is inside the orphan's subtree";
@@ -66,6 +77,21 @@ std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std
   const bool to_heir = view_.without_root(orphan) && view_.heir() == self_;
   if (!to_heir && view_.height(self_) < view_.height(orphan) + 1) return "adoption would make the tree deeper";
   if (incarnation <= view_.incarnation(orphan)) return "stale incarnation";
+  return std::nullopt;
+}
+
+std::optional<std::string> LiveTree::refuse_subtree(Rank orphan, Role role, std::uint32_t incarnation,
+                                                    const Topology& subtree) const {
+  const TopologyNode& top = subtree.root();
+  if (top.rank != orphan || top.role != role) return "the subtree it sent is not rooted at it";
+  if (subtree.find(self_)) return "this node is inside the orphan's subtree";
+  if (view_.role(self_) == Role::backend) return "a back-end adopts no one";
+  for (const auto& n : subtree.nodes()) {
+    if (view_.contains(n.rank)) return "its subtree holds rank " + std::to_string(n.rank) + ", held here elsewhere";
+  }
+  const auto height = static_cast<std::uint32_t>(top.role == Role::backend ? 0 : std::max<std::size_t>(1, subtree.depth()));
+  if (view_.height(self_) < height + 1) return "adoption would make the tree deeper";
+  if (incarnation == 0) return "stale incarnation";
   return std::nullopt;
 }
 

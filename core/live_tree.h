@@ -51,7 +51,15 @@ class LiveTree {
   // process allows (the tree never gets deeper; but the heir, in the place of a lost
   // root, takes every process left without it), under an incarnation above every
   // one reported for it; and a back-end adopts no one.
-  std::optional<std::string> refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation) const;
+  // An orphan this process does not hold is judged by `subtree`, which it sent (its
+  // live subtree, rooted at it): it must hold no rank held here.
+  std::optional<std::string> refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation,
+                                             const Topology* subtree = nullptr) const;
+
+  // An orphan's subtree, held below `under` (TreeView::graft); its back-ends are
+  // routed once the adoption report is applied. False, changing nothing, if the view
+  // refuses it.
+  bool graft(const Topology& subtree, Rank under);
 
   // The incarnation of this process's next adoption request: above its `current`
   // one, above any reported for it, and above any it asked for before (an adopter it
@@ -69,6 +77,8 @@ class LiveTree {
 
  private:
   void update_routes(Rank orphan);
+  std::optional<std::string> refuse_subtree(Rank orphan, Role role, std::uint32_t incarnation,
+                                            const Topology& subtree) const;
 
   std::vector<Rank> ranks_;  // every process, in topology order
   Rank self_;

@@ -106,7 +106,14 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
     case Body::ATTACH_REPORT: {
       ++healing_.news_received;
       auto a = body.getAttachReport();
-      on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link, a.getOrphanIsCommnode());
+      std::optional<Topology> subtree;
+      if (a.hasSubtree() && from.kind == Peer::Kind::child) {  // going up from an adopter
+        auto decoded = decode_subtree(a.getSubtree());
+        if (decoded) subtree = std::move(*decoded);
+        else log().warn("ignoring the subtree that came with the adoption of {}: {}", a.getOrphan(), decoded.error());
+      }
+      on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link, a.getOrphanIsCommnode(),
+                       subtree ? &*subtree : nullptr);
       return true;
     }
     case Body::ATTACH_REPORTS:
@@ -387,13 +394,45 @@ void Node::finish_child_loss(std::size_t index) {
 
 // ---- the live tree ----
 
+bool Node::hears_of(Rank child, Rank about, bool failure) const {
+  const TreeView& view = tree_->view();
+  if (!view.contains(about) || !view.contains(child)) return false;
+  // Its ancestors, for routes; a failure, its siblings too (they may adopt its
+  // orphans); an adoption, the orphan's subtree (its path up changed).
+  if (view.in_subtree(about, child)) return true;
+  if (failure) return view.parent(about) == id_.rank;
+  return view.in_subtree(child, about);
+}
+
+bool Node::graft(const Topology& subtree, Rank under) {
+  const TreeView& view = tree_->view();
+  const TopologyNode& top = subtree.root();
+  const bool needed = !view.contains(top.rank) ||
+                      (view.role(top.rank) != Role::backend && view.children(top.rank).empty() && !top.children.empty());
+  if (!needed) return true;
+  if (!tree_->graft(subtree, under)) return false;
+  if (auto held = topology_->graft(under, subtree); !held) {
+    log().warn("the topology does not take the subtree of {}: {}", top.rank, held.error());
+  }
+  log().info("holds the subtree of {} ({} processes) below {}", describe(top.rank), subtree.size(), describe(under));
+  return true;
+}
+
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
   healing_.news.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   std::optional<bool> backends_hold;  // asked once, for the first back-end child
+  const bool parts = plan_.commnode_parts() && about && tree_;
   for (auto& child : children_) {
     if (!child.link || child.link.get() == except) continue;
-    if (about && child.role == Role::backend) {
+    if (parts) {
+      if (child.role == Role::backend) {
+        if (!backends_hold) backends_hold = hears_of(child.rank, *about, true);
+        if (!*backends_hold) continue;
+      } else if (!hears_of(child.rank, *about, true)) {
+        continue;
+      }
+    } else if (about && child.role == Role::backend) {
       if (!backends_hold) backends_hold = backend_part_.holds(*topology_, id_.rank, plan_, *about);
       if (!*backends_hold) continue;
     }
@@ -439,19 +478,33 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
 }
 
 void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from,
-                            bool orphan_is_commnode) {
+                            bool orphan_is_commnode, const Topology* subtree) {
   if (!tree_) return;
   if (incarnation == 0) return on_join_request(orphan, adopter, from);  // open attach (node_join.cpp)
+  // The orphan's subtree, come up with the report where the adopter's parent may not
+  // hold it (Node::graft): held here if it is not, and sent on up only then (whoever
+  // holds it, its ancestors hold it too).
+  if (subtree && adopter != id_.rank && tree_->view().contains(adopter)) {  // the adopter grafted it already
+    const bool held = tree_->view().contains(orphan) &&
+                      (tree_->view().role(orphan) == Role::backend || !tree_->view().children(orphan).empty());
+    if (held) subtree = nullptr;
+    else if (!graft(*subtree, adopter)) log().warn("ignoring the subtree that came with the adoption of {}", orphan);
+  }
   // An orphan the tree does not have is a back-end that joined it (open attach):
   // every process adds it to its topology and live tree, then applies the report.
   const bool unknown = !tree_->view().contains(orphan);
   bool joined = unknown;
   if (unknown && topology_->partial()) {
-    // A back-end's part of the tree holds its ancestors and their children only: of
-    // what it does not hold, it takes a back-end joining or adopted under its own
-    // parent (a new sibling), and nothing else (docs/scale.md). Which of the two, it
-    // cannot tell: in open attach, a join.
-    if (orphan_is_commnode || adopter != tree_->view().parent(id_.rank)) return;
+    // A part of the tree holds its ancestors and their children, and a commnode's its
+    // subtree: of what it does not hold, it takes a back-end joining or adopted under
+    // a process it holds with its children (an ancestor, itself or a process below),
+    // and nothing else (docs/scale.md). Which of the two, it cannot tell: in open
+    // attach, a join.
+    const TreeView& view = tree_->view();
+    if (orphan_is_commnode || !view.contains(adopter) ||
+        !(view.in_subtree(id_.rank, adopter) || view.in_subtree(adopter, id_.rank))) {
+      return;
+    }
     joined = plan_.open_attach;
   }
   if (unknown) {
@@ -484,8 +537,9 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   // report that follows it up must not overtake it. Down in a batch (TreeNews).
   if (parent_ && parent_.get() != from) {
     Message message(id_);
-    set_adoption(message.body().initAttachReport(), orphan, adopter, incarnation,
-                 tree_->view().role(orphan) == Role::commnode);
+    auto report = message.body().initAttachReport();
+    set_adoption(report, orphan, adopter, incarnation, tree_->view().role(orphan) == Role::commnode);
+    if (subtree) encode_topology(*subtree, report.initSubtree());
     parent_->send(message.builder());
   }
   if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);

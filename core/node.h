@@ -225,7 +225,7 @@ class Node final : public ServiceContext {
   void on_hello_proof(const std::shared_ptr<transport::Link>& link, wire::Message::Reader msg);
   void admit(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_orphan(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
-  bool orphan_may_be_adopted(Rank orphan) const;
+  bool orphan_may_be_adopted(const OrphanRequest& request) const;
   void adopt_orphan(const OrphanRequest& request);
   void review_held_adoptions();
   // A message on a link up (parent or potential adopter), its handshake first
@@ -251,6 +251,21 @@ class Node final : public ServiceContext {
   // holds it (a back-end that joined under another commnode before, in open attach,
   // gets the whole).
   void send_topology(transport::Link& link, Role role, Rank to);
+  // This node's subtree as its live tree has it, rooted here (Topology::make_subtree),
+  // and, in an orphan's request for adoption where commnodes hold parts, that subtree
+  // and its ancestors (wire::Hello.subtree, .ancestors).
+  std::optional<Topology> live_subtree() const;
+  void fill_adoption(wire::Hello::Builder hello) const;
+  // An orphan's subtree, held below `under` where the live tree lacks it (an orphan
+  // not held here, or held without its children); false if it conflicts with what
+  // is held. Mostly only the adopter needs it: an orphan chooses among the children
+  // of its ancestors, so the adopter's parent is an ancestor of the orphan and holds
+  // its subtree, as every process above does; unless the adopter was adopted since,
+  // where the orphan did not hear of it. Then the subtree goes up with the report.
+  bool graft(const Topology& subtree, Rank under);
+  // Where commnodes hold parts: whether child `child` hears a failure of `about`
+  // (`failure`) or its adoption (docs/scale.md, "Who hears of a change").
+  bool hears_of(Rank child, Rank about, bool failure) const;
   void adopt_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
   // Ports learnt after the topology, from the parent: set and sent on to the children
@@ -282,8 +297,9 @@ class Node final : public ServiceContext {
   void abandon(const std::string& reason, bool declared_lost = false);
   // `orphan_is_commnode`: as the report says, for a back-end that does not hold the
   // orphan in its part of the tree.
+  // `subtree`: the orphan's, going up where an ancestor may not hold it (Node::graft).
   void on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* from,
-                        bool orphan_is_commnode = false);
+                        bool orphan_is_commnode = false, const Topology* subtree = nullptr);
 
   // Stops the node and its subtree (nothing if it is stopping already); `in_order`:
   // shut down, not for a failure.

@@ -232,7 +232,13 @@ void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader
   if (stopping()) return refuse("stopping");
   // Held without a deadline: only where the tree asked for them.
   if (!plan_.fault.enabled || !plan_.fault.standby_links) return refuse("standby links are off in this tree");
-  if (!tree_ || !tree_->view().contains(rank)) return refuse("rank " + std::to_string(rank) + " is not in the tree");
+  // Where commnodes hold parts, the sender may be one this node does not hold (a
+  // nephew): its parent, the last of its ancestors, must be held here.
+  const auto ancestors = hello.getAncestors();
+  if (!tree_ || !(tree_->view().contains(rank) ||
+                  (ancestors.size() != 0 && tree_->view().contains(ancestors[ancestors.size() - 1])))) {
+    return refuse("rank " + std::to_string(rank) + " is not in the tree");
+  }
   if (connections_.count<Connections::Standby>() >= max_pending()) {
     return refuse("this node holds as many standby links as it takes");
   }
@@ -265,7 +271,27 @@ void Node::on_standby_message(const Link* raw, wire::Message::Reader message) {
 // parent is known to be gone, else held until it is (core/held_adoptions.h).
 void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   OrphanRequest request{link, hello.getRank(), from_wire(hello.getRole()), hello.getIncarnation(), hello.getPid()};
-  if (!tree_ || !healing() || stopping() || orphan_may_be_adopted(request.orphan)) {
+  if (hello.hasSubtree()) {
+    auto subtree = decode_subtree(hello.getSubtree());
+    if (!subtree) {
+      return connections_.refuse(link, {.whom = "to adopt " + std::to_string(request.orphan),
+                                        .why = "the subtree it sent: " + subtree.error()});
+    }
+    request.subtree = std::make_shared<const Topology>(std::move(*subtree));
+  }
+  for (Rank r : hello.getAncestors()) request.ancestors.push_back(r);
+  if (tree_ && !tree_->view().contains(request.orphan) && hello.getAncestors().size() != 0) {
+    // Not held here: judged by the deepest of its ancestors held here, if that is its
+    // parent, or gone (docs/scale.md, "Adopting an orphan from another part").
+    const TreeView& view = tree_->view();
+    Rank deepest = TreeView::kNone;
+    for (Rank r : hello.getAncestors()) {
+      if (view.contains(r)) deepest = r;
+    }
+    const Rank parent = hello.getAncestors()[hello.getAncestors().size() - 1];
+    if (deepest != TreeView::kNone && (deepest == parent || !view.alive(deepest))) request.watched = deepest;
+  }
+  if (!tree_ || !healing() || stopping() || orphan_may_be_adopted(request)) {
     return adopt_orphan(request);  // adopted, or refused with the reason
   }
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
@@ -274,9 +300,13 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   healing_.held.hold(std::move(request), kept);
 }
 
-bool Node::orphan_may_be_adopted(Rank orphan) const {
+bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
   const TreeView& view = tree_->view();
-  if (!view.contains(orphan)) return true;  // adopt_orphan refuses it with the reason
+  const Rank orphan = request.orphan;
+  if (!view.contains(orphan)) {  // adopt_orphan refuses it with the reason, or grafts it
+    if (request.watched == TreeView::kNone) return true;
+    return !view.alive(request.watched) || healing_.held.found_gone(request.watched, plan_.fault.lost);
+  }
   const Rank parent = view.parent(orphan);
   if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
   return healing_.held.found_gone(parent, plan_.fault.lost);
@@ -285,7 +315,9 @@ bool Node::orphan_may_be_adopted(Rank orphan) const {
 // After a failure report, when orphaned or when stopping: every held request that
 // may now be answered is (adopted, or refused with the reason).
 void Node::review_held_adoptions() {
-  healing_.held.review([this](Rank orphan) { return stopping() || seeking_adopter() || orphan_may_be_adopted(orphan); });
+  healing_.held.review([this](const OrphanRequest& request) {
+    return stopping() || seeking_adopter() || orphan_may_be_adopted(request);
+  });
 }
 
 void Node::adopt_orphan(const OrphanRequest& request) {
@@ -306,11 +338,18 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   }
   if (seeking_adopter()) return refuse("this node is itself an orphan");
   const std::uint32_t incarnation = request.incarnation;
-  if (auto why = tree_->refuse_adoption(orphan, request.role, incarnation)) return refuse(*why);
+  const Topology* subtree = request.subtree.get();
+  if (subtree && !tree_->view().contains(orphan) && request.watched == TreeView::kNone) {
+    return refuse("this node holds neither the orphan's parent nor a failed ancestor of it, so it cannot tell "
+                  "whether its parent is gone");
+  }
+  if (auto why = tree_->refuse_adoption(orphan, request.role, incarnation, subtree)) return refuse(*why);
 
+  auto known = children_.index_of(orphan);
+  if (known && children_[*known].link) return refuse("already connected");
+  if (subtree && !graft(*subtree, id_.rank)) return refuse("its subtree holds ranks held here elsewhere");
   std::size_t index;
-  if (auto known = children_.index_of(orphan)) {
-    if (children_[*known].link) return refuse("already connected");
+  if (known) {
     index = *known;  // a former child of ours coming back
   } else {
     index = children_.add(orphan, tree_->view().role(orphan));
@@ -329,7 +368,12 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setIncarnation(incarnation);
   link->send(reply.builder());
   if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
-  on_attach_report(orphan, id_.rank, incarnation, link.get());
+  // The subtree goes up only if this node's parent may not hold it: it is not among
+  // the orphan's ancestors (Node::graft).
+  const Rank up = tree_->view().parent(id_.rank);
+  const bool parent_holds = std::find(request.ancestors.begin(), request.ancestors.end(), up) != request.ancestors.end();
+  on_attach_report(orphan, id_.rank, incarnation, link.get(), request.role == Role::commnode,
+                   subtree && !parent_holds ? subtree : nullptr);
   emit(events::ChildAdopted{index, orphan});
 }
 

@@ -63,7 +63,8 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   // late and report the number it was asked for, which would make it stale.
   const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
   attach_parent(link);
-  healing_.up.begin(link, incarnation, true, false, candidate, services_.in_order());
+  healing_.up.begin(link, incarnation, true, false, candidate, services_.in_order(),
+                    [this](wire::Hello::Builder h) { fill_adoption(h); });
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
 }
 
@@ -72,7 +73,8 @@ void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
   if (phase() != Phase::running) return link->abort("not running");
   if (!healing_.on) return link->abort("healing is off");
   attach_parent(link);
-  healing_.open_standby(link, acceptor, id_.incarnation, services_.in_order());
+  healing_.open_standby(link, acceptor, id_.incarnation, services_.in_order(),
+                        [this](wire::Hello::Builder h) { fill_adoption(h); });
   log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
 }
 
@@ -96,6 +98,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
   init_hello(h, id_, incarnation);
   h.setAdopt(true);
   for (Service* service : services_.in_order()) service->fill_hello(h);
+  fill_adoption(h);
   o->trying->send(hello.builder());
   log().info("asked {} on the standby link to adopt this node under incarnation {}", describe(candidate), incarnation);
   return true;

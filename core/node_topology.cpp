@@ -3,6 +3,7 @@
 // (docs/protocol.md, `topology` and `endpoints`).
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 #include "core/codec.h"
 #include "core/log.h"
@@ -18,10 +19,17 @@ void Node::adopt_topology(Topology topology) {
   tree_.emplace(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
   // A back-end child hears of the adoptions its part of the tree holds, and of a
-  // back-end adopted here (a new sibling).
+  // back-end adopted here (a new sibling). Where commnodes hold parts, an adoption
+  // goes down only into the orphan's subtree (Node::hears_of), the one place below
+  // an adopter's ancestors where a path up changed.
   healing_.news.set_backend_filter([this](Rank orphan, Rank adopter) {
-    return adopter == id_.rank || backend_part_.holds(*topology_, id_.rank, plan_, orphan);
+    if (adopter == id_.rank) return true;
+    if (plan_.commnode_parts()) return tree_->view().in_subtree(id_.rank, orphan);
+    return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
   });
+  if (plan_.commnode_parts()) {
+    healing_.news.set_commnode_filter([this](Rank child, Rank orphan) { return hears_of(child, orphan, false); });
+  }
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
              tree_->routes());
 }
@@ -45,14 +53,14 @@ void Node::on_topology(wire::Topology::Reader t) {
     log().error("parent sent an invalid launch plan: {}", plan.error());
     return begin_stop("invalid launch plan from parent");
   }
-  // Only a back-end holds a part of the tree: a commnode routes, adopts and launches
-  // over its whole subtree.
-  if (topology->partial() && id_.role != Role::backend) {
-    log().error("parent sent a commnode a part of the tree, not the whole");
+  // A commnode holds a part only where the plan says (LaunchPlan::commnode_parts),
+  // and it routes, adopts and launches over its whole subtree, which its part holds.
+  if (topology->partial() && id_.role != Role::backend && !plan->commnode_parts()) {
+    log().error("parent sent a commnode a part of the tree, where the plan says it holds the whole");
     return begin_stop("part of the tree sent to a commnode");
   }
   // A launched back-end's part comes with view 0, of which it is a member.
-  if (topology->partial() && !plan->attach &&
+  if (topology->partial() && !plan->attach && id_.role == Role::backend &&
       std::none_of(plan->view_zero.begin(), plan->view_zero.end(),
                    [&](const auto& range) { return range.first <= id_.rank && id_.rank <= range.second; })) {
     log().error("parent sent a part of the tree whose view 0 does not hold this back-end, rank {}", id_.rank);
@@ -77,10 +85,62 @@ void Node::send_topology(Link& link, Role role, Rank to) {
   auto t = message.body().initTopology();
   const Topology* part = role == Role::backend ? backend_part_.get(*topology_, id_.rank, plan_) : nullptr;
   if (part && !part->find(to)) part = nullptr;
+  // A commnode child's part is its own (its subtree whole), built for it.
+  std::optional<Topology> commnode_part;
+  if (role == Role::commnode && plan_.commnode_parts() && topology_->find(to)) {
+    commnode_part = topology_->part(to);
+    if (commnode_part->partial()) part = &*commnode_part;
+  }
   encode_topology(part ? *part : *topology_, t);
   encode_plan(plan_, t);
   if (part) encode_view_zero(backend_part_.view_zero(*topology_, plan_), t);
   link.send(message.builder());
+}
+
+std::optional<Topology> Node::live_subtree() const {
+  // Breadth-first from this node, as the live tree has it now (adopted orphans below
+  // it, none of those adopted elsewhere), with hosts and ports from the topology.
+  const TreeView& view = tree_->view();
+  std::vector<TopologyNode> nodes;
+  std::unordered_set<std::string_view> used;
+  std::vector<Rank> order{id_.rank};
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const TopologyNode* held = topology_->find(order[i]);
+    if (!held) continue;
+    TopologyNode node = *held;
+    node.parent = i == 0 ? std::nullopt : std::optional<Rank>(view.parent(order[i]));
+    node.children.clear();
+    for (Rank c : view.children(order[i])) {
+      if (!topology_->find(c)) continue;
+      node.children.push_back(c);
+      order.push_back(c);
+    }
+    used.insert(held->host);
+    nodes.push_back(std::move(node));
+  }
+  std::vector<Host> hosts;
+  for (const Host& h : topology_->hosts()) {
+    if (used.count(h.name)) hosts.push_back(h);
+  }
+  auto subtree = Topology::make_subtree(std::move(nodes), std::move(hosts), "live subtree");
+  if (!subtree) {
+    log().warn("cannot send this node's subtree: {}", subtree.error());
+    return std::nullopt;
+  }
+  return std::move(*subtree);
+}
+
+void Node::fill_adoption(wire::Hello::Builder hello) const {
+  if (!plan_.commnode_parts() || !tree_) return;
+  const TreeView& view = tree_->view();
+  std::vector<Rank> ancestors;  // up from the failed parent, then reversed
+  for (Rank r = view.parent(id_.rank); r != TreeView::kNone && ancestors.size() <= 64; r = view.parent(r)) {
+    ancestors.push_back(r);
+  }
+  auto list = hello.initAncestors(static_cast<unsigned>(ancestors.size()));
+  for (unsigned i = 0; i < ancestors.size(); ++i) list.set(i, ancestors[ancestors.size() - 1 - i]);
+  if (hello.getStandby()) return;  // the subtree comes with the request on it, if ever
+  if (auto subtree = live_subtree()) encode_topology(*subtree, hello.initSubtree());
 }
 
 void Node::on_endpoints(wire::Endpoints::Reader in) {

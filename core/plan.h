@@ -48,6 +48,10 @@ struct LaunchPlan {
   // Every back-end holds the whole tree (MRNet's model: its NetworkTopology on a
   // back-end; the gossip detector needs it), not only its part (docs/scale.md).
   bool whole_tree = false;
+  // Commnodes hold their part of the tree (Topology::part), not the whole
+  // (docs/scale.md): unless every process holds the whole tree, or the tree is to
+  // outlive its front-end (the heir's choice looks beyond any one part).
+  bool commnode_parts() const { return !whole_tree && fault.keep_tree_for.count() == 0; }
   // A back-end holding its part of the tree: the back-ends of view 0 (the launch
   // topology's, which its part does not all hold), as ranges of ranks, first and
   // last of each, ascending. Empty elsewhere: the topology has them.

@@ -79,7 +79,7 @@ void TreeNews::send(const std::vector<News>& news, bool leaf) {
     // holds.
     auto wanted = [&](const News& n) {
       if (n.except == child.link.get()) return false;
-      if (!backend) return !leaf;
+      if (!backend) return !leaf && (!commnode_wants_ || commnode_wants_(child.rank, n.orphan));
       return n.about_backend == leaf && for_backends[static_cast<std::size_t>(&n - news.data())];
     };
     const auto count = std::count_if(news.begin(), news.end(), wanted);

@@ -57,6 +57,9 @@ class TreeNews {
   void set_backend_filter(std::function<bool(Rank orphan, Rank adopter)> wanted) {
     backend_wants_ = std::move(wanted);
   }
+  // Which adoptions commnode child `child` takes: `wanted(child, orphan)`. Unset: all
+  // of them (each holds the whole tree).
+  void set_commnode_filter(std::function<bool(Rank child, Rank orphan)> wanted) { commnode_wants_ = std::move(wanted); }
 
   // Every report `tree` applied so far, to a peer that missed them (an orphan
   // adopted after the reports of other failures and adoptions had flooded the tree),
@@ -81,6 +84,7 @@ class TreeNews {
   std::vector<News> fast_;
   std::vector<News> leaf_;  // adoptions of back-ends, for back-end children
   std::function<bool(Rank, Rank)> backend_wants_;
+  std::function<bool(Rank, Rank)> commnode_wants_;
   Timer fast_timer_;
   Timer leaf_timer_;
 };

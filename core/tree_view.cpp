@@ -32,12 +32,66 @@ TreeView::TreeView(const Topology& topology) {
   for (const auto& n : nodes) {
     if (n.role != Role::backend) by_weight_.push_back(n.rank);
   }
-  std::sort(by_weight_.begin(), by_weight_.end(), [&](Rank a, Rank b) {
-    const auto &x = index_.at(a), &y = index_.at(b);
-    if (x.height != y.height) return x.height < y.height;
-    if (x.launch_fanout != y.launch_fanout) return x.launch_fanout < y.launch_fanout;
-    return a < b;
-  });
+  std::sort(by_weight_.begin(), by_weight_.end(), [&](Rank a, Rank b) { return lighter(a, b); });
+}
+
+bool TreeView::lighter(Rank a, Rank b) const {
+  const auto &x = entry(a), &y = entry(b);
+  if (x.height != y.height) return x.height < y.height;
+  if (x.launch_fanout != y.launch_fanout) return x.launch_fanout < y.launch_fanout;
+  return a < b;
+}
+
+bool TreeView::graft(const Topology& subtree, Rank under) {
+  const auto& nodes = subtree.nodes();
+  const TopologyNode& top = nodes.front();
+  auto up = index_.find(under);
+  if (up == index_.end() || up->second.role == Role::backend) return false;
+  auto known = index_.find(top.rank);
+  if (known != index_.end() && (known->second.role != top.role || !known->second.children.empty())) return false;
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    if (contains(nodes[i].rank)) return false;
+  }
+  // Heights, each child's before its parent's (nodes() has parents first).
+  std::vector<std::uint32_t> height(nodes.size(), 0);
+  std::unordered_map<Rank, std::size_t> at;
+  for (std::size_t i = 0; i < nodes.size(); ++i) at.emplace(nodes[i].rank, i);
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    const TopologyNode& n = nodes[i];
+    if (n.role == Role::backend) continue;
+    const Topology::Frontier* f = subtree.frontier(n.rank);
+    height[i] = std::max(height[i], f ? f->height : 1);
+    if (n.parent && i != 0) height[at.at(*n.parent)] = std::max(height[at.at(*n.parent)], height[i] + 1);
+  }
+  auto weigh = [&](Rank r) {
+    by_weight_.insert(std::upper_bound(by_weight_.begin(), by_weight_.end(), r,
+                                       [&](Rank a, Rank b) { return lighter(a, b); }),
+                      r);
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const TopologyNode& n = nodes[i];
+    if (i == 0 && known != index_.end()) {  // held without its children: they come now
+      Entry& e = known->second;
+      if (n.role == Role::backend) continue;
+      std::erase(by_weight_, n.rank);  // its weight may change
+      e.children = n.children;
+      e.launch_fanout = std::max(e.launch_fanout, static_cast<std::uint32_t>(n.children.size()));
+      e.height = std::max(e.height, height[0]);
+      weigh(n.rank);
+      continue;
+    }
+    Entry e;
+    e.parent = i == 0 ? under : *n.parent;
+    e.children = n.children;
+    e.role = n.role;
+    e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
+    e.height = height[i];
+    if (const auto* f = subtree.frontier(n.rank)) e.launch_fanout = f->fanout;
+    index_.emplace(n.rank, std::move(e));
+    if (i == 0) entry(under).children.push_back(n.rank);
+    if (n.role != Role::backend) weigh(n.rank);
+  }
+  return true;
 }
 
 bool TreeView::in_subtree(Rank node, Rank top) const {
@@ -213,12 +267,7 @@ std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) c
     for (Rank s : entry(ancestor).children) {
       if (s != failed && adoptable_by(s, orphan, min_height)) local.push_back(s);
     }
-    std::sort(local.begin(), local.end(), [&](Rank a, Rank b) {
-      const auto &x = entry(a), &y = entry(b);
-      if (x.height != y.height) return x.height < y.height;
-      if (x.launch_fanout != y.launch_fanout) return x.launch_fanout < y.launch_fanout;
-      return a < b;
-    });
+    std::sort(local.begin(), local.end(), [&](Rank a, Rank b) { return lighter(a, b); });
     for (std::size_t i = 0; i < local.size() && out.size() < limit; ++i) {
       out.push_back(local[(slot + i) % local.size()]);
     }

@@ -89,6 +89,15 @@ class TreeView {
   // subtree (a stale report that would make a cycle).
   bool apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation);
 
+  // The subtree of an orphan this view does not hold (Topology::make_subtree: it
+  // came with the orphan's request, or with the report of its adoption), held below
+  // `under`, a commnode or the root of this view; the adoption report that follows
+  // gives the orphan its incarnation. Its root may be held already without its
+  // children (a frontier): it gets them, and keeps its parent until that report.
+  // False, changing nothing, if `under` is not a commnode here or any other of its
+  // ranks is held.
+  bool graft(const Topology& subtree, Rank under);
+
   // A back-end that joined the running tree (open attach): `rank`, not in the view,
   // becomes a live child of `parent` (a commnode or the front-end in the view) at
   // incarnation 0; its join's adoption report then gives it its incarnation. False,
@@ -127,6 +136,8 @@ class TreeView {
   const Entry& entry(Rank rank) const { return index_.at(rank); }
   Entry& entry(Rank rank) { return index_.at(rank); }
   bool adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const;
+  // The order of by_weight_: (launch height, launch fan-out, rank).
+  bool lighter(Rank a, Rank b) const;
   // The orphan's place among its (failed) parent's children of its own height, as
   // they stood when the parent failed; its rank if it is not among them.
   std::size_t spread_slot(Rank orphan) const;

@@ -7,13 +7,15 @@
 namespace canopy::core {
 
 void UpHandshakes::begin(const std::shared_ptr<transport::Link>& link, std::uint32_t incarnation, bool adopt,
-                         bool standby, std::optional<Rank> acceptor, const std::vector<Service*>& services) {
+                         bool standby, std::optional<Rank> acceptor, const std::vector<Service*>& services,
+                         const std::function<void(wire::Hello::Builder)>& fill) {
   auto message = std::make_unique<capnp::MallocMessageBuilder>();
   auto h = message->initRoot<wire::Hello>();
   init_hello(h, self_, incarnation);
   h.setAdopt(adopt);
   h.setStandby(standby);
   for (Service* service : services) service->fill_hello(h);
+  if (fill) fill(h);
   h.setNonce(as_data(new_nonce()));
   Message hello(self_);
   hello.body().setHello(h.asReader());

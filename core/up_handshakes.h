@@ -9,6 +9,7 @@
 
 #include <capnp/message.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -26,9 +27,11 @@ class UpHandshakes {
 
   // Says hello on `link`, asking for `incarnation` (to be adopted if `adopt`; a
   // standby link if `standby`), with what `services` vouch for. `acceptor`: the rank
-  // that must answer, when known.
+  // that must answer, when known; `fill` adds what else the hello says (an orphan's
+  // subtree: Node::fill_adoption).
   void begin(const std::shared_ptr<transport::Link>& link, std::uint32_t incarnation, bool adopt, bool standby,
-             std::optional<Rank> acceptor, const std::vector<Service*>& services);
+             std::optional<Rank> acceptor, const std::vector<Service*>& services,
+             const std::function<void(wire::Hello::Builder)>& fill = {});
   // Whether `link`'s handshake is under way (its proof not sent yet).
   bool under_way(const transport::Link* link) const { return by_link_.count(link) > 0; }
   void forget(const transport::Link* link) { by_link_.erase(link); }

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 14;
+const protocolVersion :UInt32 = 15;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -127,6 +127,13 @@ struct Hello {
                                 # keeps the proven connection idle; should the sender's
                                 # parent fail, it sends on it a second Hello, with `adopt`
                                 # and no proof, of the same rank and role
+  subtree @10 :Topology;        # with `adopt`, where commnodes hold their part of the tree
+                                # (docs/scale.md): the orphan's live subtree, rooted at it
+                                # (`compact` and `hosts` only), for an adopter that does not
+                                # hold it
+  ancestors @11 :List(UInt32);  # with `adopt`: the orphan's ancestors as it last knew them,
+                                # from the root down to its failed parent; an adopter that
+                                # does not hold the parent checks the deepest it holds
 }
 
 struct Challenge {
@@ -384,6 +391,10 @@ struct AttachReport {
   orphanIsCommnode @3 :Bool;  # for a back-end holding its part of the tree, which
                               # takes an adopted back-end it does not hold under its
                               # own parent as a sibling (docs/scale.md)
+  subtree @4 :Topology;       # going up, where commnodes hold parts: the orphan's subtree,
+                              # for the adopter's ancestors up to the first that holds it
+                              # (the adopter's parent holds it unless the adopter moved
+                              # since the orphan last heard)
 }
 
 

@@ -110,9 +110,10 @@ void RecoveryService::check_standby() {
   if (!node_.standby() && NodeClock::now() < standby_not_before_) {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
   }
-  const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 1);
-  if (candidates.empty()) return node_.close_standby("no potential adopter");
-  const Rank target = candidates.front();
+  const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_.size() + 1);
+  auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
+  if (first == candidates.end()) return node_.close_standby("no potential adopter");
+  const Rank target = *first;
   if (node_.standby() == target) return;
   const Topology& topology = *node_.topology();
   const canopy::TopologyNode* n = topology.find(target);
@@ -124,8 +125,13 @@ void RecoveryService::check_standby() {
   auto dialled = node_.dial(target, false, [this](core::Dialled dialled) {
     if (node_.phase() != core::Phase::running) return;  // a link, never started, closes as it is dropped
     if (!dialled.link) {
+      // Its failure may never reach this process (a part of the tree hears only of
+      // what concerns it: docs/scale.md): the link goes to the next one meanwhile.
+      unreachable_.insert(standby_target_);
+      check_standby_after(kStandbySettle);
       return log().info("cannot open a standby link to {}: {}", node_.describe(standby_target_), dialled.error);
     }
+    unreachable_.erase(standby_target_);
     node_.open_standby(std::move(dialled.link), standby_target_);
   });
   if (!dialled) return;
@@ -164,6 +170,8 @@ void RecoveryService::start_round() {
   if (!searching_ || node_.phase() != core::Phase::orphaned) return;
   auto t0 = Clock::now();
   candidates_ = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
+  // Those found unreachable before go last (their failure may not have reached here).
+  std::stable_partition(candidates_.begin(), candidates_.end(), [&](Rank r) { return !unreachable_.count(r); });
   choose_ += us(Clock::now() - t0);
   next_ = 0;
   std::string list;
@@ -214,6 +222,7 @@ void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
   if (node_.phase() != core::Phase::orphaned) return;  // a link, never started, closes as it is dropped
   if (!dialled.link) {
     log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error);
+    unreachable_.insert(candidate);
     if (dialled.refused && candidate == node_.live_tree()->root()) {
       // Nothing listens on the front-end's port: its process is gone, and with it the
       // tree (no other process takes the root's place). Waiting out adoption_timeout
@@ -231,6 +240,7 @@ void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
 
 void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
   log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
+  unreachable_.erase(candidate);
   asking_ = true;
   over_standby_ = false;
   node_.request_adoption(std::move(link), candidate, [this](Result<core::Adoption> result) { answered(result); });

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "canopy/event.h"
@@ -98,6 +99,11 @@ class RecoveryService final : public core::Service {
   Timer retry_, attempt_;
   // The standby link being connected, to `standby_target_`.
   core::Dial standby_dial_;
+  // Potential adopters a connection to failed: where commnodes hold parts, a process
+  // hears of the failure of a commnode outside its line (its parent's sibling) from
+  // no one, and finds it so. Chosen last, and never for the standby link, until a
+  // connection to it succeeds again.
+  std::unordered_set<Rank> unreachable_;
   Rank standby_target_ = 0;
   NodeClock::time_point standby_not_before_{};  // no first standby link before
   Timer standby_timer_;

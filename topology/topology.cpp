@@ -159,7 +159,9 @@ Cycle cycle_above(Draft& draft, const TopologyNode& start) {
   return {path + str(closing), closing == start.rank};
 }
 
-Result<std::size_t> find_root(Draft& draft) {
+// `subtree`: the root is a commnode or a back-end (Topology::make_subtree), else the
+// front-end.
+Result<std::size_t> find_root(Draft& draft, bool subtree) {
   std::optional<std::size_t> root;
   for (std::size_t i = 0; i < draft.nodes.size(); ++i) {
     const TopologyNode& node = draft.nodes[i];
@@ -179,7 +181,10 @@ Result<std::size_t> find_root(Draft& draft) {
                                 "no parent); cycle: " + cycle_above(draft, start).path);
   }
   const TopologyNode& node = draft.nodes[*root];
-  if (node.role != Role::frontend) {
+  if (subtree && node.role == Role::frontend) {
+    return draft.error(&node, "root " + str(node.rank) + " of a subtree is the front-end");
+  }
+  if (!subtree && node.role != Role::frontend) {
     return draft.error(&node, "root " + str(node.rank) + " is a " + std::string(to_string(node.role)) +
                                   "; the root must be the front-end");
   }
@@ -262,10 +267,20 @@ Result<void> complete_hosts(const Draft& draft, std::vector<Host>& hosts) {
 }  // namespace
 
 Result<Topology> Topology::make(std::vector<TopologyNode> nodes, std::vector<Host> hosts, std::string_view source) {
+  return assemble(std::move(nodes), std::move(hosts), source, false);
+}
+
+Result<Topology> Topology::make_subtree(std::vector<TopologyNode> nodes, std::vector<Host> hosts,
+                                        std::string_view source) {
+  return assemble(std::move(nodes), std::move(hosts), source, true);
+}
+
+Result<Topology> Topology::assemble(std::vector<TopologyNode> nodes, std::vector<Host> hosts, std::string_view source,
+                                    bool subtree) {
   Draft draft{nodes, source, {}};
   if (auto ok = index_ranks(draft); !ok) return Error{ok.error()};
   if (auto ok = link_parents_and_children(draft); !ok) return Error{ok.error()};
-  auto root = find_root(draft);
+  auto root = find_root(draft, subtree);
   if (!root) return Error{root.error()};
   auto order = breadth_first(draft, *root);
   if (!order) return Error{order.error()};
@@ -366,6 +381,46 @@ Result<void> Topology::add_backend(Rank rank, Rank parent) {
   return {};
 }
 
+Result<void> Topology::graft(Rank under, const Topology& subtree) {
+  const TopologyNode& top = subtree.root();
+  const TopologyNode* up = find(under);
+  if (!up || up->role == Role::backend) {
+    return Error{"rank " + std::to_string(under) + " is not a commnode or front-end of this part of the tree"};
+  }
+  const TopologyNode* known = find(top.rank);
+  if (known && (known->role != top.role || !known->children.empty())) {
+    return Error{"rank " + std::to_string(top.rank) + " is held here already, with its children"};
+  }
+  for (const TopologyNode& n : subtree.nodes_) {
+    if (n.rank != top.rank && find(n.rank)) {
+      return Error{"rank " + std::to_string(n.rank) + " of the subtree is held here already"};
+    }
+  }
+  for (const Host& h : subtree.hosts_) {
+    if (std::none_of(hosts_.begin(), hosts_.end(), [&](const Host& mine) { return mine.name == h.name; })) {
+      hosts_.push_back(h);
+    }
+  }
+  if (known) {  // held without its children (a frontier): they come now
+    TopologyNode& held = nodes_[index_.at(top.rank)];
+    held.children = top.children;
+    if (top.port != 0) held.port = top.port;
+    frontier_.erase(top.rank);
+  } else {
+    TopologyNode node = top;
+    node.parent = under;
+    nodes_[index_.at(under)].children.push_back(node.rank);
+    index_.emplace(node.rank, nodes_.size());
+    nodes_.push_back(std::move(node));
+  }
+  for (std::size_t i = 1; i < subtree.nodes_.size(); ++i) {  // parents first, as in every Topology
+    index_.emplace(subtree.nodes_[i].rank, nodes_.size());
+    nodes_.push_back(subtree.nodes_[i]);
+    if (const Frontier* f = subtree.frontier(subtree.nodes_[i].rank)) frontier_[subtree.nodes_[i].rank] = *f;
+  }
+  return {};
+}
+
 const Topology::Frontier* Topology::frontier(Rank rank) const {
   auto it = frontier_.find(rank);
   return it == frontier_.end() ? nullptr : &it->second;
@@ -378,7 +433,15 @@ bool Topology::set_frontier(Rank rank, Frontier frontier) {
   return true;
 }
 
-Topology Topology::backend_part(Rank parent) const {
+Topology Topology::backend_part(Rank parent) const { return part_below(parent, std::nullopt); }
+
+Topology Topology::part(Rank self) const {
+  const TopologyNode& me = at(self);
+  if (!me.parent) return *this;
+  return part_below(*me.parent, self);
+}
+
+Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
   // Heights at launch, each child's before its parent's (nodes_ is breadth-first; a
   // back-end that joined later comes last, with height 0 like every back-end).
   std::vector<std::uint32_t> height(nodes_.size(), 0);
@@ -409,12 +472,27 @@ Topology Topology::backend_part(Rank parent) const {
       const TopologyNode& child = at(c);
       hold(child);
       if (level + 1 < path.size() && c == path[level + 1]) continue;  // on the path: its children follow
+      if (level + 1 == path.size() && c == whole) {  // its subtree follows
+        if (const Frontier* f = frontier(c)) part.frontier_[c] = *f;
+        continue;
+      }
       TopologyNode& held = part.nodes_.back();
       if (held.role != Role::commnode) continue;
       const Frontier* f = frontier(c);
       part.frontier_[c] = {height[index_.at(c)],
                            f ? f->fanout : static_cast<std::uint32_t>(held.children.size())};
       held.children.clear();
+    }
+  }
+  if (whole) {
+    // Its subtree, breadth-first: after it, only it and what is held below it still
+    // have children (its siblings are frontiers or back-ends).
+    for (std::size_t i = part.index_.at(*whole); i < part.nodes_.size(); ++i) {
+      const std::vector<Rank> children = part.nodes_[i].children;  // hold() grows nodes_
+      for (Rank c : children) {
+        hold(at(c));
+        if (const Frontier* f = frontier(c)) part.frontier_[c] = *f;
+      }
     }
   }
   for (const Host& h : hosts_) {

@@ -153,8 +153,28 @@ class Topology {
   // along. Precondition: `parent` is a commnode or the front-end of this tree, and
   // this topology holds the children of its ancestors.
   Topology backend_part(Rank parent) const;
+  // The part of this tree that process `self` holds where commnodes hold parts
+  // (docs/scale.md): as backend_part() of its parent, and its own subtree whole. For
+  // a back-end, backend_part() of its parent; for the root, the whole tree. The same
+  // precondition, and this topology holds `self`'s subtree.
+  Topology part(Rank self) const;
+
+  // A subtree of a tree, rooted at a commnode or a back-end (an orphan's, which it
+  // sends its adopter): validated as make() does, but its root is no front-end.
+  static Result<Topology> make_subtree(std::vector<TopologyNode> nodes, std::vector<Host> hosts,
+                                       std::string_view source);
+  // Holds `subtree` (make_subtree's) below `under`, a commnode or the front-end held
+  // here: its root becomes the last child of `under`, or, held already without its
+  // children (a frontier), gets them. An error, changing nothing, if any other of
+  // its ranks is held here. Its hosts are added.
+  Result<void> graft(Rank under, const Topology& subtree);
 
  private:
+  static Result<Topology> assemble(std::vector<TopologyNode> nodes, std::vector<Host> hosts, std::string_view source,
+                                   bool subtree);
+  // backend_part(parent), holding `whole`, a child of `parent`, with its subtree.
+  Topology part_below(Rank parent, std::optional<Rank> whole) const;
+
   std::vector<TopologyNode> nodes_;
   std::vector<Host> hosts_;
   std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_

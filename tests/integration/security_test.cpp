@@ -28,6 +28,7 @@
 #include "canopy/backend.h"
 #include "canopy/frontend.h"
 #include "core/auth.h"
+#include "core/codec.h"
 #include "core/loop_thread.h"
 #include "core/service.h"
 #include "demo_protocol.h"
@@ -65,6 +66,10 @@ struct HelloSpec {
   canopy::core::Nonce nonce = canopy::core::new_nonce();
   bool standby = false;
   std::uint32_t protocol_version = canopy::wire::PROTOCOL_VERSION;
+  // As an orphan's where commnodes hold parts of the tree: its ancestors, root first,
+  // and (`subtree`) its subtree, the back-end alone on localhost.
+  std::vector<Rank> ancestors;
+  bool subtree = false;
 };
 
 // The hello of `spec` as its own message (root: wire::Hello).
@@ -80,6 +85,14 @@ std::unique_ptr<capnp::MallocMessageBuilder> hello_of(const HelloSpec& spec) {
   h.setAdopt(spec.adopt);
   h.setNonce(canopy::core::as_data(spec.nonce));
   h.setStandby(spec.standby);
+  auto ancestors = h.initAncestors(static_cast<unsigned>(spec.ancestors.size()));
+  for (unsigned i = 0; i < spec.ancestors.size(); ++i) ancestors.set(i, spec.ancestors[i]);
+  if (spec.subtree) {
+    canopy::TopologyNode alone{.rank = spec.rank, .role = canopy::Role::backend};
+    auto subtree = canopy::Topology::make_subtree({alone}, {}, "hostile");
+    EXPECT_TRUE(subtree) << subtree.error();
+    if (subtree) canopy::core::encode_topology(*subtree, h.initSubtree());
+  }
   return message;
 }
 
@@ -358,19 +371,32 @@ TEST_F(Security, ACapturedHelloCannotBeReplayed) {
 
 // Even with the secret, a live back-end's rank cannot be taken over: an adoption
 // request for rank 0, whose parent FE + 1 and link to it are alive, is held for
-// news of a failure that never comes, then refused.
+// news of a failure that never comes, then refused. FE + 2 does not hold back-end 0
+// (commnodes hold their parts of the tree: docs/scale.md): it judges the request by
+// the parent it names, FE + 1, which it holds; a request that names no ancestor it
+// holds is refused at once.
 TEST_F(Security, ALiveBackendsRankCannotBeTakenOverEvenWithTheSecret) {
+  {
+    HostileClient bare(second_commnode().address, second_commnode().port);
+    ASSERT_EQ(bare.error(), "");
+    ASSERT_TRUE(bare.handshake({.rank = 0, .incarnation = 9, .adopt = true, .network_id = attach_.network_id},
+                               attach_.secret));
+    auto heard = bare.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
+    EXPECT_FALSE(heard.adopted) << "a request with no subtree took over back-end 0";
+    ASSERT_TRUE(heard.closed);
+  }
   HostileClient client(second_commnode().address, second_commnode().port);
   ASSERT_EQ(client.error(), "");
-  const HelloSpec spec{.rank = 0, .incarnation = 9, .adopt = true, .network_id = attach_.network_id};
+  const HelloSpec spec{.rank = 0, .incarnation = 9, .adopt = true, .network_id = attach_.network_id,
+                       .ancestors = {FE, FE + 1}, .subtree = true};
   ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
   auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
   EXPECT_FALSE(heard.adopted) << "a process with the secret took over the rank of live back-end 0";
   ASSERT_TRUE(heard.closed) << "the request was neither granted nor refused within 20 s";
   EXPECT_FALSE(heard.shutdown) << "refused as a stranger: " << *heard.shutdown;
   const std::string log = slurp(dir_ / ("commnode-" + std::to_string(FE + 2) + ".log"));
-  EXPECT_NE(log.find("holding the adoption request of back-end 0"), std::string::npos) << log;
-  EXPECT_NE(log.find("refusing to adopt back-end 0 on"), std::string::npos) << log;
+  EXPECT_NE(log.find("holding the adoption request of node 0"), std::string::npos) << log;  // not held there
+  EXPECT_NE(log.find("refusing to adopt node 0: its parent"), std::string::npos) << log;
   EXPECT_NE(log.find("answered this node, and neither its failure"), std::string::npos) << log;
   expect_backend_0_untouched();
   // And back-end 0 still gets what the front-end broadcasts.
@@ -390,14 +416,15 @@ TEST_F(Security, ALiveBackendsRankCannotBeTakenOverEvenWithTheSecret) {
 TEST_F(SecurityWithStandbyLinks, AStandbyLinkCarriesOnlyTheRequestOfTheRankItProved) {
   HostileClient client(second_commnode().address, second_commnode().port);
   ASSERT_EQ(client.error(), "");
-  const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true};
+  const HelloSpec spec{.rank = 0, .network_id = attach_.network_id, .standby = true, .ancestors = {FE, FE + 1}};
   ASSERT_TRUE(client.handshake(spec, attach_.secret)) << "no challenge";
-  client.say_hello({.rank = 1, .incarnation = 9, .adopt = true, .network_id = attach_.network_id});
+  client.say_hello({.rank = 1, .incarnation = 9, .adopt = true, .network_id = attach_.network_id,
+                    .ancestors = {FE, FE + 1}, .subtree = true});
   auto heard = client.wait([](const auto& h) { return h.closed.has_value() || h.adopted; }, 20s);
   EXPECT_FALSE(heard.adopted) << "a standby link proved as back-end 0 took over back-end 1";
   ASSERT_TRUE(heard.closed) << "the forged request was neither granted nor refused within 20 s";
   const std::string log = slurp(dir_ / ("commnode-" + std::to_string(FE + 2) + ".log"));
-  EXPECT_NE(log.find("closing the standby link of back-end 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("closing the standby link of node 0: it carried something other"), std::string::npos) << log;
   auto one = status_of(1);
   EXPECT_TRUE(one.alive);
   EXPECT_EQ(one.parent, std::optional<Rank>(FE + 1));

@@ -87,7 +87,8 @@ TEST(Membership, ABackendsFailureGoesUpOnlyAndEveryProcessLearnsItFromTheView) {
   for (Rank r : survivors(tree)) {
     EXPECT_EQ(membership_of(tree, r).view().members, (Ranks{0, 1, 2})) << "at " << r;
     const bool ancestor = r == FE || r == C2;  // C2 is the detector: it saw the loss itself
-    const bool holds = r != 0 && r != 1;  // back-ends 0 and 1 hold their part: not C2's children
+    // Back-ends 0 and 1 and their parent C1 hold their parts: C2 without its children.
+    const bool holds = r != 0 && r != 1 && r != C1;
     ASSERT_EQ(tree.node(r).live_tree()->contains(3), holds) << "at " << r;
     if (holds) {
       EXPECT_EQ(tree.node(r).live_tree()->alive(3), !ancestor) << "at " << r;
@@ -370,8 +371,9 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   ASSERT_FALSE(tree.heard(3).views.empty());
   EXPECT_EQ(tree.heard(3).views.front().view.id, 2u);
   EXPECT_EQ(tree.heard(3).views.front().joined, Ranks{3});
-  // Back-ends 0 and 1 hold their part of the tree (docs/scale.md): not C2's children.
-  auto holds_3 = [](Rank r) { return r != 0 && r != 1; };
+  // Back-ends 0 and 1 and their parent C1 hold their parts of the tree
+  // (docs/scale.md): C2 without its children.
+  auto holds_3 = [](Rank r) { return r != 0 && r != 1 && r != C1; };
   // Every process's live tree has it back, under C2, at a new incarnation: soon
   // after the view, as adoption reports go down the tree in batches (core/node.h,
   // kNewsWindow at each level; to back-ends, the adoption of a back-end in a batch

@@ -133,11 +133,16 @@ TEST(NodeInProcess, AnotherServiceWithATakenIdIsRefused) {
   EXPECT_NE(refused.error().find("already taken by 'echo'"), std::string::npos) << refused.error();
 }
 
-// Events reach the services of every process, not only the root's: a back-end
-// whose parent died, a commnode far from it, and the front-end all apply the
-// failure and then both adoptions.
+// Events reach the services of every process they concern, not only the root's: a
+// back-end whose parent died, the commnode that adopts it, its back-ends, and the
+// front-end all apply the failure and then both adoptions. Where commnodes hold
+// parts, C2's back-ends 2 and 3 hear of the adoptions (new siblings), not of the
+// failure of their parent's sibling (docs/scale.md, "Who hears of a change");
+// holding the whole tree, they hear of both.
 TEST(NodeInProcess, EveryProcessHearsOfAFailureAndOfTheAdoptionsThatHealIt) {
+  for (const bool whole : {false, true}) {
   TreeHarness tree("b:2^2", fast_healing());  // back-ends 0, 1 under C1; 2, 3 under C2
+  if (whole) tree.set_whole_tree();
   ASSERT_TRUE(tree.launch());
   tree.kill(C1);
   auto healed = [&](Rank rank) {
@@ -147,7 +152,8 @@ TEST(NodeInProcess, EveryProcessHearsOfAFailureAndOfTheAdoptionsThatHealIt) {
       failure |= change.kind == TreeChanged::Kind::failure && change.rank == C1;
       adoptions += change.kind == TreeChanged::Kind::adoption && (change.rank == 0 || change.rank == 1);
     }
-    return failure && adoptions == 2;
+    const bool told_of_failure = whole || (rank != 2 && rank != 3);
+    return failure == told_of_failure && adoptions == 2;
   };
   const std::vector<Rank> survivors{FE, C2, 0, 1, 2, 3};
   ASSERT_TRUE(tree.run_until([&] { return std::all_of(survivors.begin(), survivors.end(), healed); }, 5s))
@@ -162,6 +168,7 @@ TEST(NodeInProcess, EveryProcessHearsOfAFailureAndOfTheAdoptionsThatHealIt) {
                 std::find_if(tree.heard(orphan).events.begin(), tree.heard(orphan).events.end(),
                              [](const core::NodeEvent& e) { return std::holds_alternative<core::events::Adopted>(e); }));
     EXPECT_EQ(tree.node(orphan).phase(), core::Phase::running);
+  }
   }
 }
 

@@ -185,3 +185,80 @@ TEST(BackendPart, OnePartPerParentKeptUpToDate) {
   EXPECT_EQ(whole_parts.get(whole, parent, plan), nullptr);
   EXPECT_TRUE(whole_parts.holds(whole, parent, plan, cousin));
 }
+
+// Where commnodes hold parts (Topology::part, docs/scale.md): a commnode's part is
+// its parent's back-end part with its own subtree whole, survives the wire, and
+// chooses adopters as the whole tree does for its first choices.
+TEST(CommnodePart, HoldsTheAncestorsWithTheirChildrenAndItsOwnSubtreeWhole) {
+  const Topology whole = generated("b:4^3");  // 1 + 4 + 16 + 64 processes
+  const Rank self = whole.root().children.back();  // a level-1 commnode: 4 + 16 below
+  const Topology part = through_the_wire(whole.part(self));
+  EXPECT_TRUE(part.partial());
+  EXPECT_EQ(part.size(), 1u + 4 + 4 + 16);  // root, its children, the subtree below self
+  EXPECT_EQ(part.backends(), whole.backends_below(self));
+  for (Rank c : whole.root().children) {
+    ASSERT_NE(part.find(c), nullptr);
+    EXPECT_EQ(part.frontier(c) != nullptr, c != self) << c;
+    if (c != self) {
+      EXPECT_EQ(part.frontier(c)->height, 2u);
+      EXPECT_EQ(part.frontier(c)->fanout, 4u);
+    }
+  }
+  EXPECT_EQ(whole.part(whole.root().rank).size(), whole.size()) << "the root's part is the whole tree";
+  const Rank backend = whole.backends().front();
+  EXPECT_EQ(whole.part(backend).size(), whole.backend_part(*whole.at(backend).parent).size());
+  // A leaf commnode's orphans choose as in the whole tree first: its siblings.
+  const Rank leaf = leaf_commnodes(whole).front();
+  TreeView mine(whole.part(leaf)), all(whole);
+  EXPECT_EQ(mine.potential_adopters(leaf, 3), all.potential_adopters(leaf, 3));
+}
+
+// An orphan's subtree (Topology::make_subtree) is rooted at it, not at the front-end,
+// and survives the wire; grafted below an adopter that does not hold it, the
+// topology and the live tree hold it with its heights; what conflicts is refused.
+TEST(CommnodePart, AnOrphansSubtreeIsGraftedBelowItsAdopter) {
+  const Topology whole = generated("b:2x2x2");  // FE+1: FE+3 (0, 1), FE+4 (2, 3); FE+2: FE+5, FE+6
+  const Rank fe = whole.root().rank;
+  std::vector<canopy::TopologyNode> nodes;
+  for (Rank r : {fe + 3, Rank{0}, Rank{1}}) nodes.push_back(whole.at(r));
+  nodes[0].parent.reset();
+  auto subtree = Topology::make_subtree(nodes, whole.hosts(), "test");
+  ASSERT_TRUE(subtree) << subtree.error();
+  EXPECT_FALSE(Topology::make(nodes, whole.hosts(), "test")) << "a tree must have the front-end at its root";
+  nodes[0].role = Role::frontend;
+  EXPECT_FALSE(Topology::make_subtree(nodes, whole.hosts(), "test")) << "a subtree has no front-end";
+
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<canopy::wire::Topology>();
+  canopy::core::encode_topology(*subtree, w);
+  auto back = canopy::core::decode_subtree(w.asReader());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_FALSE(canopy::core::decode_topology(w.asReader())) << "a subtree read as a whole tree";
+
+  Topology adopter = whole.part(fe + 2);
+  TreeView view(adopter);
+  ASSERT_FALSE(view.contains(fe + 3));
+  ASSERT_TRUE(view.graft(*back, fe + 2));
+  EXPECT_EQ(view.parent(fe + 3), fe + 2);
+  EXPECT_EQ(view.children(fe + 3), (std::vector<Rank>{0, 1}));
+  EXPECT_EQ(view.height(fe + 3), 1u);
+  EXPECT_EQ(view.backends_below(fe + 2), (std::vector<Rank>{0, 1, 4, 5, 6, 7}));
+  EXPECT_FALSE(view.graft(*back, fe + 2)) << "the same subtree twice";
+  ASSERT_TRUE(adopter.graft(fe + 2, *back));
+  EXPECT_EQ(adopter.at(0).parent, std::optional<Rank>(fe + 3));
+  EXPECT_FALSE(adopter.graft(fe + 2, *back)) << "the same subtree twice";
+  // A frontier gets its children: FE+4 is held by FE+3's part without them.
+  Topology nephew = whole.part(fe + 3);
+  ASSERT_NE(nephew.frontier(fe + 4), nullptr);
+  std::vector<canopy::TopologyNode> other;
+  for (Rank r : {fe + 4, Rank{2}, Rank{3}}) other.push_back(whole.at(r));
+  other[0].parent.reset();
+  auto four = Topology::make_subtree(other, whole.hosts(), "test");
+  ASSERT_TRUE(four) << four.error();
+  TreeView nephew_view(nephew);
+  ASSERT_TRUE(nephew_view.graft(*four, fe + 3));
+  EXPECT_EQ(nephew_view.children(fe + 4), (std::vector<Rank>{2, 3}));
+  EXPECT_EQ(nephew_view.parent(fe + 4), fe + 1) << "it keeps its parent until the adoption report";
+  ASSERT_TRUE(nephew.graft(fe + 3, *four));
+  EXPECT_EQ(nephew.frontier(fe + 4), nullptr);
+}
