@@ -249,11 +249,13 @@ class Node final : public ServiceContext {
   // The topology and the plan, to a child (or a re-attached front-end) `to` of
   // `role`: a back-end gets its part of the tree (core/backend_part.h), if the part
   // holds it (a back-end that joined under another commnode before, in open attach,
-  // gets the whole).
+  // gets the whole); a commnode its own (Topology::part), where the plan says
+  // (LaunchPlan::commnode_parts).
   void send_topology(transport::Link& link, Role role, Rank to);
   // This node's subtree as its live tree has it, rooted here (Topology::make_subtree),
-  // and, in an orphan's request for adoption where commnodes hold parts, that subtree
-  // and its ancestors (wire::Hello.subtree, .ancestors).
+  // and, where commnodes hold parts, in an orphan's request for adoption that subtree
+  // and its ancestors (wire::Hello.subtree, .ancestors), in a standby link's hello
+  // its ancestors (the acceptor may not hold it, but holds its parent).
   std::optional<Topology> live_subtree() const;
   void fill_adoption(wire::Hello::Builder hello) const;
   // An orphan's subtree, held below `under` where the live tree lacks it (an orphan

@@ -155,9 +155,10 @@ struct HelloProof {
 }
 
 struct Topology {
-  # Parent -> child, right after a valid Hello. A commnode (or a re-attached
-  # front-end) receives the whole tree; a back-end, the part it needs, unless
-  # `wholeTree` (docs/scale.md).
+  # Parent -> child, right after a valid Hello. A re-attached front-end receives the
+  # whole tree; a commnode and a back-end, the part they need, unless `wholeTree`, or,
+  # for a commnode, the fault tolerance's `keepTreeForMs` (docs/scale.md). An orphan's
+  # subtree (Hello.subtree) is one too, rooted at the orphan, `compact` and `hosts` only.
 
   nodes @0 :List(Node);         # unused since version 14 (`compact`)
   hosts @1 :List(Host);

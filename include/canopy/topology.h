@@ -1,9 +1,9 @@
 // The tree model: which processes exist, where they run and who is whose parent.
 //
-// Pure logic, no I/O except reading a file in load_topology(). The front-end and
-// every commnode hold the whole Topology, so that routing, and orphan re-adoption,
-// are computed locally; a back-end holds the part of it that it needs
-// (Topology::backend_part; docs/scale.md).
+// Pure logic, no I/O except reading a file in load_topology(). The front-end holds
+// the whole Topology; a commnode and a back-end hold the part of it they need to
+// route and to choose adopters locally (Topology::part, Topology::backend_part;
+// docs/scale.md).
 #pragma once
 
 #include <cstddef>
