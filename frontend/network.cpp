@@ -28,6 +28,7 @@
 #include "transport/tcp_link.h"
 #include "launch_checks.h"
 #include "programs.h"
+#include "reachable.h"
 
 namespace canopy {
 
@@ -413,6 +414,11 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
   const bool attach = !options.attach_file.empty();
   core::init_logging(Role::frontend, options.topology.root().rank);
+  // An address of the front-end that its children on other hosts can reach, in the
+  // topology every process gets (frontend/reachable.h).
+  auto reachable = frontend::choose_reachable_address(options.topology, options.advertise);
+  if (!reachable) return Error{reachable.error(), reachable.error_kind()};
+  for (const auto& note : *reachable) core::log().info("{}", note);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));
   const auto& root = options.topology.root();
   const bool local_commnode = std::any_of(root.children.begin(), root.children.end(), [&](Rank r) {

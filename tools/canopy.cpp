@@ -57,6 +57,7 @@ struct RunOptions {
   std::string format = "text";
   int startup_timeout_ms = 10000;
   std::string launcher = "ssh {host} {command}";
+  std::string advertise;
   canopy::LaunchMethod launch_method = canopy::LaunchMethod::spawn;
   std::string plugin;       // load --filter from this shared object
   std::string attach_file;  // attach mode: back-ends are started by someone else
@@ -229,6 +230,7 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
                                               : opt.backend;
   }
   launch.launcher = opt.launcher;
+  launch.advertise = opt.advertise;
   launch.method = opt.launch_method;
   launch.startup_timeout = std::chrono::milliseconds(opt.startup_timeout_ms);
   launch.fault_tolerance = opt.fault;
@@ -543,6 +545,10 @@ int main(int argc, char** argv) {
               "an allocation, one srun step per level of the tree starts every process; mpirun: the same with one "
               "Open MPI mpirun per level (docs/launch.md)")
       ->check(CLI::IsMember({"spawn", "slurm", "mpirun"}));
+  run_cmd->add_option("--advertise", opt.advertise,
+                      "The address of this host the front-end listens on and tells its children (numeric; "
+                      "default: its host's, or, where that is a loopback address and processes run on other "
+                      "hosts, the one this host reaches them from)");
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
   run_cmd->add_option("--workload", opt.workload,

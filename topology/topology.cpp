@@ -353,6 +353,16 @@ std::vector<std::string> Topology::nics_of(std::string_view host) const {
   return {address_of(host)};
 }
 
+bool Topology::set_address(std::string_view host, std::string address) {
+  for (Host& h : hosts_) {
+    if (h.name != host) continue;
+    if (!h.nics.empty()) return false;
+    h.address = std::move(address);
+    return true;
+  }
+  return false;
+}
+
 bool Topology::set_port(Rank rank, std::uint16_t port) {
   auto it = index_.find(rank);
   if (it == index_.end()) return false;

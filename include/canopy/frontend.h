@@ -67,6 +67,12 @@ struct LaunchOptions {
   std::string commnode_exe;
   // How a parent starts a child on another host; {host} and {command} are replaced.
   std::string launcher = "ssh {host} {command}";
+  // The address the front-end listens on and its children are told (numeric, one of
+  // this host's). Empty: the topology's address for its host, if it gives one; else
+  // its host name's, unless that is a loopback address and processes run on other
+  // hosts: then the address this host reaches them from (docs/launch.md, "Which
+  // address the children are told"). `canopy run --advertise`.
+  std::string advertise;
   // How long each parent waits for its children to connect.
   std::chrono::milliseconds startup_timeout{10000};
   // Called, on the thread that runs the network's event loop, each time a process

@@ -114,6 +114,10 @@ class Topology {
   void set_gossip(std::optional<GossipOptions> gossip) { gossip_ = gossip; }
   // Checked: a corrupt fraction in [0, 1).
   Result<void> set_links(LinkSettings links);
+  // Sets the address processes on `host` listen on and are reached at (the front-end
+  // choosing one its children can reach: frontend/reachable.h); false, changing
+  // nothing, if no node is on `host` or the host lists NICs (they are its addresses).
+  bool set_address(std::string_view host, std::string address);
   // The port the process of `rank` listens on, once known (ports are learnt after
   // launch); false, changing nothing, if no node has that rank.
   bool set_port(Rank rank, std::uint16_t port);
