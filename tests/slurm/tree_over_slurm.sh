@@ -27,11 +27,16 @@
 #   badnode  `--launch slurm` in an allocation of n1 and n2 only, the topology naming
 #          n3: the launch fails with the step's error and the allocation's nodes, and
 #          nothing is left.
+#   outside  as tree, but `salloc` and `canopy run` on the controller's host, outside
+#          the allocation's nodes, as a user on a login node, whose host name there
+#          resolves to a loopback address (`localhost`): every commnode is remote, in
+#          one step of three tasks, and must be told an address of the front-end it
+#          can reach (issue 49: each failed with "cannot connect to parent").
 #
-# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode   (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode}"
-mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -69,7 +74,7 @@ case "$mode" in
   spawn) how=(--launcher 'srun --overlap -N1 -n1 -w {host} {command}'); expected=3 ;;
   slurm) how=(--launch slurm); expected=2 ;;
   heal | slurmd | cancel) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
-  tree) how=(--launch slurm); expected=1 ;;
+  tree | outside) how=(--launch slurm); expected=1 ;;
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
   *) netns_fail "unknown mode $mode" ;;
 esac
@@ -114,8 +119,17 @@ if [ "$mode" = heal ]; then
 fi
 status=0
 topology=(--topology "$work/tree.yaml")
-[ "$mode" = tree ] && topology=(--tree b:3^2)
-PATH="$path_prefix$PATH" slurm_on n1 salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
+[ "$mode" = tree ] || [ "$mode" = outside ] && topology=(--tree b:3^2)
+# Where the user runs salloc: on n1, or (outside) on the controller's host, a login
+# node whose own name resolves to a loopback address.
+on_login() {
+  mkdir -p "$SLURM_DIR/tmp/login"
+  TMPDIR="$SLURM_DIR/tmp/login" SLURM_CONF="$SLURM_CONF" nsenter --net="/run/netns/$NETNS_CTL" unshare --uts \
+    sh -c 'hostname localhost; exec "$@"' login "$@"
+}
+where=(slurm_on n1)
+[ "$mode" = outside ] && where=(on_login)
+PATH="$path_prefix$PATH" "${where[@]}" salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
   --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
 if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
@@ -151,12 +165,12 @@ else
     [ "$mode" = tree ] && [ "$node" = n1 ] && want=0  # the front-end's node: its commnode is local
     [ "$tasks" = "$want" ] || netns_fail "node $node ran $tasks tasks, expected $want ($mode)"
   done
-  if [ "$mode" = tree ]; then
+  if [ "$mode" = tree ] || [ "$mode" = outside ]; then
     grep -q "launched 13/13 processes" "$work/out" || netns_fail "not the b:3^2 tree: $(head -2 "$work/out")"
   fi
   # An orderly end lets each step end by itself once its tasks have left: srun is
   # not signalled, the step is not cancelled ("forcing job termination").
-  if [ "$mode" = slurm ] || [ "$mode" = tree ]; then
+  if [ "$mode" = slurm ] || [ "$mode" = tree ] || [ "$mode" = outside ]; then
     if grep -qE "forcing job termination|Job step aborted" "$work/err"; then
       netns_fail "the steps were cancelled at the run's orderly end: $(cat "$work/err")"
     fi
