@@ -8,6 +8,7 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -177,87 +178,136 @@ Order breadth_first(const Topology& topology) {
   return order;
 }
 
+// Runs of a column (protocol version 16): (value, count) pairs of equal values, or,
+// with `step`, (first, count) pairs of values one above the one before.
+std::vector<std::uint32_t> runs_of(const std::vector<std::uint32_t>& column, std::size_t from, bool step) {
+  std::vector<std::uint32_t> out;
+  for (std::size_t i = from; i < column.size(); ++i) {
+    const bool extends = !out.empty() &&
+                         column[i] == out[out.size() - 2] + (step ? out.back() : 0) &&
+                         out.back() < std::numeric_limits<std::uint32_t>::max();
+    if (extends) {
+      ++out.back();
+    } else {
+      out.push_back(column[i]);
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+void write_words(const std::vector<std::uint32_t>& words, capnp::List<std::uint32_t>::Builder out) {
+  for (unsigned i = 0; i < words.size(); ++i) out.set(i, words[i]);
+}
+
 void encode_compact(const Topology& topology, wire::Topology::Compact::Builder out) {
   const auto& all = topology.nodes();
   const Order order = breadth_first(topology);
   auto node_at = [&](unsigned i) -> const TopologyNode& { return all[order.node[i]]; };
   const auto n = static_cast<unsigned>(order.node.size());
-  auto ranks = out.initRanks(n);
-  auto parent = out.initParents(n);
-  auto roles = out.initRoles(n);
+  std::vector<std::uint32_t> ranks(n), roles(n), host_of(n);
   std::vector<std::string_view> names;
   std::unordered_map<std::string_view, std::uint32_t> name_index;
-  std::vector<std::uint32_t> host_of(n);
   bool any_port = false;
-  unsigned links = 0, frontiers = 0;
+  unsigned links = 0;
+  std::vector<std::uint32_t> frontiers;  // quads
   for (unsigned i = 0; i < n; ++i) {
     const TopologyNode& node = node_at(i);
-    ranks.set(i, node.rank);
-    parent.set(i, order.parent[i]);
-    roles[i] = static_cast<kj::byte>(to_wire(node.role));
+    ranks[i] = node.rank;
+    roles[i] = static_cast<std::uint32_t>(to_wire(node.role));
     auto [at, added] = name_index.emplace(node.host, static_cast<std::uint32_t>(names.size()));
     if (added) names.push_back(node.host);
     host_of[i] = at->second;
     any_port |= node.port != 0;
     links += node.link.has_value();
-    frontiers += topology.frontier(node.rank) != nullptr;
+    if (const auto* f = topology.frontier(node.rank)) {
+      const std::size_t q = frontiers.size();
+      if (q >= 4 && frontiers[q - 4] + frontiers[q - 3] == i && frontiers[q - 2] == f->height &&
+          frontiers[q - 1] == f->fanout) {
+        ++frontiers[q - 3];
+      } else {
+        frontiers.insert(frontiers.end(), {i, 1, f->height, f->fanout});
+      }
+    }
   }
+  const auto rank_runs = runs_of(ranks, 0, true);
+  const auto parent_runs = runs_of(order.parent, 1, false);
+  const auto role_runs = runs_of(roles, 0, false);
+  write_words(rank_runs, out.initRankRuns(static_cast<unsigned>(rank_runs.size())));
+  write_words(parent_runs, out.initParentRuns(static_cast<unsigned>(parent_runs.size())));
+  write_words(role_runs, out.initRoleRuns(static_cast<unsigned>(role_runs.size())));
   auto host_names = out.initHostNames(static_cast<unsigned>(names.size()));
   for (unsigned i = 0; i < names.size(); ++i) host_names.set(i, capnp::Text::Reader(names[i].data(), names[i].size()));
-  if (names.size() > 1) {  // one host: no column
-    auto column = out.initHostOf(n);
-    for (unsigned i = 0; i < n; ++i) column.set(i, host_of[i]);
+  if (names.size() > 1) {  // one host: no runs
+    const auto host_runs = runs_of(host_of, 0, false);
+    write_words(host_runs, out.initHostRuns(static_cast<unsigned>(host_runs.size())));
   }
   if (any_port) {
     auto ports = out.initPorts(n);
     for (unsigned i = 0; i < n; ++i) ports.set(i, node_at(i).port);
   }
+  write_words(frontiers, out.initFrontierRuns(static_cast<unsigned>(frontiers.size())));
   auto link_list = out.initLinks(links);
-  auto frontier_list = out.initFrontiers(frontiers);
-  unsigned l = 0, f = 0;
+  unsigned l = 0;
   for (unsigned i = 0; i < n; ++i) {
     if (node_at(i).link) {
       link_list[l].setNode(i);
       link_list[l++].setKind(static_cast<wire::Topology::LinkKind>(*node_at(i).link));
     }
-    if (const auto* frontier = topology.frontier(node_at(i).rank)) {
-      frontier_list[f].setNode(i);
-      frontier_list[f].setHeight(frontier->height);
-      frontier_list[f++].setFanout(frontier->fanout);
-    }
   }
 }
 
+// A column from its runs (runs_of): false if they are not pairs, a count is 0, or
+// they do not make `expected` values (or, with `expected` unset, more than
+// kMaxTopologyNodes).
+bool expand_runs(capnp::List<std::uint32_t>::Reader in, bool step, std::optional<std::size_t> expected,
+                 std::vector<std::uint32_t>& out) {
+  if (in.size() % 2 != 0) return false;
+  const std::size_t limit = expected ? *expected : kMaxTopologyNodes;
+  out.clear();
+  for (unsigned i = 0; i < in.size(); i += 2) {
+    const std::uint32_t first = in[i], count = in[i + 1];
+    if (count == 0 || count > limit - out.size()) return false;
+    if (step && first > std::numeric_limits<std::uint32_t>::max() - (count - 1)) return false;
+    for (std::uint32_t k = 0; k < count; ++k) out.push_back(step ? first + k : first);
+  }
+  return !expected || out.size() == *expected;
+}
+
 // The nodes of a compact topology, and its frontiers by rank; an error for anything
-// that is not a list of nodes in columns of one length with parents before them.
+// that is not a list of nodes in runs of one length with parents before them.
 Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader in,
                                                  std::vector<std::pair<Rank, Topology::Frontier>>& frontiers) {
-  auto ranks = in.getRanks();
-  auto parents = in.getParents();
-  auto roles = in.getRoles();
-  auto host_of = in.getHostOf();
+  std::vector<std::uint32_t> ranks, parents, roles, host_of;
+  if (!expand_runs(in.getRankRuns(), true, std::nullopt, ranks)) {
+    return Error{"topology from parent: its ranks are not runs of at most " + std::to_string(kMaxTopologyNodes) +
+                 " nodes"};
+  }
+  const std::size_t n = ranks.size();
   auto names = in.getHostNames();
   auto ports = in.getPorts();
-  const unsigned n = ranks.size();
-  if (parents.size() != n || roles.size() != n || (host_of.size() != 0 && host_of.size() != n) ||
+  if (!expand_runs(in.getParentRuns(), false, n == 0 ? 0 : n - 1, parents) ||
+      !expand_runs(in.getRoleRuns(), false, n, roles) ||
+      (in.getHostRuns().size() != 0 && !expand_runs(in.getHostRuns(), false, n, host_of)) ||
       (ports.size() != 0 && ports.size() != n)) {
     return Error{"topology from parent: its columns differ in length"};
   }
   if (names.size() == 0 && n != 0) return Error{"topology from parent: no host names"};
   std::vector<TopologyNode> nodes(n);
-  for (unsigned i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     TopologyNode& node = nodes[i];
     node.rank = ranks[i];
-    if (roles[i] > static_cast<kj::byte>(wire::Role::BACKEND)) return Error{"topology from parent: unknown role"};
+    if (roles[i] > static_cast<std::uint32_t>(wire::Role::BACKEND)) return Error{"topology from parent: unknown role"};
     node.role = from_wire(static_cast<wire::Role>(roles[i]));
-    const std::uint32_t host = host_of.size() != 0 ? host_of[i] : 0;
+    const std::uint32_t host = host_of.empty() ? 0 : host_of[i];
     if (host >= names.size()) return Error{"topology from parent: a node's host is not in the list of hosts"};
     node.host = names[host];
-    if (ports.size() != 0) node.port = ports[i];
+    if (ports.size() != 0) node.port = ports[static_cast<unsigned>(i)];
     if (i == 0) continue;
-    if (parents[i] >= i) return Error{"topology from parent: a node comes before its parent"};
-    node.parent = ranks[parents[i]];
-    nodes[parents[i]].children.push_back(node.rank);
+    const std::uint32_t parent = parents[i - 1];
+    if (parent >= i) return Error{"topology from parent: a node comes before its parent"};
+    node.parent = ranks[parent];
+    nodes[parent].children.push_back(node.rank);
   }
   for (auto l : in.getLinks()) {
     if (l.getNode() >= n || l.getKind() > wire::Topology::LinkKind::STRIPED) {
@@ -265,9 +315,14 @@ Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader
     }
     nodes[l.getNode()].link = static_cast<LinkKind>(l.getKind());
   }
-  for (auto f : in.getFrontiers()) {
-    if (f.getNode() >= n) return Error{"topology from parent: a frontier names no node"};
-    frontiers.emplace_back(ranks[f.getNode()], Topology::Frontier{f.getHeight(), f.getFanout()});
+  auto quads = in.getFrontierRuns();
+  if (quads.size() % 4 != 0) return Error{"topology from parent: its frontiers are not runs"};
+  for (unsigned q = 0; q < quads.size(); q += 4) {
+    const std::uint32_t first = quads[q], count = quads[q + 1];
+    if (first >= n || count == 0 || count > n - first) return Error{"topology from parent: a frontier names no node"};
+    for (std::uint32_t k = 0; k < count; ++k) {
+      frontiers.emplace_back(ranks[first + k], Topology::Frontier{quads[q + 2], quads[q + 3]});
+    }
   }
   return nodes;
 }

@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 15;
+const protocolVersion :UInt32 = 16;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -198,17 +198,29 @@ struct Topology {
 
   struct Compact {
     # Node i of the tree, root first, then breadth-first: each node's children are
-    # the nodes whose parent it is, in the order they come.
-    ranks @0 :List(UInt32);
-    parents @1 :List(UInt32);   # the index of node i's parent (below i); ignored for
-                                # the root, node 0
-    roles @2 :Data;             # one byte a node: Role's ordinal
+    # the nodes whose parent it is, in the order they come. Since version 16 the
+    # columns of ranks, parents, roles, hosts and frontiers go as runs (the `...Runs`
+    # fields; `ranks`, `parents`, `roles`, `hostOf` and `frontiers` are unused): a
+    # generated tree's children are consecutive ranks of one parent, role and host,
+    # so a part of the tree costs a few words per level, not per node.
+    ranks @0 :List(UInt32);     # unused since version 16
+    parents @1 :List(UInt32);   # unused since version 16
+    roles @2 :Data;             # unused since version 16
     hostNames @3 :List(Text);   # the distinct host names
-    hostOf @4 :List(UInt32);    # node i's host: an index into hostNames; empty:
-                                # every node is on hostNames[0]
+    hostOf @4 :List(UInt32);    # unused since version 16
     ports @5 :List(UInt16);     # node i's port; empty: every port is 0 (not known)
     links @6 :List(NodeLink);   # nodes whose link to their parent is not the default
-    frontiers @7 :List(NodeFrontier);
+    frontiers @7 :List(NodeFrontier);  # unused since version 16
+    rankRuns @8 :List(UInt32);  # (first rank, count) pairs: the next `count` nodes
+                                # have ranks first, first + 1, ...; they give the
+                                # number of nodes
+    parentRuns @9 :List(UInt32);  # (parent index, count) pairs, from node 1: the next
+                                # `count` nodes' parent (below them)
+    roleRuns @10 :List(UInt32);   # (Role's ordinal, count) pairs, from node 0
+    hostRuns @11 :List(UInt32);   # (index into hostNames, count) pairs, from node 0;
+                                # empty: every node is on hostNames[0]
+    frontierRuns @12 :List(UInt32);  # (node index, count, height, fanout) quads: those
+                                # nodes are held without their children (a part)
 
     struct NodeLink {
       node @0 :UInt32;          # index

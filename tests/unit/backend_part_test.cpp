@@ -117,13 +117,15 @@ TEST(BackendPart, FrontiersSurviveTheWireAndABadOneIsRefused) {
   canopy::core::encode_topology(part, w);
   ASSERT_TRUE(w.hasCompact()) << "a part goes in columns";
   auto compact = w.getCompact();
-  ASSERT_GT(compact.getFrontiers().size(), 0u);
-  for (unsigned i = 0; i < compact.getRoles().size(); ++i) {
-    if (compact.getRoles()[i] == static_cast<kj::byte>(canopy::wire::Role::BACKEND)) {
-      compact.getFrontiers()[0].setNode(i);
-      break;
-    }
+  ASSERT_GT(compact.getFrontierRuns().size(), 0u);
+  // The first run of back-ends (roles go as (role, count) runs): its first node.
+  std::uint32_t node = 0;
+  for (unsigned i = 0; i < compact.getRoleRuns().size(); i += 2) {
+    if (compact.getRoleRuns()[i] == static_cast<std::uint32_t>(canopy::wire::Role::BACKEND)) break;
+    node += compact.getRoleRuns()[i + 1];
   }
+  compact.getFrontierRuns().set(0, node);
+  compact.getFrontierRuns().set(1, 1);
   auto refused = canopy::core::decode_topology(w.asReader());
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("is held without its children, but is not a commnode"), std::string::npos)
