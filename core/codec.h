@@ -48,9 +48,10 @@ void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out);
 // cost every back-end 4 bytes each). The same bound holds for any view and any
 // stream's communicator a parent sends (a program may list every member).
 inline constexpr std::uint64_t kMaxViewZero = std::uint64_t{1} << 24;
-// The most nodes a topology from a parent may have (it goes as runs, protocol 16: a
-// few words could otherwise stand for billions of nodes).
-inline constexpr std::size_t kMaxTopologyNodes = std::size_t{1} << 24;
+// The most nodes a topology from a parent may have: 2,097,152, twice a tree of 10^6
+// back-ends. It goes as runs (protocol 16), where a few words could otherwise stand
+// for billions of nodes; a reader of this many holds about 200 MB while it decodes.
+inline constexpr std::size_t kMaxTopologyNodes = std::size_t{1} << 21;
 Result<LaunchPlan> decode_plan(wire::Topology::Reader in);
 // Sets the topology message's view 0 (LaunchPlan::view_zero), as encode_plan does.
 void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::Topology::Builder out);

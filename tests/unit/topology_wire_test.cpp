@@ -115,6 +115,9 @@ TEST(TopologyWire, WhatIsNotATreeInRunsIsRefused) {
   EXPECT_NE(refusal([](auto c) { c.getRankRuns().set(2, kFe); }), "") << "a duplicate rank";
   // A few words that would stand for billions of nodes.
   EXPECT_NE(refusal([](auto c) { set_words(c.initRankRuns(2), {0, 0xffffffff}); }).find("at most"), std::string::npos);
+  const auto over = static_cast<std::uint32_t>(core::kMaxTopologyNodes + 1);  // twice 10^6 back-ends, and one
+  EXPECT_NE(refusal([&](auto c) { set_words(c.initRankRuns(4), {0, over - 2, kFe, 2}); }).find("at most 2097152"),
+            std::string::npos);
   EXPECT_NE(refusal([](auto c) { set_words(c.initRankRuns(2), {0xfffffff0, 0x100}); }), "") << "ranks past 2^32";
 }
 
