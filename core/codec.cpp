@@ -183,8 +183,9 @@ Order breadth_first(const Topology& topology) {
 std::vector<std::uint32_t> runs_of(const std::vector<std::uint32_t>& column, std::size_t from, bool step) {
   std::vector<std::uint32_t> out;
   for (std::size_t i = from; i < column.size(); ++i) {
+    // In 64 bits: rank 2^32 - 1 followed by rank 0 is no run.
     const bool extends = !out.empty() &&
-                         column[i] == out[out.size() - 2] + (step ? out.back() : 0) &&
+                         column[i] == std::uint64_t{out[out.size() - 2]} + (step ? out.back() : 0) &&
                          out.back() < std::numeric_limits<std::uint32_t>::max();
     if (extends) {
       ++out.back();

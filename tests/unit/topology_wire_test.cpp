@@ -144,5 +144,22 @@ TEST(TopologyWire, RanksTravelAsRangesAndWhatIsNotRangesIsRefused) {
   EXPECT_EQ(untouched, set);
 }
 
+// Ranks go as runs of consecutive ranks: the largest rank followed by rank 0 is two
+// runs, not one that wraps around (which the reader refuses).
+TEST(TopologyWire, TheLargestRankAndRankZeroAreNoRun) {
+  const Rank last = 0xffffffff;
+  std::vector<TopologyNode> nodes(3);
+  nodes[0] = {.rank = kFe, .role = Role::frontend, .children = {last, 0}};
+  nodes[1] = {.rank = last, .role = Role::backend, .parent = kFe};
+  nodes[2] = {.rank = 0, .role = Role::backend, .parent = kFe};
+  auto t = Topology::make(std::move(nodes), {});
+  ASSERT_TRUE(t) << t.error();
+  Encoded e;
+  core::encode_topology(*t, e.topology);
+  auto back = core::decode_topology(e.topology.asReader());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->at(kFe).children, (std::vector<Rank>{last, 0}));
+}
+
 }  // namespace
 }  // namespace canopy
