@@ -89,8 +89,7 @@ std::optional<std::string> LiveTree::refuse_subtree(Rank orphan, Role role, std:
   for (const auto& n : subtree.nodes()) {
     if (view_.contains(n.rank)) return "its subtree holds rank " + std::to_string(n.rank) + ", held here elsewhere";
   }
-  const auto height = static_cast<std::uint32_t>(top.role == Role::backend ? 0 : std::max<std::size_t>(1, subtree.depth()));
-  if (view_.height(self_) < height + 1) return "adoption would make the tree deeper";
+  if (view_.height(self_) < subtree.heights().front() + 1) return "adoption would make the tree deeper";
   if (incarnation == 0) return "stale incarnation";
   return std::nullopt;
 }

@@ -394,30 +394,6 @@ void Node::finish_child_loss(std::size_t index) {
 
 // ---- the live tree ----
 
-bool Node::hears_of(Rank child, Rank about, bool failure) const {
-  const TreeView& view = tree_->view();
-  if (!view.contains(about) || !view.contains(child)) return false;
-  // Its ancestors, for routes; a failure, its siblings too (they may adopt its
-  // orphans); an adoption, the orphan's subtree (its path up changed).
-  if (view.in_subtree(about, child)) return true;
-  if (failure) return view.parent(about) == id_.rank;
-  return view.in_subtree(child, about);
-}
-
-bool Node::graft(const Topology& subtree, Rank under) {
-  const TreeView& view = tree_->view();
-  const TopologyNode& top = subtree.root();
-  const bool needed = !view.contains(top.rank) ||
-                      (view.role(top.rank) != Role::backend && view.children(top.rank).empty() && !top.children.empty());
-  if (!needed) return true;
-  if (!tree_->graft(subtree, under)) return false;
-  if (auto held = topology_->graft(under, subtree); !held) {
-    log().warn("the topology does not take the subtree of {}: {}", top.rank, held.error());
-  }
-  log().info("holds the subtree of {} ({} processes) below {}", describe(top.rank), subtree.size(), describe(under));
-  return true;
-}
-
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
   healing_.news.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
@@ -485,9 +461,7 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   // hold it (Node::graft): held here if it is not, and sent on up only then (whoever
   // holds it, its ancestors hold it too).
   if (subtree && adopter != id_.rank && tree_->view().contains(adopter)) {  // the adopter grafted it already
-    const bool held = tree_->view().contains(orphan) &&
-                      (tree_->view().role(orphan) == Role::backend || !tree_->view().children(orphan).empty());
-    if (held) subtree = nullptr;
+    if (tree_->view().holds_below(orphan)) subtree = nullptr;
     else if (!graft(*subtree, adopter)) log().warn("ignoring the subtree that came with the adoption of {}", orphan);
   }
   // An orphan the tree does not have is a back-end that joined it (open attach):

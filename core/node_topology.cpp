@@ -1,6 +1,8 @@
-// The tree a node holds: the topology its parent sends once it is a child, and the
-// listening ports learnt after it, which it sets and sends on to its own children
-// (docs/protocol.md, `topology` and `endpoints`).
+// The tree a node holds: the topology its parent sends once it is a child (its part,
+// where commnodes hold parts: docs/scale.md), the listening ports learnt after it,
+// which it sets and sends on to its own children (docs/protocol.md, `topology` and
+// `endpoints`), the subtrees of orphans it grafts, and who among its children hears
+// of a change.
 #include <algorithm>
 #include <map>
 #include <unordered_set>
@@ -189,6 +191,29 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
   for (auto& child : children_) {
     if (child.link) child.link->send(message_of(child.role == Role::backend).builder());
   }
+}
+
+bool Node::hears_of(Rank child, Rank about, bool failure) const {
+  const TreeView& view = tree_->view();
+  if (!view.contains(about) || !view.contains(child)) return false;
+  // Its ancestors, for routes; a failure, its siblings too (they may adopt its
+  // orphans); an adoption, the orphan's subtree (its path up changed).
+  if (view.in_subtree(about, child)) return true;
+  if (failure) return view.parent(about) == id_.rank;
+  return view.in_subtree(child, about);
+}
+
+bool Node::graft(const Topology& subtree, Rank under) {
+  const TreeView& view = tree_->view();
+  const TopologyNode& top = subtree.root();
+  // Not held, or held without its children (a frontier) while the subtree has some.
+  if (view.holds_below(top.rank) || (view.contains(top.rank) && top.children.empty())) return true;
+  if (!tree_->graft(subtree, under)) return false;
+  if (auto held = topology_->graft(under, subtree); !held) {
+    log().warn("the topology does not take the subtree of {}: {}", top.rank, held.error());
+  }
+  log().info("holds the subtree of {} ({} processes) below {}", describe(top.rank), subtree.size(), describe(under));
+  return true;
 }
 
 }  // namespace canopy::core

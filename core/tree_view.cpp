@@ -6,29 +6,20 @@ namespace canopy::core {
 
 TreeView::TreeView(const Topology& topology) {
   const auto& nodes = topology.nodes();
+  const std::vector<std::uint32_t> heights = topology.heights();
   index_.reserve(nodes.size());
-  for (const auto& n : nodes) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const TopologyNode& n = nodes[i];
     Entry e;
     e.parent = n.parent ? *n.parent : kNone;
     e.children = n.children;
     e.role = n.role;
+    e.height = heights[i];
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
-    e.height = n.role == Role::backend ? 0 : 1;  // a commnode holds back-ends, if only joined ones
-    if (const auto* f = topology.frontier(n.rank)) {  // held without its children (a back-end's part)
-      e.launch_fanout = f->fanout;
-      e.height = f->height;
-    }
+    if (const auto* f = topology.frontier(n.rank)) e.launch_fanout = f->fanout;  // held without its children
     index_.emplace(n.rank, std::move(e));
   }
   root_ = topology.root().rank;
-  // nodes() is breadth-first from the root: walking it backwards visits every child
-  // before its parent.
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    if (it->parent) {
-      auto& parent = index_.at(*it->parent);
-      parent.height = std::max(parent.height, index_.at(it->rank).height + 1);
-    }
-  }
   for (const auto& n : nodes) {
     if (n.role != Role::backend) by_weight_.push_back(n.rank);
   }
@@ -52,17 +43,7 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     if (contains(nodes[i].rank)) return false;
   }
-  // Heights, each child's before its parent's (nodes() has parents first).
-  std::vector<std::uint32_t> height(nodes.size(), 0);
-  std::unordered_map<Rank, std::size_t> at;
-  for (std::size_t i = 0; i < nodes.size(); ++i) at.emplace(nodes[i].rank, i);
-  for (std::size_t i = nodes.size(); i-- > 0;) {
-    const TopologyNode& n = nodes[i];
-    if (n.role == Role::backend) continue;
-    const Topology::Frontier* f = subtree.frontier(n.rank);
-    height[i] = std::max(height[i], f ? f->height : 1);
-    if (n.parent && i != 0) height[at.at(*n.parent)] = std::max(height[at.at(*n.parent)], height[i] + 1);
-  }
+  const std::vector<std::uint32_t> height = subtree.heights();
   auto weigh = [&](Rank r) {
     by_weight_.insert(std::upper_bound(by_weight_.begin(), by_weight_.end(), r,
                                        [&](Rank a, Rank b) { return lighter(a, b); }),

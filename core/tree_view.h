@@ -39,6 +39,11 @@ class TreeView {
   // current height.
   std::uint32_t height(Rank rank) const { return entry(rank).height; }
 
+  // Whether `rank` is held with what is below it: a back-end, or a commnode with
+  // children (not one held without them, a frontier of a part).
+  bool holds_below(Rank rank) const {
+    return contains(rank) && (role(rank) == Role::backend || !children(rank).empty());
+  }
   // True if `node` is `top` or below it, following current parents.
   bool in_subtree(Rank node, Rank top) const;
   // Whether `rank` hangs from the root through live processes only (an orphan, or

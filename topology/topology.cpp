@@ -451,9 +451,9 @@ Topology Topology::part(Rank self) const {
   return part_below(*me.parent, self);
 }
 
-Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
-  // Heights at launch, each child's before its parent's (nodes_ is breadth-first; a
-  // back-end that joined later comes last, with height 0 like every back-end).
+std::vector<std::uint32_t> Topology::heights() const {
+  // Each child's before its parent's: a parent comes before its children in nodes_
+  // (breadth-first; a back-end that joined or a subtree grafted later comes last).
   std::vector<std::uint32_t> height(nodes_.size(), 0);
   for (std::size_t i = nodes_.size(); i-- > 0;) {
     const TopologyNode& n = nodes_[i];
@@ -463,6 +463,11 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
     for (Rank c : n.children) h = std::max(h, height[index_.at(c)] + 1);
     height[i] = h;
   }
+  return height;
+}
+
+Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
+  const std::vector<std::uint32_t> height = heights();
   std::vector<Rank> path;  // root first
   for (const TopologyNode* n = &at(parent);; n = &at(*n->parent)) {
     path.push_back(n->rank);

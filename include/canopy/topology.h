@@ -138,6 +138,10 @@ class Topology {
     std::uint32_t fanout = 0;
     bool operator==(const Frontier&) const = default;
   };
+  // The height at launch of each node, by its place in nodes(): 0 for a back-end;
+  // for a commnode the most of 1 (it holds back-ends, if only joined ones), its
+  // frontier's height, and each child's plus one.
+  std::vector<std::uint32_t> heights() const;
   // Whether this is a part of a tree rather than the whole (some commnode is held
   // without its children). Its backends() are then only the back-ends it holds.
   bool partial() const { return !frontier_.empty(); }

@@ -109,7 +109,9 @@ TEST(BackendPart, FrontiersSurviveTheWireAndABadOneIsRefused) {
     const auto* f = part.frontier(n.rank);
     const auto* g = back.frontier(n.rank);
     ASSERT_EQ(f == nullptr, g == nullptr) << n.rank;
-    if (f) EXPECT_EQ(*f, *g);
+    if (f) {
+      EXPECT_EQ(*f, *g);
+    }
   }
   // A back-end marked as a frontier is not a part of a tree.
   capnp::MallocMessageBuilder message;
