@@ -10,6 +10,7 @@
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/node.h"
+#include "core/reachable.h"
 
 namespace canopy::core {
 
@@ -69,6 +70,17 @@ void Node::on_topology(wire::Topology::Reader t) {
     return begin_stop("view 0 without this back-end");
   }
   plan_ = std::move(*plan);
+  // An address of its host that its children and adopted orphans on other hosts can
+  // reach, if its name resolves here to a loopback one (core/reachable.h).
+  if (id_.role == Role::commnode && !fabric_) {
+    auto reachable = choose_reachable_address(*topology, id_.rank, "");
+    if (!reachable) {
+      log().error("{}", reachable.error());
+      emit(events::Started{reachable.error()});
+      return begin_stop(reachable.error());
+    }
+    for (const auto& note : *reachable) log().info("{}", note);
+  }
   adopt_topology(std::move(*topology));
   // A commnode listens for its children, and, in open attach, for back-ends that
   // join under it (it may have none at launch).

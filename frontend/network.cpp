@@ -21,6 +21,7 @@
 #include "core/codec.h"
 #include "core/listener.h"
 #include "core/log.h"
+#include "core/reachable.h"
 #include "core/loop_thread.h"
 #include "core/process.h"
 #include "services/runtime.h"
@@ -28,7 +29,6 @@
 #include "transport/tcp_link.h"
 #include "launch_checks.h"
 #include "programs.h"
-#include "reachable.h"
 
 namespace canopy {
 
@@ -415,8 +415,8 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   const bool attach = !options.attach_file.empty();
   core::init_logging(Role::frontend, options.topology.root().rank);
   // An address of the front-end that its children on other hosts can reach, in the
-  // topology every process gets (frontend/reachable.h).
-  auto reachable = frontend::choose_reachable_address(options.topology, options.advertise);
+  // topology every process gets (core/reachable.h).
+  auto reachable = core::choose_reachable_address(options.topology, options.topology.root().rank, options.advertise);
   if (!reachable) return Error{reachable.error(), reachable.error_kind()};
   for (const auto& note : *reachable) core::log().info("{}", note);
   options.commnode_exe = absolute_program(find_commnode(options.commnode_exe));

@@ -1,6 +1,6 @@
 // Addresses of this host and the routes out of it, as the kernel sees them: what a
 // front-end needs to tell processes on other hosts an address of its own they can
-// reach (frontend/reachable.h; docs/launch.md, "Which address the children are told").
+// reach (core/reachable.h; docs/launch.md, "Which address the children are told").
 // Blocking calls (getaddrinfo, getifaddrs); called once before a launch.
 #pragma once
 

@@ -1,10 +1,10 @@
-#include "frontend/reachable.h"
+#include "core/reachable.h"
 
 #include <algorithm>
 
 #include "transport/addresses.h"
 
-namespace canopy::frontend {
+namespace canopy::core {
 
 namespace {
 
@@ -23,8 +23,14 @@ const Host* host_named(const Topology& topology, const std::string& name) {
 
 }  // namespace
 
-Result<std::vector<std::string>> choose_reachable_address(Topology& topology, const std::string& advertise) {
-  const std::string me = topology.root().host;
+Result<std::vector<std::string>> choose_reachable_address(Topology& topology, Rank self, const std::string& advertise) {
+  const TopologyNode& node = topology.at(self);
+  const std::string me = node.host;
+  const bool frontend = node.role == Role::frontend;
+  const std::string who = frontend ? std::string("front-end") : "commnode " + std::to_string(self);
+  // How the user names another address: the front-end's flag, else the topology.
+  const std::string choose =
+      frontend ? std::string("--advertise ADDR") : "an address for host '" + me + "' in the topology (hosts: address)";
   const Host* mine = host_named(topology, me);
   if (!advertise.empty()) {
     if (!transport::is_numeric_address(advertise)) {
@@ -40,7 +46,7 @@ Result<std::vector<std::string>> choose_reachable_address(Topology& topology, co
                    ErrorKind::invalid_input};
     }
     topology.set_address(me, advertise);
-    return std::vector<std::string>{"the front-end listens on " + advertise + " and its children are told it (--advertise)"};
+    return std::vector<std::string>{"the " + who + " listens on " + advertise + " and its children are told it (--advertise)"};
   }
   if (mine && (!mine->address.empty() || !mine->nics.empty())) return std::vector<std::string>{};
   // The other hosts of the tree, in the order their first process comes.
@@ -53,13 +59,18 @@ Result<std::vector<std::string>> choose_reachable_address(Topology& topology, co
   const bool loopback = own.empty() || std::all_of(own.begin(), own.end(), transport::is_loopback);
   if (!loopback) return std::vector<std::string>{};
 
-  const std::string what = "the front-end's host '" + me + "' resolves to " +
+  const std::string what = "the " + who + "'s host '" + me + "' resolves to " +
                            (own.empty() ? std::string("nothing") : joined(own)) + " here";
+  // Hosts that resolve here to loopback addresses are this machine (a test's, or
+  // aliases): only another machine, or a host that does not resolve here, needs an
+  // address that is not loopback.
   std::vector<std::string> tried;
-  bool remote = false;  // another host resolved here to an address that is not loopback
+  bool remote = false;      // another host resolved here to an address that is not loopback
+  bool unresolved = false;  // another host did not resolve here
   for (const auto& other : others) {
     const auto there = transport::resolve(topology.address_of(other));
     if (there.empty()) {
+      unresolved = true;
       tried.push_back("'" + other + "' does not resolve");
       continue;
     }
@@ -76,24 +87,25 @@ Result<std::vector<std::string>> choose_reachable_address(Topology& topology, co
     topology.set_address(me, *from);
     return std::vector<std::string>{what + ", which processes on '" + other + "' cannot reach: it listens on " + *from +
                                     ", the address this host reaches " + there.front() + " from, and its children "
-                                    "are told it (--advertise ADDR chooses another)"};
+                                    "are told it (" + choose + " chooses another)"};
   }
+  if (!remote && !unresolved) return std::vector<std::string>{};  // every process runs on this machine
   const auto here = transport::local_addresses();
   if (!here.empty() && !transport::is_loopback(here.front())) {
     topology.set_address(me, here.front());
     return std::vector<std::string>{what + ", which processes on other hosts cannot reach (" + joined(tried) +
                                     "): it listens on " + here.front() + ", the first address of this host that is "
-                                    "not loopback (--advertise ADDR chooses another)"};
+                                    "not loopback (" + choose + " chooses another)"};
   }
   if (!remote) {  // names that do not resolve here may still be this host's (a launcher's aliases)
     return std::vector<std::string>{what + ", and no other host of the tree resolves here (" + joined(tried) +
                                     "), nor has this host another address: its children are told " +
                                     (own.empty() ? topology.address_of(me) : own.front()) +
-                                    "; if they run elsewhere, name an address with --advertise ADDR"};
+                                    "; if they run elsewhere, name an address with " + choose};
   }
   return Error{what + ", which processes on '" + others.front() + "' cannot reach, and this host has no other address (" +
-                   joined(tried) + "; its addresses: " + joined(here) + "): name one with --advertise ADDR",
+                   joined(tried) + "; its addresses: " + joined(here) + "): name one with " + choose,
                ErrorKind::invalid_input};
 }
 
-}  // namespace canopy::frontend
+}  // namespace canopy::core
