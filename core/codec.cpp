@@ -345,6 +345,8 @@ void encode_topology(const Topology& topology, wire::Topology::Builder out) {
   links.setChecksum(static_cast<wire::Topology::Checksum>(topology.links().checksum));
   links.setReliable(topology.links().reliable);
   links.setCorruptFraction(topology.links().corrupt_fraction);
+  out.setPortsFirst(topology.ports().first);
+  out.setPortsLast(topology.ports().last);
 }
 
 namespace {
@@ -378,6 +380,12 @@ Result<Topology> decode_tree(wire::Topology::Reader in, bool subtree) {
   links.reliable = w.getReliable();
   links.corrupt_fraction = w.getCorruptFraction();
   if (auto ok = topology->set_links(links); !ok) return Error{"topology from parent: " + ok.error()};
+  const PortRange ports{in.getPortsFirst(), in.getPortsLast()};
+  if (!ports.any() && ports.first > ports.last) {
+    return Error{"topology from parent: the range of ports " + std::to_string(ports.first) + "-" +
+                 std::to_string(ports.last) + " is empty"};
+  }
+  topology->set_ports(ports);
   return topology;
 }
 

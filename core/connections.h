@@ -46,9 +46,9 @@ class Connections {
 
   // ---- where connections come from ----
   // Listens (core/listener.h); every accepted link goes to `on_link`.
-  Result<void> listen(const std::vector<std::string>& addresses, std::uint16_t port,
+  Result<void> listen(const std::vector<std::string>& addresses, std::uint16_t port, PortRange ports,
                       const transport::StripedOptions& striped, Listener::OnLink on_link) {
-    return listener_.open(addresses, port, striped, std::move(on_link));
+    return listener_.open(addresses, port, ports, striped, std::move(on_link));
   }
   Result<void> listen(transport::Fabric& fabric, std::uint16_t port, Listener::OnLink on_link) {
     return listener_.open(fabric, port, std::move(on_link));

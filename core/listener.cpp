@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <random>
 
 #include "core/log.h"
 #include "transport/tcp_link.h"
@@ -80,7 +81,7 @@ std::optional<std::size_t> descriptors_left() {
   return open >= limit ? 0 : limit - open;
 }
 
-Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t port,
+Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t port, PortRange ports,
                             const transport::StripedOptions& striped, OnLink on_link) {
   std::vector<asio::ip::address> addresses;
   for (const std::string& name : names) {
@@ -95,9 +96,13 @@ Result<void> Listener::open(const std::vector<std::string>& names, std::uint16_t
     addresses.push_back(addr);
   }
   Result<void> listening;
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    listening = bind_all(addresses, port);
-    if (listening || port != 0 || addresses.size() == 1) break;
+  if (port == 0 && !ports.any()) {
+    listening = bind_in(addresses, ports);
+  } else {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      listening = bind_all(addresses, port);
+      if (listening || port != 0 || addresses.size() == 1) break;
+    }
   }
   if (!listening) return listening;
 
@@ -134,6 +139,24 @@ Result<void> Listener::bind_all(const std::vector<asio::ip::address>& addresses,
   }
   port_ = port;
   return {};
+}
+
+// Processes of one host starting together try the ports of the range from random
+// places, so that most find a free one at their first try.
+Result<void> Listener::bind_in(const std::vector<asio::ip::address>& addresses, PortRange ports) {
+  const std::size_t n = ports.size();
+  std::size_t at = std::random_device{}() % n;
+  std::string last;
+  for (std::size_t tried = 0; tried < n; ++tried, at = (at + 1) % n) {
+    auto bound = bind_all(addresses, static_cast<std::uint16_t>(ports.first + at));
+    if (bound) return bound;
+    last = bound.error();
+  }
+  std::string where;
+  for (const auto& a : addresses) where += (where.empty() ? "" : ", ") + a.to_string();
+  return Error{"no free port in " + to_string(ports) + " (the tree's port range) on " + where + ": all " +
+               std::to_string(n) + " are taken (the last: " + last + "); widen the range (canopy run --ports, "
+               "topology 'ports:')"};
 }
 
 void Listener::accept_next(std::size_t index) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "canopy/result.h"
+#include "canopy/topology.h"
 #include "transport/fabric.h"
 #include "transport/link.h"
 #include "transport/striped_link.h"
@@ -49,9 +50,11 @@ class Listener {
   // Listens on every address in `addresses` (numeric, or names to resolve) on
   // `port`, or, with port 0, on one the kernel picks for the first address and the
   // others then share (tried again a few times if another process holds it on some
-  // address). `striped` configures striped connections (their hello time-out
-  // included). The error names the address and the reason.
-  Result<void> open(const std::vector<std::string>& addresses, std::uint16_t port,
+  // address). With port 0 and a range (`ports`), the first free port of the range
+  // from a random place in it, wrapping round: an error when none is free. `striped`
+  // configures striped connections (their hello time-out included). The error names
+  // the address and the reason.
+  Result<void> open(const std::vector<std::string>& addresses, std::uint16_t port, PortRange ports,
                     const transport::StripedOptions& striped, OnLink on_link);
   // The same over a fabric (canopy-sim): the fabric's links, on `port` (0: one it
   // picks).
@@ -62,6 +65,7 @@ class Listener {
 
  private:
   Result<void> bind_all(const std::vector<asio::ip::address>& addresses, std::uint16_t port);
+  Result<void> bind_in(const std::vector<asio::ip::address>& addresses, PortRange ports);
   void accept_next(std::size_t index);
 
   asio::io_context& io_;

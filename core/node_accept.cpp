@@ -33,7 +33,7 @@ Result<void> Node::listen() {
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
   options.max_pending = max_pending();
   options.path_mac = path_mac(id_.secret);
-  auto opened = connections_.listen(topology_->nics_of(me.host), me.port, options,
+  auto opened = connections_.listen(topology_->nics_of(me.host), me.port, topology_->ports(), options,
                                [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
   if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
   return {};

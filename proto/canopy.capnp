@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 16;
+const protocolVersion :UInt32 = 17;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -41,6 +41,11 @@ const protocolVersion :UInt32 = 16;
 #     StreamCreate `backends`).
 # 14: the topology's nodes travel in columns (Topology `compact`), about 15 bytes a
 #     node instead of 69: a whole tree of a million processes fits in a frame.
+# 15: commnodes receive their part of the tree, and an orphan's hello carries its
+#     subtree and its ancestors (docs/scale.md).
+# 16: the topology's columns travel as runs (Topology.Compact `...Runs`).
+# 17: the topology carries the range of ports every process listens in
+#     (`portsFirst`, `portsLast`).
 
 enum Role {
   frontend @0;
@@ -195,6 +200,9 @@ struct Topology {
                                 # the gossip detector needs it), not its part
   compact @17 :Compact;         # since version 14: the nodes in columns, about 15
                                 # bytes a node where `nodes` took about 69
+  portsFirst @18 :UInt16;       # since version 17: every process listens on a port in
+  portsLast @19 :UInt16;        # portsFirst..portsLast (`ports:`, canopy run --ports);
+                                # any port when portsFirst is 0
 
   struct Compact {
     # Node i of the tree, root first, then breadth-first: each node's children are

@@ -37,6 +37,7 @@ $build_only || packages+=(
   chromium curl               # a real browser (and an HTTP client) for the test of canopy run --dashboard
   libpng-dev                  # that test reads the browser's screenshot back
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in network namespaces for the tests (tests/slurm)
+  openssh-server openssh-client  # sshd per namespace host: canopy run's ssh launcher on a real ssh cluster (tests/ssh)
 )
 
 missing=()

@@ -58,6 +58,9 @@ struct RunOptions {
   int startup_timeout_ms = 10000;
   std::string launcher = "ssh {host} {command}";
   std::string advertise;
+  std::string hosts;             // --hosts LIST|FILE: place --tree on these hosts
+  bool print_placement = false;  // say which processes each host got, before the launch
+  std::string ports;             // --ports LO-HI: every listening port of the tree in this range
   canopy::LaunchMethod launch_method = canopy::LaunchMethod::spawn;
   std::string plugin;       // load --filter from this shared object
   std::string attach_file;  // attach mode: back-ends are started by someone else
@@ -93,9 +96,36 @@ const std::vector<std::string> kBuiltinFilters{"sum", "min", "max", "avg", "conc
 // MRNet's format are commnodes, as MRNet means them there, and --backends N says how
 // many back-ends will attach below them; --backends turns a --tree's leaves into
 // commnodes the same way.
+// This host's name as a host list names it: the whole name if the list has it, else
+// the name up to its first dot (as Slurm names nodes).
+std::string frontend_host(const std::vector<canopy::HostSlots>& hosts) {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
+  const std::string full = name;
+  for (const auto& h : hosts) {
+    if (h.name == full) return full;
+  }
+  return full.substr(0, full.find('.'));
+}
+
 canopy::Result<canopy::Topology> run_topology(const RunOptions& opt) {
   const bool attach = !opt.attach_file.empty();
   if (opt.backends && !attach) return canopy::Error{"--backends is for attach mode (--attach FILE)"};
+  if (!opt.hosts.empty()) {
+    // Placed by host for spawn and mpirun launches (docs/topology.md).
+    if (opt.launch_method == canopy::LaunchMethod::slurm) {
+      return canopy::Error{"--hosts is for --launch spawn and mpirun: under --launch slurm the tree goes on the "
+                           "allocation's nodes"};
+    }
+    std::error_code ec;
+    const bool file = std::filesystem::is_regular_file(opt.hosts, ec);
+    auto hosts = canopy::tools::read_host_list(opt.hosts, file ? opt.hosts : "", "--hosts");
+    if (!hosts) return canopy::Error{hosts.error()};
+    const auto leaves = opt.backends ? canopy::Leaves::commnodes : canopy::Leaves::backends;
+    auto tree = canopy::generate_topology_on_hosts(opt.tree, frontend_host(*hosts), *hosts, leaves);
+    if (!tree || !opt.backends) return tree;
+    return canopy::attach_backends(*tree, opt.backends);
+  }
   if (opt.topology_file.empty()) {
     if (opt.launch_method == canopy::LaunchMethod::slurm && !attach) {
       // Spread over the allocation's nodes, each subtree on one (docs/launch.md).
@@ -177,6 +207,12 @@ int run_tree(const RunOptions& opt, StatusWriter& status) {
   if (opt.checksum) links.checksum = *opt.checksum;
   if (opt.corrupt) links.corrupt_fraction = *opt.corrupt;
   if (auto ok = topology->set_links(links); !ok) return fail(ok.error(), 2);
+  if (!opt.ports.empty()) {
+    auto ports = canopy::parse_port_range(opt.ports, "--ports");
+    if (!ports) return fail(ports.error(), 2);
+    topology->set_ports(*ports);
+  }
+  if (opt.print_placement) canopy::tools::print_placement(*topology, "canopy run: placement: ");
   auto backends = topology->backends();
   if (backends.empty()) return fail("the topology has no back-ends", 2);
   if (opt.plugin.empty() &&
@@ -551,6 +587,18 @@ int main(int argc, char** argv) {
                       "hosts, the one this host reaches them from)");
   run_cmd->add_option("--launcher", opt.launcher, "How to start a process on another host ({host}, {command})")
       ->capture_default_str();
+  run_cmd->add_option("--hosts", opt.hosts,
+                      "Place the --tree on these hosts: host[:slots] entries separated by commas, or a file of them; "
+                      "the front-end stays on this host. Without slot counts the tree is spread evenly, each commnode "
+                      "with its back-ends on one host; with counts, each host takes at most its slots (this host's "
+                      "count includes the front-end) (docs/topology.md)")
+      ->excludes(topo_opt);
+  run_cmd->add_flag("--print-placement", opt.print_placement,
+                    "Before launching, say on standard error which processes each host got, and which commnodes have "
+                    "back-ends on other hosts");
+  run_cmd->add_option("--ports", opt.ports,
+                      "Every process of the tree listens on a port in LO-HI (for firewalls; default: any port, or the "
+                      "topology's 'ports:'); a process with no free port there fails to start, saying so");
   run_cmd->add_option("--workload", opt.workload,
                       "demo: the checked waves of docs/demo.md; union: random integers through the "
                       "stateful incremental_union filter, at --rate for --duration, until every back-end of the "

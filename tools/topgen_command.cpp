@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <vector>
 
 #include "canopy/topology.h"
@@ -10,27 +9,29 @@
 
 namespace canopy::tools {
 
-namespace {
-
-// The host list of --hosts or --hostfile; empty when neither is given.
-canopy::Result<std::vector<canopy::HostSlots>> topgen_hosts(const TopgenOptions& opt) {
-  if (!opt.hosts.empty()) return canopy::parse_host_list(opt.hosts, "--hosts");
-  if (opt.hostfile.empty()) return std::vector<canopy::HostSlots>{};
-  std::ifstream in(opt.hostfile, std::ios::binary);
-  std::string text;
+canopy::Result<std::vector<canopy::HostSlots>> read_host_list(const std::string& text, const std::string& file,
+                                                              const std::string& what) {
+  if (file.empty()) return canopy::parse_host_list(text, what);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return canopy::Error{what + ": cannot read host file " + file};
+  std::string contents;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > canopy::kMaxTopologyBytes) {
-      return canopy::Error{opt.hostfile + ": larger than " + std::to_string(canopy::kMaxTopologyBytes >> 20) +
+    contents.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (contents.size() > canopy::kMaxTopologyBytes) {
+      return canopy::Error{file + ": larger than " + std::to_string(canopy::kMaxTopologyBytes >> 20) +
                            " MiB; is this a host file?"};
     }
   }
-  if (in.bad() || !in.eof()) return canopy::Error{"cannot read host file " + opt.hostfile};
-  return canopy::parse_host_list(text, opt.hostfile);
+  if (in.bad() || !in.eof()) return canopy::Error{"cannot read host file " + file};
+  return canopy::parse_host_list(contents, file);
 }
 
-}  // namespace
+void print_placement(const canopy::Topology& topology, const std::string& prefix) {
+  for (const std::string& line : canopy::describe_placement(topology)) std::cerr << prefix << line << "\n";
+  std::cerr << std::flush;
+}
+
 
 CLI::App* add_topgen_command(CLI::App& app, TopgenOptions& options) {
   auto* topgen_cmd = app.add_subcommand("topgen", "Write a generated topology (YAML or MRNet's format) to standard "
@@ -41,9 +42,11 @@ CLI::App* add_topgen_command(CLI::App& app, TopgenOptions& options) {
       ->required();
   auto* host_opt = topgen_cmd->add_option("--host", options.host, "Host of every process")->capture_default_str();
   auto* hosts_opt = topgen_cmd->add_option("--hosts", options.hosts,
-                                           "Hosts to place the tree on, host[:slots] separated by commas (slots "
-                                           "default 1): the front-end first, then breadth first, a host filled "
-                                           "before the next");
+                                           "Hosts to place the tree on, host[:slots] separated by commas, the "
+                                           "front-end on the first: without slot counts the tree is spread evenly, "
+                                           "each commnode with its back-ends on one host; with counts, each host "
+                                           "takes at most its slots, a commnode with its back-ends on the first host "
+                                           "with room for them all (docs/topology.md)");
   topgen_cmd->add_option("--hostfile", options.hostfile, "Like --hosts, from a file: host[:slots] entries, # comments")
       ->check(CLI::ExistingFile)
       ->excludes(hosts_opt)
@@ -57,6 +60,9 @@ CLI::App* add_topgen_command(CLI::App& app, TopgenOptions& options) {
                          "over them in contiguous blocks")
       ->check(canopy::tools::in_range(std::size_t{1}, std::size_t{canopy::kFirstInternalRank}));
   topgen_cmd->add_option("-o,--output", options.output, "Output file (default: standard output)");
+  topgen_cmd->add_flag("--print-placement", options.print_placement,
+                       "Say on standard error which processes each host got, and which commnodes have back-ends on "
+                       "other hosts");
   return topgen_cmd;
 }
 
@@ -65,16 +71,21 @@ int run_topgen(const TopgenOptions& opt) {
     std::cerr << "canopy topgen: " << message << "\n";
     return code;
   };
-  auto hosts = topgen_hosts(opt);
-  if (!hosts) return fail(hosts.error(), 2);
-  if (hosts->empty()) hosts->push_back({opt.host, std::numeric_limits<std::uint32_t>::max()});
+  std::vector<canopy::HostSlots> list;
+  if (!opt.hosts.empty() || !opt.hostfile.empty()) {
+    auto hosts = read_host_list(opt.hosts, opt.hostfile, "--hosts");
+    if (!hosts) return fail(hosts.error(), 2);
+    list = std::move(*hosts);
+  }
+  if (list.empty()) list.push_back({opt.host, 0});
   auto leaves = opt.backends > 0 ? canopy::Leaves::commnodes : canopy::Leaves::backends;
-  auto topology = canopy::generate_topology(opt.spec, *hosts, leaves);
+  auto topology = canopy::generate_topology(opt.spec, list, leaves);
   if (!topology) return fail(topology.error(), 2);
   if (opt.backends > 0) {
     topology = canopy::attach_backends(*topology, opt.backends);
     if (!topology) return fail(topology.error(), 2);
   }
+  if (opt.print_placement) print_placement(*topology, "");
   std::string text;
   if (opt.format == "mrnet") {
     auto mrnet = canopy::to_mrnet(*topology);

@@ -5,6 +5,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
+
+#include "canopy/topology.h"
 
 namespace canopy::tools {
 
@@ -16,7 +19,17 @@ struct TopgenOptions {
   std::string format = "yaml";
   std::size_t backends = 0;        // --backends N: leaves are commnodes, N back-ends spread below them
   std::string output;
+  bool print_placement = false;    // say on standard error which processes each host got
 };
+
+// A host list given as text ("h1:4,h2:4") or as a file of such entries (`#`
+// comments): a file when `file` is set, else `text`; `what` names the option in
+// errors.
+canopy::Result<std::vector<canopy::HostSlots>> read_host_list(const std::string& text, const std::string& file,
+                                                              const std::string& what);
+
+// Writes describe_placement(topology) on standard error, each line after `prefix`.
+void print_placement(const canopy::Topology& topology, const std::string& prefix);
 
 // Adds the `topgen` subcommand to `app`, its options written into `options`.
 CLI::App* add_topgen_command(CLI::App& app, TopgenOptions& options);

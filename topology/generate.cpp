@@ -183,42 +183,6 @@ Result<Shape> shape_from_spec(std::string_view spec) {
 
 std::string source_of(std::string_view spec) { return "generated tree '" + std::string(spec) + "'"; }
 
-std::string describe(const std::vector<HostSlots>& hosts) {
-  constexpr std::size_t kShown = 4;
-  std::string list;
-  for (std::size_t i = 0; i < hosts.size() && i < kShown; ++i) {
-    list += (i ? "," : "") + hosts[i].name + ":" + std::to_string(hosts[i].slots);
-  }
-  return hosts.size() > kShown ? list + ",..." : list;
-}
-
-// The front-end on the first slot, then the others breadth first, each host filled
-// before the next.
-Result<void> place_on_hosts(Shape& shape, const std::vector<HostSlots>& hosts, std::string_view spec) {
-  std::uint64_t slots = 0;
-  for (const HostSlots& host : hosts) {
-    if (host.name.empty()) return Error{"a host of the host list has an empty name"};
-    if (host.slots == 0) return Error{"host '" + host.name + "' has 0 slots; give at least 1"};
-    slots += host.slots;
-  }
-  if (slots < shape.size()) {
-    return Error{"topology spec '" + std::string(spec) + "' gives " + std::to_string(shape.size()) +
-                 " processes but the hosts have " + std::to_string(slots) + " slots (" + describe(hosts) +
-                 "); add hosts or slots (host:slots)"};
-  }
-  auto host = hosts.begin();
-  std::uint32_t used = 0;
-  for (std::size_t at : detail::breadth_first(shape)) {
-    if (used == host->slots) {
-      ++host;
-      used = 0;
-    }
-    shape[at].host = host->name;
-    ++used;
-  }
-  return {};
-}
-
 }  // namespace
 
 Result<Topology> generate_topology(std::string_view spec, std::string_view host) {
@@ -229,10 +193,39 @@ Result<Topology> generate_topology(std::string_view spec, std::string_view host)
 }
 
 Result<Topology> generate_topology(std::string_view spec, const std::vector<HostSlots>& hosts, Leaves leaves) {
+  if (hosts.empty()) {
+    auto shape = shape_from_spec(spec);
+    if (!shape) return Error{shape.error()};
+    return detail::number_tree(*shape, leaves, source_of(spec));
+  }
+  return generate_topology_on_hosts(spec, hosts.front().name, hosts, leaves);
+}
+
+Result<Topology> generate_topology_on_hosts(std::string_view spec, std::string_view frontend_host,
+                                            const std::vector<HostSlots>& hosts, Leaves leaves) {
+  if (hosts.empty()) return Error{"no hosts to place topology spec '" + std::string(spec) + "' on"};
+  if (frontend_host.empty()) return Error{"the front-end's host has an empty name"};
+  const bool counts = hosts.front().slots > 0;
+  std::vector<std::string> names;
+  for (const HostSlots& host : hosts) {
+    if (host.name.empty()) return Error{"a host of the host list has an empty name"};
+    if (std::find(names.begin(), names.end(), host.name) != names.end()) {
+      return Error{"host '" + host.name + "' is named twice in the host list"};
+    }
+    if ((host.slots > 0) != counts) {
+      return Error{"host '" + host.name + "' " + (counts ? "has no slot count" : "has a slot count") +
+                   " where '" + hosts.front().name + "' " + (counts ? "has one" : "has none") +
+                   "; give every host a count (host:slots) or none"};
+    }
+    names.push_back(host.name);
+  }
   auto shape = shape_from_spec(spec);
   if (!shape) return Error{shape.error()};
-  if (!hosts.empty()) {
-    if (auto placed = place_on_hosts(*shape, hosts, spec); !placed) return Error{placed.error()};
+  if (counts) {
+    if (auto packed = detail::pack_on_hosts(*shape, frontend_host, hosts, spec); !packed) return Error{packed.error()};
+  } else {
+    detail::spread_over(*shape, names);
+    (*shape)[0].host = std::string(frontend_host);
   }
   return detail::number_tree(*shape, leaves, source_of(spec));
 }
@@ -242,50 +235,18 @@ Result<Topology> generate_spread_topology(std::string_view spec, std::string_vie
   if (nodes.empty()) return Error{"no nodes to spread topology spec '" + std::string(spec) + "' over"};
   if (frontend_host.empty()) return Error{"the front-end's host has an empty name"};
   std::vector<Host> hosts;
+  std::vector<std::string> names;
   for (const Host& node : nodes) {
     if (node.name.empty()) return Error{"a node to spread the tree over has an empty name"};
     if (std::any_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == node.name; })) {
       return Error{"node '" + node.name + "' is named twice among the nodes to spread the tree over"};
     }
     hosts.push_back(node);
+    names.push_back(node.name);
   }
   auto shape = shape_from_spec(spec);
   if (!shape) return Error{shape.error()};
-  // The levels, and the one whose subtrees are spread: the shallowest with at least
-  // as many commnodes as nodes, else the deepest with commnodes; level 1 when the
-  // root's children are all leaves (then they are spread one by one).
-  std::vector<std::vector<std::size_t>> levels{{0}};
-  while (true) {
-    std::vector<std::size_t> next;
-    for (std::size_t at : levels.back()) next.insert(next.end(), (*shape)[at].children.begin(), (*shape)[at].children.end());
-    if (next.empty()) break;
-    levels.push_back(std::move(next));
-  }
-  auto commnodes = [&](std::size_t level) {
-    std::vector<std::size_t> out;
-    for (std::size_t at : levels[level]) {
-      if (!(*shape)[at].children.empty()) out.push_back(at);
-    }
-    return out;
-  };
-  std::size_t spread = 1;
-  for (std::size_t level = 1; level < levels.size() && !commnodes(level).empty(); ++level) {
-    spread = level;
-    if (commnodes(level).size() >= nodes.size()) break;
-  }
-  std::vector<std::size_t> roots = commnodes(spread);
-  if (roots.empty()) roots = levels.at(1);  // a flat tree: its back-ends
-  for (std::size_t j = 0; j < roots.size(); ++j) {
-    const std::string& host = nodes[j * nodes.size() / roots.size()].name;
-    for (std::size_t at : detail::breadth_first(*shape, roots[j])) (*shape)[at].host = host;
-  }
-  // Above the spread level, from the bottom up: a commnode goes where its first child is.
-  for (std::size_t level = spread; level-- > 1;) {
-    for (std::size_t at : levels[level]) {
-      auto& node = (*shape)[at];
-      if (!node.children.empty()) node.host = (*shape)[node.children.front()].host;
-    }
-  }
+  detail::spread_over(*shape, names);
   (*shape)[0].host = std::string(frontend_host);
   if (std::none_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == frontend_host; })) {
     hosts.insert(hosts.begin(), Host{std::string(frontend_host), "", {}, 0});

@@ -22,6 +22,7 @@ Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::strin
   const bool several_lines = text.find('\n') != std::string_view::npos && text.find('\n') + 1 < text.size();
   std::vector<HostSlots> hosts;
   std::unordered_map<std::string, std::size_t> position;
+  std::vector<std::pair<std::string, std::uint32_t>> entries;
   int line = 1;
   auto error = [&](const std::string& problem) {
     std::string where(source);
@@ -57,7 +58,7 @@ Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::strin
       return error("bad host '" + std::string(entry) +
                    "': a host is a name of letters, digits, '.', '-' and '_', then optionally ':slots'");
     }
-    std::uint32_t slots = 1;
+    std::uint32_t slots = 0;  // no count given
     if (name.size() < entry.size()) {
       std::string_view count = entry.substr(name.size() + 1);
       auto [stop, ec] = std::from_chars(count.data(), count.data() + count.size(), slots);
@@ -66,15 +67,21 @@ Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::strin
                      "': a whole number from 1 to " + std::to_string(kMaxSlots));
       }
     }
-    auto [it, fresh] = position.try_emplace(std::string(name), hosts.size());
+    entries.emplace_back(std::string(name), slots);
+  }
+  if (entries.empty()) return Error{std::string(source) + ": the host list is empty; give host or host:slots entries"};
+  // In a list with counts, an entry without one takes one slot.
+  const bool counts = std::any_of(entries.begin(), entries.end(), [](const auto& e) { return e.second > 0; });
+  for (auto& [name, slots] : entries) {
+    if (counts && slots == 0) slots = 1;
+    auto [it, fresh] = position.try_emplace(name, hosts.size());
     if (fresh) {
-      hosts.push_back({std::string(name), slots});
+      hosts.push_back({name, slots});
     } else {
       HostSlots& host = hosts[it->second];
       host.slots = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{host.slots} + slots, kMaxSlots));
     }
   }
-  if (hosts.empty()) return Error{std::string(source) + ": the host list is empty; give host or host:slots entries"};
   return hosts;
 }
 

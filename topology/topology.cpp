@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <charconv>
 #include <unordered_set>
 
 #include "canopy/topology.h"
@@ -515,6 +516,7 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
   }
   part.links_ = links_;
   part.gossip_ = gossip_;
+  part.ports_ = ports_;
   return part;
 }
 
@@ -531,6 +533,30 @@ LinkKind Topology::link_between(const TopologyNode& child, const TopologyNode& p
   LinkKind kind = (child.parent == parent.rank && child.link) ? *child.link : links_.kind;
   if (kind != LinkKind::automatic) return kind;
   return nics_of(child.host).size() >= 2 && nics_of(parent.host).size() >= 2 ? LinkKind::striped : LinkKind::plain;
+}
+
+Result<PortRange> parse_port_range(std::string_view text, std::string_view source) {
+  auto bad = [&](const std::string& why) {
+    return Error{std::string(source) + ": bad port range '" + std::string(text) + "': " + why, ErrorKind::invalid_input};
+  };
+  auto number = [](std::string_view digits) -> std::optional<std::uint32_t> {
+    std::uint32_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value == 0 || value > 65535) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  const auto dash = text.find('-');
+  auto first = number(text.substr(0, dash));
+  auto last = dash == std::string_view::npos ? first : number(text.substr(dash + 1));
+  if (!first || !last) return bad("give LO-HI, two ports from 1 to 65535");
+  if (*first > *last) return bad("the first port is above the last");
+  return PortRange{static_cast<std::uint16_t>(*first), static_cast<std::uint16_t>(*last)};
+}
+
+std::string to_string(const PortRange& ports) {
+  return ports.any() ? std::string("any") : std::to_string(ports.first) + "-" + std::to_string(ports.last);
 }
 
 }  // namespace canopy

@@ -88,7 +88,7 @@ class Parser {
 
   Result<Topology> parse(std::string_view text) {
     YAML::Node document = read_document(text);
-    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges", "links", "gossip"});
+    Fields top = fields(document, "the topology", {"nodes"}, {"hosts", "edges", "links", "gossip", "ports"});
     for (const YAML::Node& host : list(top, "hosts")) read_host(host);
     for (const YAML::Node& node : list(top, "nodes")) read_node(node);
     for (const YAML::Node& edge : list(top, "edges")) read_edge(edge);
@@ -98,6 +98,12 @@ class Parser {
     if (!topology) return topology;
     if (auto ok = topology->set_links(links); !ok) fail(top.at("links"), ok.error());
     if (auto it = top.find("gossip"); it != top.end()) topology->set_gossip(read_gossip(it->second));
+    if (auto it = top.find("ports"); it != top.end()) {
+      if (!it->second.IsScalar()) fail(it->second, "'ports' is a range LO-HI, not " + describe(it->second));
+      auto ports = parse_port_range(it->second.Scalar(), "'ports'");
+      if (!ports) fail(it->second, ports.error());
+      topology->set_ports(*ports);
+    }
     return topology;
   }
 
@@ -389,6 +395,7 @@ std::string to_yaml(const Topology& topology) {
            std::string(to_string(links.checksum)) + ", reliable: " + (links.reliable ? "true" : "false") +
            ", corrupt: " + canopy::topology::format_double(links.corrupt_fraction) + "}\n";
   }
+  if (!topology.ports().any()) out += "ports: " + to_string(topology.ports()) + "\n";
   if (const auto& gossip = topology.gossip()) {
     out += "gossip: {schedule: " + std::string(to_string(gossip->schedule)) +
            ", period_ms: " + std::to_string(gossip->period.count()) +

@@ -80,6 +80,19 @@ struct TopologyNode {
 // The old name, kept (deprecated) for tools written against it.
 using Node [[deprecated("canopy::Node is now canopy::TopologyNode")]] = TopologyNode;
 
+// A range of TCP ports, first to last inclusive; first == 0: any port.
+struct PortRange {
+  std::uint16_t first = 0;
+  std::uint16_t last = 0;
+  bool any() const { return first == 0; }
+  std::size_t size() const { return any() ? 0 : std::size_t{last} - first + 1; }
+  bool operator==(const PortRange&) const = default;
+};
+
+// Parses "LO-HI" (1 <= LO <= HI <= 65535, or one port "P"); errors name `source`.
+Result<PortRange> parse_port_range(std::string_view text, std::string_view source);
+std::string to_string(const PortRange& ports);  // "LO-HI"
+
 class Topology {
  public:
   // Builds and validates a tree. The error names `source:line` (when known) and the
@@ -108,6 +121,12 @@ class Topology {
   std::vector<std::string> nics_of(std::string_view host) const;
 
   const LinkSettings& links() const { return links_; }
+  // The ports every process of the tree listens on, if confined (`ports: LO-HI` in
+  // YAML, `canopy run --ports`; docs/launch.md, "Ports and firewalls"): a process
+  // without a port of its own takes a free one in the range. Any port when `first`
+  // is 0.
+  const PortRange& ports() const { return ports_; }
+  void set_ports(PortRange ports) { ports_ = ports; }
   // The gossip detector's settings (`gossip:` in YAML; docs/gossip.md), if the
   // topology gives them: the front-end launches with them unless told otherwise.
   const std::optional<GossipOptions>& gossip() const { return gossip_; }
@@ -115,7 +134,7 @@ class Topology {
   // Checked: a corrupt fraction in [0, 1).
   Result<void> set_links(LinkSettings links);
   // Sets the address processes on `host` listen on and are reached at (the front-end
-  // choosing one its children can reach: frontend/reachable.h); false, changing
+  // choosing one its children can reach: core/reachable.h); false, changing
   // nothing, if no node is on `host` or the host lists NICs (they are its addresses).
   bool set_address(std::string_view host, std::string address);
   // The port the process of `rank` listens on, once known (ports are learnt after
@@ -189,6 +208,7 @@ class Topology {
   std::unordered_map<Rank, Frontier> frontier_;   // commnodes held without children
   LinkSettings links_;
   std::optional<GossipOptions> gossip_;
+  PortRange ports_;
 };
 
 inline constexpr Rank kFirstInternalRank = 1000000;
@@ -252,16 +272,18 @@ std::string to_yaml(const Topology& topology);
 // host addresses, host names MRNet cannot read, and leaves of both roles.
 Result<std::string> to_mrnet(const Topology& topology);
 
-// A host of a host list, and how many processes it takes.
+// A host of a host list, and how many processes it takes: 0 when the list gives no
+// counts (then a tree is spread evenly over its hosts).
 struct HostSlots {
   std::string name;
-  std::uint32_t slots = 1;
+  std::uint32_t slots = 0;
 };
 
-// Parses a host list: entries "host" or "host:slots" (slots default 1) separated by
-// commas or white space, `#` comments to the end of the line. A host named twice
-// gets the sum of its slots, at its first place. Errors name `source` (and the line
-// when the text has several).
+// Parses a host list: entries "host" or "host:slots" separated by commas or white
+// space, `#` comments to the end of the line. In a list that gives no count every
+// slot count is 0; in one that gives some, an entry without one counts 1. A host
+// named twice gets the sum of its slots, at its first place. Errors name `source`
+// (and the line when the text has several).
 Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::string_view source);
 
 // Generates a tree from a spec (docs/topology.md), every process on `host`:
@@ -272,13 +294,30 @@ Result<std::vector<HostSlots>> parse_host_list(std::string_view text, std::strin
 // Ranks follow the numbering rule above.
 Result<Topology> generate_topology(std::string_view spec, std::string_view host = "localhost");
 
-// Generates a tree from a spec and places it on `hosts`: the front-end on the first
-// slot of the first host, then every other process in breadth-first order on the
-// next free slot, filling a host before moving to the next. Fails when the hosts
-// have fewer slots than the tree has processes. An empty list puts every process on
-// "localhost". With Leaves::commnodes the tree has no back-ends; see attach_backends().
+// Generates a tree from a spec and places it on `hosts`, the front-end on the
+// first of them: generate_topology_on_hosts(spec, hosts[0].name, hosts, leaves).
+// An empty list puts every process on "localhost". With Leaves::commnodes the tree
+// has no back-ends; see attach_backends().
 Result<Topology> generate_topology(std::string_view spec, const std::vector<HostSlots>& hosts,
                                    Leaves leaves = Leaves::backends);
+
+// Generates a tree from a spec, the front-end on `frontend_host`, every other
+// process on `hosts` (docs/topology.md, "Placing a tree on hosts"):
+// - with no slot counts (every `slots` 0), spread evenly, each subtree at one level
+//   on one host, as generate_spread_topology() does;
+// - with counts, at most `slots` processes on each host (the front-end takes one of
+//   its host's if that is in the list), each commnode with its leaf children on the
+//   first host with room for them all, in depth-first order; a group that fits on
+//   no host starts on the host with the most room. Fails when the slots are too few.
+// Fails on an empty list, a name that is empty or given twice, and a list where some
+// hosts have counts and others not.
+Result<Topology> generate_topology_on_hosts(std::string_view spec, std::string_view frontend_host,
+                                            const std::vector<HostSlots>& hosts, Leaves leaves = Leaves::backends);
+
+// Where the processes of `topology` run, for a person to check: one line per host
+// ("h1: 1 commnode (1000001), 3 back-ends (0-2)"), then how many commnodes have all
+// their back-end children on their own host, naming the first few that have not.
+std::vector<std::string> describe_placement(const Topology& topology);
 
 // Generates a tree from a spec and spreads it over `nodes` (a cluster allocation's,
 // in order, each with the address it is reached by) for a launch by level
@@ -286,8 +325,8 @@ Result<Topology> generate_topology(std::string_view spec, const std::vector<Host
 // are local to it: at the shallowest level of commnodes with at least as many of
 // them as there are nodes (else the deepest), commnode j and everything below it go
 // on node floor(j * N / count); a commnode above that level goes on its first
-// child's node. A tree without commnodes spreads its back-ends that way. The
-// front-end is on `frontend_host`: one of `nodes` by name, or a host of its own whose
+// child's node, and a leaf above it (in an uneven tree) on the next node in turn. A
+// tree without commnodes spreads its back-ends that way. The front-end is on `frontend_host`: one of `nodes` by name, or a host of its own whose
 // name must resolve. Fails on an empty node list, an empty or repeated name.
 Result<Topology> generate_spread_topology(std::string_view spec, std::string_view frontend_host,
                                           const std::vector<Host>& nodes);

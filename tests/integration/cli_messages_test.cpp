@@ -1,7 +1,10 @@
 // What a new user meets first at the command line (issue 17, item 6): bad input
 // answered with a message that says what to do, before anything is launched;
 // help and version; counts in good English.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -284,3 +287,101 @@ TEST_F(CliMessages, ABulkLaunchSaysWhatItNeedsBeforeItStartsAnything) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string this_host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return std::string(name).substr(0, std::string(name).find('.'));
+}
+
+// A listening socket on 127.0.0.1, holding a port the kernel chose.
+struct HeldPort {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  std::uint16_t port = 0;
+  HeldPort() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd, 1) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+    }
+  }
+  ~HeldPort() { close(fd); }
+};
+
+}  // namespace
+
+// --ports LO-HI (issue 49): every process of the tree listens in the range, for a
+// firewall that opens only those; a range used up stops the launch, saying so.
+TEST_F(CliMessages, PortsConfineEveryListenerAndARangeUsedUpSaysSo) {
+  char dir[] = "/tmp/canopy-cli-ports-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string logs = std::string(dir) + "/logs";
+  // Forty ports from a place the kernel chose for another socket a moment ago.
+  std::uint16_t first = 0;
+  {
+    HeldPort probe;
+    ASSERT_NE(probe.port, 0);
+    first = static_cast<std::uint16_t>(std::min<int>(probe.port, 65535 - 40));
+  }
+  const std::string range = std::to_string(first) + "-" + std::to_string(first + 39);
+  auto o = run_canopy({"run", "--tree", "b:2^2", "--hosts", this_host_name(), "--ports", range, "--waves", "2",
+                       "--log-dir", logs});
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  std::size_t listeners = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(logs)) {
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find(" listening on ");
+      if (at == std::string::npos) continue;
+      ++listeners;
+      const int port = std::stoi(line.substr(line.rfind(' ') + 1));
+      EXPECT_GE(port, first) << line;
+      EXPECT_LE(port, first + 39) << line;
+    }
+  }
+  EXPECT_EQ(listeners, 3u) << "the front-end and two commnodes";
+  std::filesystem::remove_all(dir);
+
+  HeldPort held;
+  ASSERT_NE(held.port, 0);
+  const std::string one = std::to_string(held.port) + "-" + std::to_string(held.port);
+  o = run_canopy({"run", "--tree", "b:2", "--hosts", this_host_name(), "--ports", one, "--waves", "1"});
+  EXPECT_EQ(exit_code(o), 1) << o.err;
+  EXPECT_NE(o.err.find("no free port in " + one + " (the tree's port range) on 127.0.0.1: all 1 are taken"),
+            std::string::npos)
+      << o.err;
+
+  o = run_canopy({"run", "--ports", "9-3"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("--ports: bad port range '9-3': the first port is above the last"), std::string::npos) << o.err;
+}
+
+// --hosts places a generated tree, each commnode with its back-ends on one host, and
+// --print-placement says so before anything starts; --hosts is refused where the
+// hosts come from elsewhere.
+TEST_F(CliMessages, HostsPlaceTheTreeAndPrintPlacementSaysWhere) {
+  auto o = run_canopy({"topgen", "b:3^2", "--hosts", "h1,h2,h3", "--print-placement"});
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.err.find("h2: 1 commnode (1000002), 3 back-ends (3-5)\n"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("3 of 3 commnodes have all their back-ends on their own host"), std::string::npos) << o.err;
+  o = run_canopy({"run", "--tree", "b:2^2", "--hosts", this_host_name(), "--print-placement", "--waves", "2"});
+  EXPECT_EQ(exit_code(o), 0) << o.err;
+  EXPECT_NE(o.err.find("canopy run: placement: " + this_host_name() +
+                       ": the front-end, 2 commnodes (1000001-1000002), 4 back-ends (0-3)"),
+            std::string::npos)
+      << o.err;
+  o = run_canopy({"run", "--tree", "b:2", "--hosts", "n1,n2", "--launch", "slurm"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("--hosts is for --launch spawn and mpirun"), std::string::npos) << o.err;
+  o = run_canopy({"run", "--tree", "b:2^2", "--hosts", "n1:2,n2"});
+  EXPECT_EQ(exit_code(o), 2);
+  EXPECT_NE(o.err.find("gives 7 processes, 6 of them besides the front-end on " + this_host_name() +
+                       ", but the hosts have 3 slots"),
+            std::string::npos)
+      << o.err;
+}

@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <set>
 #include <vector>
 
 namespace canopy::testing {
@@ -88,15 +89,51 @@ TEST(Listener, ReservingGrowsTheDescriptorTableToWhereAListenerMoves) {
   // A listener then moves up without growing it further.
   boost::asio::io_context io;
   core::Listener listener(io);
-  ASSERT_TRUE(listener.open({"127.0.0.1"}, 0, {}, [](auto) {}));
+  ASSERT_TRUE(listener.open({"127.0.0.1"}, 0, {}, {}, [](auto) {}));
   EXPECT_LE(descriptor_table_size(), 4096);
+}
+
+// --ports LO-HI (issue 49): a listener takes a free port of the range, and says so
+// when none is left, naming the range.
+TEST(Listener, AListenerWithARangeTakesAFreePortOfItOrSaysNoneIsLeft) {
+  boost::asio::io_context io;
+  // Three ports, the middle one held by another socket.
+  core::Listener probe(io);
+  ASSERT_TRUE(probe.open({"127.0.0.1"}, 0, {}, {}, [](auto) {}));
+  const std::uint16_t held = probe.port();
+  probe.close();
+  ASSERT_GT(held, 1);
+  ASSERT_LT(held, 65535);
+  const canopy::PortRange range{static_cast<std::uint16_t>(held - 1), static_cast<std::uint16_t>(held + 1)};
+  core::Listener holder(io);
+  if (!holder.open({"127.0.0.1"}, held, {}, {}, [](auto) {})) GTEST_SKIP() << "port " << held << " was taken meanwhile";
+  std::vector<std::unique_ptr<core::Listener>> in_range;
+  std::set<std::uint16_t> taken{held};
+  for (int i = 0; i < 2; ++i) {
+    auto& l = in_range.emplace_back(std::make_unique<core::Listener>(io));
+    auto opened = l->open({"127.0.0.1"}, 0, range, {}, [](auto) {});
+    if (!opened && opened.error().find("no free port") == std::string::npos) {
+      GTEST_SKIP() << "a port next to " << held << " is another process's: " << opened.error();
+    }
+    ASSERT_TRUE(opened) << opened.error();
+    EXPECT_GE(l->port(), range.first);
+    EXPECT_LE(l->port(), range.last);
+    EXPECT_TRUE(taken.insert(l->port()).second) << "port " << l->port() << " twice";
+  }
+  core::Listener fourth(io);
+  auto full = fourth.open({"127.0.0.1"}, 0, range, {}, [](auto) {});
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.error().find("no free port in " + canopy::to_string(range) + " (the tree's port range) on 127.0.0.1: "
+                              "all 3 are taken"),
+            std::string::npos)
+      << full.error();
 }
 
 TEST(Listener, ListensAboveEveryLinkOpenedAfterIt) {
   boost::asio::io_context io;
   core::Listener listener(io);
   std::vector<std::shared_ptr<transport::Link>> links;
-  ASSERT_TRUE(listener.open({"127.0.0.1"}, 0, {}, [&](auto link) { links.push_back(std::move(link)); }));
+  ASSERT_TRUE(listener.open({"127.0.0.1"}, 0, {}, {}, [&](auto link) { links.push_back(std::move(link)); }));
   std::vector<int> clients;
   for (int i = 0; i < kLinks; ++i) {
     const int fd = connect_to(listener.port());
@@ -130,7 +167,7 @@ TEST(Listener, AKilledProcessRefusesConnectionsBeforeItsLinksEnd) {
     core::Listener listener(io);
     std::vector<std::shared_ptr<transport::Link>> links;
     bool told = false;
-    if (!listener.open({"127.0.0.1"}, 0, {}, [&](auto link) {
+    if (!listener.open({"127.0.0.1"}, 0, {}, {}, [&](auto link) {
           links.push_back(std::move(link));
           if (links.size() == kLinks && !told) {
             told = true;

@@ -43,6 +43,43 @@ TEST(TopologyWire, ATreeGoesInRunsAndComesBackTheSame) {
   EXPECT_EQ(back->at(kFe + 2).port, 0);
 }
 
+// The range of ports every process listens in (`ports:`, canopy run --ports, issue
+// 49) goes with the topology, in YAML and on the wire, and to every part of it.
+TEST(TopologyWire, ThePortRangeGoesWithTheTopology) {
+  auto t = parse_topology_yaml("ports: 41000-41099\nnodes:\n  - {rank: 1000000, role: frontend, host: localhost}\n"
+                               "  - {rank: 1000001, role: commnode, host: localhost}\n"
+                               "  - {rank: 0, role: backend, host: localhost}\n"
+                               "edges:\n  - {parent: 1000000, children: [1000001]}\n"
+                               "  - {parent: 1000001, children: [0]}\n",
+                               "t.yaml");
+  ASSERT_TRUE(t) << t.error();
+  EXPECT_EQ(t->ports(), (PortRange{41000, 41099}));
+  EXPECT_NE(to_yaml(*t).find("ports: 41000-41099\n"), std::string::npos) << to_yaml(*t);
+  Encoded e;
+  core::encode_topology(t->part(kFe + 1), e.topology);
+  auto back = core::decode_topology(e.topology.asReader());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->ports(), (PortRange{41000, 41099}));
+  e.topology.setPortsFirst(500);
+  e.topology.setPortsLast(400);
+  auto empty = core::decode_topology(e.topology.asReader());
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error(), "topology from parent: the range of ports 500-400 is empty");
+
+  for (auto [text, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"ports: 5-3", "t.yaml:1: 'ports': bad port range '5-3': the first port is above the last"},
+           {"ports: 0-3", "bad port range '0-3': give LO-HI, two ports from 1 to 65535"},
+           {"ports: 70000", "bad port range '70000'"},
+           {"ports: [1, 2]", "'ports' is a range LO-HI"}}) {
+    auto bad = parse_topology_yaml(text + "\nnodes:\n  - {rank: 1000000, role: frontend, host: localhost}\n", "t.yaml");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_NE(bad.error().find(problem), std::string::npos) << bad.error();
+  }
+  auto one = parse_port_range("41000", "--ports");
+  ASSERT_TRUE(one) << one.error();
+  EXPECT_EQ(one->size(), 1u);
+}
+
 TEST(TopologyWire, ATreeGivenDepthFirstKeepsEachNodesChildrenInTheirOrder) {
   // The front-end, a commnode and its back-ends, then the other, whose children are
   // not in rank order.
