@@ -32,11 +32,18 @@
 #          resolves to a loopback address (`localhost`): every commnode is remote, in
 #          one step of three tasks, and must be told an address of the front-end it
 #          can reach (issue 49: each failed with "cannot connect to parent").
+#   sbatch  examples/slurm/canopy-tree.sbatch as a user submits it (issue 49): unchanged,
+#          with sbatch from the controller's host (a login node, as in outside), only
+#          --chdir and CANOPY_BIN and CANOPY_ARGS (--log-dir) given. Its batch step on
+#          n1 runs the front-end and both workloads on b:3^2 (sized from the job's 3
+#          nodes). The job must complete, its output file (the script's own
+#          canopy-JOBID.out) say "check: ok" for both, each node's commnode must have
+#          listened on that node's address (the logs), and nothing may be left.
 #
-# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside   (ctest passes the build's bin directory)
+# Usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside|sbatch   (ctest passes the build's bin directory)
 set -euo pipefail
-bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside}"
-mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside}"
+bin="${1:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside|sbatch}"
+mode="${2:?usage: tree_over_slurm.sh BIN_DIR spawn|slurm|heal|slurmd|cancel|tree|badnode|outside|sbatch}"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../netns/lib.sh"
 source "$here/cluster_lib.sh"
@@ -76,6 +83,7 @@ case "$mode" in
   heal | slurmd | cancel) how=(--launch slurm --heartbeat 100 --suspect 300 --lost 800); expected=2; duration=4 ;;
   tree | outside) how=(--launch slurm); expected=1 ;;
   badnode) how=(--launch slurm --startup-timeout 5000); allocation=(-N2 -w n1,n2) ;;
+  sbatch) expected=2 ;;  # the script's two runs; the batch step launches no task
   *) netns_fail "unknown mode $mode" ;;
 esac
 path_prefix=""
@@ -128,9 +136,32 @@ on_login() {
     sh -c 'hostname localhost; exec "$@"' login "$@"
 }
 where=(slurm_on n1)
-[ "$mode" = outside ] && where=(on_login)
-PATH="$path_prefix$PATH" "${where[@]}" salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
-  --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
+[ "$mode" = outside ] || [ "$mode" = sbatch ] && where=(on_login)
+if [ "$mode" = sbatch ]; then
+  # The example as it is; its own --output (canopy-%j.out) is relative to --chdir.
+  job="$(CANOPY_BIN="$bin" CANOPY_ARGS="--log-dir $work/logs" "${where[@]}" sbatch --parsable --chdir "$work" \
+    "$here/../../examples/slurm/canopy-tree.sbatch" 2> "$work/err")" || netns_fail "sbatch failed: $(cat "$work/err")"
+  job="${job%%;*}"
+  [[ "$job" =~ ^[0-9]+$ ]] || netns_fail "sbatch gave no job id: '$job' $(cat "$work/err")"
+  netns_on_exit "slurm_on n1 scancel $job > /dev/null 2>&1 || true"
+  # Until the job has ended: no sacct here (no accounting), but scontrol shows an
+  # ended job for MinJobAge (5 s) more. No state at all (a busy controller's
+  # timeout): asked again, unless the job is unknown.
+  state=""
+  until_s=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$until_s" ]; do
+    info="$("${where[@]}" scontrol -o show job "$job" 2>&1 || true)"
+    state="$(grep -o "JobState=[A-Z_]*" <<< "$info" | cut -d= -f2 || true)"
+    case "$state" in
+      PENDING | CONFIGURING | RUNNING | COMPLETING) sleep 0.2 ;;
+      "") grep -q "Invalid job id" <<< "$info" && break; sleep 0.2 ;;
+      *) break ;;
+    esac
+  done
+else
+  PATH="$path_prefix$PATH" "${where[@]}" salloc "${allocation[@]}" --exclusive "$bin/canopy" run "${topology[@]}" "${how[@]}" \
+    --workload union --duration "$duration" --record "$work/record" > "$work/out" 2> "$work/err" || status=$?
+fi
 if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
   grep -q "event: failure of 1000002" "$work/out" || netns_fail "the commnode's loss was not reported: $(cat "$work/out")"
@@ -150,6 +181,38 @@ if [ "$mode" = cancel ]; then
   [ "$status" = 1 ] || netns_fail "canopy run exited with $status after its allocation was cancelled: $(cat "$work/err")"
   grep -q "network stopped: the Slurm allocation $(cat "$work/cancelled") ended" "$work/err" ||
     netns_fail "the error does not say the allocation ended: $(cat "$work/err")"
+elif [ "$mode" = sbatch ]; then
+  out="$work/canopy-$job.out"
+  case "$state" in
+    COMPLETED) ;;
+    PENDING | CONFIGURING | RUNNING | COMPLETING) netns_fail "job $job did not end within 60 s: $info" ;;
+    "") netns_fail "job $job is gone before it was seen ending, or scontrol did not answer: $info" ;;
+    *) netns_fail "job $job ended $state: $info; its output: $(tail -5 "$out" 2>/dev/null)" ;;
+  esac
+  grep -q "ExitCode=0:0" <<< "$info" || netns_fail "job $job exited with an error: $info"
+  [ -s "$out" ] || netns_fail "no output file canopy-$job.out in the job's directory: $(ls "$work")"
+  grep -q "placement: n1: the front-end" "$out" || netns_fail "the front-end was not on the batch host n1: $(head -3 "$out")"
+  [ "$(grep -c "launched 13/13 processes" "$out")" = 2 ] || netns_fail "not two runs of b:3^2: $(cat "$out")"
+  grep -q "waves of sum over 9 back-ends.*check: ok" "$out" || netns_fail "the demo waves did not check out: $(cat "$out")"
+  grep -q "union of .* from 9 back-ends.*check: ok" "$out" || netns_fail "the union did not check out: $(cat "$out")"
+  if grep -qE "forcing job termination|Job step aborted" "$out"; then
+    netns_fail "the steps were cancelled at the runs' orderly end: $(cat "$out")"
+  fi
+  # A commnode on each node: it listened on the node's address (only that node's
+  # namespace has it). n1's is the front-end's local child; those of n2 and n3 are
+  # tasks of each run's one step, and the batch step is no task.
+  for node in n1 n2 n3; do
+    addr_var="SLURM_NODE_$(printf '%s' "$node" | tr '[:lower:]' '[:upper:]')"
+    grep -qF "listening on ${!addr_var} port" "$work"/logs/commnode-*.log ||
+      netns_fail "no commnode listened on $node's address ${!addr_var}: $(grep -h "listening on" "$work"/logs/commnode-*.log)"
+    tasks=$(grep -c "launch task StepId=$job\." "$SLURM_DIR/slurmd-$node.log" || true)
+    want=2
+    [ "$node" = n1 ] && want=0
+    [ "$tasks" = "$want" ] || netns_fail "node $node ran $tasks tasks, expected $want ($mode)"
+  done
+  grep -q "Launching batch job $job " "$SLURM_DIR/slurmd-n1.log" || netns_fail "the batch step did not run on n1"
+  steps=$(cat "$SLURM_DIR"/slurmd-*.log | grep -o "launch task StepId=[0-9.]*" | sort -u | wc -l)
+  [ "$steps" = "$expected" ] || netns_fail "$steps srun steps, expected $expected ($mode)"
 elif [ "$mode" = badnode ]; then
   [ "$status" = 1 ] || netns_fail "canopy run with a node outside the allocation exited with $status: $(cat "$work/err")"
   grep -q "the srun step of level 1 exited with status 1 before the tree was up" "$work/err" ||
