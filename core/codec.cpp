@@ -243,9 +243,22 @@ void encode_compact(const Topology& topology, wire::Topology::Compact::Builder o
     const auto host_runs = runs_of(host_of, 0, false);
     write_words(host_runs, out.initHostRuns(static_cast<unsigned>(host_runs.size())));
   }
-  if (any_port) {
-    auto ports = out.initPorts(n);
-    for (unsigned i = 0; i < n; ++i) ports.set(i, node_at(i).port);
+  if (any_port) {  // the known ports only: (first node, count) runs, their ports in order
+    std::vector<std::uint32_t> runs;
+    std::vector<std::uint16_t> values;
+    for (unsigned i = 0; i < n; ++i) {
+      const std::uint16_t port = node_at(i).port;
+      if (port == 0) continue;
+      if (runs.size() >= 2 && runs[runs.size() - 2] + runs.back() == i) {
+        ++runs.back();
+      } else {
+        runs.insert(runs.end(), {i, 1});
+      }
+      values.push_back(port);
+    }
+    write_words(runs, out.initPortRuns(static_cast<unsigned>(runs.size())));
+    auto ports = out.initPortValues(static_cast<unsigned>(values.size()));
+    for (unsigned i = 0; i < values.size(); ++i) ports.set(i, values[i]);
   }
   write_words(frontiers, out.initFrontierRuns(static_cast<unsigned>(frontiers.size())));
   auto link_list = out.initLinks(links);
@@ -286,12 +299,27 @@ Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader
   }
   const std::size_t n = ranks.size();
   auto names = in.getHostNames();
-  auto ports = in.getPorts();
   if (!expand_runs(in.getParentRuns(), false, n == 0 ? 0 : n - 1, parents) ||
       !expand_runs(in.getRoleRuns(), false, n, roles) ||
-      (in.getHostRuns().size() != 0 && !expand_runs(in.getHostRuns(), false, n, host_of)) ||
-      (ports.size() != 0 && ports.size() != n)) {
+      (in.getHostRuns().size() != 0 && !expand_runs(in.getHostRuns(), false, n, host_of))) {
     return Error{"topology from parent: its columns differ in length"};
+  }
+  // The known ports: each run's nodes ascending, within the tree, one port each.
+  std::vector<std::uint16_t> port(n, 0);
+  {
+    auto runs = in.getPortRuns();
+    auto values = in.getPortValues();
+    if (runs.size() % 2 != 0) return Error{"topology from parent: its ports are not runs"};
+    std::size_t next = 0, value = 0;
+    for (unsigned r = 0; r < runs.size(); r += 2) {
+      const std::uint32_t first = runs[r], count = runs[r + 1];
+      if (first < next || first >= n || count == 0 || count > n - first || count > values.size() - value) {
+        return Error{"topology from parent: a run of ports names no node, or overlaps another"};
+      }
+      for (std::uint32_t k = 0; k < count; ++k) port[first + k] = values[static_cast<unsigned>(value++)];
+      next = std::size_t{first} + count;
+    }
+    if (value != values.size()) return Error{"topology from parent: more ports than its runs hold"};
   }
   if (names.size() == 0 && n != 0) return Error{"topology from parent: no host names"};
   std::vector<TopologyNode> nodes(n);
@@ -303,7 +331,7 @@ Result<std::vector<TopologyNode>> decode_compact(wire::Topology::Compact::Reader
     const std::uint32_t host = host_of.empty() ? 0 : host_of[i];
     if (host >= names.size()) return Error{"topology from parent: a node's host is not in the list of hosts"};
     node.host = names[host];
-    if (ports.size() != 0) node.port = ports[static_cast<unsigned>(i)];
+    node.port = port[i];
     if (i == 0) continue;
     const std::uint32_t parent = parents[i - 1];
     if (parent >= i) return Error{"topology from parent: a node comes before its parent"};
@@ -481,6 +509,10 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
     plan.service_options[o.getId()] = std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
   }
   return plan;
+}
+
+bool expand_rank_runs(capnp::List<std::uint32_t>::Reader runs, std::size_t expected, std::vector<Rank>& out) {
+  return expected <= kMaxTopologyNodes && expand_runs(runs, true, expected, out);
 }
 
 std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending) {

@@ -158,10 +158,11 @@ void Node::fill_adoption(wire::Hello::Builder hello) const {
 }
 
 void Node::on_endpoints(wire::Endpoints::Reader in) {
-  auto ranks = in.getRanks();
   auto ports = in.getPorts();
-  if (!topology_ || ranks.size() != ports.size()) {
-    log().warn("ignoring endpoints from the parent: {}", topology_ ? "lists of different lengths" : "no topology yet");
+  std::vector<Rank> ranks;
+  if (!topology_ || !expand_rank_runs(in.getRankRuns(), ports.size(), ranks)) {
+    log().warn("ignoring endpoints from the parent: {}",
+               topology_ ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
     return;
   }
   std::map<Rank, std::uint16_t> endpoints;
@@ -192,12 +193,16 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
     }
     message.emplace(id_);
     auto e = message->body().initEndpoints();
-    auto wire_ranks = e.initRanks(static_cast<unsigned>(sent.size()));
-    auto wire_ports = e.initPorts(static_cast<unsigned>(sent.size()));
-    for (std::size_t i = 0; i < sent.size(); ++i) {
-      wire_ranks.set(static_cast<unsigned>(i), sent[i].first);
-      wire_ports.set(static_cast<unsigned>(i), sent[i].second);
+    std::vector<Rank> ascending;
+    for (const auto& [rank, port] : sent) ascending.push_back(rank);  // from a map: ascending
+    const auto runs = rank_ranges(ascending);
+    auto wire_runs = e.initRankRuns(static_cast<unsigned>(2 * runs.size()));
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      wire_runs.set(static_cast<unsigned>(2 * i), runs[i].first);
+      wire_runs.set(static_cast<unsigned>(2 * i + 1), runs[i].second - runs[i].first + 1);
     }
+    auto wire_ports = e.initPorts(static_cast<unsigned>(sent.size()));
+    for (std::size_t i = 0; i < sent.size(); ++i) wire_ports.set(static_cast<unsigned>(i), sent[i].second);
     return *message;
   };
   for (auto& child : children_) {

@@ -39,7 +39,8 @@ void walk(wire::Message::Reader m) {
     }
     case Body::ENDPOINTS: {
       auto e = body.getEndpoints();
-      for (auto r : e.getRanks()) (void)r;
+      std::vector<canopy::Rank> ranks;
+      (void)core::expand_rank_runs(e.getRankRuns(), e.getPorts().size(), ranks);
       for (auto p : e.getPorts()) (void)p;
       break;
     }

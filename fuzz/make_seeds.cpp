@@ -76,11 +76,13 @@ int main(int argc, char** argv) {
   {
     auto m = endpoints.initRoot<wire::Message>();
     auto e = m.getBody().initEndpoints();
-    auto ranks = e.initRanks(2);
+    auto runs = e.initRankRuns(4);  // ranks 0 and 1000001
     auto ports = e.initPorts(2);
-    ranks.set(0, 0);
+    runs.set(0, 0);
+    runs.set(1, 1);
+    runs.set(2, 1000001);
+    runs.set(3, 1);
     ports.set(0, 40001);
-    ranks.set(1, 1000001);
     ports.set(1, 40002);
   }
   capnp::MallocMessageBuilder data;

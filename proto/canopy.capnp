@@ -16,7 +16,7 @@
 
 $import "/capnp/c++.capnp".namespace("canopy::wire");
 
-const protocolVersion :UInt32 = 17;
+const protocolVersion :UInt32 = 18;
 # 2: every service's messages travel in the `service` envelope (docs/protocol.md).
 # 3: the gossip table is one compact `entries` field instead of two lists.
 # 4: every connection is authenticated: Hello, Challenge, HelloProof
@@ -46,6 +46,9 @@ const protocolVersion :UInt32 = 17;
 # 16: the topology's columns travel as runs (Topology.Compact `...Runs`).
 # 17: the topology carries the range of ports every process listens in
 #     (`portsFirst`, `portsLast`).
+# 18: the topology's known ports go as runs (Compact `portRuns`, `portValues`), and
+#     Endpoints' ranks as runs (`rankRuns`): a back-end's part holds every sibling,
+#     none of which listens.
 
 enum Role {
   frontend @0;
@@ -216,7 +219,7 @@ struct Topology {
     roles @2 :Data;             # unused since version 16
     hostNames @3 :List(Text);   # the distinct host names
     hostOf @4 :List(UInt32);    # unused since version 16
-    ports @5 :List(UInt16);     # node i's port; empty: every port is 0 (not known)
+    ports @5 :List(UInt16);     # unused since version 18 (`portRuns`, `portValues`)
     links @6 :List(NodeLink);   # nodes whose link to their parent is not the default
     frontiers @7 :List(NodeFrontier);  # unused since version 16
     rankRuns @8 :List(UInt32);  # (first rank, count) pairs: the next `count` nodes
@@ -229,6 +232,9 @@ struct Topology {
                                 # empty: every node is on hostNames[0]
     frontierRuns @12 :List(UInt32);  # (node index, count, height, fanout) quads: those
                                 # nodes are held without their children (a part)
+    portRuns @13 :List(UInt32); # (first node, count) pairs, ascending and apart: the
+                                # nodes whose port is known (not 0)
+    portValues @14 :List(UInt16);  # their ports, run by run; every other port is 0
 
     struct NodeLink {
       node @0 :UInt32;          # index
@@ -296,8 +302,10 @@ struct Endpoints {
   # whole Topology went down again for this: 273 nodes decoded by every process of
   # b:16^2 for 17 ports.
 
-  ranks @0 :List(UInt32);
-  ports @1 :List(UInt16);
+  ranks @0 :List(UInt32);       # unused since version 18 (`rankRuns`)
+  ports @1 :List(UInt16);       # the port of each rank of `rankRuns`, in order
+  rankRuns @2 :List(UInt32);    # (first rank, count) pairs: consecutive ranks (a
+                                # parent's commnodes) cost one pair
 }
 
 struct DataPacket {

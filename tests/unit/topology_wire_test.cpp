@@ -80,6 +80,48 @@ TEST(TopologyWire, ThePortRangeGoesWithTheTopology) {
   EXPECT_EQ(one->size(), 1u);
 }
 
+// Only the known ports travel, in runs (protocol version 18): a back-end's part of
+// b:100^2 holds 201 nodes, and at launch knows two ports. A column of every node's
+// port cost 402 bytes there.
+TEST(TopologyWire, OnlyTheKnownPortsTravelAndWhatIsNotRunsOfThemIsRefused) {
+  auto t = generate_topology("b:100^2");
+  ASSERT_TRUE(t) << t.error();
+  Topology part = t->backend_part(kFe + 1);
+  Encoded none;
+  core::encode_topology(part, none.topology);
+  ASSERT_TRUE(part.set_port(kFe, 40000));
+  ASSERT_TRUE(part.set_port(kFe + 1, 40001));
+  ASSERT_TRUE(part.set_port(kFe + 3, 40003));
+  Encoded some;
+  core::encode_topology(part, some.topology);
+  EXPECT_LE(some.bytes(), none.bytes() + 32) << none.bytes() << " bytes without ports";
+  auto back = core::decode_topology(some.topology.asReader());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->at(kFe).port, 40000);
+  EXPECT_EQ(back->at(kFe + 1).port, 40001);
+  EXPECT_EQ(back->at(kFe + 2).port, 0);
+  EXPECT_EQ(back->at(kFe + 3).port, 40003);
+  EXPECT_EQ(back->at(0).port, 0);
+
+  auto refused = [&](std::vector<std::uint32_t> runs, std::size_t values) {
+    Encoded e;
+    core::encode_topology(part, e.topology);
+    auto c = e.topology.getCompact();
+    auto r = c.initPortRuns(static_cast<unsigned>(runs.size()));
+    for (unsigned i = 0; i < runs.size(); ++i) r.set(i, runs[i]);
+    auto v = c.initPortValues(static_cast<unsigned>(values));
+    for (unsigned i = 0; i < values; ++i) v.set(i, 40000);
+    auto decoded = core::decode_topology(e.topology.asReader());
+    return decoded ? std::string("accepted") : decoded.error();
+  };
+  EXPECT_NE(refused({0}, 1).find("its ports are not runs"), std::string::npos);
+  EXPECT_NE(refused({0, 2}, 1).find("names no node"), std::string::npos) << "two nodes, one port";
+  EXPECT_NE(refused({5, 1, 5, 1}, 2).find("overlaps another"), std::string::npos);
+  EXPECT_NE(refused({static_cast<std::uint32_t>(part.size()), 1}, 1).find("names no node"), std::string::npos);
+  EXPECT_NE(refused({0, 0}, 0).find("names no node"), std::string::npos) << "a run of no node";
+  EXPECT_NE(refused({0, 1}, 2).find("more ports than its runs hold"), std::string::npos);
+}
+
 TEST(TopologyWire, ATreeGivenDepthFirstKeepsEachNodesChildrenInTheirOrder) {
   // The front-end, a commnode and its back-ends, then the other, whose children are
   // not in rank order.
