@@ -25,9 +25,11 @@ void Node::adopt_topology(Topology topology) {
   // back-end adopted here (a new sibling). Where commnodes hold parts, an adoption
   // goes down only into the orphan's subtree (Node::hears_of), the one place below
   // an adopter's ancestors where a path up changed.
+  // A back-end adopted here is news to the back-end children only if the part they
+  // were sent holds it (a sibling that came back); one adopted from elsewhere is not
+  // in their part, and news of it would reach F back-ends of each of F adopters.
   healing_.news.set_backend_filter([this](Rank orphan, Rank adopter) {
-    if (adopter == id_.rank) return true;
-    if (plan_.commnode_parts()) return tree_->view().in_subtree(id_.rank, orphan);
+    if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
     return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
   });
   if (plan_.commnode_parts()) {

@@ -76,11 +76,13 @@ void TreeNews::send(const std::vector<News>& news, bool leaf) {
     }
     // A commnode takes every report in the fast batch; a back-end, those about
     // back-ends in the leaf batch only, and of those only what its part of the tree
-    // holds.
+    // holds. A back-end adopted here holds the part its first parent sent it, whose
+    // back-ends (its former siblings) may be adopted here too: it takes those.
     auto wanted = [&](const News& n) {
       if (n.except == child.link.get()) return false;
       if (!backend) return !leaf && (!commnode_wants_ || commnode_wants_(child.rank, n.orphan));
-      return n.about_backend == leaf && for_backends[static_cast<std::size_t>(&n - news.data())];
+      if (n.about_backend != leaf) return false;
+      return for_backends[static_cast<std::size_t>(&n - news.data())] || (child.adopted && n.adopter == sender_.rank);
     };
     const auto count = std::count_if(news.begin(), news.end(), wanted);
     if (count == 0) continue;

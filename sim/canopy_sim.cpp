@@ -28,6 +28,7 @@
 
 #include "canopy/topology.h"
 #include "core/log.h"
+#include "core/tree_news.h"
 #include "filters/filter.h"
 #include "services/runtime.h"
 #include "sim/heap_account.h"
@@ -330,7 +331,16 @@ class Run {
   ProcessId root_process() { return tree_.member(tree_.topology().root().rank).process; }
 
   // Runs until nothing is in flight.
-  void quiet() { sim_.run_until_quiet(kLimit); }
+  // Nothing in flight, and no news held back: a node sends its back-end children the
+  // adoptions it learns in batches, core::TreeNews::kLeafWindow after the first, which
+  // belong to the change measured (the news of a commnode's failure was counted with
+  // the next one's, or not at all).
+  void quiet() {
+    sim_.run_until_quiet(kLimit);
+    const auto settled = sim_.now() + core::TreeNews::kLeafWindow + std::chrono::milliseconds(50);
+    sim_.run_until([&] { return sim_.now() >= settled; }, kLimit);
+    sim_.run_until_quiet(kLimit);
+  }
 
   // `count` of `ranks`, evenly spread.
   static std::vector<Rank> spread(const std::vector<Rank>& ranks, int count) {
