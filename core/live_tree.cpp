@@ -46,6 +46,10 @@ void LiveTree::update_routes(Rank orphan) {
       break;
     }
   }
+  // An ancestor of this node moved (its adoption comes down its subtree): what this
+  // node routes, all below it, is reached as before. (The routes to its own back-ends
+  // were dropped here: a packet down to them found "no route".)
+  if (view_.in_subtree(self_, orphan)) return;
   auto child = child_index_.find(via);
   for (Rank b : view_.backends_below(orphan)) {
     if (child != child_index_.end()) {

@@ -497,6 +497,90 @@ TEST(Orphans, ACommnodeAdoptsOrphansItDoesNotHoldFromTheSubtreesTheySend) {
   EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
 }
 
+// The subtree of an orphan goes up with the adoption's report when the adopter's
+// parent is not among the orphan's ancestors (docs/scale.md, "Adopting an orphan
+// from another part"). b:3x2x2x2: FE+1..FE+3 on level 1; FE+4 and FE+5 under FE+1;
+// FE+10 (back-ends 0, 1) and FE+11 (2, 3) under FE+4. FE+1 and FE+4 die together
+// while FE+10 and FE+11 are stopped: FE+5 is adopted by FE+2 or FE+3. When the two
+// wake, they ask FE+5, their parent's sibling as they last heard, which has moved:
+// its new parent is not among their ancestors and holds neither them nor their
+// back-ends, so their subtrees go up with the reports. Without them it ignored the
+// adoption of a commnode it did not hold, and had no route to 0..3.
+TEST(Orphans, AnAdopterThatMovedSendsTheOrphansSubtreeUpToItsNewParent) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:3x2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  tree.freeze(FE + 10);
+  tree.freeze(FE + 11);
+  tree.kill(FE + 1);
+  tree.kill(FE + 4);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, FE + 5) != nullptr; }, 5s));
+  const Rank moved_to = own_recovery(tree, FE + 5)->adopter;
+  ASSERT_TRUE(moved_to == FE + 2 || moved_to == FE + 3) << "FE+5 went to " << moved_to;
+  tree.run_for(20ms);  // past the news's batch window, well within a heartbeat
+  ASSERT_FALSE(tree.node(moved_to).live_tree()->contains(0)) << moved_to << " holds back-end 0 before the adoption";
+  tree.thaw(FE + 10);
+  tree.thaw(FE + 11);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, FE + 10) && own_recovery(tree, FE + 11); }, 5s));
+  for (Rank orphan : {FE + 10, FE + 11}) EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 5) << orphan;
+  // FE+5's new parent holds the subtrees now, with a route to each back-end; so
+  // does the front-end.
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        for (Rank b = 0; b < 4; ++b) {
+          if (!tree.node(moved_to).live_tree()->contains(b) || !tree.node(moved_to).route_to(b)) return false;
+        }
+        return tree.node(FE).live_tree()->parent(FE + 10) == FE + 5 && tree.node(FE).live_tree()->parent(FE + 11) == FE + 5;
+      },
+      2s))
+      << moved_to << " never held the orphans' subtrees, or the front-end never saw them under FE+5";
+  for (Rank b = 0; b < 4; ++b) EXPECT_EQ(tree.node(moved_to).live_tree()->parent(b), b < 2 ? FE + 10 : FE + 11) << b;
+  EXPECT_EQ(tree.node(moved_to).live_tree()->parent(FE + 10), FE + 5);
+
+  // A wave over all 24 back-ends, and a packet down to back-end 0 through FE+5.
+  auto& root = tree.heard(FE);
+  tree.run_for(100ms);  // the stream's reopening after the healing
+  const std::size_t before = root.upstream.size();
+  for (Rank b = 0; b < 24; ++b) tree.runtime(b).streams.send_up(stream, Packet(9, {std::int64_t(b + 1)}));
+  std::int64_t total = 0;
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        total = 0;
+        for (std::size_t i = before; i < root.upstream.size(); ++i) total += std::get<std::int64_t>(root.upstream[i][0]);
+        return total == 300;
+      },
+      5s))
+      << "the sums after the healing came to " << total << " of 300";
+  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(0).downstream.empty(); }, 2s)) << "nothing reached back-end 0";
+  EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
+}
+
+// A commnode below an adopted orphan keeps its routes: the adoption comes down the
+// orphan's subtree, and a commnode there took it for a move of its own back-ends to
+// somewhere it could not see, and dropped their routes. b:2x2x2x2: FE+1 dies, FE+3
+// and FE+4 go to FE+2; FE+7 (back-ends 0, 1) below FE+3 hears of it. A packet down to
+// back-end 0 failed at FE+7 with "no route to back-end 0".
+TEST(Orphans, ACommnodeBelowAnAdoptedOrphanStillRoutesToItsBackEnds) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:2x2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, FE + 3) && own_recovery(tree, FE + 4); }, 5s));
+  ASSERT_TRUE(tree.run_until([&] { return tree.node(FE + 7).live_tree()->parent(FE + 3) == own_recovery(tree, FE + 3)->adopter; }, 2s))
+      << "FE+7 never heard that its parent moved";
+  tree.run_for(20ms);
+  for (Rank b : {Rank{0}, Rank{1}}) EXPECT_TRUE(tree.node(FE + 7).route_to(b).has_value()) << "FE+7 has no route to " << b;
+  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(0).downstream.empty(); }, 2s))
+      << "nothing reached back-end 0" << (tree.heard(FE).errors.empty() ? std::string() : ": " + tree.heard(FE).errors[0]);
+  EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
+}
+
 // A back-end holding its part of the tree (docs/scale.md) is sent only the adoptions
 // it holds. FE+1 dies; its one back-end, 0, goes to FE+2, whose back-end 1 does not
 // hold it and hears of nothing: as a new sibling it heard of it before, and at depth
