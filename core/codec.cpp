@@ -243,19 +243,15 @@ void encode_compact(const Topology& topology, wire::Topology::Compact::Builder o
     const auto host_runs = runs_of(host_of, 0, false);
     write_words(host_runs, out.initHostRuns(static_cast<unsigned>(host_runs.size())));
   }
-  if (any_port) {  // the known ports only: (first node, count) runs, their ports in order
-    std::vector<std::uint32_t> runs;
+  if (any_port) {  // the known ports only: runs of the nodes that have one, their ports in order
+    std::vector<std::uint32_t> known;
     std::vector<std::uint16_t> values;
     for (unsigned i = 0; i < n; ++i) {
-      const std::uint16_t port = node_at(i).port;
-      if (port == 0) continue;
-      if (runs.size() >= 2 && runs[runs.size() - 2] + runs.back() == i) {
-        ++runs.back();
-      } else {
-        runs.insert(runs.end(), {i, 1});
-      }
-      values.push_back(port);
+      if (node_at(i).port == 0) continue;
+      known.push_back(i);
+      values.push_back(node_at(i).port);
     }
+    const auto runs = runs_of(known, 0, true);
     write_words(runs, out.initPortRuns(static_cast<unsigned>(runs.size())));
     auto ports = out.initPortValues(static_cast<unsigned>(values.size()));
     for (unsigned i = 0; i < values.size(); ++i) ports.set(i, values[i]);
@@ -510,6 +506,8 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
   }
   return plan;
 }
+
+std::vector<std::uint32_t> rank_runs(const std::vector<Rank>& ascending) { return runs_of(ascending, 0, true); }
 
 bool expand_rank_runs(capnp::List<std::uint32_t>::Reader runs, std::size_t expected, std::vector<Rank>& out) {
   return expected <= kMaxTopologyNodes && expand_runs(runs, true, expected, out);

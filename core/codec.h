@@ -57,9 +57,11 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader in);
 void encode_view_zero(const std::vector<std::pair<Rank, Rank>>& ranges, wire::Topology::Builder out);
 // View 0's members as ranges (LaunchPlan::view_zero), and back.
 std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending);
-// `expected` ranks from (first rank, count) runs (Endpoints.rankRuns): false if they
+// Ranks as (first rank, count) runs of consecutive ranks (Endpoints.rankRuns), and
+// `expected` ranks back from such runs: false if they
 // are not pairs, a count is 0, a run passes the largest rank, or they make another
 // number of ranks.
+std::vector<std::uint32_t> rank_runs(const std::vector<Rank>& ranks);
 bool expand_rank_runs(capnp::List<std::uint32_t>::Reader runs, std::size_t expected, std::vector<Rank>& out);
 std::vector<Rank> expand_ranges(const std::vector<std::pair<Rank, Rank>>& ranges);
 // Ranks on the wire as ranges (a membership view, a stream's communicator, view 0):

@@ -27,7 +27,7 @@ bool LiveTree::apply_failure(Rank rank, std::optional<std::uint32_t> incarnation
 
 bool LiveTree::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
   if (!view_.apply_adoption(orphan, adopter, incarnation)) return false;
-  if (orphan != self_) update_routes(orphan);  // our own back-ends stay where they are
+  update_routes(orphan);
   return true;
 }
 
@@ -38,6 +38,11 @@ bool LiveTree::add_backend(Rank rank, Rank parent) {
 }
 
 void LiveTree::update_routes(Rank orphan) {
+  // This node itself, or an ancestor of it, moved (an adoption comes down the
+  // orphan's subtree): what it routes, all below it, is reached as before. (A
+  // commnode below an adopted orphan dropped the routes to its own back-ends: a
+  // packet down to them found "no route".)
+  if (view_.in_subtree(self_, orphan)) return;
   Rank via = TreeView::kNone;
   std::size_t steps = 0;
   for (Rank r = orphan; r != TreeView::kNone && steps < 64; r = view_.parent(r), ++steps) {
@@ -46,10 +51,6 @@ void LiveTree::update_routes(Rank orphan) {
       break;
     }
   }
-  // An ancestor of this node moved (its adoption comes down its subtree): what this
-  // node routes, all below it, is reached as before. (The routes to its own back-ends
-  // were dropped here: a packet down to them found "no route".)
-  if (view_.in_subtree(self_, orphan)) return;
   auto child = child_index_.find(via);
   for (Rank b : view_.backends_below(orphan)) {
     if (child != child_index_.end()) {

@@ -197,12 +197,9 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
     auto e = message->body().initEndpoints();
     std::vector<Rank> ascending;
     for (const auto& [rank, port] : sent) ascending.push_back(rank);  // from a map: ascending
-    const auto runs = rank_ranges(ascending);
-    auto wire_runs = e.initRankRuns(static_cast<unsigned>(2 * runs.size()));
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      wire_runs.set(static_cast<unsigned>(2 * i), runs[i].first);
-      wire_runs.set(static_cast<unsigned>(2 * i + 1), runs[i].second - runs[i].first + 1);
-    }
+    const auto runs = rank_runs(ascending);
+    auto wire_runs = e.initRankRuns(static_cast<unsigned>(runs.size()));
+    for (unsigned i = 0; i < runs.size(); ++i) wire_runs.set(i, runs[i]);
     auto wire_ports = e.initPorts(static_cast<unsigned>(sent.size()));
     for (std::size_t i = 0; i < sent.size(); ++i) wire_ports.set(static_cast<unsigned>(i), sent[i].second);
     return *message;

@@ -224,8 +224,7 @@ Result<Topology> generate_topology_on_hosts(std::string_view spec, std::string_v
   if (counts) {
     if (auto packed = detail::pack_on_hosts(*shape, frontend_host, hosts, spec); !packed) return Error{packed.error()};
   } else {
-    detail::spread_over(*shape, names);
-    (*shape)[0].host = std::string(frontend_host);
+    detail::spread_over(*shape, frontend_host, names);
   }
   return detail::number_tree(*shape, leaves, source_of(spec));
 }
@@ -246,8 +245,7 @@ Result<Topology> generate_spread_topology(std::string_view spec, std::string_vie
   }
   auto shape = shape_from_spec(spec);
   if (!shape) return Error{shape.error()};
-  detail::spread_over(*shape, names);
-  (*shape)[0].host = std::string(frontend_host);
+  detail::spread_over(*shape, frontend_host, names);
   if (std::none_of(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == frontend_host; })) {
     hosts.insert(hosts.begin(), Host{std::string(frontend_host), "", {}, 0});
   }

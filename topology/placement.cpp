@@ -24,7 +24,8 @@ std::string describe(const std::vector<HostSlots>& hosts) {
 
 }  // namespace
 
-void spread_over(Shape& shape, const std::vector<std::string>& nodes) {
+void spread_over(Shape& shape, std::string_view frontend_host, const std::vector<std::string>& nodes) {
+  shape[0].host = std::string(frontend_host);
   // The levels, and the one whose subtrees are spread: the shallowest with at least
   // as many commnodes as nodes, else the deepest with commnodes; level 1 when the
   // root's children are all leaves (then they are spread one by one).

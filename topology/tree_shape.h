@@ -35,12 +35,13 @@ std::vector<std::size_t> depth_first(const Shape& shape);
 // the role `leaves`. Fails if there are more back-ends than kFirstInternalRank.
 Result<Topology> number_tree(const Shape& shape, Leaves leaves, std::string_view source);
 
-// Places every node but the root (topology/placement.cpp, docs/topology.md): spread
-// over `nodes` (no slot counts), whole subtrees at a level with at least as many
-// commnodes as nodes; or packed into the slots of `hosts` with the root on
-// `frontend_host` (taking a slot if it is one of them), each commnode with its leaf
-// children on the first host with room for them all. Fails when the slots are too few.
-void spread_over(Shape& shape, const std::vector<std::string>& nodes);
+// Places a shape, the root on `frontend_host` (topology/placement.cpp,
+// docs/topology.md): every other node spread over `nodes` (no slot counts), whole
+// subtrees at a level with at least as many commnodes as nodes; or packed into the
+// slots of `hosts` (the root taking a slot if its host is one of them), each commnode
+// with its leaf children on the first host with room for them all. Fails when the
+// slots are too few.
+void spread_over(Shape& shape, std::string_view frontend_host, const std::vector<std::string>& nodes);
 Result<void> pack_on_hosts(Shape& shape, std::string_view frontend_host, const std::vector<HostSlots>& hosts,
                            std::string_view spec);
 

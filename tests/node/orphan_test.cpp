@@ -28,6 +28,34 @@ const Event* own_recovery(TreeHarness& tree, Rank orphan) {
   return own.empty() ? nullptr : &own.back();
 }
 
+// Once the stream reopened after a healing, back-ends 0..count-1 each send b + 1 up
+// `stream`: the front-end must get the whole sum of the wave.
+void expect_whole_wave(TreeHarness& tree, StreamId stream, Rank count) {
+  auto& root = tree.heard(FE);
+  tree.run_for(100ms);  // the stream's reopening after the healing
+  const std::size_t before = root.upstream.size();
+  for (Rank b = 0; b < count; ++b) tree.runtime(b).streams.send_up(stream, Packet(9, {std::int64_t(b + 1)}));
+  const std::int64_t whole = std::int64_t{count} * (count + 1) / 2;
+  std::int64_t total = 0;
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        total = 0;
+        for (std::size_t i = before; i < root.upstream.size(); ++i) total += std::get<std::int64_t>(root.upstream[i][0]);
+        return total == whole;
+      },
+      5s))
+      << "the sums after the healing came to " << total << " of " << whole;
+}
+
+// A packet the front-end sends down `stream` to `backend` reaches it.
+void expect_packet_down(TreeHarness& tree, StreamId stream, Rank backend) {
+  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), backend);
+  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(backend).downstream.empty(); }, 2s))
+      << "nothing reached back-end " << backend
+      << (tree.heard(FE).errors.empty() ? std::string() : ": " + tree.heard(FE).errors[0]);
+  EXPECT_EQ(tree.heard(backend).downstream.back().tag(), 5);
+}
+
 bool heard_event(TreeHarness& tree, Rank rank, auto is) {
   const auto& events = tree.heard(rank).events;
   return std::any_of(events.begin(), events.end(), [&](const core::NodeEvent& e) { return std::visit(is, e); });
@@ -478,23 +506,9 @@ TEST(Orphans, ACommnodeAdoptsOrphansItDoesNotHoldFromTheSubtreesTheySend) {
   for (Rank b = 0; b < 4; ++b) EXPECT_EQ(tree.node(FE).live_tree()->parent(b), b < 2 ? FE + 3 : FE + 4) << b;
 
   // A wave over all eight back-ends, and a packet down to back-end 0 through FE+2.
-  std::size_t before = root.upstream.size();
   ASSERT_TRUE(tree.run_until([&] { return root.recovered.size() == 2; }, 5s));
-  tree.run_for(100ms);  // the stream's reopening after the healing
-  before = root.upstream.size();
-  for (Rank b = 0; b < 8; ++b) tree.runtime(b).streams.send_up(stream, Packet(9, {std::int64_t(b + 1)}));
-  std::int64_t total = 0;
-  ASSERT_TRUE(tree.run_until(
-      [&] {
-        total = 0;
-        for (std::size_t i = before; i < root.upstream.size(); ++i) total += std::get<std::int64_t>(root.upstream[i][0]);
-        return total == 36;
-      },
-      5s))
-      << "the sums after the healing came to " << total << " of 36";
-  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
-  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(0).downstream.empty(); }, 2s)) << "nothing reached back-end 0";
-  EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
+  ASSERT_NO_FATAL_FAILURE(expect_whole_wave(tree, stream, 8));
+  expect_packet_down(tree, stream, 0);
 }
 
 // The subtree of an orphan goes up with the adoption's report when the adopter's
@@ -540,22 +554,8 @@ TEST(Orphans, AnAdopterThatMovedSendsTheOrphansSubtreeUpToItsNewParent) {
   EXPECT_EQ(tree.node(moved_to).live_tree()->parent(FE + 10), FE + 5);
 
   // A wave over all 24 back-ends, and a packet down to back-end 0 through FE+5.
-  auto& root = tree.heard(FE);
-  tree.run_for(100ms);  // the stream's reopening after the healing
-  const std::size_t before = root.upstream.size();
-  for (Rank b = 0; b < 24; ++b) tree.runtime(b).streams.send_up(stream, Packet(9, {std::int64_t(b + 1)}));
-  std::int64_t total = 0;
-  ASSERT_TRUE(tree.run_until(
-      [&] {
-        total = 0;
-        for (std::size_t i = before; i < root.upstream.size(); ++i) total += std::get<std::int64_t>(root.upstream[i][0]);
-        return total == 300;
-      },
-      5s))
-      << "the sums after the healing came to " << total << " of 300";
-  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
-  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(0).downstream.empty(); }, 2s)) << "nothing reached back-end 0";
-  EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
+  ASSERT_NO_FATAL_FAILURE(expect_whole_wave(tree, stream, 24));
+  expect_packet_down(tree, stream, 0);
 }
 
 // A commnode below an adopted orphan keeps its routes: the adoption comes down the
@@ -575,10 +575,7 @@ TEST(Orphans, ACommnodeBelowAnAdoptedOrphanStillRoutesToItsBackEnds) {
       << "FE+7 never heard that its parent moved";
   tree.run_for(20ms);
   for (Rank b : {Rank{0}, Rank{1}}) EXPECT_TRUE(tree.node(FE + 7).route_to(b).has_value()) << "FE+7 has no route to " << b;
-  tree.runtime(FE).streams.send_down(stream, Packet(5, {std::int32_t(50)}), Rank{0});
-  ASSERT_TRUE(tree.run_until([&] { return !tree.heard(0).downstream.empty(); }, 2s))
-      << "nothing reached back-end 0" << (tree.heard(FE).errors.empty() ? std::string() : ": " + tree.heard(FE).errors[0]);
-  EXPECT_EQ(tree.heard(0).downstream.back().tag(), 5);
+  expect_packet_down(tree, stream, 0);
 }
 
 // A back-end holding its part of the tree (docs/scale.md) is sent only the adoptions
