@@ -179,7 +179,9 @@ TEST_F(FrontendLoss, AStoppedFrontEndIsWaitedForByTheChildrenThatSeeItsProcess) 
       run_stopped_for({"--tree", "b:2^2", "--waves", "25", "--interval", "200", "--keep-tree-for", "30"}, 3s, 40s);
   ASSERT_TRUE(wstatus);
   const std::string out = slurp(dir_ + "/run.out");
-  EXPECT_TRUE(WIFEXITED(*wstatus) && WEXITSTATUS(*wstatus) == 0) << out;
+  EXPECT_TRUE(WIFEXITED(*wstatus) && WEXITSTATUS(*wstatus) == 0)
+      << (WIFSIGNALED(*wstatus) ? "killed by signal " + std::to_string(WTERMSIG(*wstatus)) : "exit status " + std::to_string(WEXITSTATUS(*wstatus)))
+      << "\n" << out << slurp(dir_ + "/run.err");
   EXPECT_NE(out.find("25 waves of sum over 4 back-ends"), std::string::npos) << out;
   EXPECT_NE(out.find("check: ok"), std::string::npos) << out;
   EXPECT_EQ(out.find("front-end was lost"), std::string::npos) << out;
