@@ -15,7 +15,7 @@
 #   scale.png        per process against processes, log-log: launch bytes sent (and the
 #                    most a back-end received), bytes
 #                    sent per process reached by a back-end failure, and the heap a
-#                    back-end and a commnode hold
+#                    back-end (one whose parent failed apart), and a commnode hold
 # and prints scale.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ if [ ! -x "$sim" ]; then
 fi
 mkdir -p "$out/runs"
 csv="$out/scale.csv"
-echo "tree,processes,backends,launch_bytes,launch_bytes_per_process,launch_virtual_ms,be_failure_bytes,be_failure_reached,be_failure_bytes_per_reached,be_failure_root_messages,be_failure_ts_virtual_ms,cn_failure_bytes,cn_failure_reached,cn_failure_virtual_ms,frontend_state,commnode_state_max,commnode_children,backend_state_max,last_wave_ok,wall_seconds,peak_rss_mb,loadavg,launch_backend_received_max" > "$csv"
+echo "tree,processes,backends,launch_bytes,launch_bytes_per_process,launch_virtual_ms,be_failure_bytes,be_failure_reached,be_failure_bytes_per_reached,be_failure_root_messages,be_failure_ts_virtual_ms,cn_failure_bytes,cn_failure_reached,cn_failure_virtual_ms,frontend_state,commnode_state_max,commnode_children,backend_state_max,last_wave_ok,wall_seconds,peak_rss_mb,loadavg,launch_backend_received_max,adopted_backend_state_max" > "$csv"
 for tree in "${trees[@]}"; do
   name=${tree//[^A-Za-z0-9]/_}
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -54,7 +54,8 @@ print(",".join(str(x) for x in [sys.argv[2], j["processes"], j["backends"], j["l
       round(j["launch"]["bytes"] / j["processes"], 1), j["launch"]["virtual_ms"], b["bytes"], b["processes_reached"],
       round(per_reached, 1), b["root_messages"], b["ts_virtual_ms"], c["bytes"], c["processes_reached"], c["virtual_ms"],
       s["frontend"], s["commnode_max"], s["commnode_max_children"], s["backend_max"], str(j["last_wave_ok"]).lower(),
-      j["wall_seconds"], j["peak_rss_mb"], sys.argv[3], j["launch"].get("backend_received_max", "")]))
+      j["wall_seconds"], j["peak_rss_mb"], sys.argv[3], j["launch"].get("backend_received_max", ""),
+      s.get("adopted_backend_max", "")]))
 EOF
 done
 if command -v gnuplot > /dev/null && [ "$(wc -l < "$csv")" -gt 1 ]; then
@@ -73,6 +74,7 @@ plot "$csv" every ::1 using 2:5 with linespoints lw 2 pt 7 lc rgb "#9400d3" titl
      "$csv" every ::1 using 2:23 with linespoints lw 2 pt 13 lc rgb "#0072b2" title "launch: bytes a back-end received (most)", \
      "$csv" every ::1 using 2:9 with linespoints lw 2 pt 5 lc rgb "#009e73" title "back-end failure: bytes sent per process reached", \
      "$csv" every ::1 using 2:18 with linespoints lw 2 pt 9 lc rgb "#56b4e9" title "heap a back-end holds (most)", \
+     "$csv" every ::1 using 2:24 with linespoints lw 2 pt 8 lc rgb "#999999" title "heap an adopted back-end holds (most)", \
      "$csv" every ::1 using 2:16 with linespoints lw 2 pt 11 lc rgb "#d55e00" title "heap a commnode holds (most)", \
      2048 with lines dt 2 lc rgb "#9400d3" title "goal: launch, 2 KB per process", \
      256 with lines dt 2 lc rgb "#009e73" title "goal: back-end failure, 256 B per process reached", \

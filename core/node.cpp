@@ -187,8 +187,8 @@ void Node::publish(Event event) {
 }
 
 Result<Dial> Node::dial(Rank rank, bool plain, DialDone done) {
-  if (!topology_) return Error{"the tree is not known yet"};
-  return core::dial(io_, *topology_, id_.rank, rank, id_.secret, plain, std::move(done), fabric_);
+  if (!knows_tree()) return Error{"the tree is not known yet"};
+  return core::dial(io_, topo(), id_.rank, rank, id_.secret, plain, std::move(done), fabric_);
 }
 
 bool Node::links_idle() const {
@@ -198,7 +198,10 @@ bool Node::links_idle() const {
 }
 
 std::string Node::describe(Rank rank) const {
-  const canopy::TopologyNode* n = topology_ ? topology_->find(rank) : nullptr;
+  if (const FoldedPart::Held* h = folded_ ? folded_->held(rank) : nullptr) {
+    return role_name(h->role) + " " + std::to_string(rank) + " on " + h->host;
+  }
+  const canopy::TopologyNode* n = knows_tree() ? topo().find(rank) : nullptr;
   if (!n) return "node " + std::to_string(rank);
   return role_name(n->role) + " " + std::to_string(rank) + " on " + n->host;
 }
@@ -302,12 +305,12 @@ void Node::on_parent_closed(std::string_view reason) {
     if (phase() == Phase::stopped) notify_stopped();  // the parent link's flush is done
     return;
   }
-  if (!plan_.fault.enabled || !tree_) return begin_stop("lost parent: " + std::string(reason));
+  if (!plan_.fault.enabled || !knows_tree()) return begin_stop("lost parent: " + std::string(reason));
   if (!healing_.on) return begin_stop("lost parent: " + std::string(reason) + "; healing is off");
   // The front-end is gone (or the process promoted in its place): without a grace
   // period there is nothing to rejoin; with one, the heir is promoted and the
   // others ask it to adopt them.
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   const Rank parent = view.parent(id_.rank);
   const bool parent_is_root = parent == view.root() || (view.without_root(parent) && view.heir() == parent);
   if (parent_is_root && plan_.fault.keep_tree_for.count() == 0) {
@@ -398,7 +401,7 @@ void Node::flood(Message& message, const Link* except, std::optional<Rank> about
   healing_.news.flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   std::optional<bool> backends_hold;  // asked once, for the first back-end child
-  const bool parts = plan_.commnode_parts() && about && tree_;
+  const bool parts = plan_.commnode_parts() && about && knows_tree();
   for (auto& child : children_) {
     if (!child.link || child.link.get() == except) continue;
     if (parts) {
@@ -409,7 +412,7 @@ void Node::flood(Message& message, const Link* except, std::optional<Rank> about
         continue;
       }
     } else if (about && child.role == Role::backend) {
-      if (!backends_hold) backends_hold = backend_part_.holds(*topology_, id_.rank, plan_, *about);
+      if (!backends_hold) backends_hold = backend_part_.holds(topo(), id_.rank, plan_, *about);
       if (!*backends_hold) continue;
     }
     child.link->send(message.builder());
@@ -418,19 +421,19 @@ void Node::flood(Message& message, const Link* except, std::optional<Rank> about
 
 void Node::on_failure_report(Rank rank, const std::string& reason, const Link* from,
                              std::optional<std::uint32_t> incarnation) {
-  if (rank == id_.rank && from && tree_ && !is_root()) {
+  if (rank == id_.rank && from && knows_tree() && !is_root()) {
     // A child declared this process lost: it was stalled (stopped, swapped out)
     // longer than `lost`, and its children have left it. A process declared failed
     // must never act on the tree again (it would report its children, adopted
     // elsewhere meanwhile, as lost): it leaves.
     return abandon("declared lost (" + reason + ")");
   }
-  if (!tree_) return;
+  if (!knows_tree()) return;
   // A re-attached front-end hears of the loss of the one before it (the heir's live
   // tree): not news of this process.
   if (rank == id_.rank && is_root()) return;
-  const std::uint32_t known = incarnation.value_or(tree_->view().contains(rank) ? tree_->view().incarnation(rank) : 0);
-  if (!tree_->apply_failure(rank, known)) return;  // not news, or stale
+  const std::uint32_t known = incarnation.value_or(tree().view().contains(rank) ? tree().view().incarnation(rank) : 0);
+  if (!tree().apply_failure(rank, known)) return;  // not news, or stale
   log().info("failure report: {} ({})", describe(rank), reason);
   review_held_adoptions();  // an orphan of `rank` may be waiting for this news
   Message message(id_);
@@ -438,7 +441,7 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
   f.setRank(rank);
   f.setReason(reason);
   f.setIncarnation(known);
-  if (tree_->view().role(rank) == Role::backend) {
+  if (tree().view().role(rank) == Role::backend) {
     // A back-end's failure changes nothing below this node, and nothing at any
     // process but its ancestors (routes) and the front-end (status): it goes up
     // only. Every other process learns it from the membership view that follows
@@ -455,26 +458,26 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
 
 void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation, const Link* from,
                             bool orphan_is_commnode, const Topology* subtree) {
-  if (!tree_) return;
+  if (!knows_tree()) return;
   if (incarnation == 0) return on_join_request(orphan, adopter, from);  // open attach (node_join.cpp)
   // The orphan's subtree, come up with the report where the adopter's parent may not
   // hold it (Node::graft): held here if it is not, and sent on up only then (whoever
   // holds it, its ancestors hold it too).
-  if (subtree && adopter != id_.rank && tree_->view().contains(adopter)) {  // the adopter grafted it already
-    if (tree_->view().holds_below(orphan)) subtree = nullptr;
+  if (subtree && adopter != id_.rank && tree().view().contains(adopter)) {  // the adopter grafted it already
+    if (tree().view().holds_below(orphan)) subtree = nullptr;
     else if (!graft(*subtree, adopter)) log().warn("ignoring the subtree that came with the adoption of {}", orphan);
   }
   // An orphan the tree does not have is a back-end that joined it (open attach):
   // every process adds it to its topology and live tree, then applies the report.
-  const bool unknown = !tree_->view().contains(orphan);
+  const bool unknown = !tree().view().contains(orphan);
   bool joined = unknown;
-  if (unknown && topology_->partial()) {
+  if (unknown && topo().partial()) {
     // A part of the tree holds its ancestors and their children, and a commnode's its
     // subtree: of what it does not hold, it takes a back-end joining or adopted under
     // a process it holds with its children (an ancestor, itself or a process below),
     // and nothing else (docs/scale.md). Which of the two, it cannot tell: in open
     // attach, a join.
-    const TreeView& view = tree_->view();
+    const TreeView& view = tree().view();
     if (orphan_is_commnode || !view.contains(adopter) ||
         !(view.in_subtree(id_.rank, adopter) || view.in_subtree(adopter, id_.rank))) {
       return;
@@ -482,14 +485,14 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
     joined = plan_.open_attach;
   }
   if (unknown) {
-    if (!topology_->find(orphan)) {
+    if (!topo().find(orphan)) {
       backend_part_.invalidate();
-      if (auto added = topology_->add_backend(orphan, adopter); !added) {
+      if (auto added = topo().add_backend(orphan, adopter); !added) {
         log().warn("ignoring the join of rank {} under {}: {}", orphan, adopter, added.error());
         return;
       }
     }
-    if (!tree_->add_backend(orphan, adopter)) {
+    if (!tree().add_backend(orphan, adopter)) {
       log().warn("ignoring the join of rank {} under {}: not a commnode of this view", orphan, adopter);
       return;
     }
@@ -499,9 +502,9 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   const bool joining_here = adopter == id_.rank && connections_.joining(orphan);
   if (joining_here) {
     auto index = children_.index_of(orphan);
-    tree_->note_child(orphan, index ? *index : children_.add(orphan, Role::backend));
+    tree().note_child(orphan, index ? *index : children_.add(orphan, Role::backend));
   }
-  if (!tree_->apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
+  if (!tree().apply_adoption(orphan, adopter, incarnation)) return;  // stale or known
   if (joined) {
     log().info("join report: back-end {} joined under {}", orphan, adopter);
   } else {
@@ -512,11 +515,11 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   if (parent_ && parent_.get() != from) {
     Message message(id_);
     auto report = message.body().initAttachReport();
-    set_adoption(report, orphan, adopter, incarnation, tree_->view().role(orphan) == Role::commnode);
+    set_adoption(report, orphan, adopter, incarnation, tree().view().role(orphan) == Role::commnode);
     if (subtree) encode_topology(*subtree, report.initSubtree());
     parent_->send(message.builder());
   }
-  if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree_->view().role(orphan) == Role::backend);
+  if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree().view().role(orphan) == Role::backend);
   emit(events::TreeChanged{joined ? events::TreeChanged::Kind::join : events::TreeChanged::Kind::adoption, orphan,
                            adopter, incarnation, {}});
   if (joining_here) admit_joining(orphan, !joined);

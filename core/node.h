@@ -32,6 +32,7 @@
 #include "core/backend_part.h"
 #include "core/children.h"
 #include "core/connections.h"
+#include "core/folded_part.h"
 #include "core/healing.h"
 #include "core/held_adoptions.h"
 #include "core/held_output.h"
@@ -149,8 +150,18 @@ class Node final : public ServiceContext {
   Phase phase() const override { return static_cast<Phase>(phase_.index()); }
   bool promoted() const override;
   const LaunchPlan& plan() const override { return plan_; }
-  const std::optional<Topology>& topology() const override { return topology_; }
-  const TreeView* live_tree() const override { return tree_ ? &tree_->view() : nullptr; }
+  const std::optional<Topology>& topology() const override {
+    unfold();
+    return topology_;
+  }
+  const TreeView* live_tree() const override {
+    unfold();
+    return tree_ ? &tree_->view() : nullptr;
+  }
+  Rank parent_rank() const override;
+  std::uint32_t parent_incarnation() const override;
+  Rank root_rank() const override;
+  std::optional<TreeView::Place> own_place() const override;
   const ChildTable& children() const override { return children_; }
   const transport::Link* parent_link() const override { return parent_.get(); }
   std::uint16_t listen_port() const override { return connections_.port(); }
@@ -316,10 +327,37 @@ class Node final : public ServiceContext {
   ServiceTable services_;
   PhaseData phase_;
 
+  // The tree this node holds, folded (a back-end's part, until something reads it:
+  // core/folded_part.h) or not.
+  bool knows_tree() const { return topology_.has_value() || folded_ != nullptr; }
+  // Unfolds a folded part; what reads the tree calls it first. Const, as reading is.
+  void unfold() const {
+    if (folded_) const_cast<Node*>(this)->unfold_part();
+  }
+  void unfold_part();
+  // The tree, unfolded; precondition: knows_tree().
+  LiveTree& tree() {
+    unfold();
+    return *tree_;
+  }
+  const LiveTree& tree() const {
+    unfold();
+    return *tree_;
+  }
+  Topology& topo() {
+    unfold();
+    return *topology_;
+  }
+  const Topology& topo() const {
+    unfold();
+    return *topology_;
+  }
+
   LaunchPlan plan_;
   std::optional<Topology> topology_;
   BackendPart backend_part_;  // what back-end children get of topology_
   std::optional<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
+  std::unique_ptr<FoldedPart> folded_;  // a back-end's part, folded: topology_ and tree_ are empty
 
   std::shared_ptr<transport::Link> parent_;
   bool upstream_full_ = false;  // reading from the children is paused

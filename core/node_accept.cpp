@@ -23,17 +23,17 @@ using Clock = std::chrono::steady_clock;
 
 // Listens on every NIC address of this node's host, all on one port.
 Result<void> Node::listen() {
-  const auto& me = topology_->at(id_.rank);
+  const auto& me = topo().at(id_.rank);
   if (fabric_) {
     auto opened = connections_.listen(*fabric_, me.port, [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
     if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
     return {};
   }
-  auto options = striped_options(topology_->links());
+  auto options = striped_options(topo().links());
   options.hello_timeout = plan_.startup_timeout;  // as for a plain connection's hello
   options.max_pending = max_pending();
   options.path_mac = path_mac(id_.secret);
-  auto opened = connections_.listen(topology_->nics_of(me.host), me.port, topology_->ports(), options,
+  auto opened = connections_.listen(topo().nics_of(me.host), me.port, topo().ports(), options,
                                [this](std::shared_ptr<Link> link) { accept_link(std::move(link)); });
   if (!opened) return Error{"host '" + me.host + "': " + opened.error()};
   return {};
@@ -43,7 +43,7 @@ Result<void> Node::listen() {
 // (the listener's, telling plain from striped, and this node's): never fewer than
 // 1,024, and twice the tree, so that every process of it can be connecting here at
 // once (an adopter of many orphans, a front-end of a flat tree) with room to spare.
-std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * topology_->size()); }
+std::size_t Node::max_pending() const { return std::max<std::size_t>(1024, 2 * topo().size()); }
 
 // A new connection, plain or striped: it has until the startup time-out to say hello.
 void Node::accept_link(std::shared_ptr<Link> link) {
@@ -203,7 +203,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link, child.role, child.rank);
   // A back-end attaching late must not start from the launch shape.
-  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
+  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{*index, child.rank});
 }
 
@@ -235,8 +235,8 @@ void Node::accept_standby(const std::shared_ptr<Link>& link, wire::Hello::Reader
   // Where commnodes hold parts, the sender may be one this node does not hold (a
   // nephew): its parent, the last of its ancestors, must be held here.
   const auto ancestors = hello.getAncestors();
-  if (!tree_ || !(tree_->view().contains(rank) ||
-                  (ancestors.size() != 0 && tree_->view().contains(ancestors[ancestors.size() - 1])))) {
+  if (!knows_tree() || !(tree().view().contains(rank) ||
+                  (ancestors.size() != 0 && tree().view().contains(ancestors[ancestors.size() - 1])))) {
     return refuse("rank " + std::to_string(rank) + " is not in the tree");
   }
   if (connections_.count<Connections::Standby>() >= max_pending()) {
@@ -280,10 +280,10 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     request.subtree = std::make_shared<const Topology>(std::move(*subtree));
   }
   for (Rank r : hello.getAncestors()) request.ancestors.push_back(r);
-  if (tree_ && !tree_->view().contains(request.orphan) && hello.getAncestors().size() != 0) {
+  if (knows_tree() && !tree().view().contains(request.orphan) && hello.getAncestors().size() != 0) {
     // Not held here: judged by the deepest of its ancestors held here, if that is its
     // parent, or gone (docs/scale.md, "Adopting an orphan from another part").
-    const TreeView& view = tree_->view();
+    const TreeView& view = tree().view();
     Rank deepest = TreeView::kNone;
     for (Rank r : hello.getAncestors()) {
       if (view.contains(r)) deepest = r;
@@ -291,7 +291,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
     const Rank parent = hello.getAncestors()[hello.getAncestors().size() - 1];
     if (deepest != TreeView::kNone && (deepest == parent || !view.alive(deepest))) request.watched = deepest;
   }
-  if (!tree_ || !healing() || stopping() || orphan_may_be_adopted(request)) {
+  if (!knows_tree() || !healing() || stopping() || orphan_may_be_adopted(request)) {
     return adopt_orphan(request);  // adopted, or refused with the reason
   }
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
@@ -301,7 +301,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
 }
 
 bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   const Rank orphan = request.orphan;
   if (!view.contains(orphan)) {  // adopt_orphan refuses it with the reason, or grafts it
     if (request.watched == TreeView::kNone) return true;
@@ -325,7 +325,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   const Rank orphan = request.orphan;
   const std::string whom = "to adopt " + std::to_string(orphan);
   auto refuse = [&](const std::string& why) { connections_.refuse(link, {.whom = whom, .why = why}); };
-  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off");
+  if (!plan_.fault.enabled || !knows_tree()) return refuse("fault tolerance is off");
   if (!healing_.on) {
     // For good: the orphan stops with its subtree rather than ask the others.
     return connections_.refuse(link, {.whom = whom, .why = "healing is off", .for_good = true});
@@ -339,11 +339,11 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   if (seeking_adopter()) return refuse("this node is itself an orphan");
   const std::uint32_t incarnation = request.incarnation;
   const Topology* subtree = request.subtree.get();
-  if (subtree && !tree_->view().contains(orphan) && request.watched == TreeView::kNone) {
+  if (subtree && !tree().view().contains(orphan) && request.watched == TreeView::kNone) {
     return refuse("this node holds neither the orphan's parent nor a failed ancestor of it, so it cannot tell "
                   "whether its parent is gone");
   }
-  if (auto why = tree_->refuse_adoption(orphan, request.role, incarnation, subtree)) return refuse(*why);
+  if (auto why = tree().refuse_adoption(orphan, request.role, incarnation, subtree)) return refuse(*why);
 
   auto known = children_.index_of(orphan);
   if (known && children_[*known].link) return refuse("already connected");
@@ -352,8 +352,8 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   if (known) {
     index = *known;  // a former child of ours coming back
   } else {
-    index = children_.add(orphan, tree_->view().role(orphan));
-    tree_->note_child(orphan, index);
+    index = children_.add(orphan, tree().view().role(orphan));
+    tree().note_child(orphan, index);
   }
   children_[index].adopted = true;
   take_link(index, link);
@@ -367,10 +367,10 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setAdopter(id_.rank);
   a.setIncarnation(incarnation);
   link->send(reply.builder());
-  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
+  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
   // The subtree goes up only if this node's parent may not hold it: it is not among
   // the orphan's ancestors (Node::graft).
-  const Rank up = tree_->view().parent(id_.rank);
+  const Rank up = tree().view().parent(id_.rank);
   const bool parent_holds = std::find(request.ancestors.begin(), request.ancestors.end(), up) != request.ancestors.end();
   on_attach_report(orphan, id_.rank, incarnation, link.get(), request.role == Role::commnode,
                    subtree && !parent_holds ? subtree : nullptr);
@@ -388,10 +388,10 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
     connections_.refuse(link, {.whom = describe(child.rank) + " again", .why = why});
   };
   if (child.role != Role::backend) return refuse("a lost commnode does not rejoin; only back-ends do");
-  if (!plan_.fault.enabled || !tree_) return refuse("fault tolerance is off, so a lost back-end stays lost");
+  if (!plan_.fault.enabled || !knows_tree()) return refuse("fault tolerance is off, so a lost back-end stays lost");
   if (seeking_adopter()) return refuse("this node is itself an orphan");
-  const std::uint32_t incarnation = tree_->view().incarnation(child.rank) + 1;
-  if (auto why = tree_->refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
+  const std::uint32_t incarnation = tree().view().incarnation(child.rank) + 1;
+  if (auto why = tree().refuse_adoption(child.rank, Role::backend, incarnation)) return refuse(*why);
 
   take_link(index, link);
   set_child_state(index, ChildState::connected,
@@ -400,7 +400,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   on_attach_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link, Role::backend, child.rank);
   // With the report above: the new process learns its incarnation.
-  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
+  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{index, child.rank, true});
 }
 

@@ -37,7 +37,7 @@ void Node::accept_newcomer(const std::shared_ptr<Link>& link, wire::Hello::Reade
   // Only the root, and a back-end's own parent, know whether it is alive: the failure
   // of a back-end goes up only (docs/fault-tolerance.md, "The live tree"). Elsewhere
   // the root decides.
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   if (view.contains(rank) && view.alive(rank) && (is_root() || view.parent(rank) == id_.rank)) {
     return refuse("rank " + std::to_string(rank) + " is in the tree already (under " + describe(view.parent(rank)) + ")");
   }
@@ -72,7 +72,7 @@ void Node::on_join_request(Rank rank, Rank under, const Link* from) {
     if (parent_ && phase() != Phase::orphaned) parent_->send(message.builder());
     return;  // an orphan's request is lost: the back-end's join times out
   }
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   const bool known = view.contains(rank);
   if ((known && view.alive(rank)) || !view.contains(under) || view.role(under) == Role::backend) {
     log().info("join of back-end {} under {} refused: {}", rank, under,
@@ -103,7 +103,7 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
   send_topology(*link, Role::backend, rank);
   // With its join: the newcomer learns its incarnation.
-  if (tree_) healing_.news.send_live_tree(*tree_, *link, true);
+  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{index, rank, rejoined, true});
 }
 

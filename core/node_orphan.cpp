@@ -14,7 +14,7 @@ using transport::Link;
 using Clock = std::chrono::steady_clock;
 
 void Node::become_orphan(const std::string& reason) {
-  const Rank failed = tree_->view().parent(id_.rank);
+  const Rank failed = tree().view().parent(id_.rank);
   log().info("parent {} lost ({}): orphaned", describe(failed), reason);
   // Left without the root (the front-end lost, the tree kept), the heir takes the
   // root's place. Known before anything else: requests of the others held here
@@ -22,7 +22,7 @@ void Node::become_orphan(const std::string& reason) {
   // adopter itself (they would ask again 100 ms later). Only when the root is the
   // parent or already lost: the view is copied for it, not on every adoption.
   bool without_root = false, heir = false;
-  if (const TreeView& view = tree_->view(); failed == view.root() || !view.alive(view.root())) {
+  if (const TreeView& view = tree().view(); failed == view.root() || !view.alive(view.root())) {
     TreeView after = view;
     after.apply_failure(failed);
     without_root = after.without_root(id_.rank);
@@ -61,7 +61,7 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   o->done = std::move(done);
   // A fresh incarnation for every request: an adopter given up on may still accept
   // late and report the number it was asked for, which would make it stale.
-  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
+  const std::uint32_t incarnation = tree().next_incarnation(id_.incarnation);
   attach_parent(link);
   healing_.up.begin(link, incarnation, true, false, candidate, services_.in_order(),
                     [this](wire::Hello::Builder h) { fill_adoption(h); });
@@ -91,7 +91,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
   o->trying = std::move(link);
   o->trying_rank = candidate;
   o->done = std::move(done);
-  const std::uint32_t incarnation = tree_->next_incarnation(id_.incarnation);
+  const std::uint32_t incarnation = tree().next_incarnation(id_.incarnation);
   // Proved when the link was opened: this hello carries the same rank and role.
   Message hello(id_);
   auto h = hello.body().initHello();

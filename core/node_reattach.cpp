@@ -16,7 +16,7 @@ using transport::Link;
 // ---- the new front-end ----
 
 void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<void(Result<void>)> done) {
-  if (topology_ || healing_.reattaching.link) {
+  if (knows_tree() || healing_.reattaching.link) {
     link->abort("already attached");
     return done(Error{"this front-end has attached already"});
   }
@@ -71,6 +71,7 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (auto listening = listen(); !listening) {
     topology_.reset();
     tree_.reset();
+    folded_.reset();
     children_ = ChildTable{};
     r.link->abort("cannot listen");
     return r.done(Error{listening.error()});
@@ -79,7 +80,7 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   auto index = children_.index_of(acceptor);
   if (!index) {
     index = children_.add(acceptor, Role::commnode);
-    tree_->note_child(acceptor, *index);
+    tree().note_child(acceptor, *index);
   }
   for (std::size_t i = 0; i < children_.size(); ++i) {
     if (i == *index) continue;
@@ -88,7 +89,7 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   }
   take_link(*index, r.link);
   set_child_state(*index, ChildState::ready, "re-attached to it at " + r.link->peer());
-  log().info("re-attached to {}: {} processes in the topology", describe(acceptor), topology_->size());
+  log().info("re-attached to {}: {} processes in the topology", describe(acceptor), topo().size());
   publish_endpoints({{id_.rank, connections_.port()}});  // orphans may ask this front-end to adopt them
   emit(events::Started{});
   if (r.done) r.done({});
@@ -148,12 +149,12 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
     connections_.refuse(link, {.whom = "the front-end that re-attaches from " + link->peer(), .why = why,
                                .for_good = true});
   };
-  if (!tree_ || stopping()) return refuse("this node is not running");
-  const Rank root = tree_->view().root();
+  if (!knows_tree() || stopping()) return refuse("this node is not running");
+  const Rank root = tree().view().root();
   if (hello.getRank() != root) return refuse("rank " + std::to_string(hello.getRank()) + " is not this tree's front-end");
   if (!promoted()) {
-    const Rank heir = tree_->view().heir();
-    return refuse(tree_->view().alive(root) ? "the tree's front-end is alive"
+    const Rank heir = tree().view().heir();
+    return refuse(tree().view().alive(root) ? "the tree's front-end is alive"
                   : heir != TreeView::kNone ? "it does not stand in the root's place; " + describe(heir) + " does"
                                             : "it does not stand in the root's place");
   }
@@ -166,10 +167,10 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
     if (parent_.get() == raw) set_upstream_full(above);
   });
-  id_.incarnation = tree_->next_incarnation(id_.incarnation);
+  id_.incarnation = tree().next_incarnation(id_.incarnation);
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
   send_topology(*link, Role::frontend, root);
-  if (tree_) healing_.news.send_live_tree(*tree_, *link, false);
+  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, false);
   on_attach_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});
   held.send_all(*parent_);

@@ -4,6 +4,7 @@
 // `endpoints`), the subtrees of orphans it grafts, and who among its children hears
 // of a change.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <unordered_set>
 
@@ -39,13 +40,47 @@ void Node::adopt_topology(Topology topology) {
              tree_->routes());
 }
 
+void Node::unfold_part() {
+  auto folded = std::move(folded_);
+  auto topology = folded->unfold();
+  // It was decoded once, as it arrived; decoding the same words cannot fail now.
+  if (!topology) {
+    log().critical("cannot unfold its part of the tree: {}", topology.error());
+    std::abort();
+  }
+  log().info("unfolds its part of the tree: {} processes", topology->size());
+  adopt_topology(std::move(*topology));
+}
+
+Rank Node::parent_rank() const {
+  if (folded_) return folded_->parent();
+  return tree_ ? tree_->view().parent(id_.rank) : TreeView::kNone;
+}
+
+std::uint32_t Node::parent_incarnation() const {
+  if (folded_) return 0;  // as launched: any news about its part unfolds it
+  const Rank parent = parent_rank();
+  return parent == TreeView::kNone ? 0 : tree_->view().incarnation(parent);
+}
+
+Rank Node::root_rank() const {
+  if (folded_) return folded_->root();
+  return tree_ ? tree_->view().root() : TreeView::kNone;
+}
+
+std::optional<TreeView::Place> Node::own_place() const {
+  if (folded_) return folded_->place();
+  if (!tree_ || !tree_->view().contains(id_.rank)) return std::nullopt;
+  return tree_->view().place(id_.rank);
+}
+
 void Node::on_topology(wire::Topology::Reader t) {
   auto topology = decode_topology(t);
   if (!topology) {
     log().error("parent sent an invalid topology: {}", topology.error());
     return begin_stop("invalid topology from parent");
   }
-  if (topology_) {
+  if (knows_tree()) {
     log().warn("ignoring a second topology from the parent");
     return;
   }
@@ -83,7 +118,13 @@ void Node::on_topology(wire::Topology::Reader t) {
     }
     for (const auto& note : *reachable) log().info("{}", note);
   }
-  adopt_topology(std::move(*topology));
+  // A back-end keeps its part folded until something reads it (core/folded_part.h).
+  if (id_.role == Role::backend && topology->partial()) {
+    folded_ = std::make_unique<FoldedPart>(t, *topology, id_.rank);
+    log().info("topology: its part, {} processes, held folded in {} bytes", topology->size(), folded_->bytes());
+  } else {
+    adopt_topology(std::move(*topology));
+  }
   // A commnode listens for its children, and, in open attach, for back-ends that
   // join under it (it may have none at launch).
   if (!children_.empty() || (plan_.open_attach && id_.role == Role::commnode)) {
@@ -99,35 +140,35 @@ void Node::on_topology(wire::Topology::Reader t) {
 void Node::send_topology(Link& link, Role role, Rank to) {
   Message message(id_);
   auto t = message.body().initTopology();
-  const Topology* part = role == Role::backend ? backend_part_.get(*topology_, id_.rank, plan_) : nullptr;
+  const Topology* part = role == Role::backend ? backend_part_.get(topo(), id_.rank, plan_) : nullptr;
   if (part && !part->find(to)) part = nullptr;
   // A commnode child's part is its own (its subtree whole), built for it.
   std::optional<Topology> commnode_part;
-  if (role == Role::commnode && plan_.commnode_parts() && topology_->find(to)) {
-    commnode_part = topology_->part(to);
+  if (role == Role::commnode && plan_.commnode_parts() && topo().find(to)) {
+    commnode_part = topo().part(to);
     if (commnode_part->partial()) part = &*commnode_part;
   }
-  encode_topology(part ? *part : *topology_, t);
+  encode_topology(part ? *part : topo(), t);
   encode_plan(plan_, t);
-  if (part) encode_view_zero(backend_part_.view_zero(*topology_, plan_), t);
+  if (part) encode_view_zero(backend_part_.view_zero(topo(), plan_), t);
   link.send(message.builder());
 }
 
 std::optional<Topology> Node::live_subtree() const {
   // Breadth-first from this node, as the live tree has it now (adopted orphans below
   // it, none of those adopted elsewhere), with hosts and ports from the topology.
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   std::vector<TopologyNode> nodes;
   std::unordered_set<std::string_view> used;
   std::vector<Rank> order{id_.rank};
   for (std::size_t i = 0; i < order.size(); ++i) {
-    const TopologyNode* held = topology_->find(order[i]);
+    const TopologyNode* held = topo().find(order[i]);
     if (!held) continue;
     TopologyNode node = *held;
     node.parent = i == 0 ? std::nullopt : std::optional<Rank>(view.parent(order[i]));
     node.children.clear();
     for (Rank c : view.children(order[i])) {
-      if (!topology_->find(c)) continue;
+      if (!topo().find(c)) continue;
       node.children.push_back(c);
       order.push_back(c);
     }
@@ -135,7 +176,7 @@ std::optional<Topology> Node::live_subtree() const {
     nodes.push_back(std::move(node));
   }
   std::vector<Host> hosts;
-  for (const Host& h : topology_->hosts()) {
+  for (const Host& h : topo().hosts()) {
     if (used.count(h.name)) hosts.push_back(h);
   }
   auto subtree = Topology::make_subtree(std::move(nodes), std::move(hosts), "live subtree");
@@ -147,8 +188,8 @@ std::optional<Topology> Node::live_subtree() const {
 }
 
 void Node::fill_adoption(wire::Hello::Builder hello) const {
-  if (!plan_.commnode_parts() || !tree_) return;
-  const TreeView& view = tree_->view();
+  if (!plan_.commnode_parts() || !knows_tree()) return;
+  const TreeView& view = tree().view();
   std::vector<Rank> ancestors;  // up from the failed parent, then reversed
   for (Rank r = view.parent(id_.rank); r != TreeView::kNone && ancestors.size() <= 64; r = view.parent(r)) {
     ancestors.push_back(r);
@@ -162,9 +203,9 @@ void Node::fill_adoption(wire::Hello::Builder hello) const {
 void Node::on_endpoints(wire::Endpoints::Reader in) {
   auto ports = in.getPorts();
   std::vector<Rank> ranks;
-  if (!topology_ || !expand_rank_runs(in.getRankRuns(), ports.size(), ranks)) {
+  if (!knows_tree() || !expand_rank_runs(in.getRankRuns(), ports.size(), ranks)) {
     log().warn("ignoring endpoints from the parent: {}",
-               topology_ ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
+               knows_tree() ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
     return;
   }
   std::map<Rank, std::uint16_t> endpoints;
@@ -174,12 +215,16 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
 }
 
 void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
+  if (folded_) {  // a back-end: it has no one to pass them on to
+    for (const auto& [rank, port] : endpoints) folded_->set_port(rank, port);
+    return;
+  }
   std::vector<std::pair<Rank, std::uint16_t>> known;
   for (const auto& [rank, port] : endpoints) {
-    if (topology_->set_port(rank, port)) {
+    if (topo().set_port(rank, port)) {
       known.emplace_back(rank, port);
       backend_part_.set_port(rank, port);
-    } else if (!topology_->partial()) {  // a part holds only some ranks (docs/scale.md)
+    } else if (!topo().partial()) {  // a part holds only some ranks (docs/scale.md)
       log().warn("ignoring the endpoint of rank {}: not in the topology", rank);
     }
   }
@@ -191,7 +236,7 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
     if (message) return *message;
     std::vector<std::pair<Rank, std::uint16_t>> sent;
     for (const auto& e : known) {
-      if (!backend || backend_part_.holds(*topology_, id_.rank, plan_, e.first)) sent.push_back(e);
+      if (!backend || backend_part_.holds(topo(), id_.rank, plan_, e.first)) sent.push_back(e);
     }
     message.emplace(id_);
     auto e = message->body().initEndpoints();
@@ -210,7 +255,7 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
 }
 
 bool Node::hears_of(Rank child, Rank about, bool failure) const {
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   if (!view.contains(about) || !view.contains(child)) return false;
   // Its ancestors, for routes; a failure, its siblings too (they may adopt its
   // orphans); an adoption, the orphan's subtree (its path up changed).
@@ -220,12 +265,12 @@ bool Node::hears_of(Rank child, Rank about, bool failure) const {
 }
 
 bool Node::graft(const Topology& subtree, Rank under) {
-  const TreeView& view = tree_->view();
+  const TreeView& view = tree().view();
   const TopologyNode& top = subtree.root();
   // Not held, or held without its children (a frontier) while the subtree has some.
   if (view.holds_below(top.rank) || (view.contains(top.rank) && top.children.empty())) return true;
-  if (!tree_->graft(subtree, under)) return false;
-  if (auto held = topology_->graft(under, subtree); !held) {
+  if (!tree().graft(subtree, under)) return false;
+  if (auto held = topo().graft(under, subtree); !held) {
     log().warn("the topology does not take the subtree of {}: {}", top.rank, held.error());
   }
   log().info("holds the subtree of {} ({} processes) below {}", describe(top.rank), subtree.size(), describe(under));

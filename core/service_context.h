@@ -66,6 +66,16 @@ class ServiceContext {
   // The live tree (who is whose child now, who is gone); null until the topology is
   // known. Not the membership view, which is the membership service's.
   virtual const TreeView* live_tree() const = 0;
+  // This process's parent, the parent's incarnation and the root, as the live tree
+  // has them, read without unfolding a back-end's part (core/folded_part.h), as
+  // live_tree() would: what the detector reads on every tick. TreeView::kNone (and
+  // 0) at the root, and before the tree is known.
+  virtual Rank parent_rank() const = 0;
+  virtual std::uint32_t parent_incarnation() const = 0;
+  virtual Rank root_rank() const = 0;
+  // Where this process stands in the live tree (TreeView::place), without unfolding
+  // a back-end's part; empty before the tree is known.
+  virtual std::optional<TreeView::Place> own_place() const = 0;
   // The children, read-only: their state changes through the verbs below.
   virtual const ChildTable& children() const = 0;
   // The link to the parent, read-only (when it was last heard from); null at the root.

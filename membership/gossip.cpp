@@ -96,7 +96,7 @@ void GossipService::on_event(const core::NodeEvent& event) {
     if (options.schedule == GossipSchedule::off) return;
     options_ = options;
     started_ = true;
-    rng_.seed(0x9e3779b97f4a7c15ULL ^ node_.identity().rank);
+    rng_ = std::make_unique<std::mt19937_64>(0x9e3779b97f4a7c15ULL ^ node_.identity().rank);
     log().info("gossip: {} every {} ms", to_string(options_->schedule), options_->period.count());
     arm();
   } else if (std::holds_alternative<Adopted>(event)) {
@@ -151,7 +151,7 @@ void GossipService::tick() {
     const auto n = static_cast<std::uint32_t>(ring_.size());
     ++counter_;
     round_ = round_ % cycle_rounds(schedule, n) + 1;
-    send_table(ring_[gossip_target(schedule, self_, round_, n, rng_)]);
+    send_table(ring_[gossip_target(schedule, self_, round_, n, *rng_)]);
     check();
   }
   arm();

@@ -139,7 +139,9 @@ void MembershipService::initialise() {
   // A front-end that re-attached gets the view from the heir that held it.
   // A back-end holding its part of the tree has view 0 in its plan (docs/scale.md).
   if (!node_.plan().attach && !node_.plan().reattached) {
-    if (!node_.topology()->partial()) {
+    // A part comes with view 0 (Node::send_topology), the whole tree without: its
+    // back-ends are view 0. (A back-end's part is read without unfolding it.)
+    if (node_.plan().view_zero.empty()) {
       view_.members = core::RankSet::of(node_.topology()->backends());
     } else {
       // Ascending, disjoint ranges: decode_plan refused anything else.

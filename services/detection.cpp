@@ -104,11 +104,11 @@ void DetectionService::tick() {
   }
   last_tick_ = now;
   if (const auto* parent = node_.parent_link(); parent && node_.phase() != core::Phase::orphaned) {
-    const Rank rank = node_.live_tree()->parent(node_.identity().rank);
+    const Rank rank = node_.parent_rank();
     // Still the process that started this one (an orphaned process is given to init).
     const bool started_us = parent_process_ && getppid() == *parent_process_;
     watch(*parent, std::nullopt, parent_, "parent " + node_.describe(rank), now,
-          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.live_tree()->root());
+          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.root_rank());
   }
   const auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
@@ -170,12 +170,12 @@ void DetectionService::watch(const transport::Link& link, std::optional<std::siz
   // are being adopted elsewhere, as lost (Node::on_failure_report). Handed to the
   // socket if it takes it at once: waiting for a parent that may never read again
   // would hold up this process's recovery.
-  const Rank parent = node_.live_tree()->parent(node_.identity().rank);
+  const Rank parent = node_.parent_rank();
   core::Message report(node_.identity());
   auto f = report.body().initFailureReport();
   f.setRank(parent);
   f.setReason(node_.describe(node_.identity().rank) + " heard " + why);
-  f.setIncarnation(node_.live_tree()->incarnation(parent));
+  f.setIncarnation(node_.parent_incarnation());
   f.setToTheLost(true);
   node_.cut_parent(report, why);
 }

@@ -369,13 +369,12 @@ FilterContext StreamService::filter_context(const Stream& stream, bool upstream)
   const Rank me = node_.identity().rank;
   FilterContext context{.rank = me, .stream = stream.spec.id, .upstream = upstream,
                         .children = static_cast<std::uint32_t>(node_.children().connected())};
-  if (const core::TreeView* view = node_.live_tree(); view && view->contains(me)) {
-    const auto place = view->place(me);
-    context.siblings = place.siblings;
-    context.descendants = place.descendants;
-    context.backends = place.backends;
-    context.depth = place.depth;
-    context.height = place.height;
+  if (const auto place = node_.own_place()) {
+    context.siblings = place->siblings;
+    context.descendants = place->descendants;
+    context.backends = place->backends;
+    context.depth = place->depth;
+    context.height = place->height;
   }
   return context;
 }

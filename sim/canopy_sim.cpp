@@ -273,6 +273,7 @@ class Run {
             std::to_string(topology.backends().size()) + "," + json_;
     json_ += ",\"state_bytes\":{\"frontend\":" + std::to_string(state_.frontend) + ",\"commnode_max\":" +
              std::to_string(state_.commnode_max) + ",\"backend_max\":" + std::to_string(state_.backend_max) +
+             ",\"adopted_backend_max\":" + std::to_string(state_.adopted_backend_max) +
              ",\"commnode_max_children\":" + std::to_string(state_.commnode_max_children) + "}";
     json_ += ",\"last_wave_ok\":" + std::string(last.empty() ? "true" : "false");
     rusage usage{};
@@ -401,7 +402,7 @@ class Run {
   }
 
   struct State {
-    std::int64_t frontend = 0, commnode_max = 0, backend_max = 0;
+    std::int64_t frontend = 0, commnode_max = 0, backend_max = 0, adopted_backend_max = 0;
     std::size_t commnode_max_children = 0;
   };
   void note_state() {
@@ -415,7 +416,14 @@ class Run {
             state_.commnode_max_children = m->runtime->node.children().size();
           }
           break;
-        case Role::backend: state_.backend_max = std::max(state_.backend_max, bytes); break;
+        case Role::backend: {
+          // A back-end whose parent failed was adopted, and unfolded its part of the
+          // tree to choose its adopter (core/folded_part.h): counted apart.
+          const auto parent = tree_.topology().at(rank).parent;
+          auto& most = parent && !tree_.alive(*parent) ? state_.adopted_backend_max : state_.backend_max;
+          most = std::max(most, bytes);
+          break;
+        }
       }
     }
   }

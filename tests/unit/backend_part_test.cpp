@@ -10,6 +10,7 @@
 #include "canopy/topology.h"
 #include "core/backend_part.h"
 #include "core/codec.h"
+#include "core/folded_part.h"
 #include "core/tree_view.h"
 
 using canopy::Rank;
@@ -265,4 +266,77 @@ TEST(CommnodePart, AnOrphansSubtreeIsGraftedBelowItsAdopter) {
   EXPECT_EQ(nephew_view.parent(fe + 4), fe + 1) << "it keeps its parent until the adoption report";
   ASSERT_TRUE(nephew.graft(fe + 3, *four));
   EXPECT_EQ(nephew.frontier(fe + 4), nullptr);
+}
+
+// A back-end keeps its part folded, as its parent sent it (core/folded_part.h), and
+// unfolds it into the same Topology, with the ports learnt meanwhile; what it reads
+// while folded (its parent, the root, its place) is what the unfolded part says.
+TEST(FoldedPart, UnfoldsToThePartItWasSentWithThePortsLearntMeanwhile) {
+  const Topology whole = generated("b:4^3");
+  const Rank parent = leaf_commnodes(whole).back();
+  const Rank grandparent = *whole.at(parent).parent;
+  const Topology part = whole.backend_part(parent);
+  const Rank self = whole.at(parent).children.front();
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<canopy::wire::Topology>();
+  canopy::core::encode_topology(part, w);
+  const Topology decoded = through_the_wire(part);
+  canopy::core::FoldedPart folded(w.asReader(), decoded, self);
+
+  EXPECT_EQ(folded.parent(), parent);
+  EXPECT_EQ(folded.root(), whole.root().rank);
+  ASSERT_NE(folded.held(self), nullptr);
+  EXPECT_EQ(folded.held(self)->role, Role::backend);
+  ASSERT_NE(folded.held(parent), nullptr);
+  EXPECT_EQ(folded.held(parent)->role, Role::commnode);
+  EXPECT_EQ(folded.held(parent)->host, whole.at(parent).host);
+  EXPECT_EQ(folded.held(grandparent), nullptr);
+  const TreeView::Place want = TreeView(decoded).place(self);
+  EXPECT_EQ(folded.place().siblings, want.siblings);
+  EXPECT_EQ(folded.place().depth, want.depth);
+  EXPECT_EQ(folded.place().descendants, want.descendants);
+  EXPECT_EQ(folded.place().backends, want.backends);
+  EXPECT_EQ(folded.place().height, want.height);
+
+  Rank frontier = 0;
+  for (const auto& n : part.nodes()) {
+    if (part.frontier(n.rank)) frontier = n.rank;
+  }
+  ASSERT_NE(frontier, 0u);
+  folded.set_port(grandparent, 4242);
+  folded.set_port(frontier, 4343);
+  folded.set_port(grandparent, 4244);  // a later port replaces the first
+  auto unfolded = folded.unfold();
+  ASSERT_TRUE(unfolded) << unfolded.error();
+  ASSERT_EQ(unfolded->size(), part.size());
+  EXPECT_TRUE(unfolded->partial());
+  for (const auto& n : part.nodes()) {
+    const canopy::TopologyNode* u = unfolded->find(n.rank);
+    ASSERT_NE(u, nullptr) << n.rank;
+    EXPECT_EQ(u->parent, n.parent) << n.rank;
+    EXPECT_EQ(u->children, n.children) << n.rank;
+    EXPECT_EQ(u->role, n.role) << n.rank;
+    EXPECT_EQ(u->host, n.host) << n.rank;
+    EXPECT_EQ(unfolded->frontier(n.rank) != nullptr, part.frontier(n.rank) != nullptr) << n.rank;
+    const std::uint16_t port = n.rank == grandparent ? 4244 : n.rank == frontier ? 4343 : n.port;
+    EXPECT_EQ(u->port, port) << n.rank;
+  }
+}
+
+// Folded, a back-end's part of a tree of fan-out 100 (201 processes: the root, its
+// children, its parent's) costs about a kilobyte, where the Topology and live tree
+// it unfolds into take about 230 bytes a process.
+TEST(FoldedPart, APartOfFanOutAHundredFoldsIntoAFewWordsAProcess) {
+  const Topology whole = generated("b:100^2");
+  const Rank parent = leaf_commnodes(whole).back();
+  const Topology part = whole.backend_part(parent);
+  ASSERT_EQ(part.size(), 201u);
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<canopy::wire::Topology>();
+  canopy::core::encode_topology(part, w);
+  canopy::core::FoldedPart folded(w.asReader(), through_the_wire(part), whole.at(parent).children.back());
+  for (Rank r : whole.at(whole.root().rank).children) folded.set_port(r, 40000);  // as endpoints bring them
+  EXPECT_LT(folded.bytes(), 2048u) << "a part of " << part.size() << " processes";
+  EXPECT_EQ(folded.place().siblings, 99u);
+  EXPECT_EQ(folded.place().depth, 2u);
 }

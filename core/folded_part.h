@@ -1,0 +1,62 @@
+// FoldedPart: a back-end's part of the tree while nothing needs it whole
+// (docs/scale.md, "A back-end keeps its part folded").
+//
+// A back-end's part (its ancestors and their children) is what it needs to find an
+// adopter. Until its parent fails, or news about its part arrives, or someone asks
+// for its tree, it needs none of it but its parent and the root. Held as a Topology
+// and a live tree, a part costs about 230 bytes a node (301 nodes, 69 KB, at fan-out
+// 100 and depth 3); held as the message its parent sent (runs: a few bytes a node),
+// about 1 KB. The node unfolds it into a Topology the first time anything reads the
+// tree; what was learnt meanwhile (ports, from `endpoints`) is applied then.
+#pragma once
+
+#include <capnp/common.h>
+#include <kj/array.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "canopy.capnp.h"
+#include "canopy/result.h"
+#include "canopy/topology.h"
+#include "core/tree_view.h"
+
+namespace canopy::core {
+
+class FoldedPart {
+ public:
+  // `decoded` is `message` decoded (the node did, to check it), holding `self`, which
+  // has a parent.
+  FoldedPart(wire::Topology::Reader message, const Topology& decoded, Rank self);
+
+  struct Held {
+    Rank rank = 0;
+    Role role = Role::backend;
+    std::string host;
+  };
+  Rank parent() const { return parent_.rank; }
+  Rank root() const { return root_; }
+  // TreeView::place of this back-end in its part as launched, which is the live one
+  // while it is folded: news about its part unfolds it.
+  const TreeView::Place& place() const { return place_; }
+  // This process and its parent, what Node::describe says of them; null for any
+  // other rank, which only the unfolded part holds.
+  const Held* held(Rank rank) const;
+  // A listening port learnt after launch; a later one for a rank replaces it.
+  void set_port(Rank rank, std::uint16_t port);
+  // The part as a Topology, with the ports learnt.
+  Result<Topology> unfold() const;
+  // Heap bytes it holds (for the log).
+  std::size_t bytes() const;
+
+ private:
+  kj::Array<capnp::word> message_;  // a message whose root is the wire::Topology
+  std::vector<std::pair<Rank, std::uint16_t>> ports_;
+  Rank root_ = 0;
+  Held self_, parent_;
+  TreeView::Place place_;
+};
+
+}  // namespace canopy::core
