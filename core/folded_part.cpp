@@ -3,16 +3,21 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
-#include <algorithm>
-
 #include "core/codec.h"
 
 namespace canopy::core {
 
+namespace {
+template <typename Reader>
+kj::Array<capnp::word> copy_of(Reader reader) {
+  capnp::MallocMessageBuilder copy(reader.totalSize().wordCount + 1);
+  copy.setRoot(reader);
+  return capnp::messageToFlatArray(copy);
+}
+}  // namespace
+
 FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, Rank self) {
-  capnp::MallocMessageBuilder copy(message.totalSize().wordCount + 1);
-  copy.setRoot(message);
-  message_ = capnp::messageToFlatArray(copy);
+  message_ = copy_of(message);
   const TopologyNode& me = decoded.at(self);
   const TopologyNode& up = decoded.at(*me.parent);
   root_ = decoded.root().rank;
@@ -29,25 +34,27 @@ const FoldedPart::Held* FoldedPart::held(Rank rank) const {
   return nullptr;
 }
 
-void FoldedPart::set_port(Rank rank, std::uint16_t port) {
-  auto it = std::find_if(ports_.begin(), ports_.end(), [&](const auto& p) { return p.first == rank; });
-  if (it != ports_.end()) {
-    it->second = port;
-  } else {
-    ports_.emplace_back(rank, port);
-  }
-}
+void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints) { endpoints_.push_back(copy_of(endpoints)); }
 
 Result<Topology> FoldedPart::unfold() const {
   capnp::FlatArrayMessageReader reader(message_.asPtr());  // read as it was when it arrived
   auto topology = decode_topology(reader.getRoot<wire::Topology>());
   if (!topology) return topology;
-  for (const auto& [rank, port] : ports_) topology->set_port(rank, port);
+  for (const auto& words : endpoints_) {
+    capnp::FlatArrayMessageReader message(words.asPtr());
+    auto endpoints = message.getRoot<wire::Endpoints>();
+    auto ports = endpoints.getPorts();
+    std::vector<Rank> ranks;
+    if (!expand_rank_runs(endpoints.getRankRuns(), ports.size(), ranks)) continue;  // checked as it came
+    for (unsigned i = 0; i < ranks.size(); ++i) topology->set_port(ranks[i], ports[i]);
+  }
   return topology;
 }
 
 std::size_t FoldedPart::bytes() const {
-  return message_.size() * sizeof(capnp::word) + ports_.capacity() * sizeof(ports_[0]) + sizeof(*this);
+  std::size_t words = message_.size();
+  for (const auto& e : endpoints_) words += e.size();
+  return words * sizeof(capnp::word) + endpoints_.capacity() * sizeof(endpoints_[0]) + sizeof(*this);
 }
 
 }  // namespace canopy::core

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "canopy.capnp.h"
@@ -44,8 +43,10 @@ class FoldedPart {
   // This process and its parent, what Node::describe says of them; null for any
   // other rank, which only the unfolded part holds.
   const Held* held(Rank rank) const;
-  // A listening port learnt after launch; a later one for a rank replaces it.
-  void set_port(Rank rank, std::uint16_t port);
+  // Listening ports learnt after launch, as the parent sent them (ranks as runs, a
+  // port each: about 2 bytes a port); kept as they came, applied in order when it
+  // unfolds, so that a later port for a rank replaces an earlier one.
+  void add_endpoints(wire::Endpoints::Reader endpoints);
   // The part as a Topology, with the ports learnt.
   Result<Topology> unfold() const;
   // Heap bytes it holds (for the log).
@@ -53,7 +54,7 @@ class FoldedPart {
 
  private:
   kj::Array<capnp::word> message_;  // a message whose root is the wire::Topology
-  std::vector<std::pair<Rank, std::uint16_t>> ports_;
+  std::vector<kj::Array<capnp::word>> endpoints_;  // messages whose root is a wire::Endpoints
   Rank root_ = 0;
   Held self_, parent_;
   TreeView::Place place_;

@@ -208,6 +208,10 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
                knows_tree() ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
     return;
   }
+  if (folded_) {  // a back-end, with no one to pass them on to, keeps them as they came
+    folded_->add_endpoints(in);
+    return;
+  }
   std::map<Rank, std::uint16_t> endpoints;
   for (unsigned i = 0; i < ranks.size(); ++i) endpoints[ranks[i]] = ports[i];
   publish_endpoints(endpoints);
@@ -215,10 +219,6 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
 }
 
 void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
-  if (folded_) {  // a back-end: it has no one to pass them on to
-    for (const auto& [rank, port] : endpoints) folded_->set_port(rank, port);
-    return;
-  }
   std::vector<std::pair<Rank, std::uint16_t>> known;
   for (const auto& [rank, port] : endpoints) {
     if (topo().set_port(rank, port)) {

@@ -5,6 +5,8 @@
 
 #include <capnp/message.h>
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "canopy/topology.h"
@@ -44,6 +46,20 @@ Topology through_the_wire(const Topology& t) {
   auto back = canopy::core::decode_topology(w.asReader());
   EXPECT_TRUE(back) << back.error();
   return std::move(*back);
+}
+
+// An `endpoints` message as a parent sends it: ranks ascending, as runs, a port each.
+std::unique_ptr<capnp::MallocMessageBuilder> endpoints(const std::vector<std::pair<Rank, std::uint16_t>>& ports) {
+  auto message = std::make_unique<capnp::MallocMessageBuilder>();
+  auto e = message->initRoot<canopy::wire::Endpoints>();
+  std::vector<Rank> ranks;
+  for (const auto& p : ports) ranks.push_back(p.first);
+  const auto runs = canopy::core::rank_runs(ranks);
+  auto wire_runs = e.initRankRuns(static_cast<unsigned>(runs.size()));
+  for (unsigned i = 0; i < runs.size(); ++i) wire_runs.set(i, runs[i]);
+  auto wire_ports = e.initPorts(static_cast<unsigned>(ports.size()));
+  for (unsigned i = 0; i < ports.size(); ++i) wire_ports.set(i, ports[i].second);
+  return message;
 }
 
 }  // namespace
@@ -303,9 +319,10 @@ TEST(FoldedPart, UnfoldsToThePartItWasSentWithThePortsLearntMeanwhile) {
     if (part.frontier(n.rank)) frontier = n.rank;
   }
   ASSERT_NE(frontier, 0u);
-  folded.set_port(grandparent, 4242);
-  folded.set_port(frontier, 4343);
-  folded.set_port(grandparent, 4244);  // a later port replaces the first
+  std::vector<std::pair<Rank, std::uint16_t>> first{{grandparent, 4242}, {frontier, 4343}};
+  std::sort(first.begin(), first.end());
+  folded.add_endpoints(endpoints(first)->getRoot<canopy::wire::Endpoints>().asReader());
+  folded.add_endpoints(endpoints({{grandparent, 4244}})->getRoot<canopy::wire::Endpoints>().asReader());  // replaces
   auto unfolded = folded.unfold();
   ASSERT_TRUE(unfolded) << unfolded.error();
   ASSERT_EQ(unfolded->size(), part.size());
@@ -335,7 +352,9 @@ TEST(FoldedPart, APartOfFanOutAHundredFoldsIntoAFewWordsAProcess) {
   auto w = message.initRoot<canopy::wire::Topology>();
   canopy::core::encode_topology(part, w);
   canopy::core::FoldedPart folded(w.asReader(), through_the_wire(part), whole.at(parent).children.back());
-  for (Rank r : whole.at(whole.root().rank).children) folded.set_port(r, 40000);  // as endpoints bring them
+  std::vector<std::pair<Rank, std::uint16_t>> ports;  // the root's children's, as endpoints bring them
+  for (Rank r : whole.at(whole.root().rank).children) ports.emplace_back(r, static_cast<std::uint16_t>(40000 + ports.size()));
+  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader());
   EXPECT_LT(folded.bytes(), 2048u) << "a part of " << part.size() << " processes";
   EXPECT_EQ(folded.place().siblings, 99u);
   EXPECT_EQ(folded.place().depth, 2u);
