@@ -6,10 +6,10 @@ namespace canopy::core {
 
 const Topology* BackendPart::get(const Topology& whole, Rank self, const LaunchPlan& plan) {
   if (!part_) {
-    part_ = whole.backend_part(self);
+    part_ = std::make_unique<Topology>(whole.backend_part(self));
     whole_ = plan.whole_tree || !part_->partial();
   }
-  return whole_ ? nullptr : &*part_;
+  return whole_ ? nullptr : part_.get();
 }
 
 const std::vector<std::pair<Rank, Rank>>& BackendPart::view_zero(const Topology& whole, const LaunchPlan& plan) {

@@ -10,6 +10,7 @@
 // Pure logic; on the node's io_context thread.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -34,7 +35,7 @@ class BackendPart {
   void invalidate() { part_.reset(); }
 
  private:
-  std::optional<Topology> part_;
+  std::unique_ptr<Topology> part_;  // on the heap: a back-end, which has no back-end children, holds none
   bool whole_ = false;  // a back-end child gets the whole tree (decided with part_)
   std::optional<std::vector<std::pair<Rank, Rank>>> view_zero_;
 };

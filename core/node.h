@@ -150,9 +150,9 @@ class Node final : public ServiceContext {
   Phase phase() const override { return static_cast<Phase>(phase_.index()); }
   bool promoted() const override;
   const LaunchPlan& plan() const override { return plan_; }
-  const std::optional<Topology>& topology() const override {
+  const Topology* topology() const override {
     unfold();
-    return topology_;
+    return topology_.get();
   }
   const TreeView* live_tree() const override {
     unfold();
@@ -329,7 +329,7 @@ class Node final : public ServiceContext {
 
   // The tree this node holds, folded (a back-end's part, until something reads it:
   // core/folded_part.h) or not.
-  bool knows_tree() const { return topology_.has_value() || folded_ != nullptr; }
+  bool knows_tree() const { return topology_ != nullptr || folded_ != nullptr; }
   // Unfolds a folded part; what reads the tree calls it first. Const, as reading is.
   void unfold() const {
     if (folded_) const_cast<Node*>(this)->unfold_part();
@@ -354,9 +354,10 @@ class Node final : public ServiceContext {
   }
 
   LaunchPlan plan_;
-  std::optional<Topology> topology_;
+  // On the heap, as the folded part is: a folded back-end holds neither.
+  std::unique_ptr<Topology> topology_;
   BackendPart backend_part_;  // what back-end children get of topology_
-  std::optional<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
+  std::unique_ptr<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
   std::unique_ptr<FoldedPart> folded_;  // a back-end's part, folded: topology_ and tree_ are empty
 
   std::shared_ptr<transport::Link> parent_;

@@ -18,9 +18,9 @@ namespace canopy::core {
 using transport::Link;
 
 void Node::adopt_topology(Topology topology) {
-  topology_ = std::move(topology);
+  topology_ = std::make_unique<Topology>(std::move(topology));
   backend_part_ = BackendPart{};  // of the tree held before, if any (a re-attach that failed)
-  tree_.emplace(*topology_, id_.rank);
+  tree_ = std::make_unique<LiveTree>(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
   // A back-end child hears of the adoptions its part of the tree holds. Where
   // commnodes hold parts, an adoption goes down only into the orphan's subtree

@@ -62,7 +62,7 @@ class ServiceContext {
   // Orphaned in the root's place (events::Promoted).
   virtual bool promoted() const = 0;
   virtual const LaunchPlan& plan() const = 0;
-  virtual const std::optional<Topology>& topology() const = 0;
+  virtual const Topology* topology() const = 0;  // null until the tree is known
   // The live tree (who is whose child now, who is gone); null until the topology is
   // known. Not the membership view, which is the membership service's.
   virtual const TreeView* live_tree() const = 0;
