@@ -9,9 +9,10 @@
 #include <capnp/message.h>
 #include <kj/array.h>
 
+#include <boost/container/deque.hpp>
+
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <unordered_map>
 
@@ -49,8 +50,10 @@ class DownLog {
   };
   void drop_oldest();
 
-  std::unordered_map<StreamId, std::deque<Entry>> streams_;
-  std::deque<StreamId> order_;  // the stream of every kept broadcast, oldest first
+  // Boost's deques allocate at their first element: every process has a log, only
+  // the root keeps broadcasts in it.
+  std::unordered_map<StreamId, boost::container::deque<Entry>> streams_;
+  boost::container::deque<StreamId> order_;  // the stream of every kept broadcast, oldest first
   std::size_t bytes_ = 0;
 };
 

@@ -27,9 +27,9 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/container/deque.hpp>
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -190,7 +190,7 @@ class StreamService final : public core::Service {
   // waves in order); kept after the child has left until its packets' waves close.
   struct ChildQueue {
     std::size_t child = 0;
-    std::deque<std::pair<std::uint64_t, Packet>> packets;  // (wave, packet)
+    boost::container::deque<std::pair<std::uint64_t, Packet>> packets;  // (wave, packet)
     bool left = false;  // no longer a member: the queue goes once it is empty
   };
   struct Stream {
@@ -202,7 +202,10 @@ class StreamService final : public core::Service {
     // One per member, kept once the waves are loosened: when its last packet came. A
     // straggler holds a wave for as long as it keeps sending (see wave_deadline).
     std::vector<NodeClock::time_point> heard;
-    std::deque<OpenWave> open;                   // ascending wave number
+    // Ascending wave number. Boost's deque allocates at its first element, not when
+    // it is made (std::deque: 576 bytes); a back-end, which has no children, opens
+    // no wave (docs/scale.md).
+    boost::container::deque<OpenWave> open;
     std::vector<ChildQueue> queues;              // ascending child index
     // Waves below this are closed here (or were never open here).
     std::uint64_t next_close = 0;
@@ -271,7 +274,7 @@ class StreamService final : public core::Service {
   // The tree changed: every instance here is told its context again.
   void refresh_contexts();
   // Where wave `wave` is in `stream.open`, or where it would go.
-  static std::deque<OpenWave>::iterator find_wave(Stream& stream, std::uint64_t wave);
+  static boost::container::deque<OpenWave>::iterator find_wave(Stream& stream, std::uint64_t wave);
   // Child `child`'s queue, made if it has none.
   static ChildQueue& queue_of(Stream& stream, std::size_t child);
   // Closes, in order, every open wave no member can still add to, and (re)arms the

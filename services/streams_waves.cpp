@@ -141,7 +141,7 @@ void StreamService::release_leads() {
   }
 }
 
-std::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
+boost::container::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
   auto& open = stream.open;
   if (open.empty() || wave > open.back().number) return open.end();
   // Open waves mostly have every number from the oldest on: the wave is where its
