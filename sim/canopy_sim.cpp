@@ -218,17 +218,18 @@ class Run {
     for (Rank victim : victims) {
       const auto before = snapshot(sim_);
       const auto killed_at = sim_.now();
-      const auto view_before = tree_.member(root).runtime->membership.view().id;
+      const auto view_before = tree_.member(root).runtime->membership.view_id();
       tree_.kill(victim);
       std::erase(backends_, victim);
       std::size_t checked = 0;  // back-ends known to hold the new view
       const bool stable = sim_.run_until(
           [&] {
-            const auto& view = tree_.member(root).runtime->membership.view();
-            if (view.id == view_before || view.contains(victim)) return false;
+            // By id and ranges (MembershipService::view() lists every member: O(N)
+            // a call, which made this check O(N^2) over a failure).
+            const auto& at_root = tree_.member(root).runtime->membership;
+            if (at_root.view_id() == view_before || at_root.members().contains(victim)) return false;
             for (; checked < backends_.size(); ++checked) {
-              const auto& v = tree_.member(backends_[checked]).runtime->membership.view();
-              if (v.id != view.id) return false;
+              if (tree_.member(backends_[checked]).runtime->membership.view_id() != at_root.view_id()) return false;
             }
             return true;
           },
