@@ -8,7 +8,9 @@
 #   killed per tree (default "3 2"), SCALE_LATENCY_US and SCALE_CPU_US the simulated
 #   latency and CPU per frame (default 50 and 10), SCALE_TIMEOUT the bound on each run
 #   in seconds (default 1800). It builds nothing: canopy-sim comes with the normal
-#   build (CANOPY_BUILD_DIR selects another build directory).
+#   build (CANOPY_BUILD_DIR selects another build directory). SCALE_REUSE=1 takes a
+#   tree's runs/TREE.json from an earlier run of the same build instead of running it
+#   again (b:100^3 takes about 12 minutes and 20 GB).
 # Writes into OUTPUT_DIR:
 #   runs/TREE.json   canopy-sim's output per tree (TREE.log: its errors)
 #   scale.csv        one row per tree that ran to the end
@@ -40,7 +42,9 @@ for tree in "${trees[@]}"; do
   name=${tree//[^A-Za-z0-9]/_}
   load=$(cut -d' ' -f1 /proc/loadavg)
   echo "scale.sh: $tree (load $load)" >&2
-  if ! timeout --kill-after=10 "$limit" "$sim" --tree "$tree" --kill-backends "$kill_b" --kill-commnodes "$kill_c" \
+  if [ "${SCALE_REUSE:-0}" = 1 ] && [ -s "$out/runs/$name.json" ]; then
+    echo "scale.sh: $tree: reusing $out/runs/$name.json" >&2
+  elif ! timeout --kill-after=10 "$limit" "$sim" --tree "$tree" --kill-backends "$kill_b" --kill-commnodes "$kill_c" \
       --latency-us "$latency" --cpu-us "$cpu" > "$out/runs/$name.json" 2> "$out/runs/$name.log"; then
     echo "scale.sh: $tree failed or ran over ${limit} s: $(tail -1 "$out/runs/$name.log")" >&2
     continue
