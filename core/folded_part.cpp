@@ -26,6 +26,11 @@ FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, 
   // A back-end has nothing below it; its siblings are its parent's other children.
   place_.siblings = static_cast<std::uint32_t>(up.children.size() - 1);
   for (const TopologyNode* n = &me; n->parent; n = &decoded.at(*n->parent)) ++place_.depth;
+  std::vector<Rank> unknown;
+  for (const TopologyNode& n : decoded.nodes()) {
+    if (n.role != Role::backend && n.port == 0) unknown.push_back(n.rank);
+  }
+  unknown_ports_ = RankSet::of(std::move(unknown));
 }
 
 const FoldedPart::Held* FoldedPart::held(Rank rank) const {
@@ -34,7 +39,13 @@ const FoldedPart::Held* FoldedPart::held(Rank rank) const {
   return nullptr;
 }
 
-void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints) { endpoints_.push_back(copy_of(endpoints)); }
+void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<Rank>& ranks) {
+  endpoints_.push_back(copy_of(endpoints));
+  auto ports = endpoints.getPorts();
+  for (unsigned i = 0; i < ranks.size(); ++i) {
+    if (ports[i] != 0) unknown_ports_.erase(ranks[i]);
+  }
+}
 
 Result<Topology> FoldedPart::unfold() const {
   capnp::FlatArrayMessageReader reader(message_.asPtr());  // read as it was when it arrived

@@ -20,6 +20,7 @@
 #include "canopy.capnp.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
+#include "core/rank_set.h"
 #include "core/tree_view.h"
 
 namespace canopy::core {
@@ -46,7 +47,11 @@ class FoldedPart {
   // Listening ports learnt after launch, as the parent sent them (ranks as runs, a
   // port each: about 2 bytes a port); kept as they came, applied in order when it
   // unfolds, so that a later port for a rank replaces an earlier one.
-  void add_endpoints(wire::Endpoints::Reader endpoints);
+  // `ranks`: its ranks, expanded (the caller checked them).
+  void add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<Rank>& ranks);
+  // Whether it knows the port of every commnode of the part (every potential adopter):
+  // what a process holding the part unfolded reads from its topology.
+  bool ports_known() const { return unknown_ports_.empty(); }
   // The part as a Topology, with the ports learnt.
   Result<Topology> unfold() const;
   // Heap bytes it holds (for the log).
@@ -55,6 +60,7 @@ class FoldedPart {
  private:
   kj::Array<capnp::word> message_;  // a message whose root is the wire::Topology
   std::vector<kj::Array<capnp::word>> endpoints_;  // messages whose root is a wire::Endpoints
+  RankSet unknown_ports_;  // the commnodes (and front-end) of the part whose port is not known yet
   Rank root_ = 0;
   Held self_, parent_;
   TreeView::Place place_;

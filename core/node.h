@@ -138,6 +138,12 @@ class Node final : public ServiceContext {
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return healing_.news_received; }
+  // Whether this back-end holds its part of the tree folded (core/folded_part.h):
+  // nothing has read its tree since it arrived. For tests and diagnostics.
+  bool part_folded() const { return folded_ != nullptr; }
+  // Whether it knows where every commnode of the tree it holds listens (an orphan
+  // needs its adopters' ports), without unfolding a folded part.
+  bool knows_every_port() const;
   // How many standby links other processes keep to this node.
   std::size_t standbys_accepted() const { return connections_.count<Connections::Standby>(); }
   // How many probes of an orphan's parent this node has made (one per parent for

@@ -68,6 +68,13 @@ Rank Node::root_rank() const {
   return tree_ ? tree_->view().root() : TreeView::kNone;
 }
 
+bool Node::knows_every_port() const {
+  if (folded_) return folded_->ports_known();
+  if (!topology_) return false;
+  return std::none_of(topology_->nodes().begin(), topology_->nodes().end(),
+                      [](const TopologyNode& n) { return n.role != Role::backend && n.port == 0; });
+}
+
 std::optional<TreeView::Place> Node::own_place() const {
   if (folded_) return folded_->place();
   if (!tree_ || !tree_->view().contains(id_.rank)) return std::nullopt;
@@ -209,7 +216,7 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
     return;
   }
   if (folded_) {  // a back-end, with no one to pass them on to, keeps them as they came
-    folded_->add_endpoints(in);
+    folded_->add_endpoints(in, ranks);
     return;
   }
   std::map<Rank, std::uint16_t> endpoints;

@@ -182,6 +182,41 @@ TEST(Orphans, ABackEndHoldsItsPartOfTheTreeAndHealsFromItTwice) {
   for (Rank b : {0u, 1u, 2u, 3u}) EXPECT_EQ(tree.node(FE).live_tree()->parent(b), FE + 1) << b;
 }
 
+// A back-end keeps its part of the tree folded (docs/scale.md, "A back-end keeps its
+// part folded") through launch, heartbeats, a stream and its waves; its parent's
+// failure unfolds it, and it heals from it as from a part held unfolded. The others,
+// which heard of nothing, keep theirs folded; reading a back-end's tree (status())
+// unfolds it and finds the same part.
+TEST(Orphans, ABackEndKeepsItsPartFoldedUntilItsParentFailsAndHealsFromIt) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:2x2x2", fault);  // FE+1: FE+3 (0, 1), FE+4 (2, 3); FE+2: FE+5 (4, 5), FE+6 (6, 7)
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  expect_whole_wave(tree, stream, 8);
+  tree.run_for(3s);  // heartbeats, both ways
+  for (Rank b = 0; b < 8; ++b) EXPECT_TRUE(tree.node(b).part_folded()) << "back-end " << b;
+  for (Rank c : {FE + 1, FE + 3}) EXPECT_FALSE(tree.node(c).part_folded()) << c;
+
+  tree.kill(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5s));
+  for (Rank orphan : {0u, 1u}) {
+    EXPECT_FALSE(tree.node(orphan).part_folded()) << orphan;
+    EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 4) << orphan;
+  }
+  expect_whole_wave(tree, stream, 8);
+  for (Rank b = 2; b < 8; ++b) EXPECT_TRUE(tree.node(b).part_folded()) << "back-end " << b << " heard of nothing";
+  // Read, back-end 6's part unfolds into its part: FE, FE+1, FE+2, FE+5, FE+6, 6, 7,
+  // with the ports of the commnodes it may ask for adoption.
+  const canopy::Topology* part = tree.node(6).topology();
+  ASSERT_NE(part, nullptr);
+  EXPECT_FALSE(tree.node(6).part_folded());
+  EXPECT_TRUE(part->partial());
+  EXPECT_EQ(part->size(), 7u);
+  for (Rank adopter : {FE + 2, FE + 5}) EXPECT_NE(part->at(adopter).port, 0) << adopter;
+  EXPECT_EQ(tree.node(6).live_tree()->parent(6), FE + 6);
+}
+
 // An adopter adopts only an orphan whose parent it knows is gone (docs/security.md).
 // Here no one can report FE+3's failure (its parent FE+1 hangs with it), so the
 // adopter asked by FE+3's back-ends (FE+4, or FE+5 if FE+4 finds itself orphaned

@@ -70,12 +70,9 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
   }
   // Up, and every process knows every listening endpoint (an orphan needs them).
   auto endpoints_known = [&] {
+    // (Without reading a back-end's tree, which would unfold its part: core/folded_part.h.)
     for (auto& [rank, m] : members_) {
-      const auto& topology = m->runtime->node.topology();
-      if (!topology) return false;
-      for (const auto& n : topology->nodes()) {
-        if (n.role != Role::backend && n.port == 0) return false;
-      }
+      if (!m->runtime->node.knows_every_port()) return false;
     }
     return members_.size() == (attach_ ? topology_.size() - topology_.backends().size() : topology_.size());
   };

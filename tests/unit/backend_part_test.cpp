@@ -321,8 +321,22 @@ TEST(FoldedPart, UnfoldsToThePartItWasSentWithThePortsLearntMeanwhile) {
   ASSERT_NE(frontier, 0u);
   std::vector<std::pair<Rank, std::uint16_t>> first{{grandparent, 4242}, {frontier, 4343}};
   std::sort(first.begin(), first.end());
-  folded.add_endpoints(endpoints(first)->getRoot<canopy::wire::Endpoints>().asReader());
-  folded.add_endpoints(endpoints({{grandparent, 4244}})->getRoot<canopy::wire::Endpoints>().asReader());  // replaces
+  auto add = [&](const std::vector<std::pair<Rank, std::uint16_t>>& ports) {
+    std::vector<Rank> ranks;
+    for (const auto& p : ports) ranks.push_back(p.first);
+    folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ranks);
+  };
+  EXPECT_FALSE(folded.ports_known());
+  add(first);
+  add({{grandparent, 4244}});  // replaces the first
+  EXPECT_FALSE(folded.ports_known()) << "the root, the parent and the other frontiers are not known yet";
+  std::vector<std::pair<Rank, std::uint16_t>> rest;
+  for (const auto& n : part.nodes()) {
+    if (n.role != Role::backend && n.rank != grandparent && n.rank != frontier) rest.emplace_back(n.rank, 5000 + rest.size());
+  }
+  std::sort(rest.begin(), rest.end());
+  add(rest);
+  EXPECT_TRUE(folded.ports_known());
   auto unfolded = folded.unfold();
   ASSERT_TRUE(unfolded) << unfolded.error();
   ASSERT_EQ(unfolded->size(), part.size());
@@ -335,8 +349,13 @@ TEST(FoldedPart, UnfoldsToThePartItWasSentWithThePortsLearntMeanwhile) {
     EXPECT_EQ(u->role, n.role) << n.rank;
     EXPECT_EQ(u->host, n.host) << n.rank;
     EXPECT_EQ(unfolded->frontier(n.rank) != nullptr, part.frontier(n.rank) != nullptr) << n.rank;
-    const std::uint16_t port = n.rank == grandparent ? 4244 : n.rank == frontier ? 4343 : n.port;
-    EXPECT_EQ(u->port, port) << n.rank;
+    if (n.rank == grandparent || n.rank == frontier) {
+      EXPECT_EQ(u->port, n.rank == grandparent ? 4244 : 4343) << n.rank;
+    } else if (n.role != Role::backend) {
+      EXPECT_GE(u->port, 5000) << n.rank;
+    } else {
+      EXPECT_EQ(u->port, 0) << n.rank;
+    }
   }
 }
 
@@ -354,7 +373,9 @@ TEST(FoldedPart, APartOfFanOutAHundredFoldsIntoAFewWordsAProcess) {
   canopy::core::FoldedPart folded(w.asReader(), through_the_wire(part), whole.at(parent).children.back());
   std::vector<std::pair<Rank, std::uint16_t>> ports;  // the root's children's, as endpoints bring them
   for (Rank r : whole.at(whole.root().rank).children) ports.emplace_back(r, static_cast<std::uint16_t>(40000 + ports.size()));
-  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader());
+  std::vector<Rank> ranks;
+  for (const auto& p : ports) ranks.push_back(p.first);
+  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ranks);
   EXPECT_LT(folded.bytes(), 2048u) << "a part of " << part.size() << " processes";
   EXPECT_EQ(folded.place().siblings, 99u);
   EXPECT_EQ(folded.place().depth, 2u);
