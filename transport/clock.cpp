@@ -90,8 +90,13 @@ Timer::Timer(boost::asio::io_context& io) {
   if (boost::asio::has_service<TimerQueue>(io)) {
     queue_ = &boost::asio::use_service<TimerQueue>(io);
   } else {
-    real_.emplace(io);
+    io_ = &io;
   }
+}
+
+Timer::AsioTimer& Timer::real() {
+  if (!real_) real_ = std::make_unique<AsioTimer>(*io_, expiry_);
+  return *real_;
 }
 
 Timer::Timer(boost::asio::io_context& io, duration expiry_from_now) : Timer(io) { expires_after(expiry_from_now); }
@@ -101,14 +106,14 @@ Timer::Timer(boost::asio::io_context& io, time_point expiry) : Timer(io) { expir
 Timer::~Timer() { cancel(); }
 
 std::size_t Timer::expires_at(time_point at) {
-  if (real_) return real_->expires_at(at);
+  if (!queue_) return real().expires_at(at);
   const std::size_t cancelled = cancel();
   expiry_ = at;
   return cancelled;
 }
 
 std::size_t Timer::cancel() {
-  if (real_) return real_->cancel();
+  if (!queue_) return real_ ? real_->cancel() : 0;
   const std::size_t cancelled = waits_.size();
   if (queue_) {
     for (auto wait : waits_) queue_->complete(wait, boost::asio::error::operation_aborted);

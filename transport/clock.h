@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -155,15 +156,20 @@ class Timer {
 
   template <typename Handler>
   void async_wait(Handler&& handler) {
-    if (real_) return real_->async_wait(std::forward<Handler>(handler));
+    if (!queue_) return real().async_wait(std::forward<Handler>(handler));
     waits_.push_back(queue_->add(expiry_, this, std::forward<Handler>(handler)));
   }
 
  private:
   friend class TimerQueue;
   using AsioTimer = boost::asio::basic_waitable_timer<NodeClock, NodeClockWaitTraits>;
+  AsioTimer& real();
 
-  std::optional<AsioTimer> real_;
+  // Without a TimerQueue: asio's timer, made when the timer is first armed. Most of
+  // a process's timers are never armed (a back-end's launch, healing and stream
+  // timers): each held an asio timer of 128 bytes (docs/scale.md).
+  boost::asio::io_context* io_ = nullptr;
+  std::unique_ptr<AsioTimer> real_;
   TimerQueue* queue_ = nullptr;
   time_point expiry_{};
   std::vector<TimerQueue::Waits::iterator> waits_;  // pending, in the queue

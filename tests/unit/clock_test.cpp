@@ -83,6 +83,29 @@ TEST(Clock, ARealTimerStillWaitsInRealTime) {
 }
 
 
+// A timer makes asio's timer when it is first armed (most never are); until then it
+// has nothing to cancel and expires at the epoch, as asio's own timer does, and armed
+// late it waits and is cancelled as asio's does.
+TEST(Clock, ATimerArmedLateBehavesAsOneArmedFromTheStart) {
+  boost::asio::io_context io;
+  ManualTime time;
+  Timer late(io);
+  EXPECT_EQ(late.expiry(), Timer::time_point{});
+  EXPECT_EQ(late.cancel(), 0u);
+  EXPECT_EQ(late.expires_after(5s), 0u);
+  std::vector<std::string> fired;
+  late.async_wait([&](const boost::system::error_code& ec) { fired.push_back(ec ? "aborted" : "late"); });
+  Timer never(io);  // never armed: its end aborts nothing
+  EXPECT_EQ(late.expires_after(2s), 1u);  // moving it aborts the pending wait
+  late.async_wait([&](const boost::system::error_code& ec) { fired.push_back(ec ? "aborted again" : "late again"); });
+  io.poll();
+  EXPECT_EQ(fired, (std::vector<std::string>{"aborted"}));
+  time.advance(2s);
+  io.poll();
+  EXPECT_EQ(fired, (std::vector<std::string>{"aborted", "late again"}));
+  EXPECT_LT(sizeof(Timer), 64u) << "an unarmed timer holds no asio timer";
+}
+
 // ---- timers in a TimerQueue (the simulator's, sim/) ----
 
 std::size_t open_descriptors() {
