@@ -513,6 +513,16 @@ bool expand_rank_runs(capnp::List<std::uint32_t>::Reader runs, std::size_t expec
   return expected <= kMaxTopologyNodes && expand_runs(runs, true, expected, out);
 }
 
+bool read_endpoints(wire::Endpoints::Reader in, std::vector<std::pair<Rank, std::uint16_t>>& out) {
+  auto ports = in.getPorts();
+  std::vector<Rank> ranks;
+  if (!expand_rank_runs(in.getRankRuns(), ports.size(), ranks)) return false;
+  out.clear();
+  out.reserve(ranks.size());
+  for (unsigned i = 0; i < ranks.size(); ++i) out.emplace_back(ranks[i], ports[i]);
+  return true;
+}
+
 std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascending) {
   std::vector<std::pair<Rank, Rank>> ranges;
   for (Rank r : ascending) {

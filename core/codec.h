@@ -4,8 +4,14 @@
 // message, which the link turns into "bad frame" and closes that link only.
 #pragma once
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/array.h>
+
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "canopy.capnp.h"
 #include "canopy/packet.h"
@@ -63,6 +69,17 @@ std::vector<std::pair<Rank, Rank>> rank_ranges(const std::vector<Rank>& ascendin
 // number of ranks.
 std::vector<std::uint32_t> rank_runs(const std::vector<Rank>& ranks);
 bool expand_rank_runs(capnp::List<std::uint32_t>::Reader runs, std::size_t expected, std::vector<Rank>& out);
+// What an `endpoints` message says, (rank, port) in its order; false if its ranks
+// are not runs of as many ranks as it has ports.
+bool read_endpoints(wire::Endpoints::Reader in, std::vector<std::pair<Rank, std::uint16_t>>& out);
+// A struct of a message received, copied into flat words of its own, to be kept after
+// the frame it came in is gone (read back with capnp::FlatArrayMessageReader).
+template <typename Reader>
+kj::Array<capnp::word> flat_copy(Reader reader) {
+  capnp::MallocMessageBuilder copy(reader.totalSize().wordCount + 1);
+  copy.setRoot(reader);
+  return capnp::messageToFlatArray(copy);
+}
 std::vector<Rank> expand_ranges(const std::vector<std::pair<Rank, Rank>>& ranges);
 // Ranks on the wire as ranges (a membership view, a stream's communicator, view 0):
 // the first and last rank of each, in one list of 2 × ranges (`out` is that long).

@@ -1,23 +1,13 @@
 #include "core/folded_part.h"
 
-#include <capnp/message.h>
 #include <capnp/serialize.h>
 
 #include "core/codec.h"
 
 namespace canopy::core {
 
-namespace {
-template <typename Reader>
-kj::Array<capnp::word> copy_of(Reader reader) {
-  capnp::MallocMessageBuilder copy(reader.totalSize().wordCount + 1);
-  copy.setRoot(reader);
-  return capnp::messageToFlatArray(copy);
-}
-}  // namespace
-
 FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, Rank self) {
-  message_ = copy_of(message);
+  message_ = flat_copy(message);
   const TopologyNode& me = decoded.at(self);
   const TopologyNode& up = decoded.at(*me.parent);
   root_ = decoded.root().rank;
@@ -39,11 +29,11 @@ const FoldedPart::Held* FoldedPart::held(Rank rank) const {
   return nullptr;
 }
 
-void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<Rank>& ranks) {
-  endpoints_.push_back(copy_of(endpoints));
-  auto ports = endpoints.getPorts();
-  for (unsigned i = 0; i < ranks.size(); ++i) {
-    if (ports[i] != 0) unknown_ports_.erase(ranks[i]);
+void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints,
+                               const std::vector<std::pair<Rank, std::uint16_t>>& learnt) {
+  endpoints_.push_back(flat_copy(endpoints));
+  for (const auto& [rank, port] : learnt) {
+    if (port != 0) unknown_ports_.erase(rank);
   }
 }
 
@@ -51,13 +41,11 @@ Result<Topology> FoldedPart::unfold() const {
   capnp::FlatArrayMessageReader reader(message_.asPtr());  // read as it was when it arrived
   auto topology = decode_topology(reader.getRoot<wire::Topology>());
   if (!topology) return topology;
+  std::vector<std::pair<Rank, std::uint16_t>> learnt;
   for (const auto& words : endpoints_) {
     capnp::FlatArrayMessageReader message(words.asPtr());
-    auto endpoints = message.getRoot<wire::Endpoints>();
-    auto ports = endpoints.getPorts();
-    std::vector<Rank> ranks;
-    if (!expand_rank_runs(endpoints.getRankRuns(), ports.size(), ranks)) continue;  // checked as it came
-    for (unsigned i = 0; i < ranks.size(); ++i) topology->set_port(ranks[i], ports[i]);
+    if (!read_endpoints(message.getRoot<wire::Endpoints>(), learnt)) continue;  // checked as it came
+    for (const auto& [rank, port] : learnt) topology->set_port(rank, port);
   }
   return topology;
 }

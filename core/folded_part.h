@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "canopy.capnp.h"
@@ -47,8 +48,8 @@ class FoldedPart {
   // Listening ports learnt after launch, as the parent sent them (ranks as runs, a
   // port each: about 2 bytes a port); kept as they came, applied in order when it
   // unfolds, so that a later port for a rank replaces an earlier one.
-  // `ranks`: its ranks, expanded (the caller checked them).
-  void add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<Rank>& ranks);
+  // `learnt`: what it says (read_endpoints, which the caller checked it with).
+  void add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<std::pair<Rank, std::uint16_t>>& learnt);
   // Whether it knows the port of every commnode of the part (every potential adopter):
   // what a process holding the part unfolded reads from its topology.
   bool ports_known() const { return unknown_ports_.empty(); }

@@ -208,19 +208,18 @@ void Node::fill_adoption(wire::Hello::Builder hello) const {
 }
 
 void Node::on_endpoints(wire::Endpoints::Reader in) {
-  auto ports = in.getPorts();
-  std::vector<Rank> ranks;
-  if (!knows_tree() || !expand_rank_runs(in.getRankRuns(), ports.size(), ranks)) {
+  std::vector<std::pair<Rank, std::uint16_t>> learnt;
+  if (!knows_tree() || !read_endpoints(in, learnt)) {
     log().warn("ignoring endpoints from the parent: {}",
                knows_tree() ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
     return;
   }
   if (folded_) {  // a back-end, with no one to pass them on to, keeps them as they came
-    folded_->add_endpoints(in, ranks);
+    folded_->add_endpoints(in, learnt);
     return;
   }
   std::map<Rank, std::uint16_t> endpoints;
-  for (unsigned i = 0; i < ranks.size(); ++i) endpoints[ranks[i]] = ports[i];
+  for (const auto& [rank, port] : learnt) endpoints[rank] = port;
   publish_endpoints(endpoints);
   log().debug("{} listening endpoints learnt", endpoints.size());
 }

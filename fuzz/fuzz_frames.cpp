@@ -38,10 +38,8 @@ void walk(wire::Message::Reader m) {
       break;
     }
     case Body::ENDPOINTS: {
-      auto e = body.getEndpoints();
-      std::vector<canopy::Rank> ranks;
-      (void)core::expand_rank_runs(e.getRankRuns(), e.getPorts().size(), ranks);
-      for (auto p : e.getPorts()) (void)p;
+      std::vector<std::pair<canopy::Rank, std::uint16_t>> endpoints;
+      (void)core::read_endpoints(body.getEndpoints(), endpoints);
       break;
     }
     case Body::FAILURE_REPORT: (void)body.getFailureReport().getReason().size(); break;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/codec.h"
+
 namespace canopy::services {
 
 namespace {
@@ -12,9 +14,7 @@ constexpr std::size_t kEntryOverhead = sizeof(DownSeq) + sizeof(kj::Array<capnp:
 }  // namespace
 
 void DownLog::add(StreamId stream, DownSeq seq, wire::DataPacket::Reader packet, std::size_t bound_bytes) {
-  capnp::MallocMessageBuilder copy(packet.totalSize().wordCount + 1);
-  copy.setRoot(packet);
-  Entry entry{seq, capnp::messageToFlatArray(copy)};
+  Entry entry{seq, core::flat_copy(packet)};
   bytes_ += entry.words.asBytes().size() + kEntryOverhead;
   streams_[stream].push_back(std::move(entry));
   order_.push_back(stream);

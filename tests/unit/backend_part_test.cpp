@@ -322,9 +322,7 @@ TEST(FoldedPart, UnfoldsToThePartItWasSentWithThePortsLearntMeanwhile) {
   std::vector<std::pair<Rank, std::uint16_t>> first{{grandparent, 4242}, {frontier, 4343}};
   std::sort(first.begin(), first.end());
   auto add = [&](const std::vector<std::pair<Rank, std::uint16_t>>& ports) {
-    std::vector<Rank> ranks;
-    for (const auto& p : ports) ranks.push_back(p.first);
-    folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ranks);
+    folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ports);
   };
   EXPECT_FALSE(folded.ports_known());
   add(first);
@@ -373,9 +371,7 @@ TEST(FoldedPart, APartOfFanOutAHundredFoldsIntoAFewWordsAProcess) {
   canopy::core::FoldedPart folded(w.asReader(), through_the_wire(part), whole.at(parent).children.back());
   std::vector<std::pair<Rank, std::uint16_t>> ports;  // the root's children's, as endpoints bring them
   for (Rank r : whole.at(whole.root().rank).children) ports.emplace_back(r, static_cast<std::uint16_t>(40000 + ports.size()));
-  std::vector<Rank> ranks;
-  for (const auto& p : ports) ranks.push_back(p.first);
-  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ranks);
+  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ports);
   EXPECT_LT(folded.bytes(), 2048u) << "a part of " << part.size() << " processes";
   EXPECT_EQ(folded.place().siblings, 99u);
   EXPECT_EQ(folded.place().depth, 2u);
