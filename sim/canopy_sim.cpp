@@ -32,6 +32,7 @@
 #include "filters/filter.h"
 #include "services/runtime.h"
 #include "sim/heap_account.h"
+#include "sim/heap_sites.h"
 #include "sim/simulator.h"
 
 namespace canopy::sim {
@@ -69,8 +70,8 @@ struct RootRecorder : core::Node::Observer,
 // the launch service's Launcher, as the tests' TreeHarness is).
 class SimTree final : public services::Launcher {
  public:
-  SimTree(Topology topology, Simulator& sim, FaultToleranceOptions fault)
-      : topology_(std::move(topology)), sim_(sim), fault_(fault) {}
+  SimTree(Topology topology, Simulator& sim, FaultToleranceOptions fault, std::optional<Rank> traced)
+      : topology_(std::move(topology)), sim_(sim), fault_(fault), traced_(traced) {}
 
   struct Member {
     boost::asio::io_context io{1};
@@ -114,6 +115,7 @@ class SimTree final : public services::Launcher {
     ChargeHeap sims_own(kNobody);
     auto& slot = members_[rank];
     const auto process = static_cast<ProcessId>(sim_.size());
+    if (rank == traced_) trace_heap_sites(process);
     ChargeHeap charge(process);  // what the process holds from its start
     slot = std::make_unique<Member>();
     slot->process = sim_.add(slot->io, std::string(role == Role::frontend ? "front-end " : role == Role::commnode ? "commnode " : "back-end ") + std::to_string(rank));
@@ -134,6 +136,7 @@ class SimTree final : public services::Launcher {
   Topology topology_;
   Simulator& sim_;
   FaultToleranceOptions fault_;
+  std::optional<Rank> traced_;
   filters::FilterRegistry filters_ = filters::FilterRegistry::with_builtins();  // shared: code, not state
   std::map<Rank, std::unique_ptr<Member>> members_;
   RootRecorder root_heard_;
@@ -145,6 +148,7 @@ struct SimOptions {
   int kill_commnodes = 0;
   long latency_us = 0;
   long cpu_us = 0;
+  std::optional<Rank> heap_sites;  // the process whose live blocks are listed by call site
 };
 
 // Traffic of every process ever, at one moment.
@@ -180,7 +184,7 @@ class Run {
   Run(const SimOptions& options, Topology topology)
       : options_(options),
         sim_({.latency = microseconds(options.latency_us), .cpu = microseconds(options.cpu_us)}),
-        tree_(std::move(topology), sim_, fault()) {}
+        tree_(std::move(topology), sim_, fault(), options.heap_sites) {}
 
   int go() {
     const auto wall_start = std::chrono::steady_clock::now();
@@ -211,7 +215,7 @@ class Run {
     backends_ = topology.backends();
     if (auto e = open_stream(); !e.empty()) return fail(e);
     if (auto e = wave(); !e.empty()) return fail("first wave: " + e);
-    note_state();
+    note_state("after the first wave");
     // ---- back-end failures, one at a time ----
     std::vector<Rank> victims = spread(backends_, options_.kill_backends);
     Sums be_sums;
@@ -269,7 +273,7 @@ class Run {
     json_ += ",\"commnode_failure\":" + cn_sums.json(false);
     // ---- the last wave ----
     const auto last = wave();
-    note_state();
+    note_state("after the last wave");
     json_ = "{\"processes\":" + std::to_string(topology.size()) + ",\"backends\":" +
             std::to_string(topology.backends().size()) + "," + json_;
     json_ += ",\"state_bytes\":{\"frontend\":" + std::to_string(state_.frontend) + ",\"commnode_max\":" +
@@ -406,7 +410,15 @@ class Run {
     std::int64_t frontend = 0, commnode_max = 0, backend_max = 0, adopted_backend_max = 0;
     std::size_t commnode_max_children = 0;
   };
-  void note_state() {
+  void note_state(const std::string& when) {
+    if (options_.heap_sites) {
+      ChargeHeap nobody(kNobody);
+      if (tree_.alive(*options_.heap_sites)) {
+        print_heap_sites(stderr, "rank " + std::to_string(*options_.heap_sites) + " " + when);
+      } else {
+        std::fprintf(stderr, "canopy-sim: heap sites %s: rank %u is not alive\n", when.c_str(), *options_.heap_sites);
+      }
+    }
     for (const auto& [rank, m] : tree_.members()) {
       const std::int64_t bytes = heap_bytes(m->process);
       switch (tree_.topology().at(rank).role) {
@@ -459,12 +471,18 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--cpu-us", options.cpu_us, "Virtual CPU time a process spends on each frame it receives")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--heap-sites", options.heap_sites,
+                 "List on stderr what process RANK holds on the heap, by call site, after the first and last waves");
   app.add_option("--log-level", log_level, "Log level of every simulated process (default: error)");
   CLI11_PARSE(app, argc, argv);
   core::log().set_level(spdlog::level::from_str(log_level));
   auto topology = generate_topology(options.tree);
   if (!topology) {
     std::fprintf(stderr, "canopy-sim: --tree %s: %s\n", options.tree.c_str(), topology.error().c_str());
+    return 2;
+  }
+  if (options.heap_sites && !topology->find(*options.heap_sites)) {
+    std::fprintf(stderr, "canopy-sim: --heap-sites %u: no such rank in %s\n", *options.heap_sites, options.tree.c_str());
     return 2;
   }
   auto run = std::make_unique<sim::Run>(options, std::move(*topology));

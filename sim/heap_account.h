@@ -20,6 +20,28 @@ std::uint32_t heap_account();
 // Bytes allocated for `account` and not yet released.
 std::int64_t heap_bytes(std::uint32_t account);
 
+// Heap sites (canopy-sim --heap-sites RANK): from now on, every block charged to
+// `account` is kept with the call stack that allocated it (kSiteDepth return
+// addresses), until it is released. Costs nothing for other accounts.
+inline constexpr int kSiteDepth = 16;
+void trace_heap_sites(std::uint32_t account);
+struct LiveBlock {
+  std::uint64_t size;
+  void* stack[kSiteDepth];  // innermost first (the allocator's own frames too); null past the last
+};
+// Calls `visit` with every live block of the traced account. `visit` may allocate.
+template <class Visit>
+void for_each_traced_block(Visit&& visit);
+std::size_t traced_block_capacity();
+const LiveBlock* traced_block(std::size_t slot);  // null: an empty slot
+
+template <class Visit>
+void for_each_traced_block(Visit&& visit) {
+  for (std::size_t slot = 0; slot < traced_block_capacity(); ++slot) {
+    if (const LiveBlock* block = traced_block(slot)) visit(*block);
+  }
+}
+
 // Charges to `account` for as long as it lives, then to whoever was charged before.
 class ChargeHeap {
  public:

@@ -131,6 +131,31 @@ std::pair<const char*, int> source_line(Dwfl_Module* module, Dwarf_Addr pc) {
 
 }  // namespace
 
+std::string frame_name(Dwfl* dwfl, std::uint64_t pc, bool lines) {
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
+  if (module == nullptr) return hex(pc) + " ??";
+  GElf_Off offset = 0;
+  GElf_Sym symbol;
+  const char* name = dwfl_module_addrinfo(module, pc, &offset, &symbol, nullptr, nullptr, nullptr);
+  std::string frame;
+  if (name != nullptr) {
+    frame = demangle(name);
+  } else {
+    // No symbol: the module and the offset in it, which are the same in every
+    // process that maps the module (the address is not, with ASLR), so that
+    // ranks stopped at the same place merge.
+    Dwarf_Addr start = 0;
+    const char* module_name = dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr,
+                                               nullptr, nullptr);
+    frame = basename_of(module_name != nullptr ? module_name : "??") + "+" + hex(pc - start);
+  }
+  if (lines) {
+    auto [file, line] = source_line(module, pc);
+    if (file != nullptr && line > 0) frame += " (" + basename_of(file) + ":" + std::to_string(line) + ")";
+  }
+  return frame;
+}
+
 struct Walker::Session {
   DwflPtr dwfl;
   unsigned long long started = 0;
@@ -282,31 +307,7 @@ std::vector<Result<std::vector<ThreadStack>>> Walker::sample(const std::vector<p
     for (RawStack& stack : raw[i]) {
       ThreadStack thread{stack.tid, {}, std::move(stack.truncated)};
       for (auto pc = stack.pcs.rbegin(); pc != stack.pcs.rend(); ++pc) {
-        Dwfl_Module* module = dwfl_addrmodule(dwfl, *pc);
-        if (module == nullptr) {
-          thread.frames.push_back(hex(*pc) + " ??");
-          continue;
-        }
-        GElf_Off offset = 0;
-        GElf_Sym symbol;
-        const char* name = dwfl_module_addrinfo(module, *pc, &offset, &symbol, nullptr, nullptr, nullptr);
-        std::string frame;
-        if (name != nullptr) {
-          frame = demangle(name);
-        } else {
-          // No symbol: the module and the offset in it, which are the same in every
-          // process that maps the module (the address is not, with ASLR), so that
-          // ranks stopped at the same place merge.
-          Dwarf_Addr start = 0;
-          const char* module_name = dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr,
-                                                     nullptr, nullptr);
-          frame = basename_of(module_name != nullptr ? module_name : "??") + "+" + hex(*pc - start);
-        }
-        if (options_.lines) {
-          auto [file, line] = source_line(module, *pc);
-          if (file != nullptr && line > 0) frame += " (" + basename_of(file) + ":" + std::to_string(line) + ")";
-        }
-        thread.frames.push_back(std::move(frame));
+        thread.frames.push_back(frame_name(dwfl, *pc, options_.lines));
       }
       threads.push_back(std::move(thread));
     }

@@ -25,12 +25,15 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "canopy/result.h"
+
+typedef struct Dwfl Dwfl;
 
 namespace canopy::stack {
 
@@ -53,6 +56,10 @@ struct WalkOptions {
   bool all_threads = true;         // false: the main thread only is stopped and walked
   std::size_t max_frames = 256;    // deeper stacks (runaway recursion) are cut here
 };
+
+// How ThreadStack names the frame at `pc` in `dwfl`'s modules (with " (file:line)"
+// when `lines`). `pc` is looked up as given: for a return address, pass it less one.
+std::string frame_name(Dwfl* dwfl, std::uint64_t pc, bool lines);
 
 class Walker {
  public:

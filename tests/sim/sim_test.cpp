@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,36 @@ TEST(CanopySim, ATreeOfMoreProcessesThanTheDescriptorLimitRuns) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("\"processes\":273"), std::string::npos) << out;
   EXPECT_NE(out.find("\"last_wave_ok\":true"), std::string::npos) << out;
+}
+
+// --heap-sites RANK lists what one process holds by the Canopy code that allocated
+// it (docs/simulation.md, "Where the bytes are"): the sites add up to the total it
+// heads them with, which is the figure state_bytes counts for that process, and a
+// back-end's stream and folded part are among them, named by function.
+TEST(CanopySim, HeapSitesAddUpToWhatTheProcessHoldsAndNameTheCode) {
+  const auto [out, code] = run("--tree b:4^2 --heap-sites 12");
+  ASSERT_EQ(code, 0) << out;
+  const std::string head = "canopy-sim: heap sites, rank 12 after the last wave: ";
+  const auto at = out.find(head);
+  ASSERT_NE(at, std::string::npos) << out;
+  const long long total = std::stoll(out.substr(at + head.size()));
+  EXPECT_GT(total, 1000);
+  long long sum = 0;
+  std::istringstream lines(out.substr(out.find('\n', at) + 1));
+  std::string line;
+  bool stream = false, part = false;
+  while (std::getline(lines, line) && !line.empty() && line[0] == ' ') {
+    sum += std::stoll(line);
+    stream = stream || line.find("StreamService::open_stream") != std::string::npos;
+    part = part || line.find("FoldedPart::FoldedPart") != std::string::npos;
+  }
+  EXPECT_EQ(sum, total) << out;
+  EXPECT_TRUE(stream && part) << out;
+  // A back-end holds what state_bytes says the largest back-end holds, or less.
+  EXPECT_LE(total, static_cast<long long>(figure("b:4^2", "", "\"backend_max\":")));
+  const auto [bad, refused] = run("--tree b:4^2 --heap-sites 99");
+  EXPECT_EQ(refused, 2) << bad;
+  EXPECT_NE(bad.find("--heap-sites 99: no such rank"), std::string::npos) << bad;
 }
 
 TEST(CanopySim, ABadTreeIsRefusedWithTheReason) {
