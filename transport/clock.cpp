@@ -51,7 +51,7 @@ TimerQueue& TimerQueue::install(boost::asio::io_context& io) {
 
 void TimerQueue::shutdown() {
   // The io_context goes: its handlers are destroyed, not run (asio's rule).
-  for (auto& [at, wait] : waits_) wait.timer->queue_ = nullptr;
+  for (auto& [at, wait] : waits_) wait.timer->state_->queue = nullptr;
   waits_.clear();
 }
 
@@ -76,7 +76,7 @@ std::size_t TimerQueue::fire_due(NodeClock::time_point now) {
   std::size_t fired = 0;
   while (!waits_.empty() && waits_.begin()->first <= now) {
     auto wait = waits_.begin();
-    auto& pending = wait->second.timer->waits_;
+    auto& pending = wait->second.timer->state_->waits;
     pending.erase(std::find(pending.begin(), pending.end(), wait));
     complete(wait, {});
     ++fired;
@@ -86,17 +86,23 @@ std::size_t TimerQueue::fire_due(NodeClock::time_point now) {
 
 // ---- Timer ----
 
-Timer::Timer(boost::asio::io_context& io) {
-  if (boost::asio::has_service<TimerQueue>(io)) {
-    queue_ = &boost::asio::use_service<TimerQueue>(io);
-  } else {
-    io_ = &io;
+Timer::Timer(boost::asio::io_context& io) : io_(&io) {}
+
+Timer::State& Timer::state() {
+  if (!state_) {
+    state_ = std::make_unique<State>();
+    if (boost::asio::has_service<TimerQueue>(*io_)) {
+      state_->queued = true;
+      state_->queue = &boost::asio::use_service<TimerQueue>(*io_);
+    }
   }
+  return *state_;
 }
 
 Timer::AsioTimer& Timer::real() {
-  if (!real_) real_ = std::make_unique<AsioTimer>(*io_, expiry_);
-  return *real_;
+  State& s = state();
+  if (!s.real) s.real = std::make_unique<AsioTimer>(*io_, s.expiry);
+  return *s.real;
 }
 
 Timer::Timer(boost::asio::io_context& io, duration expiry_from_now) : Timer(io) { expires_after(expiry_from_now); }
@@ -105,20 +111,28 @@ Timer::Timer(boost::asio::io_context& io, time_point expiry) : Timer(io) { expir
 
 Timer::~Timer() { cancel(); }
 
+Timer::time_point Timer::expiry() const {
+  if (!state_) return {};
+  return state_->real ? state_->real->expiry() : state_->expiry;
+}
+
 std::size_t Timer::expires_at(time_point at) {
-  if (!queue_) return real().expires_at(at);
+  State& s = state();
+  if (!s.queued) return real().expires_at(at);
   const std::size_t cancelled = cancel();
-  expiry_ = at;
+  s.expiry = at;
   return cancelled;
 }
 
 std::size_t Timer::cancel() {
-  if (!queue_) return real_ ? real_->cancel() : 0;
-  const std::size_t cancelled = waits_.size();
-  if (queue_) {
-    for (auto wait : waits_) queue_->complete(wait, boost::asio::error::operation_aborted);
+  if (!state_) return 0;
+  State& s = *state_;
+  if (!s.queued) return s.real ? s.real->cancel() : 0;
+  const std::size_t cancelled = s.waits.size();
+  if (s.queue) {
+    for (auto wait : s.waits) s.queue->complete(wait, boost::asio::error::operation_aborted);
   }
-  waits_.clear();
+  s.waits.clear();
   return cancelled;
 }
 

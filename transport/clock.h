@@ -149,30 +149,41 @@ class Timer {
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
 
-  time_point expiry() const { return real_ ? real_->expiry() : expiry_; }
+  time_point expiry() const;
   std::size_t expires_at(time_point at);
   std::size_t expires_after(duration from_now) { return expires_at(NodeClock::now() + from_now); }
   std::size_t cancel();
 
   template <typename Handler>
   void async_wait(Handler&& handler) {
-    if (!queue_) return real().async_wait(std::forward<Handler>(handler));
-    waits_.push_back(queue_->add(expiry_, this, std::forward<Handler>(handler)));
+    State& s = state();
+    if (s.queue) {
+      s.waits.push_back(s.queue->add(s.expiry, this, std::forward<Handler>(handler)));
+    } else if (!s.queued) {
+      real().async_wait(std::forward<Handler>(handler));
+    }  // else the queue's io_context is gone: its handlers are destroyed, not run
   }
 
  private:
   friend class TimerQueue;
   using AsioTimer = boost::asio::basic_waitable_timer<NodeClock, NodeClockWaitTraits>;
+  // Made when the timer is first armed: most of a process's timers never are (a
+  // back-end's launch, healing and stream timers). An unarmed Timer is two
+  // pointers; asio's timer alone is 128 bytes (docs/scale.md).
+  struct State {
+    // On a TimerQueue (found when first armed): the expiry and the pending waits
+    // are kept here. Without one: asio's timer.
+    bool queued = false;
+    TimerQueue* queue = nullptr;  // null once the queue is shut down
+    time_point expiry{};
+    std::vector<TimerQueue::Waits::iterator> waits;  // pending, in the queue
+    std::unique_ptr<AsioTimer> real;
+  };
+  State& state();
   AsioTimer& real();
 
-  // Without a TimerQueue: asio's timer, made when the timer is first armed. Most of
-  // a process's timers are never armed (a back-end's launch, healing and stream
-  // timers): each held an asio timer of 128 bytes (docs/scale.md).
-  boost::asio::io_context* io_ = nullptr;
-  std::unique_ptr<AsioTimer> real_;
-  TimerQueue* queue_ = nullptr;
-  time_point expiry_{};
-  std::vector<TimerQueue::Waits::iterator> waits_;  // pending, in the queue
+  boost::asio::io_context* io_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace canopy
