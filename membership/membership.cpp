@@ -23,7 +23,17 @@ std::string ranks_text(const std::vector<Rank>& ranks) {
 }  // namespace
 
 MembershipService::MembershipService(core::ServiceContext& node, Observer* observer)
-    : node_(node), observer_(observer), resend_(node.io()), supersede_(node.io()) {}
+    : node_(node), observer_(observer), resend_(node.io()) {}
+
+MembershipService::Root& MembershipService::root() {
+  if (!root_) root_ = std::make_unique<Root>(node_.io());
+  return *root_;
+}
+
+const std::map<Rank, std::uint64_t>& MembershipService::stale_dropped_in_tree() const {
+  static const std::map<Rank, std::uint64_t> none;
+  return root_ ? root_->stale_in_tree : none;
+}
 
 std::uint32_t MembershipService::epoch(Rank rank) const {
   auto it = epochs_.find(rank);
@@ -76,8 +86,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
   } else if (std::holds_alternative<Stopping>(event)) {
     resend_.cancel();
-    supersede_.cancel();
-    orphan_watches_.clear();
+    root_.reset();
   }
 }
 
@@ -103,7 +112,7 @@ void MembershipService::watch_orphans(Rank failed) {
     const auto& fault = node_.plan().fault;
     const std::string why = " was not adopted within " + std::to_string((fault.lost + fault.suspect).count()) +
                             " ms after its parent " + node_.describe(failed) + " failed: it died or hung with it";
-    holding_change_ = true;  // all of them in one view change
+    root().holding_change = true;  // all of them in one view change
     for (Rank r : orphans) {
       if (view_.contains(r) && !node_.live_tree()->attached(r)) {
         const std::string reason = node_.describe(r) + why;
@@ -119,10 +128,10 @@ void MembershipService::watch_orphans(Rank failed) {
         report(r, {.kind = ReportKind::failure, .reason = reason});
       }
     }
-    holding_change_ = false;
-    if (!pending_left_.empty()) start_change();
+    root().holding_change = false;
+    if (!root().pending_left.empty()) start_change();
   });
-  orphan_watches_.push_back(std::move(timer));
+  root().orphan_watches.push_back(std::move(timer));
 }
 
 void MembershipService::initialise() {
@@ -263,8 +272,8 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, const Report
                reported_epoch, epoch(rank));
     return;
   }
-  if (!view_.contains(rank) && !pending_joined_.count(rank)) return;  // a copy: it has left already
-  if (pending_left_.count(rank)) return;
+  if (!view_.contains(rank) && !root().pending_joined.count(rank)) return;  // a copy: it has left already
+  if (root().pending_left.count(rank)) return;
   // A detector that is gone, or no longer the back-end's parent (it hung, its
   // children were adopted elsewhere, and it woke up to find their links closed),
   // speaks of a tree that is no more. (The root's own detectors may speak of any.)
@@ -278,18 +287,18 @@ void MembershipService::on_failure_report(Rank detector, Rank rank, const Report
     return;
   }
   log().info("membership: back-end {} failed ({}), reported by {}", rank, reason, node_.describe(detector));
-  if (pending_joined_.erase(rank)) return;  // joined and left before a view had it
-  pending_left_.emplace(rank, reason);
-  if (!first_pending_) first_pending_ = StableClock::now();
-  if (!holding_change_) start_change();
+  if (root().pending_joined.erase(rank)) return;  // joined and left before a view had it
+  root().pending_left.emplace(rank, reason);
+  if (!root().first_pending) root().first_pending = StableClock::now();
+  if (!root().holding_change) start_change();
 }
 
 void MembershipService::on_join_report(Rank detector, Rank rank) {
   answer_detector(detector, {rank}, Kind::JOIN_DET_ACK);
-  if (view_.contains(rank) || pending_joined_.count(rank) || pending_left_.count(rank)) return;
+  if (view_.contains(rank) || root().pending_joined.count(rank) || root().pending_left.count(rank)) return;
   log().info("membership: back-end {} joins, reported by {}", rank, node_.describe(detector));
-  pending_joined_.insert(rank);
-  if (!first_pending_) first_pending_ = StableClock::now();
+  root().pending_joined.insert(rank);
+  if (!root().first_pending) root().first_pending = StableClock::now();
   start_change();
 }
 
@@ -309,24 +318,24 @@ void MembershipService::answer_detector(Rank detector, const std::vector<Rank>& 
 // that arrived meanwhile; but a view still unstable a heartbeat after it went out,
 // with reports waiting, is superseded (arm_supersede).
 void MembershipService::start_change() {
-  if (pending_left_.empty() && pending_joined_.empty()) return;
-  if (change_) return arm_supersede();
+  if (root().pending_left.empty() && root().pending_joined.empty()) return;
+  if (root().change) return arm_supersede();
   HeldView next = view_;
   ++next.id;
   auto epochs = epochs_;
-  for (const auto& [rank, reason] : pending_left_) {
+  for (const auto& [rank, reason] : root().pending_left) {
     next.members.erase(rank);
     ++epochs[rank];
   }
-  for (Rank rank : pending_joined_) next.members.insert(rank);
-  pending_left_.clear();
-  pending_joined_.clear();
+  for (Rank rank : root().pending_joined) next.members.insert(rank);
+  root().pending_left.clear();
+  root().pending_joined.clear();
   Change change{.applied = apply(std::move(next), epochs),
-                .first_report = *first_pending_,
+                .first_report = *root().first_pending,
                 .sent = StableClock::now()};
   cut_off(change.applied.left);
-  first_pending_.reset();
-  change_ = std::move(change);
+  root().first_pending.reset();
+  root().change = std::move(change);
   pass_down();
   check_acks();
 }
@@ -338,28 +347,28 @@ void MembershipService::start_change() {
 // process applies the newest; acknowledgements of the old one no longer count), and
 // the root tells its observer of both as one change once the newest is stable.
 void MembershipService::arm_supersede() {
-  if (supersede_armed_) return;
-  supersede_armed_ = true;
-  supersede_.expires_at(change_->sent + node_.plan().fault.heartbeat);
-  supersede_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: whoever cancelled it cleared supersede_armed_
-    supersede_armed_ = false;
-    if (!change_ || node_.stopping() || (pending_left_.empty() && pending_joined_.empty())) return;
+  if (root().supersede_armed) return;
+  root().supersede_armed = true;
+  root().supersede.expires_at(root().change->sent + node_.plan().fault.heartbeat);
+  root().supersede.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: whoever cancelled it cleared root().supersede_armed
+    root().supersede_armed = false;
+    if (!root().change || node_.stopping() || (root().pending_left.empty() && root().pending_joined.empty())) return;
     log().info("membership: view {} is not stable after {} ms; the next view supersedes it",
-               change_->applied.view.id, node_.plan().fault.heartbeat.count());
-    first_pending_ = change_->first_report;  // the next change counts from the first report
-    change_.reset();
+               root().change->applied.view.id, node_.plan().fault.heartbeat.count());
+    root().first_pending = root().change->first_report;  // the next change counts from the first report
+    root().change.reset();
     start_change();
   });
 }
 
 void MembershipService::stable() {
-  ViewChange done = std::move(change_->applied);
+  ViewChange done = std::move(root().change->applied);
   done.stabilise =
-      std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - change_->first_report);
-  change_.reset();
-  supersede_.cancel();
-  supersede_armed_ = false;
+      std::chrono::duration_cast<std::chrono::microseconds>(StableClock::now() - root().change->first_report);
+  root().change.reset();
+  root().supersede.cancel();
+  root().supersede_armed = false;
   // view_ is the view that is now stable (one is applied at a time). What changed
   // since the last view the observer heard of (the views in between, if any, were
   // superseded before they were stable).
@@ -378,8 +387,8 @@ void MembershipService::stable() {
 // A re-attached front-end: the view the heir held, once, before any change this
 // front-end orders (the heir's held reports follow it).
 void MembershipService::inherit_view(wire::membership::ViewChange::Reader change) {
-  if (inherited_ || change_) return;
-  inherited_ = true;
+  if (root().inherited || root().change) return;
+  root().inherited = true;
   auto whole = read_view(change);
   if (!whole) return;
   auto& [next, epochs] = *whole;
@@ -641,7 +650,7 @@ void MembershipService::pass_down(std::optional<std::size_t> only_child) {
     write_offer(message.init<wire::membership::ViewChange>());
     child_view_[*only_child] = view_.id;
     node_.send_to_child(*only_child, message);
-    const bool waiting = node_.is_root() ? change_.has_value() : !acked_;
+    const bool waiting = node_.is_root() ? root().change.has_value() : !acked_;
     if (waiting && awaiting_id_ == view_.id) awaiting_.insert(*only_child);
     return;
   }
@@ -662,7 +671,7 @@ void MembershipService::on_view_ack(std::size_t child, std::uint64_t ack_id) {
 void MembershipService::check_acks() {
   if (!awaiting_.empty()) return;
   if (node_.is_root()) {
-    if (change_ && awaiting_id_ == change_->applied.view.id) stable();
+    if (changing() && awaiting_id_ == root_->change->applied.view.id) stable();
     return;
   }
   if (acked_) return;
@@ -717,7 +726,7 @@ void MembershipService::count_stale(Rank rank, std::uint32_t stale_epoch) {
   log().info("membership: kept out something from back-end {} at stale epoch {} (it is at epoch {})", rank,
              stale_epoch, epoch(rank));
   if (node_.is_root()) {
-    ++stale_in_tree_[rank];
+    ++root().stale_in_tree[rank];
     return;
   }
   core::Outgoing message(node_.identity(), id(), Kind::STALE_DROPPED);
@@ -774,7 +783,7 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       if (from.kind != core::Peer::Kind::child) break;
       auto m = body.getAs<wire::membership::Member>();
       if (!node_.is_root()) return forward_up<wire::membership::Member>(Kind::STALE_DROPPED, m);
-      ++stale_in_tree_[m.getRank()];
+      ++root().stale_in_tree[m.getRank()];
       return;
     }
     case Kind::VIEW_ACK:

@@ -106,12 +106,12 @@ class MembershipService final : public core::Service {
   std::uint64_t stale_dropped() const { return stale_dropped_; }
   // Root: the same, counted wherever in the tree it happened, by the back-end rank
   // concerned (each process reports its drops up).
-  const std::map<Rank, std::uint64_t>& stale_dropped_in_tree() const { return stale_in_tree_; }
+  const std::map<Rank, std::uint64_t>& stale_dropped_in_tree() const;
   // How many times this process asked its parent for the whole view (it missed a
   // change); for tests and diagnostics.
   std::uint64_t asked_whole() const { return asked_whole_; }
   // Root: a view not yet acknowledged by every process.
-  bool changing() const { return change_.has_value(); }
+  bool changing() const { return root_ && root_->change.has_value(); }
 
   // A detector of this process (or a test) declares members failed: reported to the
   // root as the overlay's own detection does.
@@ -217,7 +217,6 @@ class MembershipService final : public core::Service {
   // Children cut off (cut_off) whose links are still closing: a graceful close waits
   // for the peer, which may be hung; no view waits for them.
   std::set<std::size_t> cut_;
-  std::map<Rank, std::uint64_t> stale_in_tree_;  // root
 
   // Detector: reports not yet acknowledged by the root, by rank.
   std::map<Rank, Report> unacked_;
@@ -229,18 +228,25 @@ class MembershipService final : public core::Service {
   std::set<std::size_t> awaiting_;
   bool acked_ = true;
 
-  // Root.
-  std::optional<Change> change_;
-  bool inherited_ = false;  // a re-attached front-end has the heir's view
-  HeldView reported_;  // the last view the observer was told of
-  Timer supersede_;
-  bool supersede_armed_ = false;
-  std::map<Rank, std::string> pending_left_;
-  std::set<Rank> pending_joined_;
-  std::optional<NodeClock::time_point> first_pending_;
-  // Root: one per failed commnode, until its orphans must have been adopted.
-  std::vector<std::unique_ptr<Timer>> orphan_watches_;
-  bool holding_change_ = false;  // reports are being gathered into one change
+  // Root: made when first needed (docs/scale.md, "A back-end's own state"). A
+  // commnode that takes the root's place makes it then.
+  struct Root {
+    explicit Root(boost::asio::io_context& io) : supersede(io) {}
+    std::optional<Change> change;
+    bool inherited = false;  // a re-attached front-end has the heir's view
+    Timer supersede;
+    bool supersede_armed = false;
+    std::map<Rank, std::string> pending_left;
+    std::set<Rank> pending_joined;
+    std::optional<NodeClock::time_point> first_pending;
+    // One per failed commnode, until its orphans must have been adopted.
+    std::vector<std::unique_ptr<Timer>> orphan_watches;
+    bool holding_change = false;  // reports are being gathered into one change
+    std::map<Rank, std::uint64_t> stale_in_tree;
+  };
+  Root& root();
+  std::unique_ptr<Root> root_;
+  HeldView reported_;  // root: the last view the observer was told of
 };
 
 }  // namespace canopy::membership
