@@ -1,6 +1,7 @@
 #include "services/streams.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <capnp/serialize.h>
 
@@ -311,7 +312,7 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
   Stream stream;
   stream.spec = spec;
   stream.down_last = down_from;
-  stream.next_close = stream.next_wave = first_wave;
+  stream.next_wave = first_wave;
   if (auto made = make_filters(stream); !made) {
     report_stream_failure(spec.id, made.error());
     return;
@@ -323,26 +324,26 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
       if (auto via = node_.route_to(b)) member[*via] = true;
     }
     for (std::size_t i = 0; i < children.size(); ++i) {
-      if (member[i] && children[i].link) stream.members.push_back(i);
+      if (member[i] && children[i].link) stream.below().members.push_back(i);
     }
-    stream.owes.assign(stream.members.size(), first_wave);
-    stream.heard.assign(stream.members.size(), NodeClock::now());
-    stream.awaiting_ack = stream.members;
+    stream.below().owes.assign(stream.below().members.size(), first_wave);
+    stream.below().heard.assign(stream.below().members.size(), NodeClock::now());
+    stream.below().awaiting_ack = stream.below().members;
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));
   log().info("stream {} opened: filter {}, sync {}, {} member children", spec.id,
              spec.upstream_filter_of(node_.identity().rank),
-             static_cast<int>(spec.sync), it->second.members.size());
-  if (it->second.members.empty()) {
+             static_cast<int>(spec.sync), std::as_const(it->second).below().members.size());
+  if (std::as_const(it->second).below().members.empty()) {
     report_stream_ack(spec.id, {});
     return;
   }
-  for (std::size_t i : it->second.members) send_create(i, it->second);
+  for (std::size_t i : it->second.below().members) send_create(i, it->second);
 }
 
 void StreamService::send_create(std::size_t child, const Stream& stream) {
   core::Outgoing message(node_.identity(), id(), Kind::CREATE);
-  write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last, stream.next_close);
+  write_spec(message.init<wire::streams::StreamCreate>(), stream.spec, stream.down_last, stream.below().next_close);
   node_.send_to_child(child, message);
 }
 
@@ -350,7 +351,7 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
   auto it = streams_.find(ack.getStreamId());
   if (it == streams_.end()) return;
   Stream& stream = it->second;
-  auto& waiting = stream.awaiting_ack;
+  auto& waiting = stream.below().awaiting_ack;
   auto pos = std::find(waiting.begin(), waiting.end(), child);
   if (pos == waiting.end()) {
     // From a member taken in after the creation was acknowledged (a joiner, a
@@ -360,7 +361,7 @@ void StreamService::on_ack(std::size_t child, wire::streams::StreamAck::Reader a
     if (!failures.empty()) hold_stream_errors(stream.spec.id, failures);
     return;
   }
-  stream.ack_failures.merge(ack.getFailures());
+  stream.below().ack_failures.merge(ack.getFailures());
   waiting.erase(pos);
   if (waiting.empty()) creation_acked(stream);
 }
@@ -434,8 +435,8 @@ Result<void> StreamService::make_filters(Stream& stream) {
     if (!downstream) return Error{"downstream " + downstream.error()};
     stream.downstream = std::move(*downstream);
   }
-  if (spec.sync == SyncMode::time_out && !stream.wave_timer) {
-    stream.wave_timer = std::make_unique<Timer>(node_.io());
+  if (spec.sync == SyncMode::time_out && !stream.below().wave_timer) {
+    stream.below().wave_timer = std::make_unique<Timer>(node_.io());
   }
   return {};
 }
@@ -516,7 +517,7 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
   if (const auto& fault = node_.plan().fault; node_.is_root() && fault.enabled && fault.broadcast_log_bytes != 0) {
     down_log_.add(id, seq, d.asReader(), fault.broadcast_log_bytes);
   }
-  for (std::size_t i : stream.members) node_.send_to_child(i, message);
+  for (std::size_t i : stream.below().members) node_.send_to_child(i, message);
 }
 
 // ---- point-to-point between back-ends ----
@@ -613,7 +614,7 @@ std::vector<std::size_t> StreamService::children_with_filters(StreamId id) const
   auto it = streams_.find(id);
   if (it == streams_.end()) return out;
   const auto& own = it->second.spec.upstream_filter_at;
-  for (std::size_t i : it->second.members) {
+  for (std::size_t i : it->second.below().members) {
     const auto& child = node_.children()[i];
     if (child.link && (child.role == Role::commnode || own.count(child.rank))) out.push_back(i);
   }
@@ -634,7 +635,7 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
     Stream stream;
     stream.spec = spec;
     // Its waves start where the orphan's do.
-    stream.next_close = stream.next_wave = next_wave;
+    stream.below().next_close = stream.next_wave = next_wave;
     if (node_.is_root()) {
       // A front-end that re-attached: its broadcasts are numbered in a generation
       // above the tree's, which it has not sent.
@@ -660,7 +661,7 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
   // orphan behind this node's waves adds to those still open.
   add_member(it->second, child, next_wave);
   log().info("stream {}: child {} sends from wave {} (waves here close from {})", spec.id,
-             node_.children()[child].rank, next_wave, it->second.next_close);
+             node_.children()[child].rank, next_wave, it->second.below().next_close);
 }
 
 // A back-end has joined the tree (open attach), or joined it again under its rank:
@@ -676,8 +677,8 @@ void StreamService::take_in(Rank rank) {
     stream.spec.backends.insert(rank);
     auto via = live_route(rank);
     if (!via || member_index(stream, *via)) continue;
-    add_member(stream, *via, stream.next_close);
-    if (!stream.awaiting_ack.empty()) stream.awaiting_ack.push_back(*via);  // still being created
+    add_member(stream, *via, stream.below().next_close);
+    if (!stream.below().awaiting_ack.empty()) stream.below().awaiting_ack.push_back(*via);  // still being created
     send_create(*via, stream);
     log().info("stream {}: takes in back-end {} (below child {})", sid, rank, node_.children()[*via].rank);
   }
@@ -690,7 +691,7 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
   std::vector<StreamId> ids;
   for (auto& [sid, stream] : streams_) {
     if (!stream.spec.backends.contains(rank)) continue;
-    add_member(stream, child, stream.next_close);
+    add_member(stream, child, stream.below().next_close);
     ids.push_back(sid);
   }
   std::sort(ids.begin(), ids.end());
@@ -794,18 +795,18 @@ void StreamService::send_stream_errors() {
 bool StreamService::complete(Stream& stream, const WaveTag& tag) {
   const bool viewed = static_cast<bool>(view_.id);
   const std::uint64_t view_id = viewed ? view_.id() : 0;
-  if (stream.expected_view != view_id || stream.expected_size != stream.spec.backends.size()) {
-    stream.expected_view = view_id;
-    stream.expected_size = stream.spec.backends.size();
-    stream.expected_held = 0;
-    stream.expected_digest = 0;
+  if (stream.below().expected_view != view_id || stream.below().expected_size != stream.spec.backends.size()) {
+    stream.below().expected_view = view_id;
+    stream.below().expected_size = stream.spec.backends.size();
+    stream.below().expected_held = 0;
+    stream.below().expected_digest = 0;
     for (Rank b : stream.spec.backends) {
       if (viewed && !view_.holds(b)) continue;
-      ++stream.expected_held;
-      stream.expected_digest += wave_digest(b);
+      ++stream.below().expected_held;
+      stream.below().expected_digest += wave_digest(b);
     }
   }
-  return !tag.cut && tag.held == stream.expected_held && tag.digest == stream.expected_digest;
+  return !tag.cut && tag.held == stream.below().expected_held && tag.digest == stream.below().expected_digest;
 }
 
 void StreamService::report_upstream(StreamId stream, const Packet& packet, const WaveTag& tag) {

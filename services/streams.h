@@ -193,8 +193,11 @@ class StreamService final : public core::Service {
     boost::container::deque<std::pair<std::uint64_t, Packet>> packets;  // (wave, packet)
     bool left = false;  // no longer a member: the queue goes once it is empty
   };
-  struct Stream {
-    StreamSpec spec;
+  // What a node gathers from its children on a stream: their waves, the members
+  // that owe them, the acknowledgements of its creation. Made when first needed: a
+  // back-end, which has no children, never makes it (docs/scale.md, "A back-end's
+  // own state").
+  struct Below {
     std::vector<std::size_t> members;            // participating children (indexes)
     // One per member: the lowest wave it may still send. A wave closes once every
     // member's is above it.
@@ -203,22 +206,11 @@ class StreamService final : public core::Service {
     // straggler holds a wave for as long as it keeps sending (see wave_deadline).
     std::vector<NodeClock::time_point> heard;
     // Ascending wave number. Boost's deque allocates at its first element, not when
-    // it is made (std::deque: 576 bytes); a back-end, which has no children, opens
-    // no wave (docs/scale.md).
+    // it is made (std::deque: 576 bytes).
     boost::container::deque<OpenWave> open;
     std::vector<ChildQueue> queues;              // ascending child index
     // Waves below this are closed here (or were never open here).
     std::uint64_t next_close = 0;
-    // The number of the next wave this node sends up: a back-end's next packet, a
-    // commnode's next aggregate.
-    std::uint64_t next_wave = 0;
-    // Orphaned: the first wave sent up since the parent was lost (what the new
-    // parent is told to expect first).
-    std::optional<std::uint64_t> orphaned_at;
-    std::uint64_t late = 0;                      // dropped since the last report
-    std::unique_ptr<filters::Filter> filter;      // upstream
-    std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
-    std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
     // fold_state: orphans' filter state, to be filtered with the next wave to close.
     std::vector<Packet> folded;
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
@@ -233,6 +225,19 @@ class StreamService final : public core::Service {
     std::size_t expected_size = 0;
     std::uint32_t expected_held = 0;
     std::uint64_t expected_digest = 0;
+  };
+  struct Stream {
+    StreamSpec spec;
+    // The number of the next wave this node sends up: a back-end's next packet, a
+    // commnode's next aggregate.
+    std::uint64_t next_wave = 0;
+    // Orphaned: the first wave sent up since the parent was lost (what the new
+    // parent is told to expect first).
+    std::optional<std::uint64_t> orphaned_at;
+    std::uint64_t late = 0;                      // dropped since the last report
+    std::unique_ptr<filters::Filter> filter;      // upstream
+    std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
+    std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
     // Broadcasts (services/streams_replay.cpp): the last taken from the parent (at
     // the root: the last sent); false until the first is taken at a node that
     // joined the stream for an adopted orphan (it has no earlier one to follow).
@@ -242,6 +247,22 @@ class StreamService final : public core::Service {
     // or kHoldLimit has passed.
     std::map<DownSeq, Packet> held_down;
     NodeClock::time_point held_since{};
+
+    // Made on first use, its waves starting where this node's are.
+    Below& below() {
+      if (!below_) {
+        below_ = std::make_unique<Below>();
+        below_->next_close = next_wave;
+      }
+      return *below_;
+    }
+    const Below& below() const {
+      static const Below none;
+      return below_ ? *below_ : none;
+    }
+
+   private:
+    std::unique_ptr<Below> below_;
   };
 
   // `down_from`: the last broadcast before the stream reached this node;
@@ -273,7 +294,7 @@ class StreamService final : public core::Service {
   FilterContext filter_context(const Stream& stream, bool upstream) const;
   // The tree changed: every instance here is told its context again.
   void refresh_contexts();
-  // Where wave `wave` is in `stream.open`, or where it would go.
+  // Where wave `wave` is in `stream.below().open`, or where it would go.
   static boost::container::deque<OpenWave>::iterator find_wave(Stream& stream, std::uint64_t wave);
   // Child `child`'s queue, made if it has none.
   static ChildQueue& queue_of(Stream& stream, std::size_t child);

@@ -16,16 +16,16 @@ using core::log;
 
 void StreamService::creation_acked(Stream& stream) {
   const StreamId sid = stream.spec.id;
-  if (node_.is_root() && node_.plan().fault.enabled && stream.ack_failures.only(kLostMember)) {
+  if (node_.is_root() && node_.plan().fault.enabled && stream.below().ack_failures.only(kLostMember)) {
     auto [it, fresh] = healing_.try_emplace(sid);
     Healing& healing = it->second;
     if (fresh) healing.deadline = NodeClock::now() + node_.plan().fault.adoption_timeout;
     if (++healing.rounds <= kHealRounds && NodeClock::now() < healing.deadline) {
-      healing.failures = stream.ack_failures;
-      healing.lost.merge(stream.ack_failures.ranks_of(std::string(kLostMember)));
+      healing.failures = stream.below().ack_failures;
+      healing.lost.merge(stream.below().ack_failures.ranks_of(std::string(kLostMember)));
       healing.in_flight = false;
       log().info("stream {}: members lost while it was created ({}); sent again once the tree has healed", sid,
-                 stream.ack_failures.describe(node_.topology() ? &*node_.topology() : nullptr));
+                 stream.below().ack_failures.describe(node_.topology() ? &*node_.topology() : nullptr));
       heal_timer_.expires_at(std::min_element(healing_.begin(), healing_.end(), [](const auto& a, const auto& b) {
                                return a.second.deadline < b.second.deadline;
                              })->second.deadline);
@@ -40,21 +40,21 @@ void StreamService::creation_acked(Stream& stream) {
     }
   }
   healing_.erase(sid);
-  report_stream_ack(sid, stream.ack_failures);
+  report_stream_ack(sid, stream.below().ack_failures);
 }
 
 void StreamService::reopen(Stream& stream) {
   for (Rank b : stream.spec.backends) {
-    if (auto via = live_route(b)) add_member(stream, *via, stream.next_close);
+    if (auto via = live_route(b)) add_member(stream, *via, stream.below().next_close);
   }
-  stream.ack_failures = {};
-  stream.awaiting_ack.clear();
-  for (std::size_t i : stream.members) {
+  stream.below().ack_failures = {};
+  stream.below().awaiting_ack.clear();
+  for (std::size_t i : stream.below().members) {
     if (!node_.children()[i].link) continue;
-    stream.awaiting_ack.push_back(i);
+    stream.below().awaiting_ack.push_back(i);
     send_create(i, stream);
   }
-  if (stream.awaiting_ack.empty()) creation_acked(stream);
+  if (stream.below().awaiting_ack.empty()) creation_acked(stream);
 }
 
 void StreamService::check_healing() {

@@ -117,7 +117,7 @@ void StreamService::arm_hold_timer() {
 // them (the members quietly: the loss was reported here, or above).
 void StreamService::skip_to(Stream& stream, DownSeq lost) {
   stream.down_last = lost;
-  for (std::size_t child : stream.members) {
+  for (std::size_t child : stream.below().members) {
     const auto& c = node_.children()[child];
     auto via = c.role == Role::backend ? std::optional<Rank>(c.rank) : backend_below(stream, child);
     if (!c.link || !via) continue;

@@ -48,7 +48,7 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   const bool foldable = stream.spec.fold_state && stream.spec.sync != SyncMode::dont_wait;
   if (tag.state && foldable) {
     // An orphan's filter state, for the next wave to close here.
-    if (!tag.empty) stream.folded.push_back(std::move(packet));
+    if (!tag.empty) stream.below().folded.push_back(std::move(packet));
     return;
   }
   if (tag.state || stream.spec.sync == SyncMode::dont_wait) {
@@ -59,9 +59,9 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     return emit_wave(stream, tag);
   }
   // Only a loosened wait-for-all wave asks when a member was last heard from.
-  if (stream.wave_timer && stream.spec.sync == SyncMode::wait_for_all) stream.heard[*m] = NodeClock::now();
-  auto& owes = stream.owes[*m];
-  if (tag.wave < owes || tag.wave < stream.next_close) {
+  if (stream.below().wave_timer && stream.spec.sync == SyncMode::wait_for_all) stream.below().heard[*m] = NodeClock::now();
+  auto& owes = stream.below().owes[*m];
+  if (tag.wave < owes || tag.wave < stream.below().next_close) {
     // Its wave has closed here: a time-out, or the member was given up for it.
     owes = std::max(owes, tag.wave + (tag.more ? 0 : 1));
     if (tag.empty || !stream.filter->state_recoverable()) return count_late(stream);
@@ -69,7 +69,7 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     // union stays complete): the packet joins the next wave to close here, or is
     // filtered on its own, of no wave.
     if (foldable) {
-      stream.folded.push_back(std::move(packet));
+      stream.below().folded.push_back(std::move(packet));
       return;
     }
     stream.wave.clear();
@@ -79,11 +79,11 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   // A member sends its waves in order: from this one on, it adds to no earlier one.
   owes = tag.wave + (tag.more ? 0 : 1);
   auto at = find_wave(stream, tag.wave);
-  if (at == stream.open.end() || at->number != tag.wave) {
+  if (at == stream.below().open.end() || at->number != tag.wave) {
     // Only a timer asks when a wave opened (one opened before its stream was
     // loosened waits from when its members were last heard, set then).
-    at = stream.open.insert(at, OpenWave{.number = tag.wave,
-                                         .first = stream.wave_timer ? NodeClock::now() : NodeClock::time_point{}});
+    at = stream.below().open.insert(at, OpenWave{.number = tag.wave,
+                                         .first = stream.below().wave_timer ? NodeClock::now() : NodeClock::time_point{}});
   }
   if (!tag.empty) {
     auto& packets = queue_of(stream, child).packets;
@@ -101,10 +101,10 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   run_waves(stream);
   // A member far ahead of the oldest open wave is read no more until the others
   // catch up (kMaxLead): its packets would wait here without bound.
-  if (!stream.open.empty() && owes > stream.open.front().number + kMaxLead && !leading_.count(child) &&
+  if (!stream.below().open.empty() && owes > stream.below().open.front().number + kMaxLead && !leading_.count(child) &&
       ahead_of_every_stream(child, kMaxLead)) {
     log().debug("stream {}: child {} is {} waves ahead of wave {}: not read until the others catch up", id,
-                node_.children()[child].rank, owes - stream.open.front().number, stream.open.front().number);
+                node_.children()[child].rank, owes - stream.below().open.front().number, stream.below().open.front().number);
     leading_.insert(child);
     node_.hold_reading(child, true);
   }
@@ -119,10 +119,10 @@ bool StreamService::ahead_of_every_stream(std::size_t child, std::uint64_t lead)
   bool ahead = false;
   for (const auto& [id, stream] : streams_) {
     const auto m = member_index(stream, child);
-    if (!m || stream.open.empty() || stream.spec.sync == SyncMode::dont_wait) continue;
-    const std::uint64_t oldest = stream.open.front().number;
-    if (stream.owes[*m] <= oldest) return false;  // owed
-    ahead = ahead || stream.owes[*m] > oldest + lead;
+    if (!m || stream.below().open.empty() || stream.spec.sync == SyncMode::dont_wait) continue;
+    const std::uint64_t oldest = stream.below().open.front().number;
+    if (stream.below().owes[*m] <= oldest) return false;  // owed
+    ahead = ahead || stream.below().owes[*m] > oldest + lead;
   }
   return ahead;
 }
@@ -142,7 +142,7 @@ void StreamService::release_leads() {
 }
 
 boost::container::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
-  auto& open = stream.open;
+  auto& open = stream.below().open;
   if (open.empty() || wave > open.back().number) return open.end();
   // Open waves mostly have every number from the oldest on: the wave is where its
   // number says, without a search.
@@ -153,7 +153,7 @@ boost::container::deque<StreamService::OpenWave>::iterator StreamService::find_w
 }
 
 StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t child) {
-  auto& queues = stream.queues;
+  auto& queues = stream.below().queues;
   auto it = std::lower_bound(queues.begin(), queues.end(), child,
                              [](const ChildQueue& q, std::size_t c) { return q.child < c; });
   if (it == queues.end() || it->child != child) it = queues.insert(it, ChildQueue{.child = child});
@@ -161,32 +161,32 @@ StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t c
 }
 
 void StreamService::run_waves(Stream& stream) {
-  const auto lowest = std::min_element(stream.owes.begin(), stream.owes.end());
-  const std::uint64_t limit = lowest == stream.owes.end() ? ~std::uint64_t{0} : *lowest;
-  while (!stream.open.empty() && stream.open.front().number < limit) close_front_wave(stream);
+  const auto lowest = std::min_element(stream.below().owes.begin(), stream.below().owes.end());
+  const std::uint64_t limit = lowest == stream.below().owes.end() ? ~std::uint64_t{0} : *lowest;
+  while (!stream.below().open.empty() && stream.below().open.front().number < limit) close_front_wave(stream);
   if (!leading_.empty()) release_leads();
-  if (stream.wave_timer) {
+  if (stream.below().wave_timer) {
     // The timer measures from the first packet of the oldest open wave.
-    if (stream.open.empty()) {
-      stream.timer_armed = false;
-      stream.wave_timer->cancel();
-    } else if (!stream.timer_armed) {
+    if (stream.below().open.empty()) {
+      stream.below().timer_armed = false;
+      stream.below().wave_timer->cancel();
+    } else if (!stream.below().timer_armed) {
       arm_wave_timer(stream);
     }
   }
 }
 
 void StreamService::close_front_wave(Stream& stream) {
-  const OpenWave w = stream.open.front();
-  stream.open.pop_front();
-  stream.next_close = std::max(stream.next_close, w.number + 1);
+  const OpenWave w = stream.below().open.front();
+  stream.below().open.pop_front();
+  stream.below().next_close = std::max(stream.below().next_close, w.number + 1);
   // In the order of the children, as a wave always was, whatever order they came
   // in; a child's own packets (a filter below that made several) in theirs.
   stream.wave.clear();
   // Orphans' state first: it is older than any packet of this wave.
-  for (auto& state : stream.folded) stream.wave.push_back(std::move(state));
-  stream.folded.clear();
-  for (auto q = stream.queues.begin(); q != stream.queues.end();) {
+  for (auto& state : stream.below().folded) stream.wave.push_back(std::move(state));
+  stream.below().folded.clear();
+  for (auto q = stream.below().queues.begin(); q != stream.below().queues.end();) {
     auto& packets = q->packets;
     while (!packets.empty() && packets.front().first <= w.number) {
       if (packets.front().first == w.number) {
@@ -198,7 +198,7 @@ void StreamService::close_front_wave(Stream& stream) {
     }
     // A child that has left keeps its queue only while it holds packets.
     if (packets.empty() && q->left) {
-      q = stream.queues.erase(q);
+      q = stream.below().queues.erase(q);
     } else {
       ++q;
     }
@@ -220,16 +220,16 @@ NodeClock::time_point StreamService::wave_deadline(const Stream& stream, const O
   // behind, not gone: on a loaded machine back-ends drift apart by more than any
   // fixed time, and cutting every wave a slow member is behind on would cut them all.
   auto latest = w.first;
-  for (std::size_t m = 0; m < stream.owes.size(); ++m) {
-    if (stream.owes[m] <= w.number) latest = std::max(latest, stream.heard[m]);
+  for (std::size_t m = 0; m < stream.below().owes.size(); ++m) {
+    if (stream.below().owes[m] <= w.number) latest = std::max(latest, stream.below().heard[m]);
   }
   return latest + patience(stream);
 }
 
 void StreamService::arm_wave_timer(Stream& stream) {
-  stream.timer_armed = true;
-  stream.wave_timer->expires_at(wave_deadline(stream, stream.open.front()));
-  stream.wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
+  stream.below().timer_armed = true;
+  stream.below().wave_timer->expires_at(wave_deadline(stream, stream.below().open.front()));
+  stream.below().wave_timer->async_wait([this, id = stream.spec.id](const boost::system::error_code& ec) {
     if (!ec) run_partial_wave(id);
   });
 }
@@ -239,18 +239,18 @@ void StreamService::arm_wave_timer(Stream& stream) {
 // what they send for it later is late.
 void StreamService::run_partial_wave(StreamId id) {
   auto it = streams_.find(id);
-  if (it == streams_.end() || !it->second.timer_armed) return;
+  if (it == streams_.end() || !it->second.below().timer_armed) return;
   Stream& stream = it->second;
-  stream.timer_armed = false;
+  stream.below().timer_armed = false;
   const auto now = NodeClock::now();
-  while (!stream.open.empty() && wave_deadline(stream, stream.open.front()) <= now) {
-    const std::uint64_t number = stream.open.front().number;
-    for (auto& owes : stream.owes) {
-      if (owes <= number) stream.open.front().cut = true;
+  while (!stream.below().open.empty() && wave_deadline(stream, stream.below().open.front()) <= now) {
+    const std::uint64_t number = stream.below().open.front().number;
+    for (auto& owes : stream.below().owes) {
+      if (owes <= number) stream.below().open.front().cut = true;
       owes = std::max(owes, number + 1);
     }
     log().debug("stream {}: wave {} closed by time-out with {} back-end(s)", id, number,
-                stream.open.front().held);
+                stream.below().open.front().held);
     close_front_wave(stream);
   }
   run_waves(stream);
@@ -265,9 +265,9 @@ void StreamService::run_partial_wave(StreamId id) {
 void StreamService::loosen_waves() {
   if (node_.children().empty()) return;
   for (auto& [id, stream] : streams_) {
-    if (stream.wave_timer || !stream.filter) continue;
-    stream.wave_timer = std::make_unique<Timer>(node_.io());
-    stream.heard.assign(stream.members.size(), NodeClock::now());
+    if (stream.below().wave_timer || !stream.filter) continue;
+    stream.below().wave_timer = std::make_unique<Timer>(node_.io());
+    stream.below().heard.assign(stream.below().members.size(), NodeClock::now());
     log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
                node_.plan().fault.suspect.count());
     run_waves(stream);
@@ -349,34 +349,34 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
     // waves close short, flagged. A commnode's back-ends may still bring theirs
     // through their adopters; what they do not bring, the root finds missing.
     if (node_.children()[child].role == Role::backend) {
-      for (auto& w : stream.open) w.cut |= w.number >= stream.owes[*m];
+      for (auto& w : stream.below().open) w.cut |= w.number >= stream.below().owes[*m];
     }
-    for (auto& q : stream.queues) q.left |= q.child == child;
-    stream.members.erase(stream.members.begin() + *m);
-    stream.owes.erase(stream.owes.begin() + *m);
-    stream.heard.erase(stream.heard.begin() + *m);
+    for (auto& q : stream.below().queues) q.left |= q.child == child;
+    stream.below().members.erase(stream.below().members.begin() + *m);
+    stream.below().owes.erase(stream.below().owes.begin() + *m);
+    stream.below().heard.erase(stream.below().heard.begin() + *m);
   }
-  auto& waiting = stream.awaiting_ack;
+  auto& waiting = stream.below().awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
     waiting.erase(w);
-    stream.ack_failures.add(node_.children()[child].rank, std::string(kLostMember));
+    stream.below().ack_failures.add(node_.children()[child].rank, std::string(kLostMember));
     if (waiting.empty()) creation_acked(stream);
   }
   run_waves(stream);
 }
 
 std::optional<std::size_t> StreamService::member_index(const Stream& stream, std::size_t child) {
-  auto pos = std::find(stream.members.begin(), stream.members.end(), child);
-  if (pos == stream.members.end()) return std::nullopt;
-  return static_cast<std::size_t>(pos - stream.members.begin());
+  auto pos = std::find(stream.below().members.begin(), stream.below().members.end(), child);
+  if (pos == stream.below().members.end()) return std::nullopt;
+  return static_cast<std::size_t>(pos - stream.below().members.begin());
 }
 
 void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t from) {
   if (member_index(stream, child)) return;
-  for (auto& q : stream.queues) q.left &= q.child != child;
-  stream.members.push_back(child);
-  stream.owes.push_back(std::max(from, stream.next_close));
-  stream.heard.push_back(NodeClock::now());
+  for (auto& q : stream.below().queues) q.left &= q.child != child;
+  stream.below().members.push_back(child);
+  stream.below().owes.push_back(std::max(from, stream.below().next_close));
+  stream.below().heard.push_back(NodeClock::now());
 }
 
 }  // namespace canopy::services
