@@ -37,7 +37,11 @@ class Simulator::PortFabric final : public transport::Fabric {
     if (it == sim_.ports_.end()) return {nullptr, "Connection refused", true};
     const ProcessId server = it->second.process;
     auto mine = std::make_shared<MemoryLink>(sim_, process_, sim_.processes_[server].name);
-    auto theirs = std::make_shared<MemoryLink>(sim_, server, sim_.processes_[process_].name);
+    std::shared_ptr<MemoryLink> theirs;
+    {
+      ChargeHeap charge(server);  // the listener's end is the listener's, as its socket would be
+      theirs = std::make_shared<MemoryLink>(sim_, server, sim_.processes_[process_].name);
+    }
     MemoryLink::pair(mine, theirs);
     // The connection reaches the listener after the latency (a handshake's first
     // half); frames sent meanwhile follow it.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/heap_account.h"
 #include "sim/simulator.h"
 
 namespace canopy::sim {
@@ -102,6 +103,30 @@ TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused)
   EXPECT_EQ(sim.now(), microseconds(150));  // connect 50, end of file 50, and back 50
   sim.fabric(b).stop_listening(*port);
   EXPECT_TRUE(sim.fabric(a).connect(a_io, *port).refused);
+}
+
+// Each end of a connection is charged to its own process, as each socket is its
+// process's: the connecting process was charged for both, which put a commnode's
+// link to each child in that child's state bytes.
+TEST(Simulator, EachEndOfAConnectionIsChargedToItsOwnProcess) {
+  Simulator sim({.latency = microseconds(10)});
+  boost::asio::io_context a_io{1}, b_io{1};
+  const ProcessId a = sim.add(a_io, "a");
+  const ProcessId b = sim.add(b_io, "b");
+  std::shared_ptr<transport::Link> accepted;
+  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  ASSERT_TRUE(port) << port.error();
+  const std::int64_t a_before = heap_bytes(a), b_before = heap_bytes(b);
+  std::shared_ptr<transport::Link> connected;
+  {
+    ChargeHeap charge(a);  // as the simulator charges what a process does
+    connected = sim.fabric(a).connect(a_io, *port).link;
+  }
+  ASSERT_TRUE(connected);
+  ASSERT_TRUE(sim.run_until([&] { return accepted != nullptr; }, std::chrono::seconds(1)));
+  const std::int64_t a_end = heap_bytes(a) - a_before, b_end = heap_bytes(b) - b_before;
+  EXPECT_GE(b_end, static_cast<std::int64_t>(sizeof(MemoryLink))) << "the listener's end is the listener's";
+  EXPECT_LT(a_end, 2 * static_cast<std::int64_t>(sizeof(MemoryLink))) << "the connector holds one end";
 }
 
 std::pair<std::string, int> run(const std::string& arguments) {
