@@ -140,8 +140,17 @@ StreamService::StreamService(core::ServiceContext& node, filters::FilterRegistry
       observer_(observer),
       error_timer_(node.io()),
       hold_timer_(node.io()),
-      heal_timer_(node.io()),
       late_timer_(node.io()) {}
+
+StreamService::Root& StreamService::root() {
+  if (!root_) root_ = std::make_unique<Root>(node_.io());
+  return *root_;
+}
+
+const std::map<Rank, std::uint64_t>& StreamService::late_packets() const {
+  static const std::map<Rank, std::uint64_t> none;
+  return root_ ? root_->late_by_rank : none;
+}
 
 // ---- messages and events ----
 
@@ -195,7 +204,7 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
       if (from_child) {
         auto late = body.getAs<wire::streams::Late>();
         if (node_.is_root()) {
-          late_by_rank_[late.getRank()] += late.getCount();
+          root().late_by_rank[late.getRank()] += late.getCount();
         } else {
           core::Outgoing message(node_.identity(), id(), Kind::LATE);
           message.set<wire::streams::Late>(late);
@@ -225,7 +234,7 @@ void StreamService::on_event(const core::NodeEvent& event) {
     if (changed->kind != core::events::TreeChanged::Kind::failure) take_in(changed->rank);
     refresh_contexts();
     loosen_waves();
-    if (!healing_.empty()) check_healing();
+    if (root_ && !root_->healing.empty()) check_healing();
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     compensate();
   } else if (std::holds_alternative<core::events::Orphaned>(event) ||
@@ -515,7 +524,7 @@ void StreamService::forward_down(StreamId id, const Packet& input, std::optional
     return;
   }
   if (const auto& fault = node_.plan().fault; node_.is_root() && fault.enabled && fault.broadcast_log_bytes != 0) {
-    down_log_.add(id, seq, d.asReader(), fault.broadcast_log_bytes);
+    root().down_log.add(id, seq, d.asReader(), fault.broadcast_log_bytes);
   }
   for (std::size_t i : stream.below().members) node_.send_to_child(i, message);
 }

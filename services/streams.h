@@ -167,7 +167,7 @@ class StreamService final : public core::Service {
   const std::vector<StreamId>& incomplete_after_adoption() const { return incomplete_; }
   // Root: packets dropped at each node because their wave had closed there, as
   // reported so far (NodeStatus::late_packets).
-  const std::map<Rank, std::uint64_t>& late_packets() const { return late_by_rank_; }
+  const std::map<Rank, std::uint64_t>& late_packets() const;
 
   // A member this far ahead of a stream's oldest open wave, and owed by none, is not
   // read until it is within half of it of every stream's (core::ServiceContext::hold_reading):
@@ -378,14 +378,21 @@ class StreamService final : public core::Service {
   std::vector<StreamId> incomplete_;   // of the latest adoption
   std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
   Timer error_timer_;
-  DownLog down_log_;             // root, healing on: the broadcasts sent
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;
-  std::map<StreamId, Healing> healing_;  // root: creations waiting for the tree to heal
-  Timer heal_timer_;
   ViewSource view_;                      // root: the membership view
-  std::map<Rank, std::uint64_t> late_by_rank_;  // root: late packets dropped, by node
+  // The root's own state, made when first needed: a commnode or a back-end never
+  // makes it (docs/scale.md, "A back-end's own state").
+  struct Root {
+    explicit Root(boost::asio::io_context& io) : heal_timer(io) {}
+    DownLog down_log;  // healing on: the broadcasts sent
+    std::map<StreamId, Healing> healing;  // creations waiting for the tree to heal
+    Timer heal_timer;
+    std::map<Rank, std::uint64_t> late_by_rank;  // late packets dropped, by node
+  };
+  Root& root();
+  std::unique_ptr<Root> root_;
   std::set<std::size_t> leading_;  // children held for their lead (kMaxLead), by index
   Timer late_timer_;
   bool late_armed_ = false;

@@ -17,7 +17,7 @@ using core::log;
 void StreamService::creation_acked(Stream& stream) {
   const StreamId sid = stream.spec.id;
   if (node_.is_root() && node_.plan().fault.enabled && stream.below().ack_failures.only(kLostMember)) {
-    auto [it, fresh] = healing_.try_emplace(sid);
+    auto [it, fresh] = root().healing.try_emplace(sid);
     Healing& healing = it->second;
     if (fresh) healing.deadline = NodeClock::now() + node_.plan().fault.adoption_timeout;
     if (++healing.rounds <= kHealRounds && NodeClock::now() < healing.deadline) {
@@ -26,10 +26,10 @@ void StreamService::creation_acked(Stream& stream) {
       healing.in_flight = false;
       log().info("stream {}: members lost while it was created ({}); sent again once the tree has healed", sid,
                  stream.below().ack_failures.describe(node_.topology() ? &*node_.topology() : nullptr));
-      heal_timer_.expires_at(std::min_element(healing_.begin(), healing_.end(), [](const auto& a, const auto& b) {
+      root().heal_timer.expires_at(std::min_element(root().healing.begin(), root().healing.end(), [](const auto& a, const auto& b) {
                                return a.second.deadline < b.second.deadline;
                              })->second.deadline);
-      heal_timer_.async_wait([this](const boost::system::error_code& ec) {
+      root().heal_timer.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_healing();
       });
       // The tree may have healed already (the orphans adopted before the last
@@ -39,7 +39,7 @@ void StreamService::creation_acked(Stream& stream) {
       return;
     }
   }
-  healing_.erase(sid);
+  if (root_) root_->healing.erase(sid);
   report_stream_ack(sid, stream.below().ack_failures);
 }
 
@@ -60,7 +60,7 @@ void StreamService::reopen(Stream& stream) {
 void StreamService::check_healing() {
   const auto now = NodeClock::now();
   std::vector<StreamId> ready, expired;
-  for (const auto& [sid, healing] : healing_) {
+  for (const auto& [sid, healing] : root().healing) {
     if (healing.in_flight) continue;
     if (!streams_.count(sid)) {
       expired.push_back(sid);
@@ -71,12 +71,12 @@ void StreamService::check_healing() {
     }
   }
   for (StreamId sid : expired) {
-    core::Failures failures = std::move(healing_.at(sid).failures);
-    healing_.erase(sid);
+    core::Failures failures = std::move(root().healing.at(sid).failures);
+    root().healing.erase(sid);
     report_stream_ack(sid, failures);
   }
   for (StreamId sid : ready) {
-    healing_.at(sid).in_flight = true;
+    root().healing.at(sid).in_flight = true;
     log().info("stream {}: the tree has healed; its creation is sent again", sid);
     reopen(streams_.at(sid));
   }

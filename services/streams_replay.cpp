@@ -180,10 +180,10 @@ void StreamService::on_resume(wire::streams::Resume::Reader resume) {
     node_.send_to_child(*via, message);
   };
   // What is no longer kept first, so that the orphan does not wait for it.
-  const DownSeq lost = down_log_.lost(sid, resume.getAfter(), it->second.down_last);
+  const DownSeq lost = root().down_log.lost(sid, resume.getAfter(), it->second.down_last);
   if (lost != 0) send(lost, 0, nullptr);
   std::size_t sent = 0;
-  down_log_.replay(sid, resume.getAfter(), [&](DownSeq seq, wire::DataPacket::Reader packet) {
+  root().down_log.replay(sid, resume.getAfter(), [&](DownSeq seq, wire::DataPacket::Reader packet) {
     send(0, seq, &packet);
     ++sent;
   });

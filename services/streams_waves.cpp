@@ -328,7 +328,7 @@ void StreamService::send_late_reports() {
     if (n == 0) continue;
     log().info("stream {}: dropped {} packet(s) whose wave had closed", sid, n);
     if (node_.is_root()) {
-      late_by_rank_[me] += n;
+      root().late_by_rank[me] += n;
       continue;
     }
     core::Outgoing message(node_.identity(), id(), Kind::LATE);
