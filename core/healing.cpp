@@ -12,6 +12,16 @@ void Healing::open_standby(const std::shared_ptr<Link>& link, Rank acceptor, std
   up.begin(link, incarnation, false, true, acceptor, services, fill);
 }
 
+TreeNews& Healing::news() {
+  if (!news_) news_ = std::make_unique<TreeNews>(io_, self_, children_);
+  return *news_;
+}
+
+HeldAdoptions& Healing::held() {
+  if (!held_) held_ = std::make_unique<HeldAdoptions>(node_, adopt_);
+  return *held_;
+}
+
 std::optional<Rank> Healing::standby() const {
   if (!standby_.link || !standby_.link->is_open()) return std::nullopt;
   return standby_.acceptor;

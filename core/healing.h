@@ -38,15 +38,20 @@ class Healing {
   // whose held request may now be answered.
   Healing(boost::asio::io_context& io, const NodeIdentity& self, ChildTable& children, ServiceContext& node,
           std::function<void(const OrphanRequest&)> adopt)
-      : up(self), news(io, self, children), held(node, std::move(adopt)) {}
+      : up(self), io_(io), self_(self), children_(children), node_(node), adopt_(std::move(adopt)) {}
   // Detaches the standby link and a re-attach's link (their handlers must not run).
   ~Healing() { detach(); }
   Healing(const Healing&) = delete;
   Healing& operator=(const Healing&) = delete;
 
   UpHandshakes up;    // the handshake of each link this node dials
-  TreeNews news;      // live-tree news on its way down
-  HeldAdoptions held;  // orphans' requests held here, and the probes of their parents
+  // Live-tree news on its way down, and orphans' requests held here with the probes
+  // of their parents: made when first needed. A back-end, which has no children and
+  // adopts no one, never makes them (docs/scale.md, "A back-end's own state").
+  TreeNews& news();
+  TreeNews* news_if_made() { return news_.get(); }
+  HeldAdoptions& held();
+  const HeldAdoptions* held_if_made() const { return held_.get(); }
   std::size_t news_received = 0;  // messages of live-tree news received (a batch counts once)
   // Healing switched on (the default) or off while the tree runs (the front-end's
   // Network::set_healing): off, an orphan stops with its subtree and an adopter
@@ -88,6 +93,14 @@ class Healing {
     Rank acceptor = 0;
   };
   Standby standby_;
+  // What news() and held() are made with.
+  boost::asio::io_context& io_;
+  const NodeIdentity& self_;
+  ChildTable& children_;
+  ServiceContext& node_;
+  std::function<void(const OrphanRequest&)> adopt_;
+  std::unique_ptr<TreeNews> news_;
+  std::unique_ptr<HeldAdoptions> held_;
 };
 
 }  // namespace canopy::core

@@ -397,8 +397,26 @@ void Node::finish_child_loss(std::size_t index) {
 
 // ---- the live tree ----
 
+TreeNews& Node::news() {
+  if (TreeNews* made = healing_.news_if_made()) return *made;
+  TreeNews& news = healing_.news();
+  // A back-end child hears of the adoptions its part of the tree holds. Where
+  // commnodes hold parts, an adoption goes down only into the orphan's subtree
+  // (Node::hears_of), the one place below an adopter's ancestors where a path up
+  // changed. A back-end adopted here is news to them only if the part they were sent
+  // holds it (a sibling that came back); one adopted from elsewhere is not in their
+  // part, and news of it reached F back-ends of each of F adopters. (A back-end
+  // adopted here hears of its former siblings adopted here too: TreeNews::send.)
+  news.set_backend_filter([this](Rank orphan, Rank adopter) {
+    if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
+    return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
+  });
+  news.set_commnode_filter([this](Rank child, Rank orphan) { return !plan_.commnode_parts() || hears_of(child, orphan, false); });
+  return news;
+}
+
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
-  healing_.news.flush();  // what was learnt earlier goes first
+  if (auto* news = healing_.news_if_made()) news->flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   std::optional<bool> backends_hold;  // asked once, for the first back-end child
   const bool parts = plan_.commnode_parts() && about && knows_tree();
@@ -446,7 +464,7 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
     // process but its ancestors (routes) and the front-end (status): it goes up
     // only. Every other process learns it from the membership view that follows
     // (docs/fault-tolerance.md, "The live tree"; issue 47).
-    healing_.news.flush();  // what was learnt earlier goes first
+    if (auto* news = healing_.news_if_made()) news->flush();  // what was learnt earlier goes first
     if (parent_ && parent_.get() != from) parent_->send(message.builder());
   } else {
     // A commnode's: its orphans' potential adopters and its back-end nephews (whose
@@ -519,7 +537,7 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
     if (subtree) encode_topology(*subtree, report.initSubtree());
     parent_->send(message.builder());
   }
-  if (!children_.empty()) healing_.news.add(orphan, adopter, incarnation, from, tree().view().role(orphan) == Role::backend);
+  if (!children_.empty()) news().add(orphan, adopter, incarnation, from, tree().view().role(orphan) == Role::backend);
   emit(events::TreeChanged{joined ? events::TreeChanged::Kind::join : events::TreeChanged::Kind::adoption, orphan,
                            adopter, incarnation, {}});
   if (joining_here) admit_joining(orphan, !joined);
@@ -544,7 +562,7 @@ void Node::send_to_child(std::size_t child, Message& message) {
   // What this node has learnt of the tree goes first: a stream created, or a packet
   // sent, to a back-end that has just joined must find it known at every commnode
   // on its way (the join's report would otherwise follow it a batch later).
-  healing_.news.flush_fast();
+  if (auto* news = healing_.news_if_made()) news->flush_fast();
   if (auto& link = children_[child].link) link->send(message.builder());
 }
 
@@ -578,7 +596,7 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
   if (stopping()) return;
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason, in_order, std::make_unique<Timer>(io_)}, reason);  // drops what an orphan held back
-  healing_.news.drop();                            // the children are told to stop instead
+  if (auto* news = healing_.news_if_made()) news->drop();                            // the children are told to stop instead
   close_standby("stopping");
   for (auto& link : connections_.links([](const auto& s) { return std::holds_alternative<Connections::Standby>(s); })) {
     connections_.remove(link.get());

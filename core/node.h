@@ -148,7 +148,7 @@ class Node final : public ServiceContext {
   std::size_t standbys_accepted() const { return connections_.count<Connections::Standby>(); }
   // How many probes of an orphan's parent this node has made (one per parent for
   // all the requests held at once); for tests and diagnostics.
-  std::size_t parent_probes() const { return healing_.held.probes(); }
+  std::size_t parent_probes() const { return healing_.held_if_made() ? healing_.held_if_made()->probes() : 0; }
 
   // ---- ServiceContext (core/service_context.h) ----
   asio::io_context& io() override { return io_; }
@@ -199,6 +199,9 @@ class Node final : public ServiceContext {
   bool healing() const override { return plan_.fault.enabled && healing_.on; }
   void set_healing(bool on) override;
  private:
+  // The live-tree news on its way down, made with its filters when first needed
+  // (core/healing.h).
+  TreeNews& news();
   struct Launching {};
   struct Running {};
   struct Orphaned {

@@ -103,7 +103,7 @@ void Node::on_child_message(std::size_t index, const Link* link, wire::Message::
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {
-  healing_.held.forget(link);
+  if (healing_.held_if_made()) healing_.held().forget(link);
   auto c = connections_.remove(link);
   if (parent_.get() == link) return on_parent_closed(reason);
   if (!c) return;
@@ -203,7 +203,7 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
   set_child_state(*index, ChildState::connected, "hello from " + link->peer() + ", pid " + std::to_string(hello.getPid()));
   send_topology(*link, child.role, child.rank);
   // A back-end attaching late must not start from the launch shape.
-  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
+  if (knows_tree()) news().send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{*index, child.rank});
 }
 
@@ -297,7 +297,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
                              std::max(std::chrono::milliseconds(500), plan_.fault.lost) * 3 / 4);
   connections_.set(link, Connections::HeldOrphan{});
-  healing_.held.hold(std::move(request), kept);
+  healing_.held().hold(std::move(request), kept);
 }
 
 bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
@@ -305,17 +305,18 @@ bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
   const Rank orphan = request.orphan;
   if (!view.contains(orphan)) {  // adopt_orphan refuses it with the reason, or grafts it
     if (request.watched == TreeView::kNone) return true;
-    return !view.alive(request.watched) || healing_.held.found_gone(request.watched, plan_.fault.lost);
+    return !view.alive(request.watched) || (healing_.held_if_made() && healing_.held_if_made()->found_gone(request.watched, plan_.fault.lost));
   }
   const Rank parent = view.parent(orphan);
   if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
-  return healing_.held.found_gone(parent, plan_.fault.lost);
+  return healing_.held_if_made() && healing_.held_if_made()->found_gone(parent, plan_.fault.lost);
 }
 
 // After a failure report, when orphaned or when stopping: every held request that
 // may now be answered is (adopted, or refused with the reason).
 void Node::review_held_adoptions() {
-  healing_.held.review([this](const OrphanRequest& request) {
+  if (!healing_.held_if_made()) return;  // none was ever held here
+  healing_.held().review([this](const OrphanRequest& request) {
     return stopping() || seeking_adopter() || orphan_may_be_adopted(request);
   });
 }
@@ -367,7 +368,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   a.setAdopter(id_.rank);
   a.setIncarnation(incarnation);
   link->send(reply.builder());
-  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
+  if (knows_tree()) news().send_live_tree(tree(), *link, true);
   // The subtree goes up only if this node's parent may not hold it: it is not among
   // the orphan's ancestors (Node::graft).
   const Rank up = tree().view().parent(id_.rank);
@@ -400,7 +401,7 @@ void Node::accept_rejoin(std::size_t index, const std::shared_ptr<Link>& link, w
   on_attach_report(child.rank, id_.rank, incarnation, link.get());
   send_topology(*link, Role::backend, child.rank);
   // With the report above: the new process learns its incarnation.
-  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
+  if (knows_tree()) news().send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{index, child.rank, true});
 }
 

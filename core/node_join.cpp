@@ -103,7 +103,7 @@ void Node::admit_joining(Rank rank, bool rejoined) {
   set_child_state(index, ChildState::connected, "joined from " + link->peer());
   send_topology(*link, Role::backend, rank);
   // With its join: the newcomer learns its incarnation.
-  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, true);
+  if (knows_tree()) news().send_live_tree(tree(), *link, true);
   emit(events::ChildConnected{index, rank, rejoined, true});
 }
 

@@ -170,7 +170,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
   id_.incarnation = tree().next_incarnation(id_.incarnation);
   set_phase(Running{}, "a front-end re-attached from " + link->peer());  // destroys the grace timer
   send_topology(*link, Role::frontend, root);
-  if (knows_tree()) healing_.news.send_live_tree(tree(), *link, false);
+  if (knows_tree()) news().send_live_tree(tree(), *link, false);
   on_attach_report(id_.rank, root, id_.incarnation, nullptr);
   emit(events::Adopted{root, id_.incarnation, failed});
   held.send_all(*parent_);

@@ -22,20 +22,6 @@ void Node::adopt_topology(Topology topology) {
   backend_part_ = BackendPart{};  // of the tree held before, if any (a re-attach that failed)
   tree_ = std::make_unique<LiveTree>(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
-  // A back-end child hears of the adoptions its part of the tree holds. Where
-  // commnodes hold parts, an adoption goes down only into the orphan's subtree
-  // (Node::hears_of), the one place below an adopter's ancestors where a path up
-  // changed. A back-end adopted here is news to them only if the part they were sent
-  // holds it (a sibling that came back); one adopted from elsewhere is not in their
-  // part, and news of it reached F back-ends of each of F adopters. (A back-end
-  // adopted here hears of its former siblings adopted here too: TreeNews::send.)
-  healing_.news.set_backend_filter([this](Rank orphan, Rank adopter) {
-    if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
-    return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
-  });
-  if (plan_.commnode_parts()) {
-    healing_.news.set_commnode_filter([this](Rank child, Rank orphan) { return hears_of(child, orphan, false); });
-  }
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
              tree_->routes());
 }
