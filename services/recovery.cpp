@@ -30,21 +30,20 @@ RecoveryService::RecoveryService(core::ServiceContext& node, const StreamService
     : node_(node),
       streams_(streams),
       observer_(observer),
-      retry_(node.io()),
-      attempt_(node.io()),
       standby_timer_(node.io()) {}
 
 void RecoveryService::on_event(const core::NodeEvent& event) {
   if (std::holds_alternative<core::events::Orphaned>(event)) {
     standby_dial_.cancel();
-    searching_ = true;
-    orphaned_at_ = std::chrono::system_clock::now();
-    choose_ = {};
-    attempts_ = 0;
+    Search& s = search();
+    s.searching = true;
+    s.orphaned_at = std::chrono::system_clock::now();
+    s.choose = {};
+    s.attempts = 0;
     start_round();
   } else if (auto* promoted = std::get_if<core::events::Promoted>(&event)) {
-    promotion_ = Promotion{.failed_root = promoted->failed_root, .reason = promoted->reason,
-                           .lost_at = std::chrono::system_clock::now(), .since = NodeClock::now()};
+    promotion_ = std::make_unique<Promotion>(Promotion{.failed_root = promoted->failed_root, .reason = promoted->reason,
+                           .lost_at = std::chrono::system_clock::now(), .since = NodeClock::now()});
     check_promotion();
   } else if (auto* adopted = std::get_if<core::events::Adopted>(&event);
              adopted && promotion_ && node_.live_tree() && adopted->adopter == node_.live_tree()->root()) {
@@ -167,53 +166,53 @@ void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, cap
 }
 
 void RecoveryService::start_round() {
-  if (!searching_ || node_.phase() != core::Phase::orphaned) return;
+  if (!searching() || node_.phase() != core::Phase::orphaned) return;
   auto t0 = Clock::now();
-  candidates_ = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
+  search().candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
   // Those found unreachable before go last (their failure may not have reached here).
-  std::stable_partition(candidates_.begin(), candidates_.end(), [&](Rank r) { return !unreachable_.count(r); });
-  choose_ += us(Clock::now() - t0);
-  next_ = 0;
+  std::stable_partition(search().candidates.begin(), search().candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
+  search().choose += us(Clock::now() - t0);
+  search().next = 0;
   std::string list;
-  for (Rank r : candidates_) list += (list.empty() ? "" : " ") + std::to_string(r);
+  for (Rank r : search().candidates) list += (list.empty() ? "" : " ") + std::to_string(r);
   log().info("potential adopters: {}", list.empty() ? "none" : list);
   try_next();
 }
 
 void RecoveryService::try_next() {
-  if (!searching_ || node_.phase() != core::Phase::orphaned || asking_ || dial_.under_way()) return;
+  if (!searching() || node_.phase() != core::Phase::orphaned || search().asking || search().dial.under_way()) return;
   const Topology& topology = *node_.topology();
-  while (next_ < candidates_.size()) {
-    Rank candidate = candidates_[next_++];
+  while (search().next < search().candidates.size()) {
+    Rank candidate = search().candidates[search().next++];
     const canopy::TopologyNode* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.live_tree()->alive(candidate)) continue;
-    if (attempts_++ == 0) connect_start_ = Clock::now();
-    trying_ = candidate;
+    if (search().attempts++ == 0) search().connect_start = Clock::now();
+    search().trying = candidate;
     log().info("asking {} to adopt this node", node_.describe(candidate));
     // Bounded: an adopter that does not answer in time is skipped.
-    attempt_.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
-    attempt_.async_wait([this](const boost::system::error_code& ec) {
+    search().attempt.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
+    search().attempt.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) give_up_attempt();
     });
     if (node_.standby() == candidate &&
         node_.request_adoption_on_standby(candidate, [this](Result<core::Adoption> result) { answered(result); })) {
-      asking_ = true;
-      over_standby_ = true;
+      search().asking = true;
+      search().over_standby = true;
       return;
     }
     auto dialled =
         node_.dial(candidate, false, [this, candidate](core::Dialled dialled) { reached(candidate, std::move(dialled)); });
     if (!dialled) {
       log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error());
-      attempt_.cancel();
+      search().attempt.cancel();
       continue;
     }
-    dial_ = std::move(*dialled);
+    search().dial = std::move(*dialled);
     return;
   }
   // Everyone on the list failed: views change as reports arrive; try again shortly.
-  retry_.expires_after(std::chrono::milliseconds(100));
-  retry_.async_wait([this](const boost::system::error_code& ec) {
+  search().retry.expires_after(std::chrono::milliseconds(100));
+  search().retry.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) start_round();
   });
 }
@@ -231,7 +230,7 @@ void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
       return node_.shutdown("the front-end " + node_.describe(candidate) +
                             " refused the connection: it has exited, and the tree with it");
     }
-    attempt_.cancel();
+    search().attempt.cancel();
     asio::post(node_.io(), [this] { try_next(); });
     return;
   }
@@ -241,32 +240,32 @@ void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
 void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
   log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
   unreachable_.erase(candidate);
-  asking_ = true;
-  over_standby_ = false;
+  search().asking = true;
+  search().over_standby = false;
   node_.request_adoption(std::move(link), candidate, [this](Result<core::Adoption> result) { answered(result); });
 }
 
 // The candidate did not answer in time: skip it.
 void RecoveryService::give_up_attempt() {
   if (node_.phase() != core::Phase::orphaned) return;
-  log().warn("adopter {} did not answer in time", trying_);
-  if (asking_) {
-    asking_ = false;
+  log().warn("adopter {} did not answer in time", search().trying);
+  if (search().asking) {
+    search().asking = false;
     node_.cancel_adoption();
   }
-  dial_.cancel();  // a late link is aborted
+  search().dial.cancel();  // a late link is aborted
   asio::post(node_.io(), [this] { try_next(); });
 }
 
 void RecoveryService::answered(Result<core::Adoption> result) {
-  asking_ = false;
-  attempt_.cancel();
+  search().asking = false;
+  search().attempt.cancel();
   if (!result) {
     asio::post(node_.io(), [this] { try_next(); });
     return;
   }
-  searching_ = false;
-  retry_.cancel();
+  search().searching = false;
+  search().retry.cancel();
   const core::Adoption& adoption = *result;
   RecoveryReport r;
   r.kind = Event::Kind::recovered;
@@ -274,11 +273,12 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   r.adopter = adoption.adopter;
   r.failed_parent = adoption.failed_parent;
   r.incarnation = adoption.incarnation;
-  r.attempts = attempts_;
-  r.standby = over_standby_;
-  r.orphaned = orphaned_at_;
-  r.choose = choose_;
-  r.connect = us(adoption.accepted - connect_start_);
+  const Search& s = search();
+  r.attempts = s.attempts;
+  r.standby = s.over_standby;
+  r.orphaned = s.orphaned_at;
+  r.choose = s.choose;
+  r.connect = us(adoption.accepted - s.connect_start);
   r.compensate = us(adoption.compensated - adoption.accepted);
   r.cleanup = us(Clock::now() - adoption.compensated);
   r.incomplete_streams = streams_.incomplete_after_adoption();
@@ -291,13 +291,19 @@ void RecoveryService::answered(Result<core::Adoption> result) {
 }
 
 void RecoveryService::stop() {
-  searching_ = false;
-  retry_.cancel();
-  attempt_.cancel();
   standby_timer_.cancel();
   standby_dial_.cancel();
-  dial_.cancel();  // a connection under way is aborted when it completes
-  asking_ = false;
+  if (!search_) return;
+  search_->searching = false;
+  search_->retry.cancel();
+  search_->attempt.cancel();
+  search_->dial.cancel();  // a connection under way is aborted when it completes
+  search_->asking = false;
+}
+
+RecoveryService::Search& RecoveryService::search() {
+  if (!search_) search_ = std::make_unique<Search>(node_.io());
+  return *search_;
 }
 
 // ---- the heir of a lost front-end ----
@@ -313,7 +319,7 @@ void RecoveryService::check_promotion() {
 }
 
 void RecoveryService::report_promotion() {
-  const Promotion p = *std::exchange(promotion_, std::nullopt);
+  const Promotion p = *std::exchange(promotion_, nullptr);
   core::Outgoing message(node_.identity(), id(), wire::recovery::Kind::PROMOTED);
   auto r = message.init<wire::recovery::Promoted>();
   r.setHeir(node_.identity().rank);

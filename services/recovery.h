@@ -84,19 +84,27 @@ class RecoveryService final : public core::Service {
   const StreamService& streams_;
   Observer* observer_;
 
-  bool searching_ = false;
-  std::chrono::steady_clock::time_point connect_start_;
-  std::chrono::microseconds choose_{0};
-  std::chrono::system_clock::time_point orphaned_at_;  // when the parent was found lost
-  std::vector<Rank> candidates_;
-  std::size_t next_ = 0;
-  std::uint32_t attempts_ = 0;
-  Rank trying_ = 0;
-  // The attempt under way: a connection (core/dial.h), or the core's adoption request.
-  core::Dial dial_;
-  bool asking_ = false;
-  bool over_standby_ = false;  // the request under way went on the standby link
-  Timer retry_, attempt_;
+  // The search for an adopter, made when this node is first orphaned (most never
+  // are: docs/scale.md, "A back-end's own state").
+  struct Search {
+    explicit Search(boost::asio::io_context& io) : retry(io), attempt(io) {}
+    bool searching = false;
+    std::chrono::steady_clock::time_point connect_start;
+    std::chrono::microseconds choose{0};
+    std::chrono::system_clock::time_point orphaned_at;  // when the parent was found lost
+    std::vector<Rank> candidates;
+    std::size_t next = 0;
+    std::uint32_t attempts = 0;
+    Rank trying = 0;
+    // The attempt under way: a connection (core/dial.h), or the core's adoption request.
+    core::Dial dial;
+    bool asking = false;
+    bool over_standby = false;  // the request under way went on the standby link
+    Timer retry, attempt;
+  };
+  Search& search();
+  bool searching() const { return search_ && search_->searching; }
+  std::unique_ptr<Search> search_;
   // The standby link being connected, to `standby_target_`.
   core::Dial standby_dial_;
   // Potential adopters a connection to failed: where commnodes hold parts, a process
@@ -116,7 +124,7 @@ class RecoveryService final : public core::Service {
     std::chrono::microseconds complete{0};  // 0: not every process is adopted yet
     std::uint32_t adopted = 0;
   };
-  std::optional<Promotion> promotion_;
+  std::unique_ptr<Promotion> promotion_;
 };
 
 }  // namespace canopy::services
