@@ -25,6 +25,11 @@ std::string ranks_text(const std::vector<Rank>& ranks) {
 MembershipService::MembershipService(core::ServiceContext& node, Observer* observer)
     : node_(node), observer_(observer), resend_(node.io()) {}
 
+MembershipService::Below& MembershipService::below() {
+  if (!below_) below_ = std::make_unique<Below>();
+  return *below_;
+}
+
 MembershipService::Root& MembershipService::root() {
   if (!root_) root_ = std::make_unique<Root>(node_.io());
   return *root_;
@@ -54,22 +59,22 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     // once, and what it sends meanwhile is taken: its link is the new process's.
     if (started_ && node_.children()[connected->child].role == Role::backend && !view_.contains(connected->rank)) {
       if (connected->rejoined) {
-        cut_.erase(connected->child);
-        rejoined_.insert(connected->child);
+        below().cut.erase(connected->child);
+        below().rejoined.insert(connected->child);
         welcome(connected->child);
       }
       report(connected->rank, {.kind = ReportKind::join, .reason = connected->rejoined ? "rejoined" : ""});
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
-    rejoined_.erase(lost->child);
-    child_view_.erase(lost->child);
-    cut_.erase(lost->child);
-    if (awaiting_.erase(lost->child)) check_acks();
+    below().rejoined.erase(lost->child);
+    below().child_view.erase(lost->child);
+    below().cut.erase(lost->child);
+    if (below().awaiting.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
       report(lost->rank, {.kind = ReportKind::failure, .reason = lost->reason});
     }
   } else if (auto* adopted = std::get_if<ChildAdopted>(&event)) {
-    cut_.erase(adopted->child);
+    below().cut.erase(adopted->child);
     pass_down(adopted->child);  // offered: the orphan may have missed views while it was cut off
   } else if (auto* adopted = std::get_if<Adopted>(&event)) {
     // Adopted by the root: a front-end re-attached to this node, which held the tree
@@ -140,7 +145,7 @@ void MembershipService::initialise() {
   // declared failed, and its link is closing (cut_off) or it is a stale process.
   node_.set_gate([this](const core::Peer& from) {
     if (from.epoch >= std::min<std::uint32_t>(epoch(from.sender), 0xffff)) return true;
-    if (from.kind == core::Peer::Kind::child && rejoined_.count(from.child)) return true;  // not welcomed yet
+    if (from.kind == core::Peer::Kind::child && below_ && below_->rejoined.count(from.child)) return true;  // not welcomed yet
     count_stale(from.sender, from.epoch);
     return false;
   });
@@ -563,8 +568,8 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
     // fences a lost one: a hung process must not wake up and act.
     node_.cut_child(*index, "this back-end was declared failed and is not a member of view " + std::to_string(view_.id),
                     /*say_why=*/true, /*fence=*/true);
-    cut_.insert(*index);
-    awaiting_.erase(*index);
+    below().cut.insert(*index);
+    below().awaiting.erase(*index);
   }
 }
 
@@ -620,11 +625,11 @@ void MembershipService::write_offer(wire::membership::ViewChange::Builder v) con
 void MembershipService::send_view(std::size_t child) {
   core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
   auto v = message.init<wire::membership::ViewChange>();
-  auto held = child_view_.find(child);
-  const std::uint64_t holds = held == child_view_.end() ? 0 : held->second;
+  auto held = below().child_view.find(child);
+  const std::uint64_t holds = held == below().child_view.end() ? 0 : held->second;
   if (last_change_ && holds == last_change_->base) write_change(v);
   else write_view(v);
-  child_view_[child] = view_.id;
+  below().child_view[child] = view_.id;
   node_.send_to_child(child, message);
 }
 
@@ -633,7 +638,7 @@ void MembershipService::welcome(std::size_t child) {
   auto v = message.init<wire::membership::ViewChange>();
   write_view(v);
   v.setWelcome(true);
-  child_view_[child] = view_.id;
+  below().child_view[child] = view_.id;
   node_.send_to_child(child, message);
 }
 
@@ -643,33 +648,33 @@ void MembershipService::welcome(std::size_t child) {
 // if it holds an older one (waited for too if the view is not yet acknowledged).
 void MembershipService::pass_down(std::optional<std::size_t> only_child) {
   auto& children = node_.children();
-  auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open() && !cut_.count(c); };
+  auto connected = [&](std::size_t c) { return children[c].link && children[c].link->is_open() && !below().cut.count(c); };
   if (only_child) {
     if (!connected(*only_child)) return;
     core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
     write_offer(message.init<wire::membership::ViewChange>());
-    child_view_[*only_child] = view_.id;
+    below().child_view[*only_child] = view_.id;
     node_.send_to_child(*only_child, message);
     const bool waiting = node_.is_root() ? root().change.has_value() : !acked_;
-    if (waiting && awaiting_id_ == view_.id) awaiting_.insert(*only_child);
+    if (waiting && awaiting_id_ == view_.id) below().awaiting.insert(*only_child);
     return;
   }
   awaiting_id_ = view_.id;
-  awaiting_.clear();
+  if (below_) below_->awaiting.clear();
   acked_ = node_.is_root();
   for (std::size_t c = 0; c < children.size(); ++c) {
     if (!connected(c)) continue;
     send_view(c);
-    awaiting_.insert(c);
+    below().awaiting.insert(c);
   }
 }
 
 void MembershipService::on_view_ack(std::size_t child, std::uint64_t ack_id) {
-  if (ack_id >= awaiting_id_ && awaiting_.erase(child)) check_acks();
+  if (ack_id >= awaiting_id_ && below().awaiting.erase(child)) check_acks();
 }
 
 void MembershipService::check_acks() {
-  if (!awaiting_.empty()) return;
+  if (below_ && !below_->awaiting.empty()) return;
   if (node_.is_root()) {
     if (changing() && awaiting_id_ == root_->change->applied.view.id) stable();
     return;
@@ -795,7 +800,7 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       if (from.kind != core::Peer::Kind::child) break;
       core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
       write_view(message.init<wire::membership::ViewChange>());
-      child_view_[from.child] = view_.id;
+      below().child_view[from.child] = view_.id;
       node_.send_to_child(from.child, message);
       return;
     }

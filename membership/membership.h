@@ -206,26 +206,32 @@ class MembershipService final : public core::Service {
   std::map<Rank, std::uint32_t> epochs_;  // back-ends above epoch 0
   std::uint64_t digest_ = 0;              // digest_of(view_, epochs_)
   std::optional<Delta> last_change_;      // to view_ from the one before
-  // The view each child was sent (a launch child holds view 0 without a message).
-  std::map<std::size_t, std::uint64_t> child_view_;
   bool requested_ = false;  // asked the parent for the whole view; not answered yet
   std::uint64_t asked_whole_ = 0;
   std::uint64_t stale_dropped_ = 0;
-  // Children that rejoined under the rank of a lost back-end, on their new link: what
-  // they send before they applied the welcome (their new epoch) is theirs.
-  std::set<std::size_t> rejoined_;
-  // Children cut off (cut_off) whose links are still closing: a graceful close waits
-  // for the peer, which may be hung; no view waits for them.
-  std::set<std::size_t> cut_;
 
   // Detector: reports not yet acknowledged by the root, by rank.
   std::map<Rank, Report> unacked_;
   Timer resend_;
 
-  // Every process: the view passed down, the children yet to acknowledge it, and
+  // What a process with children keeps of them, by child index: made when first
+  // needed, never at a back-end (docs/scale.md, "A back-end's own state").
+  struct Below {
+    // The view each child was sent (a launch child holds view 0 without a message).
+    std::map<std::size_t, std::uint64_t> child_view;
+    // Children that rejoined under the rank of a lost back-end, on their new link:
+    // what they send before they applied the welcome (their new epoch) is theirs.
+    std::set<std::size_t> rejoined;
+    // Children cut off (cut_off) whose links are still closing: a graceful close
+    // waits for the peer, which may be hung; no view waits for them.
+    std::set<std::size_t> cut;
+    std::set<std::size_t> awaiting;  // yet to acknowledge the view awaiting_id_
+  };
+  Below& below();
+  std::unique_ptr<Below> below_;
+  // Every process: the view passed down (its children in Below::awaiting), and
   // whether this subtree's acknowledgement went up.
   std::uint64_t awaiting_id_ = 0;
-  std::set<std::size_t> awaiting_;
   bool acked_ = true;
 
   // Root: made when first needed (docs/scale.md, "A back-end's own state"). A
