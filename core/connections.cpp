@@ -26,7 +26,8 @@ void Connections::refuse(const std::shared_ptr<Link>& link, const Refusal& refus
 }
 
 void Connections::note_stranger(const std::string& peer, std::string_view kind, const std::string& why) {
-  if (auto unlogged = refusals_.admit(peer, kind)) {
+  if (!refusals_) refusals_ = std::make_unique<transport::RefusalLog>();
+  if (auto unlogged = refusals_->admit(peer, kind)) {
     log().warn("refusing connection from {}: {}{}", peer, why, transport::RefusalLog::unlogged_note(*unlogged));
   }
 }

@@ -42,19 +42,21 @@ class Connections {
  public:
   // `self` is the node whose connections these are (borrowed): its identity signs a
   // refusal, its name says who refuses.
-  Connections(asio::io_context& io, const ServiceContext& self) : self_(self), listener_(io) {}
+  Connections(asio::io_context& io, const ServiceContext& self) : self_(self), io_(io) {}
 
   // ---- where connections come from ----
   // Listens (core/listener.h); every accepted link goes to `on_link`.
   Result<void> listen(const std::vector<std::string>& addresses, std::uint16_t port, PortRange ports,
                       const transport::StripedOptions& striped, Listener::OnLink on_link) {
-    return listener_.open(addresses, port, ports, striped, std::move(on_link));
+    return listener().open(addresses, port, ports, striped, std::move(on_link));
   }
   Result<void> listen(transport::Fabric& fabric, std::uint16_t port, Listener::OnLink on_link) {
-    return listener_.open(fabric, port, std::move(on_link));
+    return listener().open(fabric, port, std::move(on_link));
   }
-  std::uint16_t port() const { return listener_.port(); }
-  void stop_listening() { listener_.close(); }
+  std::uint16_t port() const { return listener_ ? listener_->port() : 0; }
+  void stop_listening() {
+    if (listener_) listener_->close();
+  }
 
   // ---- refusing one ----
   struct Refusal {
@@ -140,10 +142,17 @@ class Connections {
     }
   }
   const ServiceContext& self_;
-  Listener listener_;
+  // Made when the node first listens, as the log of strangers refused is when the
+  // first comes: a back-end does neither (docs/scale.md, "A back-end's own state").
+  Listener& listener() {
+    if (!listener_) listener_ = std::make_unique<Listener>(io_);
+    return *listener_;
+  }
+  asio::io_context& io_;
+  std::unique_ptr<Listener> listener_;
   std::unordered_map<const transport::Link*, Connection> by_link_;
   std::array<std::size_t, std::variant_size_v<State>> counts_{};
-  transport::RefusalLog refusals_;  // what strangers cause, logged once per address and kind in a while
+  std::unique_ptr<transport::RefusalLog> refusals_;  // what strangers cause, logged once per address and kind in a while
   static constexpr std::size_t kJoinReserve = 32;
   std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since
 };
