@@ -14,7 +14,7 @@ using core::log;
 using Kind = wire::gossip::Kind;
 
 GossipService::GossipService(core::ServiceContext& node, MembershipService& membership, Observer* observer)
-    : node_(node), membership_(membership), observer_(observer), timer_(node.io()) {}
+    : node_(node), membership_(membership), observer_(observer) {}
 
 std::string GossipService::plan_options() const { return encode_options(node_.plan().fault.gossip); }
 
@@ -53,21 +53,23 @@ GossipOptions GossipService::options() const {
 }
 
 std::optional<GossipService::MemberState> GossipService::state_of(Rank rank) const {
+  if (!ring_) return std::nullopt;
   if (member() && rank == node_.identity().rank) return MemberState::alive;
-  auto it = peers_.find(rank);
-  if (it == peers_.end()) return std::nullopt;
+  auto it = ring_->peers.find(rank);
+  if (it == ring_->peers.end()) return std::nullopt;
   return it->second.state;
 }
 
 std::uint64_t GossipService::heartbeat_of(Rank rank) const {
   if (rank == node_.identity().rank) return own_beat();
-  auto it = peers_.find(rank);
-  return it == peers_.end() ? 0 : it->second.beat;
+  if (!ring_) return 0;
+  auto it = ring_->peers.find(rank);
+  return it == ring_->peers.end() ? 0 : it->second.beat;
 }
 
 std::chrono::milliseconds GossipService::suspicion_time() const {
   const GossipOptions gossip = options();
-  const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(ring_.size(), 2));
+  const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(ring_ ? ring_->ranks.size() : 0, 2));
   return gossip.period * cleanup_rounds(gossip.schedule, n) + gossip.max_hangup;
 }
 
@@ -79,11 +81,11 @@ std::chrono::milliseconds GossipService::ping_timeout() const {
 // The counter carries the member's epoch above it: a process that rejoined under the
 // rank of a failed one (a higher epoch) starts above anything the old one sent.
 std::uint64_t GossipService::own_beat() const {
-  return (std::uint64_t{node_.identity().epoch} << 40) | counter_;
+  return (std::uint64_t{node_.identity().epoch} << 40) | (ring_ ? ring_->counter : 0);
 }
 
 bool GossipService::member() const {
-  return started_ && self_ < ring_.size() && ring_[self_] == node_.identity().rank;
+  return ring_ && ring_->self < ring_->ranks.size() && ring_->ranks[ring_->self] == node_.identity().rank;
 }
 
 // ---- events ----
@@ -91,35 +93,35 @@ bool GossipService::member() const {
 void GossipService::on_event(const core::NodeEvent& event) {
   using namespace core::events;
   if (auto* started = std::get_if<Started>(&event)) {
-    if (!started->error.empty() || started_ || node_.identity().role != Role::backend) return;
+    if (!started->error.empty() || ring_ || node_.identity().role != Role::backend) return;
     const GossipOptions options = this->options();
     if (options.schedule == GossipSchedule::off) return;
     options_ = options;
-    started_ = true;
-    rng_ = std::make_unique<std::mt19937_64>(0x9e3779b97f4a7c15ULL ^ node_.identity().rank);
+    ring_ = std::make_unique<Ring>(node_.io(), node_.identity().rank);
     log().info("gossip: {} every {} ms", to_string(options_->schedule), options_->period.count());
     arm();
-  } else if (std::holds_alternative<Adopted>(event)) {
+  } else if (std::holds_alternative<Adopted>(event) && ring_) {
     // Tables to this member were lost while it was an orphan, and its own held back.
     std::vector<Rank> all;
-    for (const auto& [rank, peer] : peers_) all.push_back(rank);
+    for (const auto& [rank, peer] : ring_->peers) all.push_back(rank);
     restart_clocks(all);
   } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
     // A commnode failed or one was adopted: the heartbeats of the members below it
     // were held back or lost meanwhile, through no fault of theirs.
     const auto* tree = node_.live_tree();
-    if (started_ && tree && tree->contains(changed->rank) && tree->role(changed->rank) != Role::backend) {
+    if (ring_ && tree && tree->contains(changed->rank) && tree->role(changed->rank) != Role::backend) {
       restart_clocks(tree->backends_below(changed->rank));
     }
   } else if (std::holds_alternative<Stopping>(event)) {
-    timer_.cancel();
+    if (ring_) ring_->timer.cancel();
   }
 }
 
 void GossipService::restart_clocks(const std::vector<Rank>& ranks) {
+  if (!ring_) return;
   const auto now = NodeClock::now();
   for (Rank r : ranks) {
-    if (auto it = peers_.find(r); it != peers_.end()) it->second.restart(now);
+    if (auto it = ring_->peers.find(r); it != ring_->peers.end()) it->second.restart(now);
   }
 }
 
@@ -137,8 +139,8 @@ bool GossipService::paused(Rank rank) const {
 // ---- rounds ----
 
 void GossipService::arm() {
-  timer_.expires_after(options_->period);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
+  ring_->timer.expires_after(options_->period);
+  ring_->timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) tick();
   });
 }
@@ -146,12 +148,12 @@ void GossipService::arm() {
 void GossipService::tick() {
   if (node_.stopping()) return;
   refresh_ring();
-  if (member() && ring_.size() >= 2) {
+  if (member() && ring_->ranks.size() >= 2) {
     const auto schedule = options_->schedule;
-    const auto n = static_cast<std::uint32_t>(ring_.size());
-    ++counter_;
-    round_ = round_ % cycle_rounds(schedule, n) + 1;
-    send_table(ring_[gossip_target(schedule, self_, round_, n, *rng_)]);
+    const auto n = static_cast<std::uint32_t>(ring_->ranks.size());
+    ++ring_->counter;
+    ring_->round = ring_->round % cycle_rounds(schedule, n) + 1;
+    send_table(ring_->ranks[gossip_target(schedule, ring_->self, ring_->round, n, ring_->rng)]);
     check();
   }
   arm();
@@ -163,32 +165,32 @@ void GossipService::tick() {
 // and one that only takes longer to arrive over the new ring's paths is cleared by
 // the ping.
 void GossipService::refresh_ring() {
-  if (membership_.view_id() == ring_view_) return;
+  if (membership_.view_id() == ring_->view) return;
   const View view = membership_.view();
-  ring_view_ = view.id;
-  ring_ = view.members;
+  ring_->view = view.id;
+  ring_->ranks = view.members;
   const Rank me = node_.identity().rank;
-  auto self = std::find(ring_.begin(), ring_.end(), me);
-  self_ = static_cast<std::uint32_t>(self - ring_.begin());
-  round_ = 0;
+  auto self = std::find(ring_->ranks.begin(), ring_->ranks.end(), me);
+  ring_->self = static_cast<std::uint32_t>(self - ring_->ranks.begin());
+  ring_->round = 0;
   const auto now = NodeClock::now();
   std::map<Rank, Member> next;
-  for (Rank r : ring_) {
+  for (Rank r : ring_->ranks) {
     if (r == me) continue;
-    auto it = peers_.find(r);
-    Member peer = it != peers_.end() ? it->second : Member{};
-    if (it == peers_.end()) peer.restart(now);
+    auto it = ring_->peers.find(r);
+    Member peer = it != ring_->peers.end() ? it->second : Member{};
+    if (it == ring_->peers.end()) peer.restart(now);
     next.emplace(r, peer);
   }
-  peers_ = std::move(next);
-  log().info("gossip: ring of view {}: {} members, suspicion after {} ms", view.id, ring_.size(),
+  ring_->peers = std::move(next);
+  log().info("gossip: ring of view {}: {} members, suspicion after {} ms", view.id, ring_->ranks.size(),
              suspicion_time().count());
 }
 
 void GossipService::send_table(Rank to) {
   std::vector<TableEntry> entries;
-  entries.reserve(ring_.size());
-  for (Rank r : ring_) entries.push_back({r, heartbeat_of(r)});
+  entries.reserve(ring_->ranks.size());
+  for (Rank r : ring_->ranks) entries.push_back({r, heartbeat_of(r)});
   const auto bytes = encode_table(entries);
   core::Outgoing message(node_.identity(), id(), Kind::TABLE);
   auto t = message.init<wire::gossip::Table>();
@@ -206,10 +208,11 @@ void GossipService::merge(wire::gossip::Table::Reader table) {
     log().warn("gossip: a table from back-end {} is dropped: {}", table.getSource(), entries.error());
     return;
   }
+  if (!ring_) return;  // not a member here: no peer to update
   const auto now = NodeClock::now();
   for (const auto& [rank, beat] : *entries) {
-    auto it = peers_.find(rank);
-    if (it == peers_.end() || beat <= it->second.beat) continue;
+    auto it = ring_->peers.find(rank);
+    if (it == ring_->peers.end() || beat <= it->second.beat) continue;
     Member& peer = it->second;
     peer.beat = beat;
     peer.heard = true;
@@ -223,7 +226,7 @@ void GossipService::merge(wire::gossip::Table::Reader table) {
 
 void GossipService::check() {
   const auto now = NodeClock::now();
-  for (auto& [rank, peer] : peers_) {
+  for (auto& [rank, peer] : ring_->peers) {
     // A member whose heartbeat never grew here has not started its detector (or
     // started it seconds after this one): it is never suspected (paper 003, eq. 4).
     if (peer.state == MemberState::failed || !peer.heard) continue;
@@ -248,7 +251,7 @@ void GossipService::ping(Rank rank, Member& peer) {
     log().info("gossip: back-end {} is suspect: its heartbeat has been still for {} ms; pinging it", rank,
                std::chrono::duration_cast<std::chrono::milliseconds>(NodeClock::now() - peer.grew).count());
     peer.state = MemberState::pinging;
-    peer.nonce = next_nonce_++;
+    peer.nonce = ring_->next_nonce++;
     peer.pinged = NodeClock::now();
   }
   core::Outgoing message(node_.identity(), id(), Kind::PING);
@@ -284,8 +287,9 @@ void GossipService::answer_gone(wire::gossip::Ping::Reader ping) {
 }
 
 void GossipService::on_pong(wire::gossip::Pong::Reader pong) {
-  auto it = peers_.find(pong.getSuspect());
-  if (it == peers_.end() || it->second.state != MemberState::pinging || it->second.nonce != pong.getNonce()) return;
+  if (!ring_) return;
+  auto it = ring_->peers.find(pong.getSuspect());
+  if (it == ring_->peers.end() || it->second.state != MemberState::pinging || it->second.nonce != pong.getNonce()) return;
   Member& peer = it->second;
   if (pong.getGone()) {
     return confirm(it->first, peer, "its parent " + node_.describe(pong.getSource()) + " has lost its link");

@@ -119,20 +119,23 @@ class GossipService final : public core::Service {
   core::ServiceContext& node_;
   MembershipService& membership_;
   Observer* observer_;
-  Timer timer_;
-  bool started_ = false;
-
-  // The ring: the members of view ring_view_, ascending; this member is ring_[self_].
-  std::uint64_t ring_view_ = ~std::uint64_t{0};
-  std::vector<Rank> ring_;
-  std::uint32_t self_ = 0;
-  std::uint32_t round_ = 0;
-  std::uint64_t counter_ = 0;
-  std::map<Rank, Member> peers_;  // every other member of the ring
-  // Made when gossip starts: its 2.5 KB are not held by a process without gossip
-  // (every process of a tree without it: docs/scale.md).
-  std::unique_ptr<std::mt19937_64> rng_;
-  std::uint64_t next_nonce_ = 1;
+  // A member's gossip, made when it starts: a process without gossip (every process
+  // of most trees, and every commnode) holds none of it (docs/scale.md, "A
+  // back-end's own state").
+  struct Ring {
+    Ring(boost::asio::io_context& io, Rank me) : timer(io), rng(0x9e3779b97f4a7c15ULL ^ me) {}
+    Timer timer;
+    // The members of view `view`, ascending; this member is `ranks[self]`.
+    std::uint64_t view = ~std::uint64_t{0};
+    std::vector<Rank> ranks;
+    std::uint32_t self = 0;
+    std::uint32_t round = 0;
+    std::uint64_t counter = 0;
+    std::map<Rank, Member> peers;  // every other member of the ring
+    std::mt19937_64 rng;
+    std::uint64_t next_nonce = 1;
+  };
+  std::unique_ptr<Ring> ring_;  // null: not started
 
   std::uint64_t tables_sent_ = 0, pings_sent_ = 0, forwarded_ = 0;
 };
