@@ -233,6 +233,27 @@ TEST(CanopySim, ABackEndsStateDoesNotGrowWithItsAncestorsFanOut) {
   EXPECT_GT(figure("b:64^2", kills, "\"adopted_backend_max\":"), sixty_four);
 }
 
+// What only a process with children, an orphan or the root uses is made when first
+// needed (docs/scale.md, "A back-end's own state"): a stream's waves from below, the
+// membership and streams' root state and what they keep of children, the live-tree
+// news and held adoptions, the search for an adopter, the listener. A back-end,
+// through a launch, a wave, back-end and commnode failures, a view change and the
+// last wave, makes none of them (back-end 13: its sibling 12 is killed, and another
+// commnode's orphans are adopted), and holds under 7,000 bytes; it held 9,312 when
+// each was made with the process (b:16^2; a back-end of b:4^2 alike).
+TEST(CanopySim, ABackEndMakesNoneOfTheStateOfAParentAnOrphanOrTheRoot) {
+  const auto [out, code] = run("--tree b:4^2 --kill-backends 2 --kill-commnodes 1 --heap-sites 13");
+  ASSERT_EQ(code, 0) << out;
+  const auto at = out.find("canopy-sim: heap sites, rank 13 after the last wave: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string sites = out.substr(at);
+  for (const char* made : {"Stream::below", "StreamService::root", "MembershipService::root", "MembershipService::below",
+                           "Healing::news", "Healing::held", "RecoveryService::search", "Connections::listener"}) {
+    EXPECT_EQ(sites.find(made), std::string::npos) << made << " was made at a back-end:\n" << sites;
+  }
+  EXPECT_LT(number_after(out, "\"backend_max\":"), 7000) << out;
+}
+
 // A commnode's failure with F orphans reaches at most F·(depth + 2) + depth processes
 // besides the front-end (issue 47): its ancestors (routes), its siblings (they may
 // adopt its orphans), and each orphan's adoption goes up its adopter's line. It went
