@@ -188,9 +188,14 @@ class StreamService final : public core::Service {
   };
   // One child's packets for the open waves, ascending by wave (each child sends its
   // waves in order); kept after the child has left until its packets' waves close.
+  // Its deque keeps a block once it has held a packet: of 2 packets, not Boost's
+  // default 9 (568 bytes a child with the block map, now 176: docs/scale.md). A child
+  // rarely has more than one wave waiting here.
+  using PacketQueue = boost::container::deque<std::pair<std::uint64_t, Packet>, void,
+                                              boost::container::deque_options_t<boost::container::block_size<2u>>>;
   struct ChildQueue {
     std::size_t child = 0;
-    boost::container::deque<std::pair<std::uint64_t, Packet>> packets;  // (wave, packet)
+    PacketQueue packets;  // (wave, packet)
     bool left = false;  // no longer a member: the queue goes once it is empty
   };
   // What a node gathers from its children on a stream: their waves, the members
