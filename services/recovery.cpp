@@ -167,52 +167,55 @@ void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, cap
 
 void RecoveryService::start_round() {
   if (!searching() || node_.phase() != core::Phase::orphaned) return;
+  Search& s = search();
   auto t0 = Clock::now();
-  search().candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
+  s.candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
   // Those found unreachable before go last (their failure may not have reached here).
-  std::stable_partition(search().candidates.begin(), search().candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
-  search().choose += us(Clock::now() - t0);
-  search().next = 0;
+  std::stable_partition(s.candidates.begin(), s.candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
+  s.choose += us(Clock::now() - t0);
+  s.next = 0;
   std::string list;
-  for (Rank r : search().candidates) list += (list.empty() ? "" : " ") + std::to_string(r);
+  for (Rank r : s.candidates) list += (list.empty() ? "" : " ") + std::to_string(r);
   log().info("potential adopters: {}", list.empty() ? "none" : list);
   try_next();
 }
 
 void RecoveryService::try_next() {
-  if (!searching() || node_.phase() != core::Phase::orphaned || search().asking || search().dial.under_way()) return;
+  if (!searching() || node_.phase() != core::Phase::orphaned) return;
+  Search& s = search();
+  if (s.asking || s.dial.under_way()) return;
   const Topology& topology = *node_.topology();
-  while (search().next < search().candidates.size()) {
-    Rank candidate = search().candidates[search().next++];
+  while (s.next < s.candidates.size()) {
+    Rank candidate = s.candidates[s.next++];
     const canopy::TopologyNode* n = topology.find(candidate);
     if (!n || n->port == 0 || !node_.live_tree()->alive(candidate)) continue;
-    if (search().attempts++ == 0) search().connect_start = Clock::now();
-    search().trying = candidate;
+    if (s.attempts++ == 0) s.connect_start = Clock::now();
+    s.trying = candidate;
     log().info("asking {} to adopt this node", node_.describe(candidate));
     // Bounded: an adopter that does not answer in time is skipped.
-    search().attempt.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
-    search().attempt.async_wait([this](const boost::system::error_code& ec) {
+    s.attempt.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
+    s.attempt.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) give_up_attempt();
     });
     if (node_.standby() == candidate &&
         node_.request_adoption_on_standby(candidate, [this](Result<core::Adoption> result) { answered(result); })) {
-      search().asking = true;
-      search().over_standby = true;
+      s.asking = true;
+      s.over_standby = true;
       return;
     }
     auto dialled =
         node_.dial(candidate, false, [this, candidate](core::Dialled dialled) { reached(candidate, std::move(dialled)); });
     if (!dialled) {
       log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error());
-      search().attempt.cancel();
+      s.attempt.cancel();
       continue;
     }
-    search().dial = std::move(*dialled);
+    s.dial = std::move(*dialled);
     return;
   }
   // Everyone on the list failed: views change as reports arrive; try again shortly.
-  search().retry.expires_after(std::chrono::milliseconds(100));
-  search().retry.async_wait([this](const boost::system::error_code& ec) {
+  s.retry.expires_after(std::chrono::milliseconds(100));
+  s.retry.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) start_round();
   });
 }
@@ -248,12 +251,13 @@ void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link>
 // The candidate did not answer in time: skip it.
 void RecoveryService::give_up_attempt() {
   if (node_.phase() != core::Phase::orphaned) return;
-  log().warn("adopter {} did not answer in time", search().trying);
-  if (search().asking) {
-    search().asking = false;
+  Search& s = search();
+  log().warn("adopter {} did not answer in time", s.trying);
+  if (s.asking) {
+    s.asking = false;
     node_.cancel_adoption();
   }
-  search().dial.cancel();  // a late link is aborted
+  s.dial.cancel();  // a late link is aborted
   asio::post(node_.io(), [this] { try_next(); });
 }
 
