@@ -39,13 +39,23 @@ void listen_to(Simulator& sim, transport::Link& link, Heard& heard) {
       [&](std::string_view why) { heard.closed = why; });
 }
 
-TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFile) {
-  Simulator sim({.latency = microseconds(100), .cpu = microseconds(10)});
+// Two simulated processes, a and b; b listens when asked.
+struct TwoProcesses {
+  explicit TwoProcesses(Simulator::Options options) : sim(options) {}
+  Simulator sim;
   boost::asio::io_context a_io{1}, b_io{1};
   const ProcessId a = sim.add(a_io, "a");
   const ProcessId b = sim.add(b_io, "b");
-  std::shared_ptr<transport::Link> accepted;
-  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  std::shared_ptr<transport::Link> accepted;  // b's end, once a's connection came
+  Result<std::uint16_t> listen_at_b() {
+    return sim.fabric(b).listen(b_io, 0, [this](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  }
+};
+
+TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFile) {
+  TwoProcesses two({.latency = microseconds(100), .cpu = microseconds(10)});
+  auto& [sim, a_io, b_io, a, b, accepted] = two;
+  auto port = two.listen_at_b();
   ASSERT_TRUE(port) << port.error();
   auto connected = sim.fabric(a).connect(a_io, *port);
   ASSERT_TRUE(connected.link) << connected.error;
@@ -77,15 +87,12 @@ TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFi
 }
 
 TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused) {
-  Simulator sim({.latency = microseconds(50)});
-  boost::asio::io_context a_io{1}, b_io{1};
-  const ProcessId a = sim.add(a_io, "a");
-  const ProcessId b = sim.add(b_io, "b");
+  TwoProcesses two({.latency = microseconds(50)});
+  auto& [sim, a_io, b_io, a, b, accepted] = two;
   auto refused = sim.fabric(a).connect(a_io, 4242);
   EXPECT_FALSE(refused.link);
   EXPECT_TRUE(refused.refused);
-  std::shared_ptr<transport::Link> accepted;
-  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  auto port = two.listen_at_b();
   ASSERT_TRUE(port);
   auto connected = sim.fabric(a).connect(a_io, *port);
   Heard at_a, at_b;
@@ -109,12 +116,9 @@ TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused)
 // process's: the connecting process was charged for both, which put a commnode's
 // link to each child in that child's state bytes.
 TEST(Simulator, EachEndOfAConnectionIsChargedToItsOwnProcess) {
-  Simulator sim({.latency = microseconds(10)});
-  boost::asio::io_context a_io{1}, b_io{1};
-  const ProcessId a = sim.add(a_io, "a");
-  const ProcessId b = sim.add(b_io, "b");
-  std::shared_ptr<transport::Link> accepted;
-  auto port = sim.fabric(b).listen(b_io, 0, [&](std::shared_ptr<transport::Link> l) { accepted = std::move(l); });
+  TwoProcesses two({.latency = microseconds(10)});
+  auto& [sim, a_io, b_io, a, b, accepted] = two;
+  auto port = two.listen_at_b();
   ASSERT_TRUE(port) << port.error();
   const std::int64_t a_before = heap_bytes(a), b_before = heap_bytes(b);
   std::shared_ptr<transport::Link> connected;
