@@ -91,7 +91,10 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
   } else if (std::holds_alternative<Stopping>(event)) {
     resend_.cancel();
-    root_.reset();
+    if (root_) {
+      root_->supersede.cancel();
+      root_->orphan_watches.clear();
+    }
   }
 }
 

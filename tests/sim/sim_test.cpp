@@ -54,7 +54,11 @@ struct TwoProcesses {
 
 TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFile) {
   TwoProcesses two({.latency = microseconds(100), .cpu = microseconds(10)});
-  auto& [sim, a_io, b_io, a, b, accepted] = two;
+  // References, not a structured binding: clang 14 lets no lambda capture one.
+  Simulator& sim = two.sim;
+  boost::asio::io_context& a_io = two.a_io;
+  const ProcessId a = two.a, b = two.b;
+  std::shared_ptr<transport::Link>& accepted = two.accepted;
   auto port = two.listen_at_b();
   ASSERT_TRUE(port) << port.error();
   auto connected = sim.fabric(a).connect(a_io, *port);
@@ -88,7 +92,11 @@ TEST(Simulator, FramesArriveInOrderAfterTheLatencyEachTakingItsCpuThenTheEndOfFi
 
 TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused) {
   TwoProcesses two({.latency = microseconds(50)});
-  auto& [sim, a_io, b_io, a, b, accepted] = two;
+  // References, not a structured binding: clang 14 lets no lambda capture one.
+  Simulator& sim = two.sim;
+  boost::asio::io_context& a_io = two.a_io;
+  const ProcessId a = two.a, b = two.b;
+  std::shared_ptr<transport::Link>& accepted = two.accepted;
   auto refused = sim.fabric(a).connect(a_io, 4242);
   EXPECT_FALSE(refused.link);
   EXPECT_TRUE(refused.refused);
@@ -117,7 +125,11 @@ TEST(Simulator, ACloseCompletesWhenThePeerClosesItsEndAndNobodyOnAPortIsRefused)
 // link to each child in that child's state bytes.
 TEST(Simulator, EachEndOfAConnectionIsChargedToItsOwnProcess) {
   TwoProcesses two({.latency = microseconds(10)});
-  auto& [sim, a_io, b_io, a, b, accepted] = two;
+  // References, not a structured binding: clang 14 lets no lambda capture one.
+  Simulator& sim = two.sim;
+  boost::asio::io_context& a_io = two.a_io;
+  const ProcessId a = two.a, b = two.b;
+  std::shared_ptr<transport::Link>& accepted = two.accepted;
   auto port = two.listen_at_b();
   ASSERT_TRUE(port) << port.error();
   const std::int64_t a_before = heap_bytes(a), b_before = heap_bytes(b);
