@@ -91,7 +91,7 @@ class Timer;
 
 // Timers that whoever runs an io_context keeps itself, in place of the io_context's
 // reactor. Where this service is on an io_context (TimerQueue::install(io), before
-// any Timer is made on it), every canopy::Timer on that io_context waits here; the
+// any Timer on it is armed), every canopy::Timer on that io_context waits here; the
 // owner asks when the nearest wait falls due and has the due ones fired.
 // The simulator (sim/) runs thousands of processes on io_contexts of their own: a
 // reactor holds three descriptors, this none.
