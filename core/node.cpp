@@ -397,24 +397,6 @@ void Node::finish_child_loss(std::size_t index) {
 
 // ---- the live tree ----
 
-TreeNews& Node::news() {
-  if (TreeNews* made = healing_.news_if_made()) return *made;
-  TreeNews& news = healing_.news();
-  // A back-end child hears of the adoptions its part of the tree holds. Where
-  // commnodes hold parts, an adoption goes down only into the orphan's subtree
-  // (Node::hears_of), the one place below an adopter's ancestors where a path up
-  // changed. A back-end adopted here is news to them only if the part they were sent
-  // holds it (a sibling that came back); one adopted from elsewhere is not in their
-  // part, and news of it reached F back-ends of each of F adopters. (A back-end
-  // adopted here hears of its former siblings adopted here too: TreeNews::send.)
-  news.set_backend_filter([this](Rank orphan, Rank adopter) {
-    if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
-    return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
-  });
-  news.set_commnode_filter([this](Rank child, Rank orphan) { return !plan_.commnode_parts() || hears_of(child, orphan, false); });
-  return news;
-}
-
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
   if (auto* news = healing_.news_if_made()) news->flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
