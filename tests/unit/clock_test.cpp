@@ -73,8 +73,10 @@ TEST(Clock, ManualTimeStandsStillThenMovesByWhatItIsGivenAndIsRealAgainAfterward
 
 TEST(Clock, ARealTimerStillWaitsInRealTime) {
   boost::asio::io_context io;
-  Timer timer(io, 20ms);
+  // The time is read before the timer is made: its expiry is 20 ms after it is made,
+  // so a start read afterwards would make a wait that is exact look short.
   const auto start = std::chrono::steady_clock::now();
+  Timer timer(io, 20ms);
   bool fired = false;
   timer.async_wait([&](const boost::system::error_code& ec) { fired = !ec; });
   io.run();
