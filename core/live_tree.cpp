@@ -7,16 +7,17 @@ namespace canopy::core {
 LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(topology) {
   for (const auto& n : topology.nodes()) ranks_.push_back(n.rank);
   const auto& children = topology.at(self).children;
+  std::vector<std::pair<Rank, RankMap::Value>> routes;
   for (std::size_t i = 0; i < children.size(); ++i) {
     child_index_[children[i]] = i;
-    for (Rank b : topology.backends_below(children[i])) route_[b] = i;
+    for (Rank b : topology.backends_below(children[i])) routes.emplace_back(b, static_cast<RankMap::Value>(i));
   }
+  route_ = RankMap::of(std::move(routes));
 }
 
 std::optional<std::size_t> LiveTree::route_to(Rank backend) const {
-  auto it = route_.find(backend);
-  if (it == route_.end()) return std::nullopt;
-  return it->second;
+  if (auto via = route_.find(backend)) return *via;
+  return std::nullopt;
 }
 
 bool LiveTree::apply_failure(Rank rank, std::optional<std::uint32_t> incarnation) {
@@ -54,7 +55,7 @@ void LiveTree::update_routes(Rank orphan) {
   auto child = child_index_.find(via);
   for (Rank b : view_.backends_below(orphan)) {
     if (child != child_index_.end()) {
-      route_[b] = child->second;
+      route_.set(b, static_cast<RankMap::Value>(child->second));
     } else {
       route_.erase(b);
     }

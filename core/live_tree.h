@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "canopy/topology.h"
+#include "core/rank_map.h"
 #include "core/tree_view.h"
 
 namespace canopy::core {
@@ -83,7 +84,7 @@ class LiveTree {
   std::vector<Rank> ranks_;  // every process, in topology order
   Rank self_;
   TreeView view_;
-  std::unordered_map<Rank, std::size_t> route_;        // back-end rank -> child index
+  RankMap route_;                                       // back-end rank -> child index, as runs
   std::unordered_map<Rank, std::size_t> child_index_;  // child rank -> child index
   std::uint32_t last_asked_ = 0;
 };

@@ -1,29 +1,46 @@
 #include "core/tree_view.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace canopy::core {
 
 TreeView::TreeView(const Topology& topology) {
   const auto& nodes = topology.nodes();
   const std::vector<std::uint32_t> heights = topology.heights();
-  index_.reserve(nodes.size());
+  entries_.reserve(nodes.size());
+  std::vector<Rank> ranks;
+  ranks.reserve(nodes.size());
+  for (const auto& n : nodes) ranks.push_back(n.rank);
+  RankIndex::of(ranks, index_);  // a Topology's ranks are distinct
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const TopologyNode& n = nodes[i];
     Entry e;
+    e.rank = n.rank;
     e.parent = n.parent ? *n.parent : kNone;
     e.children = n.children;
     e.role = n.role;
     e.height = heights[i];
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
     if (const auto* f = topology.frontier(n.rank)) e.launch_fanout = f->fanout;  // held without its children
-    index_.emplace(n.rank, std::move(e));
+    entries_.push_back(std::move(e));
   }
   root_ = topology.root().rank;
   for (const auto& n : nodes) {
     if (n.role != Role::backend) by_weight_.push_back(n.rank);
   }
   std::sort(by_weight_.begin(), by_weight_.end(), [&](Rank a, Rank b) { return lighter(a, b); });
+}
+
+std::uint32_t TreeView::position(Rank rank) const {
+  if (auto at = index_.find(rank)) return *at;
+  throw std::out_of_range("TreeView: rank " + std::to_string(rank) + " is not held");
+}
+
+void TreeView::hold(Entry e) {
+  index_.add(e.rank);
+  entries_.push_back(std::move(e));
 }
 
 bool TreeView::lighter(Rank a, Rank b) const {
@@ -36,10 +53,9 @@ bool TreeView::lighter(Rank a, Rank b) const {
 bool TreeView::graft(const Topology& subtree, Rank under) {
   const auto& nodes = subtree.nodes();
   const TopologyNode& top = nodes.front();
-  auto up = index_.find(under);
-  if (up == index_.end() || up->second.role == Role::backend) return false;
-  auto known = index_.find(top.rank);
-  if (known != index_.end() && (known->second.role != top.role || !known->second.children.empty())) return false;
+  if (!contains(under) || entry(under).role == Role::backend) return false;
+  const bool known = contains(top.rank);
+  if (known && (entry(top.rank).role != top.role || !entry(top.rank).children.empty())) return false;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     if (contains(nodes[i].rank)) return false;
   }
@@ -51,8 +67,8 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
   };
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const TopologyNode& n = nodes[i];
-    if (i == 0 && known != index_.end()) {  // held without its children: they come now
-      Entry& e = known->second;
+    if (i == 0 && known) {  // held without its children: they come now
+      Entry& e = entry(n.rank);
       if (n.role == Role::backend) continue;
       std::erase(by_weight_, n.rank);  // its weight may change
       e.children = n.children;
@@ -62,13 +78,14 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
       continue;
     }
     Entry e;
+    e.rank = n.rank;
     e.parent = i == 0 ? under : *n.parent;
     e.children = n.children;
     e.role = n.role;
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
     e.height = height[i];
     if (const auto* f = subtree.frontier(n.rank)) e.launch_fanout = f->fanout;
-    index_.emplace(n.rank, std::move(e));
+    hold(std::move(e));
     if (i == 0) entry(under).children.push_back(n.rank);
     if (n.role != Role::backend) weigh(n.rank);
   }
@@ -78,7 +95,7 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
 bool TreeView::in_subtree(Rank node, Rank top) const {
   // Bounded walk: a view built from stale reports must not loop forever.
   std::size_t steps = 0;
-  for (Rank r = node; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) {
+  for (Rank r = node; r != kNone && steps <= entries_.size(); r = entry(r).parent, ++steps) {
     if (r == top) return true;
   }
   return false;
@@ -86,7 +103,7 @@ bool TreeView::in_subtree(Rank node, Rank top) const {
 
 Rank TreeView::live_ancestor(Rank rank) const {
   std::size_t steps = 0;
-  for (Rank r = entry(rank).parent; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) {
+  for (Rank r = entry(rank).parent; r != kNone && steps <= entries_.size(); r = entry(r).parent, ++steps) {
     if (entry(r).alive) return r;
   }
   return kNone;
@@ -94,7 +111,7 @@ Rank TreeView::live_ancestor(Rank rank) const {
 
 std::vector<Rank> TreeView::backends_below(Rank rank) const {
   std::vector<Rank> out, stack{rank};
-  while (!stack.empty() && stack.size() <= index_.size()) {
+  while (!stack.empty() && stack.size() <= entries_.size()) {
     Rank r = stack.back();
     stack.pop_back();
     const Entry& e = entry(r);
@@ -114,10 +131,10 @@ TreeView::Place TreeView::place(Rank rank) const {
     }
   }
   std::size_t steps = 0;  // bounded walks, as in_subtree's
-  for (Rank r = me.parent; r != kNone && steps <= index_.size(); r = entry(r).parent, ++steps) ++out.depth;
+  for (Rank r = me.parent; r != kNone && steps <= entries_.size(); r = entry(r).parent, ++steps) ++out.depth;
   // Depth first, each live process with its distance below `rank`.
   std::vector<std::pair<Rank, std::uint32_t>> stack{{rank, 0}};
-  while (!stack.empty() && stack.size() <= index_.size()) {
+  while (!stack.empty() && stack.size() <= entries_.size()) {
     const auto [r, below] = stack.back();
     stack.pop_back();
     if (r != rank) {
@@ -134,7 +151,7 @@ TreeView::Place TreeView::place(Rank rank) const {
 
 bool TreeView::attached(Rank rank) const {
   if (!contains(rank)) return false;
-  for (std::size_t steps = 0; steps <= index_.size() && rank != root_; ++steps) {
+  for (std::size_t steps = 0; steps <= entries_.size() && rank != root_; ++steps) {
     const Entry& e = entry(rank);
     if (!e.alive || e.parent == kNone) return false;
     rank = e.parent;
@@ -143,21 +160,21 @@ bool TreeView::attached(Rank rank) const {
 }
 
 bool TreeView::apply_failure(Rank rank) {
-  auto it = index_.find(rank);
-  if (it == index_.end() || !it->second.alive) return false;
-  it->second.alive = false;
+  if (!contains(rank) || !entry(rank).alive) return false;
+  Entry& e = entry(rank);
+  e.alive = false;
   // Its children as they stood: each orphan's place among them spreads the orphans
   // over the adopters, and must not shift as adoptions take them away one by one.
-  it->second.orphans = it->second.children;
+  if (e.children.empty()) orphans_.erase(rank);
+  else orphans_[rank] = e.children;
   // Its parent lets go of it; its own children stay attached until adopted.
-  if (it->second.parent != kNone) std::erase(entry(it->second.parent).children, rank);
+  if (e.parent != kNone) std::erase(entry(e.parent).children, rank);
   return true;
 }
 
 bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
-  auto it = index_.find(orphan);
-  if (it == index_.end() || !index_.count(adopter) || orphan == root_) return false;
-  Entry& o = it->second;
+  if (!contains(orphan) || !contains(adopter) || orphan == root_) return false;
+  Entry& o = entry(orphan);
   // One total order on reports, whatever order they arrive in: by incarnation, then
   // by adopter rank (a tie needs a forged or buggy report; every process must still
   // end with the same tree).
@@ -174,12 +191,12 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
 }
 
 bool TreeView::add_backend(Rank rank, Rank parent) {
-  auto up = index_.find(parent);
-  if (contains(rank) || up == index_.end() || up->second.role == Role::backend) return false;
+  if (contains(rank) || !contains(parent) || entry(parent).role == Role::backend) return false;
   Entry e;
+  e.rank = rank;
   e.parent = parent;
-  up->second.children.push_back(rank);
-  index_.emplace(rank, std::move(e));
+  entry(parent).children.push_back(rank);
+  hold(std::move(e));
   return true;
 }
 
@@ -193,7 +210,9 @@ std::size_t TreeView::spread_slot(Rank orphan) const {
   const Entry& o = entry(orphan);
   if (o.parent == kNone) return orphan;
   const Entry& p = entry(o.parent);
-  const std::vector<Rank>& siblings = p.alive ? p.children : p.orphans;
+  static const std::vector<Rank> none;
+  const auto failed = p.alive ? orphans_.end() : orphans_.find(o.parent);
+  const std::vector<Rank>& siblings = p.alive ? p.children : failed == orphans_.end() ? none : failed->second;
   std::size_t slot = 0;
   for (Rank s : siblings) {
     if (s == orphan) return slot;
@@ -206,8 +225,8 @@ std::size_t TreeView::spread_slot(Rank orphan) const {
 Rank TreeView::heir() const {
   if (entry(root_).alive) return kNone;
   Rank best = kNone;
-  for (const auto& [rank, e] : index_) {
-    if (rank < best && e.role == Role::commnode && without_root(rank)) best = rank;
+  for (const Entry& e : entries_) {
+    if (e.rank < best && e.role == Role::commnode && without_root(e.rank)) best = e.rank;
   }
   return best;
 }
@@ -219,8 +238,8 @@ bool TreeView::without_root(Rank rank) const {
 std::vector<Rank> TreeView::left_without_root() const {
   std::vector<Rank> out;
   if (entry(root_).alive) return out;
-  for (const auto& [rank, e] : index_) {
-    if (without_root(rank)) out.push_back(rank);
+  for (const Entry& e : entries_) {
+    if (without_root(e.rank)) out.push_back(e.rank);
   }
   std::sort(out.begin(), out.end());
   return out;

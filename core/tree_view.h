@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "canopy/topology.h"
+#include "core/rank_map.h"
 
 namespace canopy::core {
 
@@ -25,7 +26,7 @@ class TreeView {
 
   explicit TreeView(const Topology& topology);
 
-  bool contains(Rank rank) const { return index_.count(rank) != 0; }
+  bool contains(Rank rank) const { return index_.contains(rank); }
   Role role(Rank rank) const { return entry(rank).role; }
   Rank root() const { return root_; }
   // The current parent (kNone for the root).
@@ -128,18 +129,21 @@ class TreeView {
 
  private:
   struct Entry {
-    Rank parent = kNone;
     std::vector<Rank> children;
+    Rank rank = kNone;
+    Rank parent = kNone;
     std::uint32_t incarnation = 0;
     std::uint32_t height = 0;
     std::uint32_t launch_fanout = 0;
     Role role = Role::backend;
     bool alive = true;
-    // Set when it fails: its children at that moment, in order (see spread_slot).
-    std::vector<Rank> orphans;
   };
-  const Entry& entry(Rank rank) const { return index_.at(rank); }
-  Entry& entry(Rank rank) { return index_.at(rank); }
+  // The entry of a held rank; std::out_of_range for any other.
+  const Entry& entry(Rank rank) const { return entries_[position(rank)]; }
+  Entry& entry(Rank rank) { return entries_[position(rank)]; }
+  std::uint32_t position(Rank rank) const;
+  // Holds `e` (of a rank not held).
+  void hold(Entry e);
   bool adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const;
   // The order of by_weight_: (launch height, launch fan-out, rank).
   bool lighter(Rank a, Rank b) const;
@@ -147,7 +151,14 @@ class TreeView {
   // they stood when the parent failed; its rank if it is not among them.
   std::size_t spread_slot(Rank orphan) const;
 
-  std::unordered_map<Rank, Entry> index_;
+  // Every process held, in the order held (the topology's, then grafts and joins),
+  // found by rank through index_: 48 bytes a process, where a hash map of entries
+  // took about 100 (docs/scale.md, "What a process of the tree holds").
+  std::vector<Entry> entries_;
+  RankIndex index_;
+  // A failed commnode's children as they stood when it failed, in order (see
+  // spread_slot); apart from the entries, which most processes never need it in.
+  std::unordered_map<Rank, std::vector<Rank>> orphans_;
   Rank root_ = kNone;
   // Commnodes and the front-end ordered by (height, launch fan-out, rank); the
   // candidates of height >= h are a suffix found by binary search.
