@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "canopy/rank_index.h"
 #include "canopy/topology.h"
-#include "core/rank_map.h"
 
 namespace canopy::core {
 

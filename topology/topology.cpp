@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "canopy/topology.h"
@@ -291,8 +292,10 @@ Result<Topology> Topology::assemble(std::vector<TopologyNode> nodes, std::vector
   Topology topology;
   topology.nodes_.reserve(nodes.size());
   for (std::size_t i : *order) topology.nodes_.push_back(std::move(nodes[i]));
-  topology.index_.reserve(nodes.size());
-  for (std::size_t i = 0; i < topology.nodes_.size(); ++i) topology.index_.emplace(topology.nodes_[i].rank, i);
+  std::vector<Rank> ranks;
+  ranks.reserve(topology.nodes_.size());
+  for (const TopologyNode& n : topology.nodes_) ranks.push_back(n.rank);
+  RankIndex::of(ranks, topology.index_);  // index_ranks refused a rank given twice
   topology.hosts_ = std::move(hosts);
   return topology;
 }
@@ -300,11 +303,16 @@ Result<Topology> Topology::assemble(std::vector<TopologyNode> nodes, std::vector
 const TopologyNode& Topology::root() const { return nodes_.front(); }
 
 const TopologyNode* Topology::find(Rank rank) const {
-  auto it = index_.find(rank);
-  return it == index_.end() ? nullptr : &nodes_[it->second];
+  auto at = index_.find(rank);
+  return at ? &nodes_[*at] : nullptr;
 }
 
-const TopologyNode& Topology::at(Rank rank) const { return nodes_[index_.at(rank)]; }
+std::size_t Topology::position(Rank rank) const {
+  if (auto at = index_.find(rank)) return *at;
+  throw std::out_of_range("topology: no process of rank " + std::to_string(rank));
+}
+
+const TopologyNode& Topology::at(Rank rank) const { return nodes_[position(rank)]; }
 
 std::vector<Rank> Topology::backends() const {
   std::vector<Rank> ranks;
@@ -319,7 +327,7 @@ std::size_t Topology::depth() const {
   std::vector<std::size_t> level(nodes_.size(), 0);  // by position; parents come first
   std::size_t deepest = 0;
   for (std::size_t i = 1; i < nodes_.size(); ++i) {
-    level[i] = level[index_.at(*nodes_[i].parent)] + 1;
+    level[i] = level[position(*nodes_[i].parent)] + 1;
     deepest = std::max(deepest, level[i]);
   }
   return deepest;
@@ -365,9 +373,9 @@ bool Topology::set_address(std::string_view host, std::string address) {
 }
 
 bool Topology::set_port(Rank rank, std::uint16_t port) {
-  auto it = index_.find(rank);
-  if (it == index_.end()) return false;
-  nodes_[it->second].port = port;
+  auto at = index_.find(rank);
+  if (!at) return false;
+  nodes_[*at].port = port;
   return true;
 }
 
@@ -386,8 +394,8 @@ Result<void> Topology::add_backend(Rank rank, Rank parent) {
   node.role = Role::backend;
   node.host = up->host;
   node.parent = parent;
-  nodes_[index_.at(parent)].children.push_back(rank);
-  index_.emplace(rank, nodes_.size());
+  nodes_[position(parent)].children.push_back(rank);
+  index_.add(rank);
   nodes_.push_back(std::move(node));
   return {};
 }
@@ -413,19 +421,19 @@ Result<void> Topology::graft(Rank under, const Topology& subtree) {
     }
   }
   if (known) {  // held without its children (a frontier): they come now
-    TopologyNode& held = nodes_[index_.at(top.rank)];
+    TopologyNode& held = nodes_[position(top.rank)];
     held.children = top.children;
     if (top.port != 0) held.port = top.port;
     frontier_.erase(top.rank);
   } else {
     TopologyNode node = top;
     node.parent = under;
-    nodes_[index_.at(under)].children.push_back(node.rank);
-    index_.emplace(node.rank, nodes_.size());
+    nodes_[position(under)].children.push_back(node.rank);
+    index_.add(node.rank);
     nodes_.push_back(std::move(node));
   }
   for (std::size_t i = 1; i < subtree.nodes_.size(); ++i) {  // parents first, as in every Topology
-    index_.emplace(subtree.nodes_[i].rank, nodes_.size());
+    index_.add(subtree.nodes_[i].rank);
     nodes_.push_back(subtree.nodes_[i]);
     if (const Frontier* f = subtree.frontier(subtree.nodes_[i].rank)) frontier_[subtree.nodes_[i].rank] = *f;
   }
@@ -461,7 +469,7 @@ std::vector<std::uint32_t> Topology::heights() const {
     if (n.role == Role::backend) continue;
     const Frontier* f = frontier(n.rank);
     std::uint32_t h = f ? f->height : 1;  // a commnode holds back-ends, if only joined ones
-    for (Rank c : n.children) h = std::max(h, height[index_.at(c)] + 1);
+    for (Rank c : n.children) h = std::max(h, height[position(c)] + 1);
     height[i] = h;
   }
   return height;
@@ -478,7 +486,7 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
   Topology part;
   std::unordered_set<std::string> used_hosts;
   auto hold = [&](const TopologyNode& n) {
-    part.index_.emplace(n.rank, part.nodes_.size());
+    part.index_.add(n.rank);
     part.nodes_.push_back(n);
     used_hosts.insert(n.host);
   };
@@ -495,7 +503,7 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
       TopologyNode& held = part.nodes_.back();
       if (held.role != Role::commnode) continue;
       const Frontier* f = frontier(c);
-      part.frontier_[c] = {height[index_.at(c)],
+      part.frontier_[c] = {height[position(c)],
                            f ? f->fanout : static_cast<std::uint32_t>(held.children.size())};
       held.children.clear();
     }
@@ -503,7 +511,7 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
   if (whole) {
     // Its subtree, breadth-first: after it, only it and what is held below it still
     // have children (its siblings are frontiers or back-ends).
-    for (std::size_t i = part.index_.at(*whole); i < part.nodes_.size(); ++i) {
+    for (std::size_t i = part.position(*whole); i < part.nodes_.size(); ++i) {
       const std::vector<Rank> children = part.nodes_[i].children;  // hold() grows nodes_
       for (Rank c : children) {
         hold(at(c));

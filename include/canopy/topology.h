@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "canopy/fault_tolerance.h"
+#include "canopy/rank_index.h"
 #include "canopy/result.h"
 
 namespace canopy {
@@ -204,7 +205,10 @@ class Topology {
 
   std::vector<TopologyNode> nodes_;
   std::vector<Host> hosts_;
-  std::unordered_map<Rank, std::size_t> index_;  // rank -> position in nodes_
+  // Its position in nodes_, by rank: runs of ranks (a generated tree's are two), not
+  // a hash map's 40 bytes a process.
+  RankIndex index_;
+  std::size_t position(Rank rank) const;  // std::out_of_range if not held
   std::unordered_map<Rank, Frontier> frontier_;   // commnodes held without children
   LinkSettings links_;
   std::optional<GossipOptions> gossip_;
