@@ -419,17 +419,19 @@ Result<Topology> decode_topology(wire::Topology::Reader in) { return decode_tree
 
 Result<Topology> decode_subtree(wire::Topology::Reader in) { return decode_tree(in, true); }
 
-void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t) {
+void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t, bool launches) {
   t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan.startup_timeout.count()));
-  t.setLauncher(plan.launcher);
-  t.setCommnodeExe(plan.commnode_exe);
-  auto argv = t.initBackendArgv(plan.backend_argv.size());
-  for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
+  if (launches) {
+    t.setLauncher(plan.launcher);
+    t.setCommnodeExe(plan.commnode_exe);
+    auto argv = t.initBackendArgv(plan.backend_argv.size());
+    for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
+    t.setReattachFile(plan.reattach_file);
+  }
   t.setAttachMode(plan.attach);
   t.setOpenAttach(plan.open_attach);
   t.setMrnetBackendArgs(plan.mrnet_backend_args);
   t.setBulkLaunch(plan.bulk);
-  t.setReattachFile(plan.reattach_file);
   auto ft = t.initFaultTolerance();
   ft.setEnabled(plan.fault.enabled);
   ft.setHeartbeatMs(static_cast<std::uint32_t>(plan.fault.heartbeat.count()));
@@ -485,6 +487,7 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
   plan.view_zero = view_zero.ranges();
   plan.startup_timeout = milliseconds(t.getStartupTimeoutMs());
   plan.launcher = t.getLauncher();
+  plan.launcher.shrink_to_fit();  // a back-end's is empty: the default's room goes
   plan.commnode_exe = t.getCommnodeExe();
   plan.attach = t.getAttachMode();
   plan.open_attach = plan.attach && t.getOpenAttach();

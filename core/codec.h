@@ -48,8 +48,11 @@ Result<Topology> decode_topology(wire::Topology::Reader in);
 Result<Topology> decode_subtree(wire::Topology::Reader in);
 
 // The launch plan travels with the topology. Decoding clamps the fault-tolerance
-// thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms).
-void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out);
+// thresholds to sane minima (heartbeat 10 ms, suspect 20 ms, lost 30 ms). To a
+// process that launches nothing (`launches` false: a back-end), what only a launcher
+// reads does not go: the launcher's command, the commnode's path, the back-end's
+// command line and the re-attach file (about 100 bytes on the wire, and 134 held).
+void encode_plan(const LaunchPlan& plan, wire::Topology::Builder out, bool launches = true);
 // The most members view 0 may have: a parent sending more is refused (it would
 // cost every back-end 4 bytes each). The same bound holds for any view and any
 // stream's communicator a parent sends (a program may list every member).

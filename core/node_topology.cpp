@@ -142,7 +142,7 @@ void Node::send_topology(Link& link, Role role, Rank to) {
     if (commnode_part->partial()) part = &*commnode_part;
   }
   encode_topology(part ? *part : topo(), t);
-  encode_plan(plan_, t);
+  encode_plan(plan_, t, role != Role::backend);
   if (part) encode_view_zero(backend_part_.view_zero(topo(), plan_), t);
   link.send(message.builder());
 }

@@ -28,13 +28,13 @@ bool UpHandshakes::on_message(const transport::Link* raw, wire::Message::Reader 
   if (handshake == by_link_.end()) return true;
   auto link = handshake->second.link.lock();
   if (!link) {
-    by_link_.erase(handshake);
+    finish(handshake);
     return false;
   }
   auto body = msg.getBody();
   auto fail = [&](const std::string& why) {
     log().warn("closing the link to {}: {}", link->peer(), why);
-    by_link_.erase(raw);
+    finish(handshake);
     link->close(why);
     return false;
   };
@@ -54,8 +54,15 @@ bool UpHandshakes::on_message(const transport::Link* raw, wire::Message::Reader 
   Message proof(self_);
   proof.body().initHelloProof().setProof(as_data(hello_proof(self_.secret, challenge.getNonce(), hello)));
   link->send(proof.builder());
-  by_link_.erase(handshake);
+  finish(handshake);
   return false;
+}
+
+void UpHandshakes::finish(ByLink::iterator handshake) {
+  by_link_.erase(handshake);
+  // Most processes make one handshake, with their parent: the table's buckets go
+  // with it (104 bytes in every process).
+  if (by_link_.empty()) ByLink().swap(by_link_);
 }
 
 }  // namespace canopy::core

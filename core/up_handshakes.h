@@ -34,7 +34,9 @@ class UpHandshakes {
              const std::function<void(wire::Hello::Builder)>& fill = {});
   // Whether `link`'s handshake is under way (its proof not sent yet).
   bool under_way(const transport::Link* link) const { return by_link_.count(link) > 0; }
-  void forget(const transport::Link* link) { by_link_.erase(link); }
+  void forget(const transport::Link* link) {
+    if (auto it = by_link_.find(link); it != by_link_.end()) finish(it);
+  }
   // A message on `link` while its handshake is under way. False: it was the
   // handshake's (the proof went out), or the link is closed for a wrong answer,
   // logged. True: the caller reads it: a Shutdown telling why the hello was refused.
@@ -46,8 +48,12 @@ class UpHandshakes {
     std::optional<Rank> acceptor;
     std::unique_ptr<capnp::MallocMessageBuilder> hello;  // as sent; root: wire::Hello
   };
+  using ByLink = std::unordered_map<const transport::Link*, Handshake>;
+  // Ends a handshake; the table gives its room back once empty.
+  void finish(ByLink::iterator handshake);
+
   const NodeIdentity& self_;
-  std::unordered_map<const transport::Link*, Handshake> by_link_;
+  ByLink by_link_;
 };
 
 }  // namespace canopy::core
