@@ -38,7 +38,15 @@ std::uint32_t TreeView::position(Rank rank) const {
   throw std::out_of_range("TreeView: rank " + std::to_string(rank) + " is not held");
 }
 
+void TreeView::make_room(std::size_t more) {
+  // By an eighth at least, not the vector's doubling: a commnode that adopts one
+  // orphan's subtree should not hold room for its whole part again.
+  const std::size_t needed = entries_.size() + more;
+  if (needed > entries_.capacity()) entries_.reserve(std::max(needed, entries_.size() + entries_.size() / 8));
+}
+
 void TreeView::hold(Entry e) {
+  make_room(1);
   index_.add(e.rank);
   entries_.push_back(std::move(e));
 }
@@ -60,6 +68,7 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
     if (contains(nodes[i].rank)) return false;
   }
   const std::vector<std::uint32_t> height = subtree.heights();
+  make_room(nodes.size());
   auto weigh = [&](Rank r) {
     by_weight_.insert(std::upper_bound(by_weight_.begin(), by_weight_.end(), r,
                                        [&](Rank a, Rank b) { return lighter(a, b); }),

@@ -144,6 +144,8 @@ class TreeView {
   std::uint32_t position(Rank rank) const;
   // Holds `e` (of a rank not held).
   void hold(Entry e);
+  // Room for `more` entries, grown by at least an eighth.
+  void make_room(std::size_t more);
   bool adoptable_by(Rank candidate, Rank orphan, std::uint32_t min_height) const;
   // The order of by_weight_: (launch height, launch fan-out, rank).
   bool lighter(Rank a, Rank b) const;
