@@ -10,10 +10,7 @@ TreeView::TreeView(const Topology& topology) {
   const auto& nodes = topology.nodes();
   const std::vector<std::uint32_t> heights = topology.heights();
   entries_.reserve(nodes.size());
-  std::vector<Rank> ranks;
-  ranks.reserve(nodes.size());
-  for (const auto& n : nodes) ranks.push_back(n.rank);
-  RankIndex::of(ranks, index_);  // a Topology's ranks are distinct
+  index_ = topology.rank_index();  // entries_ follow the topology's order
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const TopologyNode& n = nodes[i];
     Entry e;
@@ -36,6 +33,17 @@ TreeView::TreeView(const Topology& topology) {
 std::uint32_t TreeView::position(Rank rank) const {
   if (auto at = index_.find(rank)) return *at;
   throw std::out_of_range("TreeView: rank " + std::to_string(rank) + " is not held");
+}
+
+TreeView::Entry* TreeView::find(Rank rank) {
+  auto at = index_.find(rank);
+  return at ? &entries_[*at] : nullptr;
+}
+
+const std::vector<Rank>& TreeView::orphans_of(Rank failed) const {
+  static const std::vector<Rank> none;
+  auto it = orphans_.find(failed);
+  return it == orphans_.end() ? none : it->second;
 }
 
 void TreeView::make_room(std::size_t more) {
@@ -61,9 +69,11 @@ bool TreeView::lighter(Rank a, Rank b) const {
 bool TreeView::graft(const Topology& subtree, Rank under) {
   const auto& nodes = subtree.nodes();
   const TopologyNode& top = nodes.front();
-  if (!contains(under) || entry(under).role == Role::backend) return false;
-  const bool known = contains(top.rank);
-  if (known && (entry(top.rank).role != top.role || !entry(top.rank).children.empty())) return false;
+  const Entry* up = find(under);
+  if (!up || up->role == Role::backend) return false;
+  const Entry* held = find(top.rank);
+  const bool known = held != nullptr;
+  if (known && (held->role != top.role || !held->children.empty())) return false;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     if (contains(nodes[i].rank)) return false;
   }
@@ -169,8 +179,9 @@ bool TreeView::attached(Rank rank) const {
 }
 
 bool TreeView::apply_failure(Rank rank) {
-  if (!contains(rank) || !entry(rank).alive) return false;
-  Entry& e = entry(rank);
+  Entry* failed = find(rank);
+  if (!failed || !failed->alive) return false;
+  Entry& e = *failed;
   e.alive = false;
   // Its children as they stood: each orphan's place among them spreads the orphans
   // over the adopters, and must not shift as adoptions take them away one by one.
@@ -182,8 +193,9 @@ bool TreeView::apply_failure(Rank rank) {
 }
 
 bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnation) {
-  if (!contains(orphan) || !contains(adopter) || orphan == root_) return false;
-  Entry& o = entry(orphan);
+  Entry* found = find(orphan);
+  if (!found || !contains(adopter) || orphan == root_) return false;
+  Entry& o = *found;
   // One total order on reports, whatever order they arrive in: by incarnation, then
   // by adopter rank (a tie needs a forged or buggy report; every process must still
   // end with the same tree).
@@ -200,11 +212,12 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
 }
 
 bool TreeView::add_backend(Rank rank, Rank parent) {
-  if (contains(rank) || !contains(parent) || entry(parent).role == Role::backend) return false;
+  Entry* up = find(parent);
+  if (contains(rank) || !up || up->role == Role::backend) return false;
+  up->children.push_back(rank);  // before hold(), which may move the entries
   Entry e;
   e.rank = rank;
   e.parent = parent;
-  entry(parent).children.push_back(rank);
   hold(std::move(e));
   return true;
 }
@@ -219,9 +232,7 @@ std::size_t TreeView::spread_slot(Rank orphan) const {
   const Entry& o = entry(orphan);
   if (o.parent == kNone) return orphan;
   const Entry& p = entry(o.parent);
-  static const std::vector<Rank> none;
-  const auto failed = p.alive ? orphans_.end() : orphans_.find(o.parent);
-  const std::vector<Rank>& siblings = p.alive ? p.children : failed == orphans_.end() ? none : failed->second;
+  const std::vector<Rank>& siblings = p.alive ? p.children : orphans_of(o.parent);
   std::size_t slot = 0;
   for (Rank s : siblings) {
     if (s == orphan) return slot;

@@ -142,6 +142,11 @@ class TreeView {
   const Entry& entry(Rank rank) const { return entries_[position(rank)]; }
   Entry& entry(Rank rank) { return entries_[position(rank)]; }
   std::uint32_t position(Rank rank) const;
+  // The entry of `rank`, or null if it is not held.
+  Entry* find(Rank rank);
+  const Entry* find(Rank rank) const { return const_cast<TreeView*>(this)->find(rank); }
+  // A failed commnode's children as they stood when it failed (empty if none).
+  const std::vector<Rank>& orphans_of(Rank failed) const;
   // Holds `e` (of a rank not held).
   void hold(Entry e);
   // Room for `more` entries, grown by at least an eighth.

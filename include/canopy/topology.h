@@ -107,6 +107,9 @@ class Topology {
   const TopologyNode* find(Rank rank) const;        // nullptr if unknown
   const TopologyNode& at(Rank rank) const;          // precondition: rank exists
   const std::vector<TopologyNode>& nodes() const { return nodes_; }  // root first, then BFS
+  // Each node's position in nodes(), by rank (the live tree keeps its entries in the
+  // same order and takes this index as it is).
+  const RankIndex& rank_index() const { return index_; }
   const std::vector<Host>& hosts() const { return hosts_; }
   std::vector<Rank> backends() const;       // ascending rank
   std::size_t size() const { return nodes_.size(); }
