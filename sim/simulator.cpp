@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -256,7 +257,9 @@ void MemoryLink::send(capnp::MessageBuilder& message) {
 void MemoryLink::arrive(const transport::FrameBuffer& frame) {
   if (!open_) return;
   const std::size_t bytes = frame.size() * sizeof(transport::Word);
-  auto space = reader_.prepare(bytes);
+  // As a quiet socket link reads (transport/tcp_link.h): into at least
+  // kMinReadBytes, which it keeps while it waits.
+  auto space = reader_.prepare(std::max(bytes, transport::FrameReader::kMinReadBytes));
   std::memcpy(space.data(), frame.data(), bytes);
   reader_.commit(bytes);
   note_received();
@@ -269,6 +272,7 @@ void MemoryLink::take_messages() {
     return open_;  // the handler may have closed us
   });
   if (outcome.status == transport::ReadOutcome::Status::failed) fail(std::move(outcome.error));
+  else reader_.release_if_read(transport::FrameReader::kMinReadBytes);
 }
 
 void MemoryLink::arrive_eof() {

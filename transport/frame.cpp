@@ -70,6 +70,12 @@ std::span<std::byte> FrameReader::prepare(std::size_t min_free) {
   return {base + end_, buffer_.size() * 8 - end_};
 }
 
+void FrameReader::release_if_read(std::size_t keep) {
+  if (begin_ != end_) return;
+  begin_ = end_ = 0;
+  if (buffer_bytes() > keep) FrameBuffer().swap(buffer_);
+}
+
 void FrameReader::commit(std::size_t bytes_received) { end_ += bytes_received; }
 
 std::optional<FrameReader::Frame> FrameReader::next() {

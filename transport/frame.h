@@ -86,6 +86,12 @@ class FrameReader {
   // topology at launch: 60 bytes a process of the tree, kept for ever before).
   std::span<std::byte> prepare(std::size_t min_free = 64 * 1024);
   static constexpr std::size_t kKeepBytes = 64 * 1024;
+  // The link is about to wait for its peer: if every byte received has been read
+  // and the buffer holds more than `keep` bytes, it goes back. A process of the tree
+  // waits on each of its links most of the time; each held 64 KB for ever before.
+  void release_if_read(std::size_t keep = 0);
+  // The least a link's read offers, and so what a quiet link's reader holds.
+  static constexpr std::size_t kMinReadBytes = 256;
   // Bytes the buffer holds now, used or not.
   std::size_t buffer_bytes() const { return buffer_.capacity() * sizeof(Word); }
   void commit(std::size_t bytes_received);

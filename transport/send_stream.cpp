@@ -7,7 +7,9 @@
 
 namespace canopy::transport {
 
-SendStream::SendStream(std::size_t block_bytes) : block_bytes_(std::max<std::size_t>(64, block_bytes)) {}
+SendStream::SendStream(std::size_t block_bytes)
+    : block_bytes_(std::max<std::size_t>(64, block_bytes)),
+      next_block_bytes_(std::min(kFirstBlockBytes, block_bytes_)) {}
 
 std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
   auto segments = message.getSegmentsForOutput();
@@ -20,9 +22,10 @@ std::uint64_t SendStream::append(capnp::MessageBuilder& message) {
       block = std::move(*fits);
       spare_.erase(fits);
     } else {
-      block.capacity = std::max(block_bytes_, frame_bytes);
+      block.capacity = std::max(next_block_bytes_, frame_bytes);
       block.bytes = std::make_unique_for_overwrite<Word[]>(block.capacity / sizeof(Word) + 1);
     }
+    next_block_bytes_ = std::min(2 * next_block_bytes_, block_bytes_);
     block.seq = end_;
     block.size = 0;
     blocks_.push_back(std::move(block));
@@ -49,11 +52,25 @@ std::span<const std::byte> SendStream::contiguous(std::uint64_t seq, std::size_t
 }
 
 void SendStream::release(std::uint64_t seq) {
-  while (!blocks_.empty() && blocks_.front().end() <= seq) {
-    Block& block = blocks_.front();
+  std::size_t released = 0;
+  while (released < blocks_.size() && blocks_[released].end() <= seq) {
+    Block& block = blocks_[released++];
     if (spare_.size() < 4 && block.capacity <= 4 * block_bytes_) spare_.push_back(std::move(block));
-    blocks_.pop_front();
   }
+  blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(released));
+  if (blocks_.empty()) {
+    // Nothing left to send: no memory held until there is.
+    std::vector<Block>().swap(blocks_);
+    std::vector<Block>().swap(spare_);
+    next_block_bytes_ = std::min(kFirstBlockBytes, block_bytes_);
+  }
+}
+
+std::size_t SendStream::allocated_bytes() const {
+  std::size_t bytes = (blocks_.capacity() + spare_.capacity()) * sizeof(Block);
+  for (const Block& b : blocks_) bytes += b.capacity;
+  for (const Block& b : spare_) bytes += b.capacity;
+  return bytes;
 }
 
 }  // namespace canopy::transport

@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -21,9 +20,15 @@ namespace canopy::transport {
 
 class SendStream {
  public:
-  // Frames are appended to blocks of `block_bytes` (a larger frame gets a block of
-  // its own); blocks are freed, or kept for reuse, once released.
+  // Frames are appended to blocks of at most `block_bytes` (a larger frame gets a
+  // block of its own). The first block after the stream was empty is small
+  // (kFirstBlockBytes) and each next one twice the last, so that a few small frames
+  // do not take a large block. Released blocks are kept for reuse while the stream
+  // holds bytes, and freed with the last one: a stream with nothing to send holds no
+  // memory (a process of the tree has a link to each neighbour, idle most of the
+  // time; each kept a block of 256 KB for ever before).
   explicit SendStream(std::size_t block_bytes = 1u << 20);
+  static constexpr std::size_t kFirstBlockBytes = 4096;
 
   // Appends one frame holding `message`, encoded as append_frame() (frame.h) does but
   // straight into the block: one copy of the message, no zero-filling first.
@@ -42,6 +47,9 @@ class SendStream {
   // Frees every block that ends at or below `seq`.
   void release(std::uint64_t seq);
 
+  // Bytes of the blocks it holds, queued, spare or free room.
+  std::size_t allocated_bytes() const;
+
  private:
   struct Block {
     std::uint64_t seq = 0;                // of its first byte
@@ -50,7 +58,10 @@ class SendStream {
     std::uint64_t end() const { return seq + size; }
   };
   std::size_t block_bytes_;
-  std::deque<Block> blocks_;
+  std::size_t next_block_bytes_;  // of the next block opened
+  // Oldest first. A vector, not a deque: an empty deque holds 576 bytes, and a
+  // stream holds a few blocks at most.
+  std::vector<Block> blocks_;
   std::vector<Block> spare_;  // released blocks kept for reuse (a few, not too large)
   std::uint64_t end_ = 0;
 };

@@ -1,5 +1,8 @@
 #include "transport/tcp_link.h"
 
+#include <algorithm>
+#include <bit>
+
 namespace canopy::transport {
 
 std::shared_ptr<TcpLink> TcpLink::create(asio::ip::tcp::socket socket, FrameLimits limits) {
@@ -22,7 +25,8 @@ void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
 
 void TcpLink::read_more() {
   reading_ = true;
-  auto space = reader_.prepare();
+  reader_.release_if_read(read_size_);
+  auto space = reader_.prepare(read_size_);
   socket_.async_read_some(asio::buffer(space.data(), space.size()),
                           [self = shared_from_this()](const boost::system::error_code& ec,
                                                       std::size_t n) { self->on_read(ec, n); });
@@ -35,6 +39,11 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
     if (closing_ && ec == asio::error::eof) fail(close_reason_);  // both sides done
     else fail(ec == asio::error::eof ? "connection closed by peer" : "read failed: " + ec.message());
     return;
+  }
+  if (n >= read_size_) {
+    read_size_ = std::min(2 * read_size_, kMaxRead);
+  } else if (n < read_size_ / 4) {
+    read_size_ = std::max(std::bit_ceil(2 * n), FrameReader::kMinReadBytes);
   }
   reader_.commit(n);
   note_received();

@@ -32,6 +32,8 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   bool input_waiting() const override;
   const std::string& peer() const override { return peer_; }
   std::size_t queued_bytes() const override { return stream_.end() - written_; }
+  // Bytes its buffers hold, sending and receiving, used or not.
+  std::size_t buffer_bytes() const { return reader_.buffer_bytes() + stream_.allocated_bytes(); }
   void pause_reading(bool paused) override;
   void cork(bool corked) override;
 
@@ -45,6 +47,13 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
 
   asio::ip::tcp::socket socket_;
   FrameReader reader_;
+  // What the next read offers: the reader's buffer while the link waits. Twice as
+  // much after a read that filled it (up to kMaxRead); after one that found less
+  // than a quarter of it, twice what that read found as a power of two (at least
+  // FrameReader::kMinReadBytes). A link that carries little holds little; one that
+  // streams reads 64 KB at a time.
+  std::size_t read_size_ = FrameReader::kMinReadBytes;
+  static constexpr std::size_t kMaxRead = 64 * 1024;
   std::string peer_;
   MessageHandler on_message_;
   CloseHandler on_close_;

@@ -307,5 +307,81 @@ TEST_F(TcpLinkToPeer, ABurstOverManyBlocksArrivesWholeAndInOrder) {
   EXPECT_EQ(link->queued_bytes(), 0u);
 }
 
+// Issue 47: a TCP link that had carried anything held a 64 KB receive buffer and a
+// send block (256 KB) for ever, at both ends; a process of the tree has a link to
+// each neighbour, quiet most of the time. Now a link with nothing to send holds no
+// send buffer, and one whose last read found little holds little to read into
+// (transport/tcp_link.h); a large message in between changes neither, and arrives
+// whole.
+TEST(TcpLink, AQuietLinkHoldsAlmostNoBufferAfterCarryingALargeMessage) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  boost::asio::ip::tcp::socket dialled(io);
+  dialled.connect(acceptor.local_endpoint());
+  auto a = transport::TcpLink::create(acceptor.accept());
+  auto b = transport::TcpLink::create(std::move(dialled));
+  struct Heard {
+    std::vector<std::uint64_t> first;  // each message's first word
+    std::uint64_t large_sum = 0;       // of the large message's words
+  };
+  Heard at_a, at_b;
+  auto record = [](Heard& heard) {
+    return [&heard](capnp::MessageReader& message) {
+      auto list = message.getRoot<capnp::AnyPointer>().getAs<capnp::List<std::uint64_t>>();
+      heard.first.push_back(list[0]);
+      if (list.size() > 1000) {
+        for (auto w : list) heard.large_sum += w;
+      }
+    };
+  };
+  std::string closed;
+  a->start(record(at_a), [&](std::string_view why) { closed = "a: " + std::string(why); });
+  b->start(record(at_b), [&](std::string_view why) { closed = "b: " + std::string(why); });
+  auto send = [](transport::TcpLink& link, std::uint64_t first, std::uint32_t words) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<capnp::AnyPointer>().initAs<capnp::List<std::uint64_t>>(words);
+    for (std::uint32_t w = 0; w < words; ++w) list.set(w, first + w);
+    link.send(message);
+  };
+  auto run_until = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && closed.empty() && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(std::chrono::milliseconds(1));
+    }
+    io.poll();  // the last writes' completions
+  };
+
+  constexpr std::uint32_t kLargeWords = 1u << 17;  // 1 MiB
+  for (std::uint64_t i = 0; i < 100; ++i) {
+    send(*a, i, 3);
+    send(*b, i, 3);
+  }
+  send(*a, 100, kLargeWords);
+  run_until([&] { return at_a.first.size() == 100 && at_b.first.size() == 101; });
+  ASSERT_EQ(closed, "");
+  ASSERT_EQ(at_b.first.size(), 101u);
+  ASSERT_EQ(at_a.first.size(), 100u);
+  const std::uint64_t n = kLargeWords;
+  EXPECT_EQ(at_b.large_sum, n * 100 + n * (n - 1) / 2) << "the large message did not arrive whole";
+  for (std::uint64_t i = 0; i <= 100; ++i) EXPECT_EQ(at_b.first[i], i);
+
+  // Then a few small ones each way, as heartbeats would be.
+  for (std::uint64_t i = 200; i < 203; ++i) {
+    send(*a, i, 3);
+    send(*b, i, 3);
+  }
+  run_until([&] { return at_a.first.size() == 103 && at_b.first.size() == 104; });
+  ASSERT_EQ(closed, "");
+  ASSERT_EQ(at_b.first.size(), 104u);
+  EXPECT_EQ(a->queued_bytes(), 0u);
+  EXPECT_EQ(b->queued_bytes(), 0u);
+  // Its reader keeps twice what its last read found, a power of two: 3 small frames
+  // (under 200 bytes) leave at most 512 bytes. Before, 64 KiB + 256 KiB.
+  EXPECT_LE(a->buffer_bytes(), 512u);
+  EXPECT_LE(b->buffer_bytes(), 512u);
+  a->abort("done");
+  b->abort("done");
+}
+
 }  // namespace
 }  // namespace canopy::testing

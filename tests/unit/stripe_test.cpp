@@ -317,6 +317,36 @@ TEST(SendStream, ReleasesOnlyWholeAcknowledgedBlocks) {
   EXPECT_EQ(stream.held_bytes(), 0u);
 }
 
+// Issue 47: a stream kept its released blocks for reuse, for ever: each link of a
+// process held a block (1 MB here, 256 KB for a TCP link) once it had sent anything.
+// Now the first block is small, blocks grow while the stream is busy, and a stream
+// with nothing left to send holds nothing.
+TEST(SendStream, HoldsNoMemoryOnceEverythingIsReleased) {
+  SendStream stream;
+  EXPECT_EQ(stream.allocated_bytes(), 0u);
+  capnp::MallocMessageBuilder small;
+  build(small, 1, 100);
+  stream.append(small);
+  EXPECT_LE(stream.allocated_bytes(), 2 * SendStream::kFirstBlockBytes) << "a small frame took a large block";
+  stream.release(stream.end());
+  EXPECT_EQ(stream.allocated_bytes(), 0u);
+
+  // A burst, released in two steps.
+  std::vector<std::uint64_t> ends;
+  for (int i = 0; i < 400; ++i) {
+    capnp::MallocMessageBuilder b;
+    build(b, i, 1500);
+    ends.push_back(stream.append(b));
+  }
+  EXPECT_GE(stream.allocated_bytes(), stream.held_bytes());
+  stream.release(ends[200]);
+  EXPECT_GE(stream.allocated_bytes(), stream.held_bytes());
+  EXPECT_GT(stream.held_bytes(), 0u);
+  stream.release(stream.end());
+  EXPECT_EQ(stream.held_bytes(), 0u);
+  EXPECT_EQ(stream.allocated_bytes(), 0u);
+}
+
 // ---------------------------------------------------------------------------
 
 TEST(Reassembly, MessagesSurviveFragmentsInAnyOrderWithDuplicates) {
