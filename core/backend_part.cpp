@@ -8,6 +8,10 @@ const Topology* BackendPart::get(const Topology& whole, Rank self, const LaunchP
   if (!part_) {
     part_ = std::make_unique<Topology>(whole.backend_part(self));
     whole_ = plan.whole_tree || !part_->partial();
+    std::vector<Rank> ranks;
+    ranks.reserve(part_->size());
+    for (const TopologyNode& n : part_->nodes()) ranks.push_back(n.rank);
+    ranks_ = std::make_unique<RankSet>(RankSet::of(std::move(ranks)));
   }
   return whole_ ? nullptr : part_.get();
 }
@@ -24,8 +28,8 @@ const std::vector<std::pair<Rank, Rank>>& BackendPart::view_zero(const Topology&
 }
 
 bool BackendPart::holds(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank) {
-  const Topology* part = get(whole, self, plan);
-  return !part || part->find(rank) != nullptr;
+  if (!ranks_) get(whole, self, plan);
+  return whole_ || ranks_->contains(rank);
 }
 
 void BackendPart::set_port(Rank rank, std::uint16_t port) {

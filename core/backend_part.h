@@ -17,6 +17,7 @@
 
 #include "canopy/topology.h"
 #include "core/plan.h"
+#include "core/rank_set.h"
 
 namespace canopy::core {
 
@@ -32,10 +33,20 @@ class BackendPart {
   // A port learnt after the part was built.
   void set_port(Rank rank, std::uint16_t port);
   // The tree changed shape (a back-end joined): build the part again when next asked.
-  void invalidate() { part_.reset(); }
+  void invalidate() {
+    part_.reset();
+    ranks_.reset();
+  }
+  // Every back-end child has been sent its part: the part goes (about 100 bytes a
+  // node, F x depth nodes), its ranks stay for holds(). Should one be asked for again
+  // (a back-end child that rejoins or joins), it is built again from the tree then,
+  // with the ports learnt since.
+  void release() { part_.reset(); }
 
  private:
   std::unique_ptr<Topology> part_;  // on the heap: a back-end, which has no back-end children, holds none
+  // The ranks of the part last built, as runs, which holds() reads; null until built.
+  std::unique_ptr<RankSet> ranks_;
   bool whole_ = false;  // a back-end child gets the whole tree (decided with part_)
   std::optional<std::vector<std::pair<Rank, Rank>>> view_zero_;
 };

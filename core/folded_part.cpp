@@ -50,10 +50,19 @@ Result<Topology> FoldedPart::unfold() const {
   return topology;
 }
 
+void FoldedPart::set_live(std::vector<LiveTree::Report> reports, Held parent, std::uint32_t parent_incarnation,
+                          TreeView::Place place) {
+  reports_ = std::move(reports);
+  parent_ = std::move(parent);
+  parent_incarnation_ = parent_incarnation;
+  place_ = place;
+}
+
 std::size_t FoldedPart::bytes() const {
   std::size_t words = message_.size();
   for (const auto& e : endpoints_) words += e.size();
-  return words * sizeof(capnp::word) + endpoints_.capacity() * sizeof(endpoints_[0]) + sizeof(*this);
+  return words * sizeof(capnp::word) + endpoints_.capacity() * sizeof(endpoints_[0]) +
+         reports_.capacity() * sizeof(LiveTree::Report) + sizeof(*this);
 }
 
 }  // namespace canopy::core

@@ -7,7 +7,9 @@
 // and a live tree, a part costs about 230 bytes a node (301 nodes, 69 KB, at fan-out
 // 100 and depth 3); held as the message its parent sent (runs: a few bytes a node),
 // about 1 KB. The node unfolds it into a Topology the first time anything reads the
-// tree; what was learnt meanwhile (ports, from `endpoints`) is applied then.
+// tree; what was learnt meanwhile (ports, from `endpoints`) is applied then. Once
+// nothing has read it for a while, the node folds it again, keeping the live tree's
+// changes since launch to apply when it next unfolds (set_live, Node::fold_part).
 #pragma once
 
 #include <capnp/common.h>
@@ -21,6 +23,7 @@
 #include "canopy.capnp.h"
 #include "canopy/result.h"
 #include "canopy/topology.h"
+#include "core/live_tree.h"
 #include "core/rank_set.h"
 #include "core/tree_view.h"
 
@@ -55,6 +58,17 @@ class FoldedPart {
   bool ports_known() const { return unknown_ports_.empty(); }
   // The part as a Topology, with the ports learnt.
   Result<Topology> unfold() const;
+
+  // A part unfolded to heal, folded again once the heal has settled
+  // (Node::fold_part): what its live tree had changed since launch, as the reports a
+  // late joiner is sent (LiveTree::reports), to apply again when it unfolds; and its
+  // parent, that parent's incarnation and its place, as the live tree had them, for
+  // what reads them while it is folded.
+  void set_live(std::vector<LiveTree::Report> reports, Held parent, std::uint32_t parent_incarnation,
+                TreeView::Place place);
+  const std::vector<LiveTree::Report>& reports() const { return reports_; }
+  // 0 as launched.
+  std::uint32_t parent_incarnation() const { return parent_incarnation_; }
   // Heap bytes it holds (for the log).
   std::size_t bytes() const;
 
@@ -65,6 +79,8 @@ class FoldedPart {
   Rank root_ = 0;
   Held self_, parent_;
   TreeView::Place place_;
+  std::vector<LiveTree::Report> reports_;
+  std::uint32_t parent_incarnation_ = 0;
 };
 
 }  // namespace canopy::core

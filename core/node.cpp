@@ -59,6 +59,7 @@ Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer, tran
       id_(identity),
       observer_(observer),
       fabric_(fabric),
+      fold_timer_(io),
       connections_(io, *this),
       healing_(io, id_, children_, *this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
 

@@ -139,8 +139,12 @@ class Node final : public ServiceContext {
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return healing_.news_received; }
   // Whether this back-end holds its part of the tree folded (core/folded_part.h):
-  // nothing has read its tree since it arrived. For tests and diagnostics.
+  // nothing has read its tree since it arrived, or since it was folded again. For
+  // tests and diagnostics.
   bool part_folded() const { return folded_ != nullptr; }
+  // A back-end whose part was unfolded (to heal, or read) folds it again once it has
+  // run adopted this long with nothing reading it meanwhile.
+  static constexpr std::chrono::seconds kFoldAgainAfter{2};
   // Whether it knows where every commnode of the tree it holds listens (an orphan
   // needs its adopters' ports), without unfolding a folded part.
   bool knows_every_port() const;
@@ -342,8 +346,13 @@ class Node final : public ServiceContext {
   // Unfolds a folded part; what reads the tree calls it first. Const, as reading is.
   void unfold() const {
     if (folded_) const_cast<Node*>(this)->unfold_part();
+    else if (fold_timer_armed_) const_cast<Node*>(this)->part_read_ = true;
   }
   void unfold_part();
+  // Folds a back-end's unfolded part again (kFoldAgainAfter; core/folded_part.h):
+  // an adopted back-end held its part unfolded for ever.
+  void fold_part_later();
+  void fold_part();
   // The tree, unfolded; precondition: knows_tree().
   LiveTree& tree() {
     unfold();
@@ -368,6 +377,12 @@ class Node final : public ServiceContext {
   BackendPart backend_part_;  // what back-end children get of topology_
   std::unique_ptr<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
   std::unique_ptr<FoldedPart> folded_;  // a back-end's part, folded: topology_ and tree_ are empty
+  // While a back-end's part is unfolded: the part as it came (and the ports learnt),
+  // to fold it again (fold_part), once its timer finds nothing read it meanwhile.
+  std::unique_ptr<FoldedPart> refold_;
+  Timer fold_timer_;
+  bool fold_timer_armed_ = false;
+  bool part_read_ = false;  // read since the fold timer was armed
 
   std::shared_ptr<transport::Link> parent_;
   bool upstream_full_ = false;  // reading from the children is paused

@@ -34,8 +34,55 @@ void Node::unfold_part() {
     log().critical("cannot unfold its part of the tree: {}", topology.error());
     std::abort();
   }
-  log().info("unfolds its part of the tree: {} processes", topology->size());
+  log().info("unfolds its part of the tree: {} processes, {} changes since launch", topology->size(),
+             folded->reports().size());
   adopt_topology(std::move(*topology));
+  // What changed since launch, if it was folded again after a heal: adoptions first,
+  // then failures, so that a process adopted and then lost ends lost (an adoption
+  // makes its orphan alive). A back-end the part did not hold, adopted or joined
+  // under a process it holds, is added first, as when its report came
+  // (Node::on_attach_report).
+  for (const auto& r : folded->reports()) {
+    if (r.failure) continue;
+    if (!tree_->view().contains(r.rank)) {
+      if (!tree_->view().contains(r.adopter)) continue;
+      if (!topology_->find(r.rank) && !topology_->add_backend(r.rank, r.adopter)) continue;
+      if (!tree_->add_backend(r.rank, r.adopter)) continue;
+    }
+    tree_->apply_adoption(r.rank, r.adopter, r.incarnation);
+  }
+  for (const auto& r : folded->reports()) {
+    if (r.failure) tree_->apply_failure(r.rank);
+  }
+  refold_ = std::move(folded);  // the part as it came, to fold again
+  fold_part_later();
+}
+
+void Node::fold_part_later() {
+  if (fold_timer_armed_) return;
+  fold_timer_armed_ = true;
+  part_read_ = false;
+  fold_timer_.expires_after(kFoldAgainAfter);
+  fold_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    fold_timer_armed_ = false;
+    if (!part_read_ && std::holds_alternative<Running>(phase_)) return fold_part();
+    if (!stopping()) fold_part_later();  // look again
+  });
+}
+
+void Node::fold_part() {
+  if (folded_ || !refold_ || !topology_ || !tree_) return;
+  const TreeView& view = tree_->view();
+  const Rank parent = view.parent(id_.rank);
+  const TopologyNode* up = parent == TreeView::kNone ? nullptr : topology_->find(parent);
+  if (!up) return;
+  refold_->set_live(tree_->reports(), {parent, up->role, up->host}, view.incarnation(parent), view.place(id_.rank));
+  folded_ = std::move(refold_);
+  tree_.reset();
+  topology_.reset();
+  log().info("folds its part of the tree again: {} changes since launch, {} bytes", folded_->reports().size(),
+             folded_->bytes());
 }
 
 Rank Node::parent_rank() const {
@@ -44,7 +91,7 @@ Rank Node::parent_rank() const {
 }
 
 std::uint32_t Node::parent_incarnation() const {
-  if (folded_) return 0;  // as launched: any news about its part unfolds it
+  if (folded_) return folded_->parent_incarnation();
   const Rank parent = parent_rank();
   return parent == TreeView::kNone ? 0 : tree_->view().incarnation(parent);
 }
@@ -145,6 +192,12 @@ void Node::send_topology(Link& link, Role role, Rank to) {
   encode_plan(plan_, t, role != Role::backend);
   if (part) encode_view_zero(backend_part_.view_zero(topo(), plan_), t);
   link.send(message.builder());
+  // The last back-end child launched has its part: it need not be kept.
+  if (role == Role::backend && std::none_of(children_.begin(), children_.end(), [](const Child& c) {
+        return c.role == Role::backend && c.state == ChildState::starting;
+      })) {
+    backend_part_.release();
+  }
 }
 
 std::optional<Topology> Node::live_subtree() const {
@@ -204,6 +257,7 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
     folded_->add_endpoints(in, learnt);
     return;
   }
+  if (refold_) refold_->add_endpoints(in, learnt);  // for when it folds again
   std::map<Rank, std::uint16_t> endpoints;
   for (const auto& [rank, port] : learnt) endpoints[rank] = port;
   publish_endpoints(endpoints);

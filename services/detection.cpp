@@ -107,8 +107,8 @@ void DetectionService::tick() {
     const Rank rank = node_.parent_rank();
     // Still the process that started this one (an orphaned process is given to init).
     const bool started_us = parent_process_ && getppid() == *parent_process_;
-    watch(*parent, std::nullopt, parent_, "parent " + node_.describe(rank), now,
-          started_us ? parent_process_ : std::nullopt, parent_starving_, rank == node_.root_rank());
+    watch(*parent, std::nullopt, parent_, {"parent", rank}, now, started_us ? parent_process_ : std::nullopt,
+          parent_starving_, rank == node_.root_rank());
   }
   const auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
@@ -117,15 +117,18 @@ void DetectionService::tick() {
     const auto& child = children[i];
     if (!child.link || !child.link->is_open()) continue;
     const auto process = child.process && child.process->running() ? std::optional(child.process->pid()) : std::nullopt;
-    watch(*child.link, i, children_[i], "child " + node_.describe(child.rank), now, process, starving_[i]);
+    watch(*child.link, i, children_[i], {"child", child.rank}, now, process, starving_[i]);
   }
   arm();
 }
 
 void DetectionService::watch(const transport::Link& link, std::optional<std::size_t> child, PeerState& state,
-                             const std::string& who, NodeClock::time_point now, std::optional<pid_t> process,
+                             Whom whom, NodeClock::time_point now, std::optional<pid_t> process,
                              Starvation& starvation, bool front_end) {
   const auto& fault = node_.plan().fault;
+  // Named only when something is said of it: describing a peer reads the tree, which
+  // a back-end holds folded (core/folded_part.h), and costs a string each tick.
+  const auto who = [&] { return std::string(whom.kind) + " " + node_.describe(whom.rank); };
   // Judged before this tick's heartbeat goes out: a link declared lost says so to
   // its peer only if nothing is being written on it (TcpLink::abort_with).
   const auto heartbeat = [&] {
@@ -152,12 +155,13 @@ void DetectionService::watch(const transport::Link& link, std::optional<std::siz
       starvation.marked_at = now;
     }
     if (next == PeerState::lost &&
-        ((front_end && stopped_front_end(starvation, *process, who)) || starved(starvation, *process, now, who, silent))) {
+        ((front_end && stopped_front_end(starvation, *process, who())) ||
+         starved(starvation, *process, now, who(), silent))) {
       next = PeerState::suspect;
     }
   }
   if (next == state) return heartbeat();
-  log().warn("{}: {} -> {} (silent for {} ms)", who, to_string(state), to_string(next), silent.count());
+  log().warn("{}: {} -> {} (silent for {} ms)", who(), to_string(state), to_string(next), silent.count());
   state = next;
   if (next != PeerState::lost) return heartbeat();
   const std::string why = "no message or heartbeat for " + std::to_string(silent.count()) + " ms";

@@ -101,7 +101,11 @@ class DetectionService final : public core::Service {
   // `front_end`: that process is the front-end's, waited for while it is stopped.
   // A peer found lost is cut off through the node (ServiceContext::cut_child,
   // cut_parent); an idle link gets a heartbeat.
-  void watch(const transport::Link& link, std::optional<std::size_t> child, PeerState& state, const std::string& who,
+  struct Whom {
+    std::string_view kind;  // "parent", "child"
+    Rank rank;
+  };
+  void watch(const transport::Link& link, std::optional<std::size_t> child, PeerState& state, Whom whom,
              NodeClock::time_point now, std::optional<pid_t> process, Starvation& starvation, bool front_end = false);
   void report_node_lost(Rank rank, const std::string& reason);
 

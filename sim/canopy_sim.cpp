@@ -271,6 +271,14 @@ class Run {
       cn_sums.add(w, took);
     }
     json_ += ",\"commnode_failure\":" + cn_sums.json(false);
+    if (options_.kill_commnodes > 0) {
+      // Adopted back-ends fold their parts again once left alone for
+      // Node::kFoldAgainAfter, looked at that often: what is measured is the tree at
+      // rest after its heals, not in the seconds after one.
+      const auto rested = sim_.now() + 2 * core::Node::kFoldAgainAfter + std::chrono::seconds(1);
+      sim_.run_until([&] { return sim_.now() >= rested; }, kLimit);
+      quiet();
+    }
     // ---- the last wave ----
     const auto last = wave();
     note_state("after the last wave");

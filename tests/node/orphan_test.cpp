@@ -217,6 +217,50 @@ TEST(Orphans, ABackEndKeepsItsPartFoldedUntilItsParentFailsAndHealsFromIt) {
   EXPECT_EQ(tree.node(6).live_tree()->parent(6), FE + 6);
 }
 
+// An adopted back-end kept its part unfolded for ever (89 KB at b:100^3). Now it folds
+// it again once left alone (Node::kFoldAgainAfter), with what changed since launch;
+// when its new parent fails too, it unfolds the part with those changes and heals from
+// it. FE+3 dies: back-ends 0 and 1 go to FE+4 and fold again. FE+4 dies: all four of
+// its back-ends are adopted by FE+1 (FE+3, the sibling they would ask first, is known
+// to be gone to 0 and 1 from the changes they kept), and every wave is whole.
+TEST(Orphans, AnAdoptedBackEndFoldsItsPartAgainAndHealsFromItWhenItsNewParentFails) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:2x2x2", fault);  // FE+1: FE+3 (0, 1), FE+4 (2, 3); FE+2: FE+5 (4, 5), FE+6 (6, 7)
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  tree.kill(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 0) && own_recovery(tree, 1); }, 5s));
+  for (Rank orphan : {0u, 1u}) {
+    EXPECT_EQ(own_recovery(tree, orphan)->adopter, FE + 4) << orphan;
+    EXPECT_FALSE(tree.node(orphan).part_folded()) << orphan << " chose its adopter from its part, unfolded";
+  }
+  expect_whole_wave(tree, stream, 8);
+  ASSERT_TRUE(tree.run_until([&] { return tree.node(0).part_folded() && tree.node(1).part_folded(); },
+                             3 * core::Node::kFoldAgainAfter + 2s))
+      << "the adopted back-ends did not fold their parts again";
+
+  tree.kill(FE + 4);
+  auto second = [&](Rank orphan) {
+    const auto& own = tree.heard(orphan).recovered;
+    return orphan < 2 ? (own.size() >= 2 ? &own.back() : nullptr) : (own.empty() ? nullptr : &own.back());
+  };
+  ASSERT_TRUE(tree.run_until([&] { return second(0) && second(1) && second(2) && second(3); }, 10s))
+      << "the back-ends of FE+4 were not all adopted";
+  for (Rank orphan : {0u, 1u, 2u, 3u}) {
+    EXPECT_EQ(second(orphan)->failed_parent, FE + 4) << orphan;
+    EXPECT_EQ(second(orphan)->adopter, FE + 1) << orphan;
+  }
+  expect_whole_wave(tree, stream, 8);
+  // Unfolded to heal, back-end 0's part holds what it kept: FE+3 gone, itself under
+  // FE+1 now.
+  const core::TreeView* view = tree.node(0).live_tree();
+  ASSERT_NE(view, nullptr);
+  EXPECT_FALSE(view->alive(FE + 3));
+  EXPECT_FALSE(view->alive(FE + 4));
+  EXPECT_EQ(view->parent(0), FE + 1);
+}
+
 // An adopter adopts only an orphan whose parent it knows is gone (docs/security.md).
 // Here no one can report FE+3's failure (its parent FE+1 hangs with it), so the
 // adopter asked by FE+3's back-ends (FE+4, or FE+5 if FE+4 finds itself orphaned
