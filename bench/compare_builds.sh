@@ -7,6 +7,7 @@
 #   compare.png  every run's figure for both builds, and the median of the runs
 # and prints the median of the runs per build and the ratio new/old.
 # Usage: bench/compare_builds.sh OLD_BIN_DIR NEW_BIN_DIR [ROUNDS] [OUTPUT_DIR]
+#   (ROUNDS 0 plots the compare.csv already in OUTPUT_DIR again)
 #   e.g. git worktree add /tmp/canopy-old HEAD~5 && cmake -S /tmp/canopy-old -B /tmp/canopy-old/build \
 #        -DCANOPY_BUILD_TESTS=OFF && cmake --build /tmp/canopy-old/build -j2 --target canopy-bench \
 #        canopy-commnode canopy-demo-backend
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh  # median
 if [ $# -lt 2 ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,14p' "$0" >&2
   exit 2
 fi
 old=$1 new=$2 rounds=${3:-5} out=${4:-bench-results}
@@ -25,7 +26,8 @@ done
 mkdir -p "$out"
 command -v gnuplot >/dev/null || ./scripts/setup.sh
 csv="$out/compare.csv"
-echo "round,build,topology,metric,value,unit" > "$csv"
+# ROUNDS 0: no runs, the figure and medians again from the compare.csv in OUTPUT_DIR.
+if [ "$rounds" != 0 ]; then echo "round,build,topology,metric,value,unit" > "$csv"; fi
 for round in $(seq 1 "$rounds"); do
   for build in old new; do
     dir=$old
@@ -37,7 +39,7 @@ for round in $(seq 1 "$rounds"); do
       awk -F, -v r="$round" -v b="$build" '
         $1 == "roundtrip" && $2 == "b:2^2" && $3 == 0 { print r "," b ",b:2^2,roundtrip," $5 "," $8 }
         $1 == "throughput" && $2 == "b:16^2" { print r "," b ",b:16^2,throughput," $5 "," $8 }
-        $1 == "instantiate" && $2 == "b:16^2" { print r "," b ",b:16^2,instantiate," $5 "," $8 }' >> "$csv"
+        $1 == "instantiate" && $2 == "b:16^2" && $4 == "launch_time" { print r "," b ",b:16^2,instantiate," $5 "," $8 }' >> "$csv"
   done
 done
 
@@ -66,6 +68,7 @@ e
 GP
 }
 
+[ "$rounds" != 0 ] || rounds=$(awk -F, 'NR > 1 { print $1 }' "$csv" | sort -u | wc -l)
 gnuplot <<GP
 set terminal pngcairo size 1500,480
 set output "$out/compare.png"
