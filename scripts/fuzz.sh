@@ -50,28 +50,36 @@ case " ${harnesses[*]} " in *" frames "*|*" stripe "*) targets+=(canopy-fuzz-see
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 if [ -x "$build/bin/canopy-fuzz-seeds" ]; then "$build/bin/canopy-fuzz-seeds" "$build/seeds" >/dev/null; fi
-failed=()
-for h in "${harnesses[@]}"; do
-  corpus="$build/corpus/$h"
-  crashes="$build/crashes/$h"
+# One harness per core at a time: each is one process, and four of 15 s in turn
+# left a core idle for a minute of CI.
+run_harness() {
+  local h="$1" corpus="$build/corpus/$1" crashes="$build/crashes/$1" seeds=() d
   mkdir -p "$corpus" "$crashes"
   # The fuzzer adds what it finds to the first directory; seeds and kept crashes
   # are read from the others.
-  seeds=()
   for d in "$build/seeds/$h" "$here/fuzz/corpus/$h" "$here/fuzz/regressions/$h"; do
     [ -d "$d" ] && seeds+=("$d")
   done
-  echo "== fuzz_$h for $seconds s"
   # timeout: a harness must end even if the sanitizer's exit hangs; no leak check
   # at exit (scanning a run's gigabytes stopped the process for minutes).
-  if ! ASAN_OPTIONS=detect_leaks=0 timeout -k 10 $((seconds + 120)) "$build/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 -print_final_stats=1 \
-       -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" >"$build/fuzz_$h.log" 2>&1; then
+  ASAN_OPTIONS=detect_leaks=0 timeout -k 10 $((seconds + 120)) "$build/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 -print_final_stats=1 \
+    -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" >"$build/fuzz_$h.log" 2>&1
+}
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  echo "== fuzz_$h for $seconds s"
+  rm -f "$build/fuzz_$h.status"
+  { if run_harness "$h"; then echo 0; else echo $?; fi >"$build/fuzz_$h.status"; } &
+done
+wait
+failed=()
+for h in "${harnesses[@]}"; do
+  if [ "$(cat "$build/fuzz_$h.status" 2>/dev/null)" != 0 ]; then
     failed+=("$h")
     tail -n 40 "$build/fuzz_$h.log" >&2
-    echo "fuzz_$h: crashed; the input is in $crashes (log: $build/fuzz_$h.log)" >&2
+    echo "fuzz_$h: crashed; the input is in $build/crashes/$h (log: $build/fuzz_$h.log)" >&2
   else
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$build/fuzz_$h.log" | tr '\n' ' '
-    echo
+    echo "fuzz_$h: $(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$build/fuzz_$h.log" | tr '\n' ' ')"
   fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
