@@ -481,7 +481,7 @@ void MembershipService::on_change(wire::membership::ViewChange::Reader change) {
   accept(std::move(next), epochs, change.getDigest());
 }
 
-void MembershipService::accept(HeldView next, const std::map<Rank, std::uint32_t>& epochs,
+void MembershipService::accept(HeldView next, const Epochs& epochs,
                                std::optional<std::uint64_t> digest) {
   ViewChange applied = apply(std::move(next), epochs, digest);
   cut_off(applied.left);
@@ -516,7 +516,7 @@ void MembershipService::request_whole(const std::string& why) {
   node_.send_up(message);
 }
 
-std::uint64_t MembershipService::digest_of(const HeldView& view, const std::map<Rank, std::uint32_t>& epochs) {
+std::uint64_t MembershipService::digest_of(const HeldView& view, const Epochs& epochs) {
   // FNV-1a over the view's number, its size, its ranges of members and the epochs
   // above 0, in order: O(ranges), not O(members).
   std::uint64_t h = 0xcbf29ce484222325ull;
@@ -533,7 +533,7 @@ std::uint64_t MembershipService::digest_of(const HeldView& view, const std::map<
   return h;
 }
 
-ViewChange MembershipService::apply(HeldView next, const std::map<Rank, std::uint32_t>& epochs,
+ViewChange MembershipService::apply(HeldView next, const Epochs& epochs,
                                     std::optional<std::uint64_t> digest) {
   ViewChange out;
   view_.members.minus(next.members, out.left);
@@ -576,7 +576,7 @@ void MembershipService::cut_off(const std::vector<Rank>& left) {
   }
 }
 
-std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_t>>> MembershipService::read_view(
+std::optional<std::pair<MembershipService::HeldView, Epochs>> MembershipService::read_view(
     wire::membership::ViewChange::Reader change) {
   HeldView view;
   view.id = change.getId();
@@ -586,7 +586,7 @@ std::optional<std::pair<MembershipService::HeldView, std::map<Rank, std::uint32_
                 view.id, core::kMaxViewZero);
     return std::nullopt;
   }
-  std::map<Rank, std::uint32_t> epochs;
+  Epochs epochs;
   for (auto m : change.getEpochs()) epochs[m.getRank()] = m.getEpoch();
   return std::pair{std::move(view), std::move(epochs)};
 }

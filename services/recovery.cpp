@@ -292,6 +292,12 @@ void RecoveryService::answered(Result<core::Adoption> result) {
   if (observer_) observer_->on_recovered(r);  // an orphan is never the root: report() sends it up
   node_.publish(r);
   report(r);
+  // The search is over: its candidates and timers go (about 300 bytes an adopted
+  // back-end held for ever), once the call that answered has returned. A node
+  // orphaned again makes another.
+  asio::post(node_.io(), [this] {
+    if (search_ && !search_->searching) search_.reset();
+  });
 }
 
 void RecoveryService::stop() {

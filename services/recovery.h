@@ -84,8 +84,8 @@ class RecoveryService final : public core::Service {
   const StreamService& streams_;
   Observer* observer_;
 
-  // The search for an adopter, made when this node is first orphaned (most never
-  // are: docs/scale.md, "A back-end's own state").
+  // The search for an adopter, made when this node is orphaned (most never are:
+  // docs/scale.md, "A back-end's own state") and dropped once it is adopted.
   struct Search {
     explicit Search(boost::asio::io_context& io) : retry(io), attempt(io) {}
     bool searching = false;
