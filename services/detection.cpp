@@ -112,12 +112,20 @@ void DetectionService::tick() {
   }
   const auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);
-  starving_.resize(children.size());
   for (std::size_t i = 0; i < children.size(); ++i) {
     const auto& child = children[i];
     if (!child.link || !child.link->is_open()) continue;
     const auto process = child.process && child.process->running() ? std::optional(child.process->pid()) : std::nullopt;
-    watch(*child.link, i, children_[i], {"child", child.rank}, now, process, starving_[i]);
+    // A child's account is kept while it is suspect, and only then.
+    const auto found = starving_.find(i);
+    Starvation fresh;
+    watch(*child.link, i, children_[i], {"child", child.rank}, now, process,
+          found == starving_.end() ? fresh : found->second);
+    if (children_[i] != PeerState::suspect) {
+      if (found != starving_.end()) starving_.erase(found);
+    } else if (found == starving_.end()) {
+      starving_.emplace(i, std::move(fresh));
+    }
   }
   arm();
 }

@@ -328,6 +328,17 @@ TEST(CanopySim, ACommnodeKeepsNoPartForItsBackEndsOnceTheyHaveIt) {
   EXPECT_NE(sites.find("BackendPart::get"), std::string::npos) << "its ranks, as runs, stay:\n" << sites;
 }
 
+// A parent's failure detector judges a silent child by its process's CPU account
+// (starved or hung: services/detection.h), which it needs only while the child is
+// suspect. It kept one for every child, 56 bytes each (448 at commnode FE+2 of b:4^2,
+// with 8 children once it adopted); through a healing and the last wave, with no
+// child suspect, it keeps none.
+TEST(CanopySim, ACommnodeKeepsNoCpuAccountForChildrenThatAreNotSuspect) {
+  const auto [sites, out] = sites_after_the_last_wave("--tree b:4^2 --kill-backends 2 --kill-commnodes 1", 1000001);
+  ASSERT_NE(sites.find("DetectionService::tick"), std::string::npos) << "no detector's state at all:\n" << sites;
+  EXPECT_EQ(sites.find("DetectionService::Starvation"), std::string::npos) << sites;
+}
+
 // A commnode's failure with F orphans reaches at most F·(depth + 2) + depth processes
 // besides the front-end (issue 47): its ancestors (routes), its siblings (they may
 // adopt its orphans), and each orphan's adoption goes up its adopter's line. It went
