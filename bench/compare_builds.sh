@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compares two builds of Canopy side by side on this machine: canopy-bench from each,
 # run in turn (old, new, old, new, ...) so that both see the same machine in the same
-# minutes, on the round trip of b:2^2, the reduce throughput of b:16^2 and the time to
-# instantiate b:16^2 (the median of that run's five launches).
+# minutes, on the round trip of b:2^2 (empty, and 1 KiB each way), the reduce
+# throughput of b:16^2 and the time to instantiate b:16^2 (the median of that run's
+# five launches).
 #   compare.csv  one row per run: round, build, topology, metric, median of that run
 #   compare.png  every run's figure for both builds, and the median of the runs
 # and prints the median of the runs per build and the ratio new/old.
@@ -38,6 +39,7 @@ for round in $(seq 1 "$rounds"); do
     "$dir/canopy-bench" --samples 2000 --topologies b:2^2,b:16^2 2> "$log" |
       awk -F, -v r="$round" -v b="$build" '
         $1 == "roundtrip" && $2 == "b:2^2" && $3 == 0 { print r "," b ",b:2^2,roundtrip," $5 "," $8 }
+        $1 == "roundtrip" && $2 == "b:2^2" && $3 == 1024 { print r "," b ",b:2^2,roundtrip_1k," $5 "," $8 }
         $1 == "throughput" && $2 == "b:16^2" { print r "," b ",b:16^2,throughput," $5 "," $8 }
         $1 == "instantiate" && $2 == "b:16^2" && $4 == "launch_time" { print r "," b ",b:16^2,instantiate," $5 "," $8 }' >> "$csv"
   done
@@ -47,13 +49,14 @@ done
 # runs as "build value" lines for the figure (throughput in thousands).
 runs() { awk -F, -v b="$1" -v m="$2" 'NR > 1 && $2 == b && $4 == m { print $5 }' "$csv"; }
 declare -A med
-for metric in roundtrip throughput instantiate; do
+for metric in roundtrip roundtrip_1k throughput instantiate; do
   med[$metric,old]=$(runs old $metric | median) med[$metric,new]=$(runs new $metric | median)
   awk -F, -v m=$metric 'NR > 1 && $4 == m { print ($2 == "old" ? 0 : 1), (m == "throughput" ? $5 / 1000 : $5) }' \
     "$csv" > "$out/compare-$metric.dat"
 done
 line() { awk -v a="${med[$1,old]}" -v b="${med[$1,new]}" -v what="$2" 'BEGIN { printf "%s: old %.1f new %.1f new/old %.3f\n", what, a, b, b / a }'; }
 line roundtrip "roundtrip b:2^2 (us)"
+line roundtrip_1k "roundtrip b:2^2, 1 KiB (us)"
 line throughput "throughput b:16^2 (waves/s)"
 line instantiate "instantiate b:16^2 (ms)"
 # One panel: title, unit, metric, colour, scale of the medians.
@@ -70,9 +73,9 @@ GP
 
 [ "$rounds" != 0 ] || rounds=$(awk -F, 'NR > 1 { print $1 }' "$csv" | sort -u | wc -l)
 gnuplot <<GP
-set terminal pngcairo size 1500,480
+set terminal pngcairo size 1900,480
 set output "$out/compare.png"
-set multiplot layout 1,3 title "Two builds, run in turn $rounds times each (dots: one run's median; bars: median of the runs)"
+set multiplot layout 1,4 title "Two builds, run in turn $rounds times each (dots: one run's median; bars: median of the runs)"
 set xtics ("old" 0, "new" 1)
 set xrange [-0.6:1.6]
 set grid ytics
@@ -81,6 +84,7 @@ set boxwidth 0.5
 set style fill transparent solid 0.3 border -1
 set yrange [0:*]
 $(panel "round trip, b:2^2, 0 B (lower is better)" microseconds roundtrip blue 1)
+$(panel "round trip, b:2^2, 1 KiB (lower is better)" microseconds roundtrip_1k "dark-blue" 1)
 $(panel "reduce throughput, b:16^2 (higher is better)" "thousand waves per second" throughput red 1000)
 $(panel "instantiate b:16^2 (lower is better)" milliseconds instantiate "dark-green" 1)
 unset multiplot

@@ -195,23 +195,86 @@ bool read_options_bytes(std::string_view bytes, Read&& read) {
   }
 }
 
-// The first segment of an outgoing message's builder, from a small per-thread pool.
-// A builder of its own callocs 8 KB for each message, and glibc gives the pages
-// back and faults them in again: with small packets streamed, page faults, memset
-// and malloc were a fifth of a back-end's time. The builder zeroes the words it used
-// when it is destroyed, as capnp requires of a first segment given to it, so a
+// The first segment of an outgoing message's builder, from a small pool
+// (ScratchPool). A builder of its own callocs 8 KB for each message, and glibc gives
+// the pages back and faults them in again: with small packets streamed, page faults,
+// memset and malloc were a fifth of a back-end's time. The builder zeroes the words it
+// used when it is destroyed, as capnp requires of a first segment given to it, so a
 // segment goes back to the pool ready for the next message.
+//
+// A pool's segments are 1 KiB at first: most messages fit (a heartbeat, an
+// acknowledgement, a packet of a hundred values). A message that did not (the rest
+// went on in segments its builder allocated) makes the pool's next segments as large
+// as it was, up to 8 KiB (capnp's default first segment), and kShrinkAfter messages
+// in a row that would fit half of one halve them again: a process that streams 1 KiB
+// packets keeps 2 KiB segments, a quiet back-end 1 KiB, and a commnode that sent its
+// children their parts of the tree at launch goes back to 1 KiB. Until stop 71 every
+// segment was 8 KiB, and every process kept one at least once it had sent anything:
+// 8 KiB of a back-end's 14 (docs/scale.md, "The message segments a process keeps").
 class ScratchSegment {
  public:
-  static constexpr std::size_t kWords = 1024;  // capnp's default first segment
+  static constexpr std::size_t kMinWords = 128;   // 1 KiB
+  static constexpr std::size_t kMaxWords = 1024;  // 8 KiB
   ScratchSegment();
   ~ScratchSegment();
   ScratchSegment(const ScratchSegment&) = delete;
   ScratchSegment& operator=(const ScratchSegment&) = delete;
-  kj::ArrayPtr<capnp::word> words() { return {words_, kWords}; }
+  kj::ArrayPtr<capnp::word> words() { return {words_, size_}; }
+  // The message built in it took `total` words in all (MessageBuilder::sizeInWords()):
+  // the pool sizes its next segments by it.
+  void used(std::size_t total);
 
  private:
   capnp::word* words_;
+  std::size_t size_;  // words
+};
+
+// The free first segments kept for the next messages (all zero, all of segment_words()).
+// Messages alive at once are few (one being built, perhaps one being forwarded);
+// beyond kKept, a segment given back is freed, as is one of another size than the
+// pool's now. Each thread has its own pool, which a process's messages use;
+// canopy-sim, which runs every simulated process on one thread, gives each its own
+// (Use), so that each holds what a real process would (docs/simulation.md, "State
+// bytes").
+class ScratchPool {
+ public:
+  static constexpr std::size_t kKept = 8;
+  ScratchPool() = default;
+  ~ScratchPool();
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+  // Segments kept, free.
+  std::size_t kept() const { return count_; }
+  // The size of the segments it gives, in words: from ScratchSegment::kMinWords to
+  // kMaxWords, as its messages need (ScratchSegment).
+  std::size_t segment_words() const { return words_; }
+  static constexpr std::size_t kShrinkAfter = 64;
+
+  // Makes `pool` this thread's pool for as long as it lives, then the one before.
+  class Use {
+   public:
+    explicit Use(ScratchPool& pool);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    ScratchPool* before_;
+  };
+
+ private:
+  friend class ScratchSegment;
+  // This thread's pool: the one a Use made it, or its own; null once its own is
+  // destroyed (at the thread's exit), when segments come from and go to the heap.
+  static ScratchPool* current();
+  // A message built in one of its segments took `total` words.
+  void took(std::size_t total);
+  // Its segments from now on hold `words`; those kept go.
+  void resize(std::size_t words);
+  capnp::word* free_[kKept];
+  std::size_t count_ = 0;
+  std::size_t words_ = ScratchSegment::kMinWords;
+  std::size_t small_in_a_row_ = 0;  // messages that would have fit half a segment
 };
 
 // One outgoing protocol message, stamped with the sender's identity.
@@ -224,6 +287,8 @@ class Message {
       root_.setSenderEpoch(static_cast<std::uint16_t>(std::min<std::uint32_t>(sender.epoch, 0xffff)));
     }
   }
+  // Tells its segment how much the message took: its pool's next ones hold as much.
+  ~Message() { scratch_.used(builder_.sizeInWords()); }
   Message(const Message&) = delete;
   Message& operator=(const Message&) = delete;
   wire::Message::Body::Builder body() { return root_.getBody(); }

@@ -211,8 +211,8 @@ class MembershipService final : public core::Service {
   bool started_ = false;
   HeldView view_;
   Epochs epochs_;
-  std::uint64_t digest_ = 0;              // digest_of(view_, epochs_)
-  std::optional<Delta> last_change_;      // to view_ from the one before
+  std::uint64_t digest_ = 0;          // digest_of(view_, epochs_)
+  std::optional<Delta> last_change_;  // to view_ from the one before
   bool requested_ = false;  // asked the parent for the whole view; not answered yet
   std::uint64_t asked_whole_ = 0;
   std::uint64_t stale_dropped_ = 0;

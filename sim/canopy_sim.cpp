@@ -85,12 +85,14 @@ class SimTree final : public services::Launcher {
     plan.fault = fault_;
     Member& root = add(topology_.root().rank, Role::frontend);
     ChargeHeap charge(root.process);
+    core::ScratchPool::Use scratch(sim_.scratch(root.process));
     return root.runtime->node.start_as_root(topology_, plan);
   }
 
   Result<std::unique_ptr<core::ChildProcess>> start(core::ServiceContext& parent, Rank rank) override {
     Member& m = add(rank, topology_.at(rank).role);
     ChargeHeap charge(m.process);
+    core::ScratchPool::Use scratch(sim_.scratch(m.process));
     core::ParentLink link{.address = "sim", .port = parent.listen_port()};
     if (auto started = m.runtime->node.start_as_child(link); !started) return Error{started.error()};
     return std::unique_ptr<core::ChildProcess>();  // no OS process to watch

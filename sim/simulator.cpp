@@ -75,6 +75,7 @@ ProcessId Simulator::add(boost::asio::io_context& io, std::string name) {
   p.timers = &TimerQueue::install(io);
   p.name = std::move(name);
   p.fabric = std::make_unique<PortFabric>(*this, id);
+  p.scratch = std::make_unique<core::ScratchPool>();
   make_ready(id);  // whatever its start posted
   return id;
 }
@@ -86,6 +87,8 @@ void Simulator::remove(ProcessId process) {
   p.gone = true;
   p.io = nullptr;
   p.timers = nullptr;
+  // What it kept goes with it (released to its own account); not from its own run.
+  if (current_ != process) p.scratch.reset();
   for (auto it = ports_.begin(); it != ports_.end();) {
     it = it->second.process == process ? ports_.erase(it) : std::next(it);
   }
@@ -152,6 +155,7 @@ void Simulator::run(ProcessId process) {
   if (p.gone) return;
   current_ = process;
   ChargeHeap charge(process);
+  core::ScratchPool::Use scratch(*p.scratch);
   auto& io = *p.io;
   auto& timers = *p.timers;
   do {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/service.h"
 #include "transport/clock.h"
 #include "transport/fabric.h"
 #include "transport/frame.h"
@@ -62,6 +63,11 @@ class Simulator {
   // its node listens and connects with.
   ProcessId add(boost::asio::io_context& io, std::string name);
   transport::Fabric& fabric(ProcessId process);
+  // The pool of message segments the process's code takes from (core::ScratchPool):
+  // each simulated process has its own, as each real process has, and holds what it
+  // keeps there. The simulator makes it the thread's pool while the process runs;
+  // code that calls into a process's node outside run_until() makes it so itself.
+  core::ScratchPool& scratch(ProcessId process) { return *processes_.at(process).scratch; }
   // The process is gone (killed): nothing of it runs again. Its links must be gone
   // first or go with it (their peers then read an end of file).
   void remove(ProcessId process);
@@ -99,6 +105,7 @@ class Simulator {
     TimerQueue* timers = nullptr;  // on io
     std::string name;
     std::unique_ptr<PortFabric> fabric;
+    std::unique_ptr<core::ScratchPool> scratch;
     Traffic traffic;
     NodeClock::time_point busy_until{};  // its arrivals are handled one after another
     NodeClock::time_point next_timer = NodeClock::time_point::max();
