@@ -155,6 +155,12 @@ class LoopThread {
   // try_hold() (ask false) and hold() (ask true).
   std::optional<Hold> take(bool ask);
   void release();
+  // With a Hold that is not nested: runs ready handlers until one puts an item in
+  // `inbox` or none is ready. Not poll(): a link reading a flood posts its next
+  // slice as it ends one, so poll() returned only when the sender paused, and a
+  // receive() on a sanitizer build sat seconds on a backlog its inbox already held.
+  template <typename T>
+  void poll_until_an_item(Inbox<T>& inbox);
 
   static thread_local const LoopThread* current_;
 
@@ -254,6 +260,13 @@ bool LoopThread::run_until(P done, Clock::time_point deadline) {
 }
 
 template <typename T>
+void LoopThread::poll_until_an_item(Inbox<T>& inbox) {
+  ran_ = true;
+  while (inbox.empty() && io_.poll_one() > 0) {
+  }
+}
+
+template <typename T>
 std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds timeout) {
   if (auto item = inbox.pop(std::chrono::milliseconds::zero())) {
     // The last of a batch: while the caller worked through it, nothing read on if
@@ -261,10 +274,7 @@ std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds 
     // a loop does between batches (a stream flowing faster than its consumer would
     // otherwise stall until the loop's thread takes the loop back).
     if (inbox.empty()) {
-      if (auto held = try_hold(); held && !held->nested()) {
-        ran_ = true;
-        io_.poll();
-      }
+      if (auto held = try_hold(); held && !held->nested()) poll_until_an_item(inbox);
     }
     return item;
   }
@@ -273,8 +283,7 @@ std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds 
   const bool blocking = timeout > std::chrono::milliseconds::zero();
   if (auto held = blocking ? hold() : try_hold()) {
     if (!blocking) {
-      ran_ = true;
-      io_.poll();
+      poll_until_an_item(inbox);
       return inbox.pop(std::chrono::milliseconds::zero());
     }
     // Another thread may take what this one waited for: then wait on.
