@@ -202,18 +202,19 @@ bool read_options_bytes(std::string_view bytes, Read&& read) {
 // used when it is destroyed, as capnp requires of a first segment given to it, so a
 // segment goes back to the pool ready for the next message.
 //
-// A pool's segments are 1 KiB at first: most messages fit (a heartbeat, an
-// acknowledgement, a packet of a hundred values). A message that did not (the rest
-// went on in segments its builder allocated) makes the pool's next segments as large
-// as it was, up to 8 KiB (capnp's default first segment), and kShrinkAfter messages
-// in a row that would fit half of one halve them again: a process that streams 1 KiB
-// packets keeps 2 KiB segments, a quiet back-end 1 KiB, and a commnode that sent its
-// children their parts of the tree at launch goes back to 1 KiB. Until stop 71 every
-// segment was 8 KiB, and every process kept one at least once it had sent anything:
-// 8 KiB of a back-end's 14 (docs/scale.md, "The message segments a process keeps").
+// A pool's segments are 256 bytes at first: most of a back-end's messages fit (a
+// heartbeat, an acknowledgement, a wave of a few values). A message that did not (the
+// rest went on in segments its builder allocated) makes the pool's next segments as
+// large as it was, up to 8 KiB (capnp's default first segment), and kShrinkAfter
+// messages in a row that would fit half of one halve them again: a process that
+// streams 1 KiB packets keeps 2 KiB segments, a quiet back-end 256 bytes, and a
+// commnode that sent its children their parts of the tree at launch goes back down.
+// Until stop 71 every segment was 8 KiB, and every process kept one at least once it
+// had sent anything: 8 KiB of a back-end's 14; 1 KiB until stop 73
+// (docs/scale.md, "The message segments a process keeps").
 class ScratchSegment {
  public:
-  static constexpr std::size_t kMinWords = 128;   // 1 KiB
+  static constexpr std::size_t kMinWords = 32;    // 256 bytes
   static constexpr std::size_t kMaxWords = 1024;  // 8 KiB
   ScratchSegment();
   ~ScratchSegment();

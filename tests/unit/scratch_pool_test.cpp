@@ -70,7 +70,7 @@ TEST(ScratchPool, ASegmentComesBackZeroed) {
   ScratchPool::Use use(pool);
   {
     Message used(sender());
-    used.body().initShutdown().setReason(std::string(600, 'x'));
+    used.body().initShutdown().setReason(std::string(150, 'x'));  // fits the first segment
     EXPECT_EQ(used.builder().getSegmentsForOutput().size(), 1u);
   }
   ASSERT_EQ(pool.kept(), 1u);
@@ -81,7 +81,7 @@ TEST(ScratchPool, ASegmentComesBackZeroed) {
               !again.getRoot<canopy::wire::Message>().getBody().hasHello());
 }
 
-// A message larger than its first segment (1 KiB at first) goes on in segments its
+// A message larger than its first segment (256 bytes at first) goes on in segments its
 // builder allocates, and is read back whole; the pool's next segments hold one as
 // large (its smaller ones go), up to 8 KiB. Streaming 1 KiB packets in two segments
 // each made round trips of 1 KiB a tenth slower (docs/benchmarks.md, "Scale").
@@ -105,7 +105,7 @@ TEST(ScratchPool, AMessageLargerThanItsSegmentIsWholeAndTheNextSegmentsHoldIt) {
   ASSERT_TRUE(read.getBody().isShutdown());
   EXPECT_EQ(std::string(read.getBody().getShutdown().getReason().cStr()), reason);
   EXPECT_EQ(pool.segment_words(), 256u);  // 2 KiB: the message took over 1 KiB
-  EXPECT_EQ(pool.kept(), 0u);             // the 1 KiB segments went
+  EXPECT_EQ(pool.kept(), 0u);             // the smaller segments went
   {
     Message again(sender());
     again.body().initShutdown().setReason(reason);
@@ -120,7 +120,7 @@ TEST(ScratchPool, AMessageLargerThanItsSegmentIsWholeAndTheNextSegmentsHoldIt) {
 }
 
 // A pool whose messages would have fit half a segment, kShrinkAfter in a row, halves
-// its segments, down to 1 KiB: a commnode sends its children their parts of the tree
+// its segments, down to 256 bytes: a commnode sends its children their parts of the tree
 // (several KiB each) at launch, and only small messages after that; it kept 8 KiB
 // segments for ever. A message between half and the whole starts the count again.
 TEST(ScratchPool, SmallMessagesInARowHalveTheSegmentsAgain) {
@@ -141,10 +141,11 @@ TEST(ScratchPool, SmallMessagesInARowHalveTheSegmentsAgain) {
   { Message small(sender()); }
   EXPECT_EQ(pool.segment_words(), ScratchSegment::kMaxWords / 2);
   EXPECT_EQ(pool.kept(), 0u);  // the 8 KiB ones went
-  for (int halvings = 0; halvings < 3; ++halvings) {
+  for (std::size_t words = ScratchSegment::kMaxWords / 2; words > ScratchSegment::kMinWords; words /= 2) {
     for (std::size_t i = 0; i < ScratchPool::kShrinkAfter; ++i) Message small(sender());
   }
   EXPECT_EQ(pool.segment_words(), ScratchSegment::kMinWords);
+  { Message small(sender()); }  // in a segment of the smallest size, kept
   EXPECT_EQ(pool.kept(), 1u);
 }
 
