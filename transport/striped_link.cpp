@@ -267,6 +267,10 @@ void StripedLink::path_failed(Path& path, std::string reason, bool by_peer) {
   path.nacks.clear();  // the sender's time-out covers them
   ++path.stats.failures;
   set_state(path, PathState::down, reason);
+  if (half_closed_) {  // closing: the peer's end of file is what this path waited for
+    maybe_finish_close();
+    return;
+  }
   // Its unacknowledged fragments go out again on the other paths, now.
   stats_.failovers += window_.path_failed(static_cast<std::uint32_t>(path.index));
   schedule_reconnect(path.index);
@@ -319,6 +323,20 @@ void StripedLink::maybe_finish_close() {
   for (const auto& p : paths_) {
     if (p->conn && (p->want_bye || p->conn->writing)) return;
   }
+  // Every bye is out. Closing the sockets now reset a connection whose peer still
+  // sent (an acknowledgement on its way), and a reset throws away what the peer has
+  // not read yet, the bye among it: under load the peer reported its paths lost,
+  // not the close (StripedLinkTest.CloseDeliversEverythingQueuedThenTellsThePeer).
+  // So each path sends its end of file and reads on until the peer's, which comes
+  // once the peer has read a bye and closed; close_timer_ bounds the wait.
+  if (!half_closed_) {
+    half_closed_ = true;
+    for (auto& p : paths_) {
+      error_code ignored;
+      if (p->conn) p->conn->socket.shutdown(tcp::socket::shutdown_send, ignored);
+    }
+  }
+  if (std::any_of(paths_.begin(), paths_.end(), [](const auto& p) { return p->conn != nullptr; })) return;
   finish(close_reason_, true);
 }
 

@@ -293,6 +293,7 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   bool open_ = true;
   bool closing_ = false;
   bool bye_sent_ = false;
+  bool half_closed_ = false;  // every bye written: each path sent its end of file
   bool ever_accepted_ = false;  // connecting side: a path was accepted (later hellos rejoin)
   bool announced_ = false;      // accepting side: handed to the acceptor's owner
   bool delivering_later_ = false;  // messages wait in reader_ for their next turn (deliver_frames)

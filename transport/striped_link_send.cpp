@@ -27,7 +27,7 @@ void StripedLink::schedule_pump() {
 
 void StripedLink::pump() {
   pump_posted_ = false;
-  if (!open_) return;
+  if (!open_ || half_closed_) return;  // half-closed: nothing more goes out
   const std::size_t n = paths_.size();
   for (std::size_t k = 0; k < n; ++k) {
     Path& path = *paths_[(pump_start_ + k) % n];
