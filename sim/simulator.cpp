@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include "core/service.h"
+
 #include "sim/heap_account.h"
 
 #include <boost/asio/post.hpp>

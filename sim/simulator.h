@@ -29,11 +29,14 @@
 #include <string>
 #include <vector>
 
-#include "core/service.h"
 #include "transport/clock.h"
 #include "transport/fabric.h"
 #include "transport/frame.h"
 #include "transport/link.h"
+
+namespace canopy::core {
+class ScratchPool;  // core/service.h
+}  // namespace canopy::core
 
 namespace canopy::sim {
 

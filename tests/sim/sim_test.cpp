@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/service.h"
 #include "sim/heap_account.h"
 #include "sim/simulator.h"
 
