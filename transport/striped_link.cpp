@@ -261,16 +261,21 @@ void StripedLink::path_failed(Path& path, std::string reason, bool by_peer) {
     path.conn->socket.close(ignored);
     path.conn.reset();
   }
+  if (half_closed_) {
+    // Closing, every bye written: the peer's end of file (or whatever else ends the
+    // connection now) is how this path ends, not a failure of it; observers that
+    // count failures must not see one (netns_striped_failover read it as NIC 1
+    // failing again).
+    set_state(path, PathState::closed, "closed");
+    maybe_finish_close();
+    return;
+  }
   path.peer_closed = by_peer;
   path.last_error = reason;
   path.want_ack = path.want_bye = false;
   path.nacks.clear();  // the sender's time-out covers them
   ++path.stats.failures;
   set_state(path, PathState::down, reason);
-  if (half_closed_) {  // closing: the peer's end of file is what this path waited for
-    maybe_finish_close();
-    return;
-  }
   // Its unacknowledged fragments go out again on the other paths, now.
   stats_.failovers += window_.path_failed(static_cast<std::uint32_t>(path.index));
   schedule_reconnect(path.index);

@@ -468,7 +468,11 @@ TEST_F(StripedLinkTest, CloseDeliversEverythingQueuedThenTellsThePeer) {
   auto options = test_options();
   listen(two_, options);
   connect(paths(two_), options);
+  // Posted observer calls may run after the test's frame: they hold the list.
+  auto changes = std::make_shared<std::vector<std::pair<std::size_t, PathState>>>();  // on the client loop
   client_.call([&] {
+    client_link_->set_path_observer(
+        [changes](std::size_t path, PathState state, std::string_view) { changes->emplace_back(path, state); });
     outflow_.total = 100;
     outflow_.window = 100;  // everything queued at once, then closed at once
     pump();
@@ -479,6 +483,13 @@ TEST_F(StripedLinkTest, CloseDeliversEverythingQueuedThenTellsThePeer) {
   EXPECT_EQ(server_.call([&] { return inflow_.close_reason; }), "connection closed by peer");
   ASSERT_TRUE(eventually([&] { return client_.call([&] { return outflow_.closed; }); }, 5000ms));
   EXPECT_EQ(client_.call([&] { return outflow_.close_reason; }), "done");
+  // The peer's end of file is how a close ends, not a path failure: no path went
+  // down on the way (netns_striped_failover read one as NIC 1 failing again).
+  auto c = client_stats();
+  for (std::size_t i = 0; i < c.paths.size(); ++i) EXPECT_EQ(c.paths[i].failures, 0u) << "path " << i;
+  for (auto [path, state] : client_.call([&] { return *changes; })) {
+    EXPECT_NE(state, PathState::down) << "path " << path << " went down while the link closed";
+  }
 }
 
 TEST_F(StripedLinkTest, BlockingConnectGivesALinkThatWorksOnceTheLoopRuns) {
