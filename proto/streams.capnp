@@ -21,6 +21,8 @@ enum Kind {
   broadcast @7;                  # body: Broadcast; down a stream, to all its back-ends
   late @8;                       # body: Late; up to the root: packets dropped because
                                  # their wave had closed
+  joined @9;                     # no body; orphan -> adopter, after its joins: it is on
+                                 # no other stream (the adopter's waves stop waiting for it)
 }
 
 struct Late {

@@ -200,6 +200,9 @@ void StreamService::on_message(const core::Peer& from, std::uint16_t kind, capnp
         join_stream(from.child, *spec, join.getDownSeq(), join.getNextWave());
       }
       return;
+    case Kind::JOINED:
+      if (from_child) joins_done(from.child);
+      return;
     case Kind::LATE:
       if (from_child) {
         auto late = body.getAs<wire::streams::Late>();
@@ -235,6 +238,8 @@ void StreamService::on_event(const core::NodeEvent& event) {
     refresh_contexts();
     loosen_waves();
     if (root_ && !root_->healing.empty()) check_healing();
+  } else if (auto* adopted = std::get_if<core::events::ChildAdopted>(&event)) {
+    await_joins(adopted->child);
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     compensate();
   } else if (std::holds_alternative<core::events::Orphaned>(event) ||
@@ -668,9 +673,42 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
   }
   // Its packets join the waves of their numbers here, from the first it sends; an
   // orphan behind this node's waves adds to those still open.
-  add_member(it->second, child, next_wave);
+  Stream& stream = it->second;
+  auto& joining = stream.below().joining;
+  if (auto j = std::find(joining.begin(), joining.end(), child); j != joining.end()) {
+    // A member since its adoption, holding every wave: now it says where it starts.
+    joining.erase(j);
+    auto m = member_index(stream, child);
+    if (m) stream.below().owes[*m] = std::max(next_wave, stream.below().next_close);
+  } else {
+    add_member(stream, child, next_wave);
+  }
   log().info("stream {}: child {} sends from wave {} (waves here close from {})", spec.id,
-             node_.children()[child].rank, next_wave, it->second.below().next_close);
+             node_.children()[child].rank, next_wave, stream.below().next_close);
+  run_waves(stream);  // those it does not add to need not wait for it
+}
+
+// An orphan has just been adopted here. Its joins say which streams it is on and
+// the first wave it sends on each, but they come after the adoption is reported up
+// the tree: the front-end may send a wave first, and this node's other children
+// answer it. Until its joins come, every open wave here is one it may add to, so
+// each stream holds its waves for it (a wave closed before its join came missed the
+// orphan's packet, flagged incomplete: a tool's first wave after the adoption event
+// was short). The `joined` it sends after its joins ends the wait on the others.
+void StreamService::await_joins(std::size_t child) {
+  for (auto& [sid, stream] : streams_) {
+    if (stream.spec.sync == SyncMode::dont_wait || member_index(stream, child)) continue;
+    add_member(stream, child, stream.below().next_close);
+    stream.below().joining.push_back(child);
+  }
+}
+
+// The adopted child has joined every stream it is on: the others stop waiting.
+void StreamService::joins_done(std::size_t child) {
+  for (auto& [sid, stream] : streams_) {
+    const auto& joining = std::as_const(stream).below().joining;
+    if (std::find(joining.begin(), joining.end(), child) != joining.end()) drop_member(stream, child, false);
+  }
 }
 
 // A back-end has joined the tree (open attach), or joined it again under its rank:
@@ -744,6 +782,9 @@ void StreamService::compensate() {
     state->set_contributors(0);  // state, not new input
     report_upstream(sid, *state, {.state = true});
   }
+  // On no other stream: the adopter's waves stop waiting for this node.
+  core::Outgoing joined(node_.identity(), id(), Kind::JOINED);
+  node_.send_up(joined);
   std::sort(incomplete_.begin(), incomplete_.end());
   incomplete_.erase(std::unique(incomplete_.begin(), incomplete_.end()), incomplete_.end());
 }

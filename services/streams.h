@@ -219,6 +219,9 @@ class StreamService final : public core::Service {
     // fold_state: orphans' filter state, to be filtered with the next wave to close.
     std::vector<Packet> folded;
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
+    // Adopted children whose join of this stream has not come, nor their `joined`:
+    // members that hold every open wave, since they may add to any (await_joins).
+    std::vector<std::size_t> joining;
     core::Failures ack_failures;  // of the subtree's acks so far
     // time_out mode, and wait-for-all once the tree has changed: closes a wave
     // that has waited its time with what has come.
@@ -322,6 +325,8 @@ class StreamService final : public core::Service {
   static constexpr std::chrono::milliseconds kLateBatch{50};
   void route_point_to_point(wire::DataPacket::Reader packet);
   void join_stream(std::size_t child, const StreamSpec& spec, DownSeq joined, std::uint64_t next_wave);
+  void await_joins(std::size_t child);
+  void joins_done(std::size_t child);
   void rejoin_streams(std::size_t child, Rank rank);
   // Back-end `rank` joined the tree (or joined it again): the streams that take in
   // joiners take it in.
@@ -333,7 +338,9 @@ class StreamService final : public core::Service {
   // `child` takes part (again) in the stream's waves, from wave `from` (or the
   // first still open here, if later); a member already keeps its place.
   static void add_member(Stream& stream, std::size_t child, std::uint64_t from);
-  void drop_member(Stream& stream, std::size_t child);
+  // `lost`: the child is gone, and the open waves a back-end owed are cut; not lost:
+  // an adopted child that turned out not to be on the stream leaves it.
+  void drop_member(Stream& stream, std::size_t child, bool lost = true);
   void compensate();
 
   void send_create(std::size_t child, const Stream& stream);

@@ -343,12 +343,17 @@ void StreamService::send_late_reports() {
 // A lost child leaves the stream: no wave waits for it any more, and those that
 // waited only for it close now. What it sent before it was lost stays in the
 // waves of its numbers.
-void StreamService::drop_member(Stream& stream, std::size_t child) {
+void StreamService::drop_member(Stream& stream, std::size_t child, bool lost) {
+  auto& joining = stream.below().joining;
+  if (auto j = std::find(joining.begin(), joining.end(), child); j != joining.end()) {
+    joining.erase(j);
+    lost = false;  // it owed nothing it had said it would send
+  }
   if (auto m = member_index(stream, child)) {
     // A back-end's packets for the open waves it owed are lost for good: those
     // waves close short, flagged. A commnode's back-ends may still bring theirs
     // through their adopters; what they do not bring, the root finds missing.
-    if (node_.children()[child].role == Role::backend) {
+    if (lost && node_.children()[child].role == Role::backend) {
       for (auto& w : stream.below().open) w.cut |= w.number >= stream.below().owes[*m];
     }
     for (auto& q : stream.below().queues) q.left |= q.child == child;

@@ -284,6 +284,45 @@ TEST_F(Waves, AStateRecoverableStreamKeepsWhatAnOrphanBehindItsAdopterSends) {
   EXPECT_EQ(late_at_root(tree), 0u) << "nothing was dropped";
 }
 
+// An orphan's joins say which streams it is on and where it starts, but they leave
+// it only once it has read its adopter's answer, and the adopter reports the
+// adoption up when it answers: the front-end (a tool that waited for the adoption
+// event) may send a wave that the adopter's other children answer before the joins
+// come. The adopter holds its waves for the orphan until then: the wave is
+// complete. Before, it closed without the orphan, flagged (under load,
+// MrnetApi.AToolsFilterFunctionRunsInTheTreeAndSurvivesAKilledCommnode got a first
+// wave after the adoption short of one back-end).
+TEST_F(Waves, AWaveSentAsAnOrphanIsAdoptedWaitsForItsJoins) {
+  TreeHarness tree("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = open_sum_after(tree, 1);
+  auto taken_in = [&](Rank orphan) {
+    for (Rank r : {FE, FE + 2}) {
+      for (const auto& e : tree.heard(r).events) {
+        if (auto* a = std::get_if<core::events::ChildAdopted>(&e); a && a->rank == orphan) return true;
+      }
+    }
+    return false;
+  };
+  tree.kill(FE + 1);
+  // Each round polls the back-ends before the commnodes: the answer of the round
+  // that took back-end 0 in is read by it in the next round at the earliest.
+  ASSERT_TRUE(tree.run_until([&] { return taken_in(0); }, 20s));
+  tree.freeze(0);
+  ASSERT_TRUE(tree.run_until([&] { return adopted(tree, {1}); }, 20s));
+  ASSERT_EQ(tree.node(0).phase(), core::Phase::orphaned) << "back-end 0 read its adopter's answer already";
+  for (Rank b : {1u, 2u, 3u}) send(tree, stream, b);
+  tree.run_for(200ms);
+  EXPECT_FALSE(root_has_wave(tree, 1)) << "wave 1 closed without the orphan";
+  tree.thaw(0);
+  ASSERT_TRUE(tree.run_until([&] { return adopted(tree, {0}); }, 5s));
+  send(tree, stream, 0);
+  ASSERT_TRUE(tree.run_until([&] { return root_has_wave(tree, 1); }, 5s));
+  auto waves = checked_waves(tree, {{0, 1, 2, 3}});
+  EXPECT_TRUE(waves.at(1).complete) << "wave 1 holds " << waves.at(1).holds;
+  EXPECT_EQ(late_at_root(tree), 0u);
+}
+
 // A back-end that fails mid-wave: the wave it owed closes as soon as its parent
 // knows, flagged; the next waves are complete over the others.
 TEST_F(Waves, ABackendThatFailsMidWaveCostsTheWaveItOwed) {
