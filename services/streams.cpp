@@ -674,15 +674,8 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
   // Its packets join the waves of their numbers here, from the first it sends; an
   // orphan behind this node's waves adds to those still open.
   Stream& stream = it->second;
-  auto& joining = stream.below().joining;
-  if (auto j = std::find(joining.begin(), joining.end(), child); j != joining.end()) {
-    // A member since its adoption, holding every wave: now it says where it starts.
-    joining.erase(j);
-    auto m = member_index(stream, child);
-    if (m) stream.below().owes[*m] = std::max(next_wave, stream.below().next_close);
-  } else {
-    add_member(stream, child, next_wave);
-  }
+  add_member(stream, child, next_wave);
+  std::erase(stream.below().joining, child);
   log().info("stream {}: child {} sends from wave {} (waves here close from {})", spec.id,
              node_.children()[child].rank, next_wave, stream.below().next_close);
   run_waves(stream);  // those it does not add to need not wait for it
@@ -691,23 +684,23 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
 // An orphan has just been adopted here. Its joins say which streams it is on and
 // the first wave it sends on each, but they come after the adoption is reported up
 // the tree: the front-end may send a wave first, and this node's other children
-// answer it. Until its joins come, every open wave here is one it may add to, so
-// each stream holds its waves for it (a wave closed before its join came missed the
-// orphan's packet, flagged incomplete: a tool's first wave after the adoption event
-// was short). The `joined` it sends after its joins ends the wait on the others.
+// answer it. Until its joins come, every open wave here is one it may add to, so no
+// wave closes (a wave closed before its join came missed the orphan's packet,
+// flagged incomplete: a tool's first wave after the adoption event was short). It
+// is not a member meanwhile: nothing is sent down to it, nothing waits for its
+// acknowledgement. The `joined` it sends after its joins ends the wait on the
+// streams it is not on; its loss ends every wait; so does the straggler rule.
 void StreamService::await_joins(std::size_t child) {
   for (auto& [sid, stream] : streams_) {
     if (stream.spec.sync == SyncMode::dont_wait || member_index(stream, child)) continue;
-    add_member(stream, child, stream.below().next_close);
     stream.below().joining.push_back(child);
   }
 }
 
-// The adopted child has joined every stream it is on: the others stop waiting.
+// The adopted child has joined every stream it is on: the others wait no more.
 void StreamService::joins_done(std::size_t child) {
   for (auto& [sid, stream] : streams_) {
-    const auto& joining = std::as_const(stream).below().joining;
-    if (std::find(joining.begin(), joining.end(), child) != joining.end()) drop_member(stream, child, false);
+    if (std::erase(stream.below().joining, child) > 0) run_waves(stream);
   }
 }
 

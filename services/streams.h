@@ -220,7 +220,8 @@ class StreamService final : public core::Service {
     std::vector<Packet> folded;
     std::vector<std::size_t> awaiting_ack;       // member children yet to ack
     // Adopted children whose join of this stream has not come, nor their `joined`:
-    // members that hold every open wave, since they may add to any (await_joins).
+    // not members yet, but no wave closes while one may still add to it
+    // (await_joins).
     std::vector<std::size_t> joining;
     core::Failures ack_failures;  // of the subtree's acks so far
     // time_out mode, and wait-for-all once the tree has changed: closes a wave
@@ -338,9 +339,7 @@ class StreamService final : public core::Service {
   // `child` takes part (again) in the stream's waves, from wave `from` (or the
   // first still open here, if later); a member already keeps its place.
   static void add_member(Stream& stream, std::size_t child, std::uint64_t from);
-  // `lost`: the child is gone, and the open waves a back-end owed are cut; not lost:
-  // an adopted child that turned out not to be on the stream leaves it.
-  void drop_member(Stream& stream, std::size_t child, bool lost = true);
+  void drop_member(Stream& stream, std::size_t child);
   void compensate();
 
   void send_create(std::size_t child, const Stream& stream);

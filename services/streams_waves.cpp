@@ -162,7 +162,9 @@ StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t c
 
 void StreamService::run_waves(Stream& stream) {
   const auto lowest = std::min_element(stream.below().owes.begin(), stream.below().owes.end());
-  const std::uint64_t limit = lowest == stream.below().owes.end() ? ~std::uint64_t{0} : *lowest;
+  std::uint64_t limit = lowest == stream.below().owes.end() ? ~std::uint64_t{0} : *lowest;
+  // An adopted child that has not joined yet may add to any open wave.
+  if (!stream.below().joining.empty()) limit = std::min(limit, stream.below().next_close);
   while (!stream.below().open.empty() && stream.below().open.front().number < limit) close_front_wave(stream);
   if (!leading_.empty()) release_leads();
   if (stream.below().wave_timer) {
@@ -343,17 +345,13 @@ void StreamService::send_late_reports() {
 // A lost child leaves the stream: no wave waits for it any more, and those that
 // waited only for it close now. What it sent before it was lost stays in the
 // waves of its numbers.
-void StreamService::drop_member(Stream& stream, std::size_t child, bool lost) {
-  auto& joining = stream.below().joining;
-  if (auto j = std::find(joining.begin(), joining.end(), child); j != joining.end()) {
-    joining.erase(j);
-    lost = false;  // it owed nothing it had said it would send
-  }
+void StreamService::drop_member(Stream& stream, std::size_t child) {
+  std::erase(stream.below().joining, child);
   if (auto m = member_index(stream, child)) {
     // A back-end's packets for the open waves it owed are lost for good: those
     // waves close short, flagged. A commnode's back-ends may still bring theirs
     // through their adopters; what they do not bring, the root finds missing.
-    if (lost && node_.children()[child].role == Role::backend) {
+    if (node_.children()[child].role == Role::backend) {
       for (auto& w : stream.below().open) w.cut |= w.number >= stream.below().owes[*m];
     }
     for (auto& q : stream.below().queues) q.left |= q.child == child;

@@ -164,10 +164,11 @@ void TreeHarness::reattach_frontend(Rank acceptor) {
                            [heard](Result<void> done) { heard->reattached = done ? "" : done.error(); });
 }
 
-StreamId TreeHarness::open_stream(const std::string& filter, SyncMode sync, std::chrono::milliseconds timeout) {
+StreamId TreeHarness::open_stream(const std::string& filter, SyncMode sync, std::chrono::milliseconds timeout,
+                                  const std::vector<Rank>& backends) {
   services::StreamSpec spec;
   spec.id = next_stream_++;
-  spec.backends = core::RankSet::of(topology_.backends());
+  spec.backends = core::RankSet::of(backends.empty() ? topology_.backends() : backends);
   spec.upstream_filter = filter;
   spec.sync = sync;
   spec.sync_timeout = timeout;

@@ -52,9 +52,10 @@ struct Recorder : core::Node::Observer,
   void on_node_lost(Rank rank, const std::string& why) override { lost[rank] = why; }
   void on_stream_ack(StreamId stream, const std::string& error) override { acks[stream] = error; }
   void on_stream_error(StreamId, const std::string& error) override { errors.push_back(error); }
-  void on_upstream(StreamId, Packet&& packet, const services::WaveVerdict& wave) override {
+  void on_upstream(StreamId stream, Packet&& packet, const services::WaveVerdict& wave) override {
     upstream.push_back(std::move(packet));
     waves.push_back(wave);
+    upstream_streams.push_back(stream);
   }
   void on_downstream(StreamId, Packet&& packet) override { downstream.push_back(std::move(packet)); }
   void on_request_ack(std::uint64_t request, const std::string& error) override { request_acks[request] = error; }
@@ -82,6 +83,7 @@ struct Recorder : core::Node::Observer,
   std::vector<std::string> errors;
   std::vector<Packet> upstream, downstream;
   std::vector<services::WaveVerdict> waves;  // one per upstream packet
+  std::vector<StreamId> upstream_streams;     // one per upstream packet: its stream
   std::map<std::uint64_t, std::string> request_acks;
   std::vector<Event> recovered;
   std::vector<membership::ViewChange> views;
@@ -137,8 +139,10 @@ class TreeHarness final : public services::Launcher {
   // Opens a stream over every back-end with upstream filter `filter` from the root,
   // and runs until the root has its acknowledgement (a test failure if it does not
   // come within 5 s or carries an error). Stream ids count up from 1.
+  // `backends`: those of the stream, if not every one.
   StreamId open_stream(const std::string& filter, SyncMode sync = SyncMode::wait_for_all,
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(1000),
+                       const std::vector<Rank>& backends = {});
   void freeze(Rank rank);
   void thaw(Rank rank);
 
