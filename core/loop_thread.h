@@ -271,8 +271,9 @@ std::optional<T> LoopThread::receive(Inbox<T>& inbox, std::chrono::milliseconds 
   if (auto item = inbox.pop(std::chrono::milliseconds::zero())) {
     // The last of a batch: while the caller worked through it, nothing read on if
     // the loop was lent; what is ready now is read, up to the next item, before the
-    // caller comes back, as a loop does between batches (a stream flowing faster than its consumer would
-    // otherwise stall until the loop's thread takes the loop back).
+    // caller comes back, as a loop does between batches (a stream flowing faster
+    // than its consumer would otherwise stall until the loop's thread takes the loop
+    // back).
     if (inbox.empty()) {
       if (auto held = try_hold(); held && !held->nested()) poll_until_an_item(inbox);
     }

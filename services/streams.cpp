@@ -675,10 +675,10 @@ void StreamService::join_stream(std::size_t child, const StreamSpec& spec, DownS
   // orphan behind this node's waves adds to those still open.
   Stream& stream = it->second;
   add_member(stream, child, next_wave);
-  std::erase(stream.below().joining, child);
   log().info("stream {}: child {} sends from wave {} (waves here close from {})", spec.id,
              node_.children()[child].rank, next_wave, stream.below().next_close);
-  run_waves(stream);  // those it does not add to need not wait for it
+  // Held for it since its adoption: the waves it does not add to may close now.
+  if (std::erase(stream.below().joining, child) > 0) run_waves(stream);
 }
 
 // An orphan has just been adopted here. Its joins say which streams it is on and

@@ -1,7 +1,6 @@
 #include "sim/simulator.h"
 
 #include "core/service.h"
-
 #include "sim/heap_account.h"
 
 #include <boost/asio/post.hpp>
