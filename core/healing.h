@@ -52,11 +52,11 @@ class Healing {
   TreeNews* news_if_made() { return news_.get(); }
   HeldAdoptions& held();
   const HeldAdoptions* held_if_made() const { return held_.get(); }
-  std::size_t news_received = 0;  // messages of live-tree news received (a batch counts once)
-  // Healing switched on (the default) or off while the tree runs (the front-end's
-  // Network::set_healing): off, an orphan stops with its subtree and an adopter
-  // refuses orphans, as with fault tolerance off.
-  bool on = true;
+  // Nothing under way or kept: no handshake, standby link, re-attach, news or held
+  // request. The node may then give this back (Node::shed_healer).
+  bool idle() const {
+    return up.empty() && !standby_.link && !reattaching.link && !reattaching.done && !news_ && !held_;
+  }
 
   // ---- the standby link ----
   // Opens the standby link to `acceptor` on `link` (its hello goes out with `services`'

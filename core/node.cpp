@@ -60,12 +60,11 @@ Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer, tran
       observer_(observer),
       fabric_(fabric),
       fold_timer_(io),
-      connections_(io, *this),
-      healing_(io, id_, children_, *this, [this](const OrphanRequest& request) { adopt_orphan(request); }) {}
+      connections_(io, *this) {}
 
 Node::~Node() {
   if (parent_) parent_->detach();
-  healing_.detach();
+  if (healing_) healing_->detach();
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   connections_.detach_all();
   for (auto& child : children_) {
@@ -95,7 +94,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       deliver_to_service(from, body.getService());
       return true;
     case Body::FAILURE_REPORT: {
-      ++healing_.news_received;
+      ++news_received_;
       auto f = body.getFailureReport();
       if (f.getToTheLost() && f.getRank() == id_.rank && is_root()) {
         taken_for_lost(std::string(f.getReason()));  // a child's report about this front-end
@@ -105,7 +104,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
       return true;
     }
     case Body::ATTACH_REPORT: {
-      ++healing_.news_received;
+      ++news_received_;
       auto a = body.getAttachReport();
       std::optional<Topology> subtree;
       if (a.hasSubtree() && from.kind == Peer::Kind::child) {  // going up from an adopter
@@ -119,7 +118,7 @@ bool Node::dispatch(const Peer& from, wire::Message::Body::Reader body) {
     }
     case Body::ATTACH_REPORTS:
       if (from.kind != Peer::Kind::parent) return false;  // batched on the way down only
-      ++healing_.news_received;
+      ++news_received_;
       for (auto a : body.getAttachReports()) {
         on_attach_report(a.getOrphan(), a.getAdopter(), a.getIncarnation(), from.link, a.getOrphanIsCommnode());
       }
@@ -176,7 +175,7 @@ Result<void> Node::start_as_child(const ParentLink& parent) {
     parent_ = std::move(*link);
   }
   attach_parent(parent_);
-  healing_.up.begin(parent_, id_.incarnation, false, false, std::nullopt, services_.in_order());
+  healer().up.begin(parent_, id_.incarnation, false, false, std::nullopt, services_.in_order());
   log().info("connected to parent {}, waiting for its challenge", where);
   return {};
 }
@@ -235,19 +234,38 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
   });
   link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
       [this, raw](std::string_view reason) {
-        healing_.up.forget(raw);
+        if (healing_) healing_->up.forget(raw);
         if (parent_.get() == raw) {
           on_parent_closed(reason);
         } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
           on_trying_closed(reason);
-        } else if (healing_.is_standby(raw)) {
-          log().info("standby link to {} closed: {}", describe(healing_.forget_standby()), reason);
+        } else if (healing_ && healing_->is_standby(raw)) {
+          log().info("standby link to {} closed: {}", describe(healing_->forget_standby()), reason);
         }
       });
 }
 
+Healing& Node::healer() {
+  if (!healing_) {
+    healing_ = std::make_unique<Healing>(io_, id_, children_, *this,
+                                         [this](const OrphanRequest& request) { adopt_orphan(request); });
+  }
+  return *healing_;
+}
+
+void Node::shed_healer() {
+  if (healing_ && healing_->idle()) healing_.reset();
+}
+
+bool Node::handshake_read(const Link* link, capnp::MessageReader& message) {
+  if (!healing_ || !healing_->up.under_way(link)) return true;
+  if (healing_->up.on_message(link, message.getRoot<wire::Message>())) return true;
+  shed_healer();  // the handshake done: a back-end without a standby link keeps nothing
+  return false;
+}
+
 void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
-  if (healing_.up.under_way(link) && !healing_.up.on_message(link, message.getRoot<wire::Message>())) return;
+  if (!handshake_read(link, message)) return;
   if (parent_.get() == link) {
     on_parent_message(message);
   } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == link) {
@@ -307,7 +325,7 @@ void Node::on_parent_closed(std::string_view reason) {
     return;
   }
   if (!plan_.fault.enabled || !knows_tree()) return begin_stop("lost parent: " + std::string(reason));
-  if (!healing_.on) return begin_stop("lost parent: " + std::string(reason) + "; healing is off");
+  if (!healing_on_) return begin_stop("lost parent: " + std::string(reason) + "; healing is off");
   // The front-end is gone (or the process promoted in its place): without a grace
   // period there is nothing to rejoin; with one, the heir is promoted and the
   // others ask it to adopt them.
@@ -399,7 +417,7 @@ void Node::finish_child_loss(std::size_t index) {
 // ---- the live tree ----
 
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
-  if (auto* news = healing_.news_if_made()) news->flush();  // what was learnt earlier goes first
+  if (auto* news = news_if_made()) news->flush();  // what was learnt earlier goes first
   if (parent_ && parent_.get() != except) parent_->send(message.builder());
   std::optional<bool> backends_hold;  // asked once, for the first back-end child
   const bool parts = plan_.commnode_parts() && about && knows_tree();
@@ -447,7 +465,7 @@ void Node::on_failure_report(Rank rank, const std::string& reason, const Link* f
     // process but its ancestors (routes) and the front-end (status): it goes up
     // only. Every other process learns it from the membership view that follows
     // (docs/fault-tolerance.md, "The live tree"; issue 47).
-    if (auto* news = healing_.news_if_made()) news->flush();  // what was learnt earlier goes first
+    if (auto* news = news_if_made()) news->flush();  // what was learnt earlier goes first
     if (parent_ && parent_.get() != from) parent_->send(message.builder());
   } else {
     // A commnode's: its orphans' potential adopters and its back-end nephews (whose
@@ -545,7 +563,7 @@ void Node::send_to_child(std::size_t child, Message& message) {
   // What this node has learnt of the tree goes first: a stream created, or a packet
   // sent, to a back-end that has just joined must find it known at every commnode
   // on its way (the join's report would otherwise follow it a batch later).
-  if (auto* news = healing_.news_if_made()) news->flush_fast();
+  if (auto* news = news_if_made()) news->flush_fast();
   if (auto& link = children_[child].link) link->send(message.builder());
 }
 
@@ -558,10 +576,10 @@ std::optional<std::size_t> Node::route_to(Rank backend) const {
 void Node::shutdown(const std::string& reason) { begin_stop(reason, true); }
 
 void Node::set_healing(bool on) {
-  if (healing_.on == on) return;
-  healing_.on = on;
+  if (healing_on_ == on) return;
+  healing_on_ = on;
   log().info("healing switched {}", on ? "on" : "off");
-  if (!on) healing_.close_standby("healing is off");
+  if (!on) close_standby("healing is off");
 }
 
 bool Node::stopped_in_order() const {
@@ -579,7 +597,7 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
   if (stopping()) return;
   if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason, in_order, std::make_unique<Timer>(io_)}, reason);  // drops what an orphan held back
-  if (auto* news = healing_.news_if_made()) news->drop();                            // the children are told to stop instead
+  if (auto* news = news_if_made()) news->drop();                            // the children are told to stop instead
   close_standby("stopping");
   for (auto& link : connections_.links([](const auto& s) { return std::holds_alternative<Connections::Standby>(s); })) {
     connections_.remove(link.get());
@@ -677,7 +695,7 @@ void Node::abandon(const std::string& reason, bool declared_lost) {
     if (child.process) child.process->release();
   }
   connections_.detach_all();
-  healing_.detach();
+  if (healing_) healing_->detach();
   connections_.stop_listening();
   Stopped stopped{reason};
   stopped.declared_lost = declared_lost;

@@ -137,7 +137,7 @@ class Node final : public ServiceContext {
   void flood(Message& message, const transport::Link* except = nullptr, std::optional<Rank> about = std::nullopt);
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
-  std::size_t news_received() const { return healing_.news_received; }
+  std::size_t news_received() const { return news_received_; }
   // Whether this back-end holds its part of the tree folded (core/folded_part.h):
   // nothing has read its tree since it arrived, or since it was folded again. For
   // tests and diagnostics.
@@ -152,7 +152,7 @@ class Node final : public ServiceContext {
   std::size_t standbys_accepted() const { return connections_.count<Connections::Standby>(); }
   // How many probes of an orphan's parent this node has made (one per parent for
   // all the requests held at once); for tests and diagnostics.
-  std::size_t parent_probes() const { return healing_.held_if_made() ? healing_.held_if_made()->probes() : 0; }
+  std::size_t parent_probes() const { return held_if_made() ? held_if_made()->probes() : 0; }
 
   // ---- ServiceContext (core/service_context.h) ----
   asio::io_context& io() override { return io_; }
@@ -200,7 +200,7 @@ class Node final : public ServiceContext {
   void set_gate(Gate gate) override { gate_ = std::move(gate); }
   void set_epoch(std::uint32_t epoch) override { id_.epoch = epoch; }
   void shutdown(const std::string& reason) override;
-  bool healing() const override { return plan_.fault.enabled && healing_.on; }
+  bool healing() const override { return plan_.fault.enabled && healing_on_; }
   void set_healing(bool on) override;
  private:
   // The live-tree news on its way down, made with its filters when first needed
@@ -390,7 +390,24 @@ class Node final : public ServiceContext {
 
   ChildTable children_;
   Gate gate_;
-  Healing healing_;  // links up, standby, re-attach, held adoptions, tree news (core/healing.h)
+  // Links up, standby, re-attach, held adoptions, tree news (core/healing.h): made
+  // when first needed and given back once it holds nothing, as it does not at a
+  // back-end once its parent's handshake is done (docs/scale.md, "A back-end's own
+  // state").
+  std::unique_ptr<Healing> healing_;
+  Healing& healer();
+  // Gives healing_ back if it holds nothing.
+  void shed_healer();
+  TreeNews* news_if_made() { return healing_ ? healing_->news_if_made() : nullptr; }
+  const HeldAdoptions* held_if_made() const { return healing_ ? healing_->held_if_made() : nullptr; }
+  // A message on a link this node dialled, while the link's handshake may be under
+  // way: false if the handshake took it (UpHandshakes::on_message).
+  bool handshake_read(const transport::Link* link, capnp::MessageReader& message);
+  // Healing switched on (the default) or off while the tree runs (the front-end's
+  // Network::set_healing): off, an orphan stops with its subtree and an adopter
+  // refuses orphans, as with fault tolerance off.
+  bool healing_on_ = true;
+  std::size_t news_received_ = 0;  // messages of live-tree news received (a batch counts once)
 };
 
 }  // namespace canopy::core

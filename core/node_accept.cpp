@@ -103,7 +103,7 @@ void Node::on_child_message(std::size_t index, const Link* link, wire::Message::
 }
 
 void Node::on_accepted_closed(const Link* link, std::string_view reason) {
-  if (healing_.held_if_made()) healing_.held().forget(link);
+  if (healing_ && healing_->held_if_made()) healing_->held().forget(link);
   auto c = connections_.remove(link);
   if (parent_.get() == link) return on_parent_closed(reason);
   if (!c) return;
@@ -297,7 +297,7 @@ void Node::accept_orphan(const std::shared_ptr<Link>& link, wire::Hello::Reader 
   const auto kept = std::min(std::max(2 * plan_.fault.heartbeat, plan_.fault.lost / 2),
                              std::max(std::chrono::milliseconds(500), plan_.fault.lost) * 3 / 4);
   connections_.set(link, Connections::HeldOrphan{});
-  healing_.held().hold(std::move(request), kept);
+  healer().held().hold(std::move(request), kept);
 }
 
 bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
@@ -305,18 +305,18 @@ bool Node::orphan_may_be_adopted(const OrphanRequest& request) const {
   const Rank orphan = request.orphan;
   if (!view.contains(orphan)) {  // adopt_orphan refuses it with the reason, or grafts it
     if (request.watched == TreeView::kNone) return true;
-    return !view.alive(request.watched) || (healing_.held_if_made() && healing_.held_if_made()->found_gone(request.watched, plan_.fault.lost));
+    return !view.alive(request.watched) || (held_if_made() && held_if_made()->found_gone(request.watched, plan_.fault.lost));
   }
   const Rank parent = view.parent(orphan);
   if (!view.alive(orphan) || parent == TreeView::kNone || !view.alive(parent)) return true;
-  return healing_.held_if_made() && healing_.held_if_made()->found_gone(parent, plan_.fault.lost);
+  return held_if_made() && held_if_made()->found_gone(parent, plan_.fault.lost);
 }
 
 // After a failure report, when orphaned or when stopping: every held request that
 // may now be answered is (adopted, or refused with the reason).
 void Node::review_held_adoptions() {
-  if (!healing_.held_if_made()) return;  // none was ever held here
-  healing_.held().review([this](const OrphanRequest& request) {
+  if (!held_if_made()) return;  // none was ever held here
+  healing_->held().review([this](const OrphanRequest& request) {
     return stopping() || seeking_adopter() || orphan_may_be_adopted(request);
   });
 }
@@ -327,7 +327,7 @@ void Node::adopt_orphan(const OrphanRequest& request) {
   const std::string whom = "to adopt " + std::to_string(orphan);
   auto refuse = [&](const std::string& why) { connections_.refuse(link, {.whom = whom, .why = why}); };
   if (!plan_.fault.enabled || !knows_tree()) return refuse("fault tolerance is off");
-  if (!healing_.on) {
+  if (!healing_on_) {
     // For good: the orphan stops with its subtree rather than ask the others.
     return connections_.refuse(link, {.whom = whom, .why = "healing is off", .for_good = true});
   }

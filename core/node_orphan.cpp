@@ -63,7 +63,7 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
   // late and report the number it was asked for, which would make it stale.
   const std::uint32_t incarnation = tree().next_incarnation(id_.incarnation);
   attach_parent(link);
-  healing_.up.begin(link, incarnation, true, false, candidate, services_.in_order(),
+  healer().up.begin(link, incarnation, true, false, candidate, services_.in_order(),
                     [this](wire::Hello::Builder h) { fill_adoption(h); });
   log().info("asked {} ({}) to adopt this node under incarnation {}", describe(candidate), link->peer(), incarnation);
 }
@@ -71,21 +71,25 @@ void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::fun
 void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
   close_standby("replaced");
   if (phase() != Phase::running) return link->abort("not running");
-  if (!healing_.on) return link->abort("healing is off");
+  if (!healing_on_) return link->abort("healing is off");
   attach_parent(link);
-  healing_.open_standby(link, acceptor, id_.incarnation, services_.in_order(),
+  healer().open_standby(link, acceptor, id_.incarnation, services_.in_order(),
                         [this](wire::Hello::Builder h) { fill_adoption(h); });
   log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
 }
 
-std::optional<Rank> Node::standby() const { return healing_.standby(); }
+std::optional<Rank> Node::standby() const { return healing_ ? healing_->standby() : std::nullopt; }
 
-void Node::close_standby(std::string_view why) { healing_.close_standby(why); }
+void Node::close_standby(std::string_view why) {
+  if (!healing_) return;
+  healing_->close_standby(why);
+  shed_healer();
+}
 
 bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) {
   auto* o = std::get_if<Orphaned>(&phase_);
   if (!o) return false;
-  auto link = healing_.take_standby(candidate);
+  auto link = healing_ ? healing_->take_standby(candidate) : nullptr;
   if (!link) return false;
   if (o->trying) o->trying->abort("another adoption request replaces it");
   o->trying = std::move(link);

@@ -16,26 +16,26 @@ using transport::Link;
 // ---- the new front-end ----
 
 void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<void(Result<void>)> done) {
-  if (knows_tree() || healing_.reattaching.link) {
+  if (knows_tree() || (healing_ && healing_->reattaching.link)) {
     link->abort("already attached");
     return done(Error{"this front-end has attached already"});
   }
   const Link* raw = link.get();
-  healing_.reattaching = {link, acceptor, std::move(done)};
+  healer().reattaching = {link, acceptor, std::move(done)};
   link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
               [this, raw](std::string_view reason) {
-                healing_.up.forget(raw);
-                if (healing_.reattaching.link.get() == raw) return reattach_failed(std::string(reason));
+                healer().up.forget(raw);
+                if (healer().reattaching.link.get() == raw) return reattach_failed(std::string(reason));
                 on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
               });
-  healing_.up.begin(link, 0, false, false, acceptor, services_.in_order());
+  healer().up.begin(link, 0, false, false, acceptor, services_.in_order());
   log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
 }
 
 void Node::reattach_failed(const std::string& why) {
-  auto r = std::exchange(healing_.reattaching, {});
+  auto r = std::exchange(healer().reattaching, {});
   if (!r.link) return;
-  healing_.up.forget(r.link.get());
+  healer().up.forget(r.link.get());
   r.link->abort(why);
   log().warn("re-attaching to {} failed: {}", r.acceptor, why);
   if (r.done) r.done(Error{why});
@@ -43,18 +43,18 @@ void Node::reattach_failed(const std::string& why) {
 
 // The acceptor's handshake, then its topology; from then on it is this node's child.
 void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
-  if (healing_.up.under_way(raw) && !healing_.up.on_message(raw, message.getRoot<wire::Message>())) return;
+  if (!handshake_read(raw, message)) return;
   if (connections_.child_of(raw)) return on_accepted_message(raw, message);
-  if (healing_.reattaching.link.get() != raw) return;
+  if (healer().reattaching.link.get() != raw) return;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();
   if (body.isShutdown()) return reattach_failed(body.getShutdown().getReason());
-  if (!body.isTopology() || msg.getSenderRank() != healing_.reattaching.acceptor) {
+  if (!body.isTopology() || msg.getSenderRank() != healer().reattaching.acceptor) {
     return reattach_failed("it sent something other than the topology first");
   }
   auto topology = decode_topology(body.getTopology());
   if (!topology) return reattach_failed("it sent an invalid topology: " + topology.error());
-  const Rank acceptor = healing_.reattaching.acceptor;
+  const Rank acceptor = healer().reattaching.acceptor;
   if (topology->root().rank != id_.rank) return reattach_failed("its tree's front-end has another rank");
   if (!topology->find(acceptor) || topology->at(acceptor).role != Role::commnode) {
     return reattach_failed("rank " + std::to_string(acceptor) + " is not a commnode of its tree");
@@ -62,7 +62,7 @@ void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (topology->partial()) return reattach_failed("it sent a part of its tree, not the whole");
   auto plan = decode_plan(body.getTopology());
   if (!plan) return reattach_failed("it sent an invalid launch plan: " + plan.error());
-  auto r = std::exchange(healing_.reattaching, {});
+  auto r = std::exchange(healer().reattaching, {});
   plan_ = std::move(*plan);
   plan_.reattached = true;
   adopt_topology(std::move(*topology));

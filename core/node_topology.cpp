@@ -325,8 +325,8 @@ bool Node::graft(const Topology& subtree, Rank under) {
 
 // The news with its filters, made at its first use (core/healing.h).
 TreeNews& Node::news() {
-  if (TreeNews* made = healing_.news_if_made()) return *made;
-  TreeNews& news = healing_.news();
+  if (TreeNews* made = news_if_made()) return *made;
+  TreeNews& news = healer().news();
   // A back-end child hears of the adoptions its part of the tree holds. Where
   // commnodes hold parts, an adoption goes down only into the orphan's subtree
   // (Node::hears_of), the one place below an adopter's ancestors where a path up

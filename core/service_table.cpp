@@ -12,11 +12,8 @@ Result<void> ServiceTable::add(Service& service) {
                  "' is already taken by '" + std::string(taken->name()) + "'"};
   }
   added_.push_back(&service);
-  if (id >= by_id_.size()) by_id_.resize(id + 1, nullptr);
-  by_id_[id] = &service;
   if (sort()) return {};
   added_.pop_back();
-  by_id_[id] = nullptr;
   sort();
   return Error{"service '" + std::string(service.name()) +
                "' runs after services that run after it (Service::runs_after() closes a circle)"};

@@ -22,7 +22,14 @@ class ServiceTable {
   // Registers `service` (borrowed). Refused, with the reason, if its id is taken or
   // its runs_after() closes a circle.
   Result<void> add(Service& service);
-  Service* find(ServiceId id) const { return id < by_id_.size() ? by_id_[id] : nullptr; }
+  // A walk over the few registered services: a table indexed by id held one
+  // pointer per id up to the largest, 112 bytes at every back-end (docs/scale.md).
+  Service* find(ServiceId id) const {
+    for (Service* service : added_) {
+      if (service->id() == id) return service;
+    }
+    return nullptr;
+  }
   // In the order events run.
   const std::vector<Service*>& in_order() const { return order_; }
   void emit(const NodeEvent& event) const {
@@ -34,7 +41,6 @@ class ServiceTable {
   bool sort();
   std::vector<Service*> added_;  // in registration order
   std::vector<Service*> order_;
-  std::vector<Service*> by_id_;  // indexed by ServiceId; null: none
 };
 
 }  // namespace canopy::core

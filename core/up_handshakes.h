@@ -34,6 +34,7 @@ class UpHandshakes {
              const std::function<void(wire::Hello::Builder)>& fill = {});
   // Whether `link`'s handshake is under way (its proof not sent yet).
   bool under_way(const transport::Link* link) const { return by_link_.count(link) > 0; }
+  bool empty() const { return by_link_.empty(); }
   void forget(const transport::Link* link) {
     if (auto it = by_link_.find(link); it != by_link_.end()) finish(it);
   }

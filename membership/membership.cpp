@@ -31,7 +31,10 @@ MembershipService::Below& MembershipService::below() {
 }
 
 MembershipService::Root& MembershipService::root() {
-  if (!root_) root_ = std::make_unique<Root>(node_.io());
+  if (!root_) {
+    root_ = std::make_unique<Root>(node_.io());
+    root_->reported = view_;
+  }
   return *root_;
 }
 
@@ -166,7 +169,7 @@ void MembershipService::initialise() {
     }
   }
   digest_ = digest_of(view_, epochs_);
-  reported_ = view_;
+  if (root_) root_->reported = view_;
 }
 
 // ---- detectors: reports up to the root, resent until it answers ----
@@ -382,9 +385,10 @@ void MembershipService::stable() {
   // superseded before they were stable).
   done.left.clear();
   done.joined.clear();
-  reported_.members.minus(view_.members, done.left);
-  view_.members.minus(reported_.members, done.joined);
-  reported_ = view_;
+  HeldView& reported = root().reported;
+  reported.members.minus(view_.members, done.left);
+  view_.members.minus(reported.members, done.joined);
+  reported = view_;
   log().info("membership: view {} is stable: {} members, left [{}], joined [{}], {} us", done.view.id,
              view_.members.size(), ranks_text(done.left), ranks_text(done.joined), done.stabilise.count());
   if (observer_) observer_->on_view(done);
@@ -401,7 +405,7 @@ void MembershipService::inherit_view(wire::membership::ViewChange::Reader change
   if (!whole) return;
   auto& [next, epochs] = *whole;
   ViewChange applied = apply(std::move(next), epochs);
-  reported_ = view_;
+  root().reported = view_;
   applied.joined = view_.members.to_vector();  // this front-end held none before
   if (observer_) observer_->on_view(applied);
   node_.publish(view_event(applied));
@@ -545,7 +549,8 @@ ViewChange MembershipService::apply(HeldView next, const Epochs& epochs,
   for (const auto& [rank, e] : epochs_) {
     if (!epochs.count(rank)) change.epochs.emplace_back(rank, 0);
   }
-  last_change_ = std::move(change);
+  if (node_.identity().role == Role::backend) last_change_.reset();  // no child to send it to
+  else last_change_ = std::make_unique<Delta>(std::move(change));
   view_ = std::move(next);
   epochs_ = epochs;
   digest_ = digest ? *digest : digest_of(view_, epochs_);

@@ -212,7 +212,9 @@ class MembershipService final : public core::Service {
   HeldView view_;
   Epochs epochs_;
   std::uint64_t digest_ = 0;          // digest_of(view_, epochs_)
-  std::optional<Delta> last_change_;  // to view_ from the one before
+  // To view_ from the one before; kept only where children may need it (never at a
+  // back-end: docs/scale.md, "A back-end's own state").
+  std::unique_ptr<Delta> last_change_;
   bool requested_ = false;  // asked the parent for the whole view; not answered yet
   std::uint64_t asked_whole_ = 0;
   std::uint64_t stale_dropped_ = 0;
@@ -256,10 +258,11 @@ class MembershipService final : public core::Service {
     std::vector<std::unique_ptr<Timer>> orphan_watches;
     bool holding_change = false;  // reports are being gathered into one change
     std::map<Rank, std::uint64_t> stale_in_tree;
+    HeldView reported;  // the last view the observer was told of
   };
+  // Made with reported = view_.
   Root& root();
   std::unique_ptr<Root> root_;
-  HeldView reported_;  // root: the last view the observer was told of
 };
 
 }  // namespace canopy::membership

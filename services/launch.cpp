@@ -66,7 +66,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Service
 }
 
 LaunchService::LaunchService(core::ServiceContext& node, Launcher& launcher, Observer* observer)
-    : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()), allocation_timer_(node.io()) {}
+    : node_(node), launcher_(launcher), observer_(observer), startup_timer_(node.io()) {}
 
 void LaunchService::on_event(const core::NodeEvent& event) {
   if (auto* started = std::get_if<core::events::Started>(&event)) {
@@ -83,8 +83,8 @@ void LaunchService::on_event(const core::NodeEvent& event) {
     if (node_.plan().bulk) {
       if (!node_.is_root() && node_.listen_port() != 0) report_listening(node_.identity().rank, node_.listen_port());
       if (node_.is_root()) {
-        bulk_ = std::make_unique<BulkLaunch>(node_, [this](std::size_t level, int status) { on_step_exit(level, status); });
-        listening_[node_.identity().rank] = node_.listen_port();
+        bulk_ = std::make_unique<Bulk>(node_, [this](std::size_t level, int status) { on_step_exit(level, status); });
+        bulk_->listening[node_.identity().rank] = node_.listen_port();
         start_bulk_levels();
       }
     }
@@ -101,7 +101,7 @@ void LaunchService::on_event(const core::NodeEvent& event) {
                                          (never && child.process ? "; it ran: " + child.process->command() : ""));
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     startup_timer_.cancel();
-    allocation_timer_.cancel();
+    if (bulk_) bulk_->allocation_timer.cancel();
   }
 }
 
@@ -111,7 +111,7 @@ constexpr auto kAllocationRetry = std::chrono::milliseconds(300);
 }  // namespace
 
 void LaunchService::check_allocation(int tries) {
-  bulk_->ask_allocation_state([this, tries](const std::string& state) {
+  bulk_->steps.ask_allocation_state([this, tries](const std::string& state) {
     if (node_.stopping()) return;
     if (!state.empty() && state != "RUNNING" && state != "CONFIGURING" && state != "SUSPENDED") {
       const char* job = std::getenv("SLURM_JOB_ID");
@@ -124,11 +124,11 @@ void LaunchService::check_allocation(int tries) {
     }
     if (state.empty()) log().warn("squeue could not tell the allocation's state ({} tries left)", tries - 1);
     if (tries <= 1) {
-      checking_allocation_ = false;  // alive: the step's processes failed, and the tree heals
+      bulk_->checking_allocation = false;  // alive: the step's processes failed, and the tree heals
       return;
     }
-    allocation_timer_.expires_after(kAllocationRetry);
-    allocation_timer_.async_wait([this, tries](const boost::system::error_code& ec) {
+    bulk_->allocation_timer.expires_after(kAllocationRetry);
+    bulk_->allocation_timer.async_wait([this, tries](const boost::system::error_code& ec) {
       if (!ec && !node_.stopping()) check_allocation(tries - 1);
     });
   });
@@ -142,17 +142,17 @@ void LaunchService::on_step_exit(std::size_t level, int status) {
     // ended them with the allocation (cancelled, out of time): then what runs
     // outside the steps (this front-end, its local children) must not run on as if
     // healed. squeue says which.
-    if (!slurm || checking_allocation_) return;
-    checking_allocation_ = true;
+    if (!slurm || bulk_->checking_allocation) return;
+    bulk_->checking_allocation = true;
     check_allocation(kAllocationTries);
     return;
   }
   // The step ended before the tree was up: its processes that did not connect will
   // not. One report names the step (its first process); the start-up time-out names
   // the rest.
-  const Rank r = bulk_->level(level).front();  // a step starts only for a level with processes
+  const Rank r = bulk_->steps.level(level).front();  // a step starts only for a level with processes
   const char* nodes = std::getenv("SLURM_JOB_NODELIST");
-  report_launch_failed(r, node_.describe(r) + ": the " + bulk_->step_name(level) + " " +
+  report_launch_failed(r, node_.describe(r) + ": the " + bulk_->steps.step_name(level) + " " +
                               core::describe_wait_status(status) + " before the tree was up (" +
                               (slurm ? "srun" : "mpirun") + "'s error above says why; " +
                               (slurm ? "is every host of the topology a node of the allocation" +
@@ -170,15 +170,16 @@ void LaunchService::report_listening(Rank rank, std::uint16_t port) {
     return;
   }
   if (!bulk_) return;
-  listening_[rank] = port;
+  bulk_->listening[rank] = port;
   start_bulk_levels();
 }
 
 void LaunchService::start_bulk_levels() {
-  while (bulk_level_ < bulk_->levels() && !node_.stopping() && bulk_->ready(bulk_level_ + 1, listening_)) {
-    const std::size_t level = ++bulk_level_;
-    if (auto started = bulk_->start(level, listening_); !started) {
-      report_launch_failed(bulk_->level(level).front(), started.error());
+  Bulk& bulk = *bulk_;
+  while (bulk.level < bulk.steps.levels() && !node_.stopping() && bulk.steps.ready(bulk.level + 1, bulk.listening)) {
+    const std::size_t level = ++bulk.level;
+    if (auto started = bulk.steps.start(level, bulk.listening); !started) {
+      report_launch_failed(bulk.steps.level(level).front(), started.error());
       return;
     }
   }

@@ -82,14 +82,20 @@ class LaunchService final : public core::Service {
   Launcher& launcher_;
   Observer* observer_;
   Timer startup_timer_;
-  Timer allocation_timer_;           // between check_allocation's tries
-  bool checking_allocation_ = false;  // a check_allocation is under way
   bool up_ = false;                          // Ready sent (or, at the root, reported)
   std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
-  // Root, bulk launch: the steps, the ports reported so far, the last level started.
-  std::unique_ptr<BulkLaunch> bulk_;
-  std::map<Rank, std::uint16_t> listening_;
-  std::size_t bulk_level_ = 0;
+  // Root, bulk launch: the steps, the ports reported so far, the last level started;
+  // made then only (docs/scale.md, "A back-end's own state").
+  struct Bulk {
+    Bulk(core::ServiceContext& node, std::function<void(std::size_t level, int status)> on_step_exit)
+        : steps(node, std::move(on_step_exit)), allocation_timer(node.io()) {}
+    BulkLaunch steps;
+    std::map<Rank, std::uint16_t> listening;
+    std::size_t level = 0;
+    Timer allocation_timer;            // between check_allocation's tries
+    bool checking_allocation = false;  // a check_allocation is under way
+  };
+  std::unique_ptr<Bulk> bulk_;
 };
 
 }  // namespace canopy::services

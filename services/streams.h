@@ -384,7 +384,7 @@ class StreamService final : public core::Service {
   core::ServiceContext& node_;
   filters::FilterRegistry& filters_;
   Observer* observer_;
-  std::unordered_map<StreamId, Stream> streams_;
+  std::map<StreamId, Stream> streams_;  // a map: no bucket array at a back-end of one stream
   std::vector<StreamId> overflowed_;   // output dropped while orphaned
   std::vector<StreamId> incomplete_;   // of the latest adoption
   std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
