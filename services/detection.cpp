@@ -54,7 +54,7 @@ void DetectionService::on_event(const core::NodeEvent& event) {
     if (connected->child < children_.size()) children_[connected->child] = PeerState::alive;  // a rejoin
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     parent_ = PeerState::alive;
-    parent_starving_ = {};
+    parent_starving_.reset();
     parent_process_.reset();  // a new parent, whose process is not known here
   } else if (std::holds_alternative<core::events::Stopping>(event)) {
     timer_.cancel();
@@ -107,8 +107,11 @@ void DetectionService::tick() {
     const Rank rank = node_.parent_rank();
     // Still the process that started this one (an orphaned process is given to init).
     const bool started_us = parent_process_ && getppid() == *parent_process_;
+    Starvation fresh;
     watch(*parent, std::nullopt, parent_, {"parent", rank}, now, started_us ? parent_process_ : std::nullopt,
-          parent_starving_, rank == node_.root_rank());
+          parent_starving_ ? *parent_starving_ : fresh, rank == node_.root_rank());
+    if (parent_ != PeerState::suspect) parent_starving_.reset();
+    else if (!parent_starving_) parent_starving_ = std::make_unique<Starvation>(std::move(fresh));
   }
   const auto& children = node_.children();
   children_.resize(children.size(), PeerState::alive);

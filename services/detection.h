@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,7 +116,7 @@ class DetectionService final : public core::Service {
   Timer timer_;
   bool started_ = false;
   PeerState parent_ = PeerState::alive;
-  Starvation parent_starving_;
+  std::unique_ptr<Starvation> parent_starving_;  // kept while the parent is suspect, as a child's
   // The process that started this one, while it is the parent (not after an
   // adoption).
   std::optional<pid_t> parent_process_;

@@ -19,8 +19,7 @@ Runtime::Runtime(boost::asio::io_context& io, core::NodeIdentity identity, filte
     (void)node.add_service(*service);  // distinct ids, no circle of runs_after(): cannot fail
   }
   // Waves are judged against the view the root holds when they reach it.
-  streams.set_view_source({.id = [this] { return membership.view_id(); },
-                           .holds = [this](Rank rank) { return membership.is_member(rank); }});
+  streams.set_view_source(&view_source_);
 }
 
 std::vector<NodeStatus> tree_status(const Runtime& runtime, const Topology& topology) {

@@ -55,6 +55,19 @@ class Runtime {
   RecoveryService recovery;
   membership::MembershipService membership;
   membership::GossipService gossip;
+
+ private:
+  // The view the streams judge waves against, the membership service's.
+  class MembershipView final : public ViewSource {
+   public:
+    explicit MembershipView(const membership::MembershipService& membership) : membership_(membership) {}
+    std::uint64_t view_id() const override { return membership_.view_id(); }
+    bool holds(Rank rank) const override { return membership_.is_member(rank); }
+
+   private:
+    const membership::MembershipService& membership_;
+  };
+  MembershipView view_source_{membership};
 };
 
 // The live tree as `runtime`'s process knows it (Network::status(),

@@ -836,15 +836,15 @@ void StreamService::send_stream_errors() {
 }
 
 bool StreamService::complete(Stream& stream, const WaveTag& tag) {
-  const bool viewed = static_cast<bool>(view_.id);
-  const std::uint64_t view_id = viewed ? view_.id() : 0;
+  const bool viewed = view_ != nullptr;
+  const std::uint64_t view_id = viewed ? view_->view_id() : 0;
   if (stream.below().expected_view != view_id || stream.below().expected_size != stream.spec.backends.size()) {
     stream.below().expected_view = view_id;
     stream.below().expected_size = stream.spec.backends.size();
     stream.below().expected_held = 0;
     stream.below().expected_digest = 0;
     for (Rank b : stream.spec.backends) {
-      if (viewed && !view_.holds(b)) continue;
+      if (viewed && !view_->holds(b)) continue;
       ++stream.below().expected_held;
       stream.below().expected_digest += wave_digest(b);
     }

@@ -103,10 +103,15 @@ struct WaveVerdict {
 };
 
 // The membership view as a stream reads it: its number, and whether a back-end is a
-// member.
-struct ViewSource {
-  std::function<std::uint64_t()> id;
-  std::function<bool(Rank)> holds;
+// member. An interface, borrowed (Runtime's is its membership service): two
+// std::functions held 64 bytes at every process.
+class ViewSource {
+ public:
+  virtual std::uint64_t view_id() const = 0;
+  virtual bool holds(Rank rank) const = 0;
+
+ protected:
+  ~ViewSource() = default;
 };
 
 class StreamService final : public core::Service {
@@ -127,7 +132,8 @@ class StreamService final : public core::Service {
   // Root: where the membership view comes from, against which waves are judged
   // complete (Runtime gives its membership service's); without it, a wave is
   // complete when it holds every back-end of the stream.
-  void set_view_source(ViewSource view) { view_ = std::move(view); }
+  // `view` is borrowed and must outlive the service.
+  void set_view_source(const ViewSource* view) { view_ = view; }
 
   core::ServiceId id() const override { return wire::streams::SERVICE_ID; }
   std::string_view name() const override { return "streams"; }
@@ -392,7 +398,7 @@ class StreamService final : public core::Service {
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;
-  ViewSource view_;                      // root: the membership view
+  const ViewSource* view_ = nullptr;     // root: the membership view
   // The root's own state, made when first needed: a commnode or a back-end never
   // makes it (docs/scale.md, "A back-end's own state").
   struct Root {
