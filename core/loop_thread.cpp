@@ -51,7 +51,7 @@ void LoopThread::main() {
     busy = false;
     lock.unlock();
     current_ = this;
-    while (!wanted_.load(std::memory_order_acquire) && !io_.stopped()) io_.run_one();
+    while (wanted_.load(std::memory_order_acquire) == 0 && !io_.stopped()) io_.run_one();
     current_ = nullptr;
     lock.lock();
     // Lent: to the caller who asked (hold()), or, after stop(), to nobody.
@@ -73,10 +73,10 @@ std::optional<LoopThread::Hold> LoopThread::take(bool ask) {
   if (!ask && posted_.load(std::memory_order_acquire) > 0) return std::nullopt;
   std::unique_lock lock(mutex_);
   if (ask && owner_ == Owner::loop && !quit_) {
-    wanted_.store(true, std::memory_order_release);
+    wanted_.fetch_add(1, std::memory_order_acq_rel);
     asio::post(io_, [] {});  // the loop's thread may be waiting for events: wake it
     changed_.wait(lock, [&] { return quit_ || owner_ != Owner::loop; });
-    wanted_.store(false, std::memory_order_release);
+    wanted_.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (quit_ || owner_ != Owner::lent) return std::nullopt;
   owner_ = Owner::caller;

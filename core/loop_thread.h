@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
@@ -177,7 +178,11 @@ class LoopThread {
   std::uint64_t holds_ = 0;          // under mutex_: times a caller took the loop
   std::uint64_t idle_wakeups_ = 0;   // under mutex_
   bool quit_ = false;                // under mutex_
-  std::atomic<bool> wanted_{false};  // a caller waits for the loop's thread to give the loop up
+  // Callers waiting for the loop's thread to give the loop up. A count, not a flag:
+  // with a flag, a caller that got the loop cleared it for another still waiting,
+  // whose wake-up post it had run meanwhile, and the loop's thread, back in charge,
+  // slept in the loop with that caller waiting for ever.
+  std::atomic<std::uint32_t> wanted_{0};
   std::atomic<std::size_t> posted_{0};  // post()ed and not yet run: no caller may run ahead of them
   std::thread thread_;
 };
