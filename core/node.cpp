@@ -245,25 +245,6 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
       });
 }
 
-Healing& Node::healer() {
-  if (!healing_) {
-    healing_ = std::make_unique<Healing>(io_, id_, children_, *this,
-                                         [this](const OrphanRequest& request) { adopt_orphan(request); });
-  }
-  return *healing_;
-}
-
-void Node::shed_healer() {
-  if (healing_ && healing_->idle()) healing_.reset();
-}
-
-bool Node::handshake_read(const Link* link, capnp::MessageReader& message) {
-  if (!healing_ || !healing_->up.under_way(link)) return true;
-  if (healing_->up.on_message(link, message.getRoot<wire::Message>())) return true;
-  shed_healer();  // the handshake done: a back-end without a standby link keeps nothing
-  return false;
-}
-
 void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
   if (!handshake_read(link, message)) return;
   if (parent_.get() == link) {

@@ -3,7 +3,8 @@
 // it, on a new connection or on its standby link; the adopter's answer makes the
 // link its parent, the services send their state and the held output follows. The
 // adopter's side is in node_accept.cpp and core/held_adoptions.h; the heir of a lost
-// root and a re-attaching front-end in node_reattach.cpp.
+// root and a re-attaching front-end in node_reattach.cpp. The state all of them keep
+// (core/healing.h) is made here when first needed and given back when idle.
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/node.h"
@@ -76,6 +77,27 @@ void Node::open_standby(std::shared_ptr<Link> link, Rank acceptor) {
   healer().open_standby(link, acceptor, id_.incarnation, services_.in_order(),
                         [this](wire::Hello::Builder h) { fill_adoption(h); });
   log().info("standby link to {} ({}) opened", describe(acceptor), link->peer());
+}
+
+// ---- the healing state (core/healing.h) ----
+
+Healing& Node::healer() {
+  if (!healing_) {
+    healing_ = std::make_unique<Healing>(io_, id_, children_, *this,
+                                         [this](const OrphanRequest& request) { adopt_orphan(request); });
+  }
+  return *healing_;
+}
+
+void Node::shed_healer() {
+  if (healing_ && healing_->idle()) healing_.reset();
+}
+
+bool Node::handshake_read(const Link* link, capnp::MessageReader& message) {
+  if (!healing_ || !healing_->up.under_way(link)) return true;
+  if (healing_->up.on_message(link, message.getRoot<wire::Message>())) return true;
+  shed_healer();  // the handshake done: a back-end without a standby link keeps nothing
+  return false;
 }
 
 std::optional<Rank> Node::standby() const { return healing_ ? healing_->standby() : std::nullopt; }
