@@ -263,7 +263,7 @@ void MemoryLink::arrive(const transport::FrameBuffer& frame) {
   if (!open_) return;
   const std::size_t bytes = frame.size() * sizeof(transport::Word);
   // As a quiet socket link reads (transport/tcp_link.h): into at least
-  // kMinReadBytes, which it keeps while it waits.
+  // kMinReadBytes, given back once read, before it waits (TcpLink::read_now).
   auto space = reader_.prepare(std::max(bytes, transport::FrameReader::kMinReadBytes));
   std::memcpy(space.data(), frame.data(), bytes);
   reader_.commit(bytes);
@@ -277,7 +277,7 @@ void MemoryLink::take_messages() {
     return open_;  // the handler may have closed us
   });
   if (outcome.status == transport::ReadOutcome::Status::failed) fail(std::move(outcome.error));
-  else reader_.release_if_read(transport::FrameReader::kMinReadBytes);
+  else reader_.release_if_read(0);
 }
 
 void MemoryLink::arrive_eof() {

@@ -13,6 +13,7 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
     : socket_(std::move(socket)), reader_(limits), linger_(socket_.get_executor()) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  socket_.non_blocking(true, ec);  // read_now() reads without waiting
   auto ep = socket_.remote_endpoint(ec);
   peer_ = ec ? std::string("<unconnected>") : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
@@ -25,11 +26,38 @@ void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
 
 void TcpLink::read_more() {
   reading_ = true;
+  read_now(/*woken=*/false);
+}
+
+// A read that finds nothing waits for the peer with async_wait, not async_read_some:
+// a wait needs no buffer, so the reader of a link whose reads are small gives its
+// buffer back first (kReleaseWhileWaiting). It costs no more calls than a socket read
+// with a buffer: asio's read tries the socket, then waits, then reads, as this does.
+void TcpLink::read_now(bool woken) {
   reader_.release_if_read(read_size_);
   auto space = reader_.prepare(read_size_);
-  socket_.async_read_some(asio::buffer(space.data(), space.size()),
-                          [self = shared_from_this()](const boost::system::error_code& ec,
-                                                      std::size_t n) { self->on_read(ec, n); });
+  boost::system::error_code ec;
+  const std::size_t n = socket_.read_some(asio::buffer(space.data(), space.size()), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    if (read_size_ <= kReleaseWhileWaiting) reader_.release_if_read(0);
+    socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!self->open_) return;
+      if (ec) {
+        self->reading_ = false;
+        self->fail("read failed: " + ec.message());
+      } else if (self->reading_paused_) {
+        self->reading_ = false;  // pause_reading(false) reads again
+      } else {
+        self->read_now(/*woken=*/true);
+      }
+    });
+    return;
+  }
+  // Called from the handler of the read before (through take_messages), it would
+  // nest a call for each read while the peer keeps sending: it is posted, as asio
+  // posts a read that completes at once.
+  if (woken) on_read(ec, n);
+  else asio::post(socket_.get_executor(), [self = shared_from_this(), ec, n] { self->on_read(ec, n); });
 }
 
 void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {

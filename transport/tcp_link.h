@@ -40,6 +40,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
  private:
   TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
   void read_more();
+  void read_now(bool woken);
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void take_messages();
   void write_queued();
@@ -54,6 +55,11 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   // streams reads 64 KB at a time.
   std::size_t read_size_ = FrameReader::kMinReadBytes;
   static constexpr std::size_t kMaxRead = 64 * 1024;
+  // A link whose next read is at most this gives its reader's buffer back while it
+  // waits for the peer (read_now): a quiet link, a back-end's to its parent or a
+  // commnode's to each child, holds no read buffer between messages. One that streams
+  // keeps its larger buffer: the peer's next bytes are never long in coming.
+  static constexpr std::size_t kReleaseWhileWaiting = 4 * 1024;
   std::string peer_;
   MessageHandler on_message_;
   CloseHandler on_close_;

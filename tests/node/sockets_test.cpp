@@ -311,9 +311,9 @@ TEST_F(TcpLinkToPeer, ABurstOverManyBlocksArrivesWholeAndInOrder) {
 // send block (256 KB) for ever, at both ends; a process of the tree has a link to
 // each neighbour, quiet most of the time. Now a link with nothing to send holds no
 // send buffer, and one whose last read found little holds little to read into
-// (transport/tcp_link.h); a large message in between changes neither, and arrives
-// whole.
-TEST(TcpLink, AQuietLinkHoldsAlmostNoBufferAfterCarryingALargeMessage) {
+// (transport/tcp_link.h), nothing while it waits; a large message in between changes
+// neither, and arrives whole.
+TEST(TcpLink, AQuietLinkHoldsNoBufferWhileItWaitsAfterCarryingALargeMessage) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
   boost::asio::ip::tcp::socket dialled(io);
@@ -375,10 +375,27 @@ TEST(TcpLink, AQuietLinkHoldsAlmostNoBufferAfterCarryingALargeMessage) {
   ASSERT_EQ(at_b.first.size(), 104u);
   EXPECT_EQ(a->queued_bytes(), 0u);
   EXPECT_EQ(b->queued_bytes(), 0u);
-  // Its reader keeps twice what its last read found, a power of two: 3 small frames
-  // (under 200 bytes) leave at most 512 bytes. Before, 64 KiB + 256 KiB.
-  EXPECT_LE(a->buffer_bytes(), 512u);
-  EXPECT_LE(b->buffer_bytes(), 512u);
+  // A link whose reads are small waits for its peer without a read buffer: 0 bytes
+  // (512 until stop 76, twice what its last read found; 64 KiB + 256 KiB before stop
+  // 69).
+  EXPECT_EQ(a->buffer_bytes(), 0u);
+  EXPECT_EQ(b->buffer_bytes(), 0u);
+
+  // Waiting so, it still reads what comes, also what came while its reading was
+  // paused, once resumed, and still holds nothing after.
+  b->pause_reading(true);
+  for (std::uint64_t i = 300; i < 303; ++i) send(*a, i, 3);
+  run_until([&] { return a->queued_bytes() == 0; });
+  b->pause_reading(false);
+  send(*b, 400, 3);
+  run_until([&] { return at_a.first.size() == 104 && at_b.first.size() == 107; });
+  ASSERT_EQ(closed, "");
+  ASSERT_EQ(at_b.first.size(), 107u);
+  ASSERT_EQ(at_a.first.size(), 104u);
+  EXPECT_EQ(at_b.first[106], 302u);
+  EXPECT_EQ(at_a.first[103], 400u);
+  EXPECT_EQ(a->buffer_bytes(), 0u);
+  EXPECT_EQ(b->buffer_bytes(), 0u);
   a->abort("done");
   b->abort("done");
 }
