@@ -194,11 +194,25 @@ class StreamService final : public core::Service {
   };
   // One child's packets for the open waves, ascending by wave (each child sends its
   // waves in order); kept after the child has left until its packets' waves close.
-  // Its deque keeps a block once it has held a packet: of 2 packets, not Boost's
-  // default 9 (568 bytes a child with the block map, now 176: docs/scale.md). A child
-  // rarely has more than one wave waiting here.
-  using PacketQueue = boost::container::deque<std::pair<std::uint64_t, Packet>, void,
-                                              boost::container::deque_options_t<boost::container::block_size<2u>>>;
+  // A child rarely has more than one wave waiting here: the first waits in place,
+  // and those after it in a deque made the first time a second one waits, then kept
+  // (blocks of 2 packets, not Boost's default 9). Until stop 76 every child that had
+  // sent a packet kept a deque's block and map, 176 bytes (568 before stop 73):
+  // docs/scale.md, "A commnode's state per child".
+  class PacketQueue {
+   public:
+    bool empty() const { return !first_; }
+    std::pair<std::uint64_t, Packet>& front() { return *first_; }
+    void pop_front();
+    // After the packets of waves up to its own (of its wave, after those there).
+    void insert(std::uint64_t wave, Packet packet);
+
+   private:
+    using Rest = boost::container::deque<std::pair<std::uint64_t, Packet>, void,
+                                         boost::container::deque_options_t<boost::container::block_size<2u>>>;
+    std::optional<std::pair<std::uint64_t, Packet>> first_;
+    std::unique_ptr<Rest> rest_;  // after first_
+  };
   struct ChildQueue {
     std::size_t child = 0;
     PacketQueue packets;  // (wave, packet)

@@ -86,12 +86,7 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
                                          .first = stream.below().wave_timer ? NodeClock::now() : NodeClock::time_point{}});
   }
   if (!tag.empty) {
-    auto& packets = queue_of(stream, child).packets;
-    // After the packets of waves up to its own: a child's come in order, so this is
-    // the end; the search only keeps the queue in order whatever comes.
-    auto pos = packets.end();
-    while (pos != packets.begin() && std::prev(pos)->first > tag.wave) --pos;
-    packets.emplace(pos, tag.wave, std::move(packet));
+    queue_of(stream, child).packets.insert(tag.wave, std::move(packet));
   }
   at->cut |= tag.cut;
   if (!tag.more) {
@@ -150,6 +145,33 @@ boost::container::deque<StreamService::OpenWave>::iterator StreamService::find_w
   if (offset < open.size() && open[offset].number == wave) return open.begin() + static_cast<std::ptrdiff_t>(offset);
   return std::lower_bound(open.begin(), open.end(), wave,
                           [](const OpenWave& w, std::uint64_t n) { return w.number < n; });
+}
+
+void StreamService::PacketQueue::insert(std::uint64_t wave, Packet packet) {
+  if (!first_) {
+    first_.emplace(wave, std::move(packet));
+    return;
+  }
+  if (!rest_) rest_ = std::make_unique<Rest>();
+  if (wave < first_->first) {
+    rest_->push_front(std::move(*first_));
+    *first_ = {wave, std::move(packet)};
+    return;
+  }
+  // A child's packets come in order, so this is the end; the search only keeps the
+  // queue in order whatever comes.
+  auto pos = rest_->end();
+  while (pos != rest_->begin() && std::prev(pos)->first > wave) --pos;
+  rest_->emplace(pos, wave, std::move(packet));
+}
+
+void StreamService::PacketQueue::pop_front() {
+  if (rest_ && !rest_->empty()) {
+    *first_ = std::move(rest_->front());
+    rest_->pop_front();
+  } else {
+    first_.reset();
+  }
 }
 
 StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t child) {
@@ -285,7 +307,11 @@ void StreamService::emit_wave(Stream& stream, WaveTag tag) {
   tag.more = false;
   tag.empty = false;
   if (!stream.wave.empty()) {
-    if (auto r = stream.filter->execute(stream.wave, out); !r) {
+    auto r = stream.filter->execute(stream.wave, out);
+    // Its packets are spent: they go now (their values, 40 bytes and more a child's
+    // packet), not at the next wave; the vector keeps its room.
+    stream.wave.clear();
+    if (!r) {
       report_stream_error(stream.spec.id, r.error());
       // The wave goes on without what this node held: the root flags it.
       out.clear();
@@ -310,6 +336,7 @@ void StreamService::emit_wave(Stream& stream, WaveTag tag) {
     tag.more = i + 1 < out.size() || more;
     report_upstream(stream.spec.id, out[i], tag);
   }
+  out.clear();  // sent: as the wave's packets, they go now
 }
 
 void StreamService::count_late(Stream& stream) {
