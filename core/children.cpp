@@ -1,5 +1,7 @@
 #include "core/children.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 
 namespace canopy::core {
@@ -19,14 +21,19 @@ std::size_t ChildTable::add(Rank rank, Role role) {
   Child& child = children_.emplace_back();
   child.rank = rank;
   child.role = role;
-  index_[rank] = index;
+  auto at = std::lower_bound(index_.begin(), index_.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
+  if (at != index_.end() && at->first == rank) {
+    at->second = static_cast<std::uint32_t>(index);
+  } else {
+    index_.insert(at, {rank, static_cast<std::uint32_t>(index)});
+  }
   return index;
 }
 
 std::optional<std::size_t> ChildTable::index_of(Rank rank) const {
-  auto it = index_.find(rank);
-  if (it == index_.end()) return std::nullopt;
-  return it->second;
+  auto at = std::lower_bound(index_.begin(), index_.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
+  if (at == index_.end() || at->first != rank) return std::nullopt;
+  return at->second;
 }
 
 void ChildTable::set_state(std::size_t index, ChildState next, std::string_view why, bool warn) {

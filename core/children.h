@@ -30,18 +30,32 @@ namespace asio = boost::asio;
 enum class ChildState : std::uint8_t { starting, connected, ready, gone };
 const char* to_string(ChildState state);
 
+// What is known of a child's loss: made when its link closes or its process exits.
+// Most children are never lost, and a commnode has up to thousands: a child held
+// these 48 bytes in place until stop 76 (docs/scale.md, "A commnode's state per
+// child").
+struct ChildLoss {
+  std::string close_reason;  // why its link closed; reported once known
+  std::optional<int> exit_status;
+  std::unique_ptr<Timer> timer;  // waits briefly for the exit status
+};
+
 struct Child {
   Rank rank = 0;
   Role role = Role::backend;
   ChildState state = ChildState::starting;
-  std::shared_ptr<transport::Link> link;      // null unless connected
-  std::unique_ptr<ChildProcess> process;      // null if not started by this node
-  std::optional<int> exit_status;
-  std::string close_reason;                   // why its link closed; reported once known
   bool loss_reported = false;
   bool adopted = false;                       // joined as an orphan, not started by this node
   bool reading_held = false;                  // a service holds its reading (Node::hold_reading)
-  std::unique_ptr<Timer> loss_timer;  // waits briefly for the exit status
+  std::shared_ptr<transport::Link> link;      // null unless connected
+  std::unique_ptr<ChildProcess> process;      // null if not started by this node
+  std::unique_ptr<ChildLoss> loss;            // null until its link closes or its process exits
+  ChildLoss& lost() {
+    if (!loss) loss = std::make_unique<ChildLoss>();
+    return *loss;
+  }
+  bool never_connected() const { return loss && loss->close_reason == kNeverConnected; }
+  static constexpr std::string_view kNeverConnected = "never connected";
 };
 
 class ChildTable {
@@ -68,7 +82,9 @@ class ChildTable {
 
  private:
   std::vector<Child> children_;
-  std::unordered_map<Rank, std::size_t> index_;
+  // (rank, index), ascending by rank: 8 bytes a child, not a hash node's 24 and its
+  // bucket's 8 (docs/scale.md, "A commnode's state per child").
+  std::vector<std::pair<Rank, std::uint32_t>> index_;
 };
 
 }  // namespace canopy::core

@@ -353,13 +353,13 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
     return;
   }
   set_child_state(index, ChildState::gone, reason, true);
-  child.close_reason = std::string(reason);
+  child.lost().close_reason = std::string(reason);
   // Services keep waiting for it until the loss has been reported (finish_child_loss),
   // so that the front-end hears of the loss before any aggregate that lacks it.
   if (child.process && child.process->running()) {
     // Wait briefly for the exit status, which makes a better report.
-    child.loss_timer = std::make_unique<Timer>(io_, kExitStatusWait);
-    child.loss_timer->async_wait([this, index](const boost::system::error_code& ec) {
+    child.lost().timer = std::make_unique<Timer>(io_, kExitStatusWait);
+    child.loss->timer->async_wait([this, index](const boost::system::error_code& ec) {
       if (!ec) finish_child_loss(index);
     });
   } else {
@@ -369,11 +369,11 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
 
 void Node::on_child_exit(std::size_t index, int status) {
   Child& child = children_[index];
-  child.exit_status = status;
+  child.lost().exit_status = status;
   log().info("{} (pid {}) {}", describe(child.rank), child.process->pid(), describe_wait_status(status));
   if (stopping()) return check_stopped();
   if (child.state == ChildState::starting) {
-    child.close_reason = "never connected";
+    child.lost().close_reason = Child::kNeverConnected;
     set_child_state(index, ChildState::gone, "exited before connecting", true);
     finish_child_loss(index);
   } else if (child.state == ChildState::gone) {
@@ -386,9 +386,10 @@ void Node::finish_child_loss(std::size_t index) {
   Child& child = children_[index];
   if (child.loss_reported || stopping()) return;
   child.loss_reported = true;
-  if (child.loss_timer) child.loss_timer->cancel();
+  const ChildLoss& loss = child.lost();
+  if (loss.timer) loss.timer->cancel();
   std::string what = describe(child.rank) + " " +
-                     (child.exit_status ? describe_wait_status(*child.exit_status) : child.close_reason);
+                     (loss.exit_status ? describe_wait_status(*loss.exit_status) : loss.close_reason);
   // Services report it and drop the child from their waits; reports and data share
   // the ordered link up, so aggregates without this child follow the report.
   emit(events::ChildLost{index, child.rank, what, phase() == Phase::launching});
@@ -600,7 +601,7 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
   Message message(id_);
   message.body().initShutdown().setReason(reason);
   for (auto& child : children_) {
-    if (child.loss_timer) child.loss_timer->cancel();
+    if (child.loss && child.loss->timer) child.loss->timer->cancel();
     if (child.link) {
       child.link->send(message.builder());
     } else if (child.process && child.process->running() && child.state != ChildState::gone) {

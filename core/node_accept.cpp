@@ -213,8 +213,10 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
   Child& child = children_[index];
   child.link = link;
   child.loss_reported = false;
-  child.close_reason.clear();
-  child.exit_status.reset();
+  if (child.loss) {  // its timer, if it still waits, finds the loss reported
+    child.loss->close_reason.clear();
+    child.loss->exit_status.reset();
+  }
   connections_.set(link, Connections::Child{index});
   if (upstream_full_ || children_[index].reading_held) link->pause_reading(true);  // as every other child's
 }

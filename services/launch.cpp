@@ -94,7 +94,7 @@ void LaunchService::on_event(const core::NodeEvent& event) {
   } else if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
     if (!lost->during_launch) return;  // the detection service reports it
     const auto& child = node_.children()[lost->child];
-    const bool never = child.close_reason == "never connected";
+    const bool never = child.never_connected();
     // What it ran: a launcher that exits without starting the program (status 0
     // from a wrong template, say) is found from the command it was given.
     report_launch_failed(lost->rank, lost->reason + (never ? " before connecting" : " during start-up") +

@@ -214,9 +214,9 @@ class StreamService final : public core::Service {
     std::unique_ptr<Rest> rest_;  // after first_
   };
   struct ChildQueue {
-    std::size_t child = 0;
-    PacketQueue packets;  // (wave, packet)
+    std::uint32_t child = 0;  // index
     bool left = false;  // no longer a member: the queue goes once it is empty
+    PacketQueue packets;  // (wave, packet)
   };
   // What a node gathers from its children on a stream: their waves, the members
   // that owe them, the acknowledgements of its creation. Made when first needed: a

@@ -178,7 +178,7 @@ StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t c
   auto& queues = stream.below().queues;
   auto it = std::lower_bound(queues.begin(), queues.end(), child,
                              [](const ChildQueue& q, std::size_t c) { return q.child < c; });
-  if (it == queues.end() || it->child != child) it = queues.insert(it, ChildQueue{.child = child});
+  if (it == queues.end() || it->child != child) it = queues.insert(it, ChildQueue{.child = static_cast<std::uint32_t>(child)});
   return *it;
 }
 

@@ -79,17 +79,18 @@ void FrameReader::release_if_read(std::size_t keep) {
 void FrameReader::commit(std::size_t bytes_received) { end_ += bytes_received; }
 
 std::optional<FrameReader::Frame> FrameReader::next() {
-  if (!error_.empty() || end_ - begin_ < kFrameHeaderBytes) return std::nullopt;
+  if (error_ || end_ - begin_ < kFrameHeaderBytes) return std::nullopt;
   auto* base = reinterpret_cast<const std::byte*>(buffer_.data());
   std::uint64_t body_bytes;
   std::memcpy(&body_bytes, base + begin_, 8);
   if (body_bytes > limits_.max_frame_bytes) {
-    error_ = "frame of " + std::to_string(body_bytes) + " bytes exceeds the limit of " +
-             std::to_string(limits_.max_frame_bytes);
+    error_ = std::make_unique<std::string>("frame of " + std::to_string(body_bytes) + " bytes exceeds the limit of " +
+                                           std::to_string(limits_.max_frame_bytes));
     return std::nullopt;
   }
   if (body_bytes % 8 != 0 || body_bytes == 0) {
-    error_ = "frame length " + std::to_string(body_bytes) + " is not a positive multiple of 8";
+    error_ = std::make_unique<std::string>("frame length " + std::to_string(body_bytes) +
+                                           " is not a positive multiple of 8");
     return std::nullopt;
   }
   if (end_ - begin_ < kFrameHeaderBytes + body_bytes) {

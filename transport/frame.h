@@ -103,7 +103,7 @@ class FrameReader {
   // returns nothing if the header announces a frame over the limit or of a length
   // that is not a multiple of 8.
   std::optional<Frame> next();
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return error_ ? *error_ : kNoError; }
   const FrameLimits& limits() const { return limits_; }
 
  private:
@@ -111,7 +111,10 @@ class FrameReader {
   FrameBuffer buffer_;
   std::size_t begin_ = 0;  // bytes already consumed
   std::size_t end_ = 0;    // bytes received
-  std::string error_;
+  // Made only for a bad frame: a process has a reader per link, and a string kept
+  // empty was 32 bytes of each (issue 47).
+  std::unique_ptr<std::string> error_;
+  static inline const std::string kNoError;
 };
 
 // What read_messages() did with the frames a FrameReader held.

@@ -403,6 +403,18 @@ TEST(CanopySim, ACommnodeHoldsNoPacketOfItsChildrenBetweenWaves) {
   }
 }
 
+// What a commnode holds for each child (issue 47's goal: 512 bytes): its link and
+// reader, its entries in the child table, the connections and the live tree, its
+// queue on each stream, and the frontier's sibling. From b:8^2 to b:32^2, a
+// commnode's heap grew by 1,228 bytes a child until stop 76, when a child's loss
+// (reason, exit status, timer) was kept in place and its rank was found through a
+// hash map: 1,124 since (docs/scale.md, "A commnode's state per child").
+TEST(CanopySim, ACommnodePaysUnder1175BytesForEachChild) {
+  const double eight = figure("b:8^2", "", "\"commnode_max\":");
+  const double thirty_two = figure("b:32^2", "", "\"commnode_max\":");
+  EXPECT_LT((thirty_two - eight) / 24, 1175) << "b:8^2 " << eight << " bytes, b:32^2 " << thirty_two;
+}
+
 // A commnode's failure with F orphans reaches at most F·(depth + 2) + depth processes
 // besides the front-end (issue 47): its ancestors (routes), its siblings (they may
 // adopt its orphans), and each orphan's adoption goes up its adopter's line. It went
