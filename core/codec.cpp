@@ -422,11 +422,12 @@ Result<Topology> decode_subtree(wire::Topology::Reader in) { return decode_tree(
 void encode_plan(const LaunchPlan& plan, wire::Topology::Builder t, bool launches) {
   t.setStartupTimeoutMs(static_cast<std::uint32_t>(plan.startup_timeout.count()));
   if (launches) {
-    t.setLauncher(plan.launcher);
-    t.setCommnodeExe(plan.commnode_exe);
-    auto argv = t.initBackendArgv(plan.backend_argv.size());
-    for (std::size_t i = 0; i < plan.backend_argv.size(); ++i) argv.set(i, plan.backend_argv[i]);
-    t.setReattachFile(plan.reattach_file);
+    const LaunchCommands& commands = plan.commands.get();
+    t.setLauncher(commands.launcher);
+    t.setCommnodeExe(commands.commnode_exe);
+    auto argv = t.initBackendArgv(commands.backend_argv.size());
+    for (std::size_t i = 0; i < commands.backend_argv.size(); ++i) argv.set(i, commands.backend_argv[i]);
+    t.setReattachFile(commands.reattach_file);
   }
   t.setAttachMode(plan.attach);
   t.setOpenAttach(plan.open_attach);
@@ -486,15 +487,17 @@ Result<LaunchPlan> decode_plan(wire::Topology::Reader t) {
   }
   plan.view_zero = view_zero.ranges();
   plan.startup_timeout = milliseconds(t.getStartupTimeoutMs());
-  plan.launcher = t.getLauncher();
-  plan.launcher.shrink_to_fit();  // a back-end's is empty: the default's room goes
-  plan.commnode_exe = t.getCommnodeExe();
+  if (t.hasLauncher() || t.hasCommnodeExe() || t.hasBackendArgv() || t.hasReattachFile()) {
+    LaunchCommands& commands = plan.commands.set();  // none sent to a back-end
+    commands.launcher = t.getLauncher();
+    commands.commnode_exe = t.getCommnodeExe();
+    for (auto a : t.getBackendArgv()) commands.backend_argv.emplace_back(a);
+    commands.reattach_file = t.getReattachFile();
+  }
   plan.attach = t.getAttachMode();
   plan.open_attach = plan.attach && t.getOpenAttach();
-  for (auto a : t.getBackendArgv()) plan.backend_argv.emplace_back(a);
   plan.mrnet_backend_args = t.getMrnetBackendArgs();
   plan.bulk = t.getBulkLaunch();
-  plan.reattach_file = t.getReattachFile();
   auto ft = t.getFaultTolerance();
   plan.fault.enabled = ft.getEnabled();
   plan.fault.heartbeat = milliseconds(std::max<std::uint32_t>(10, ft.getHeartbeatMs()));

@@ -130,7 +130,7 @@ void Node::promote(std::chrono::milliseconds grace, const std::string& reason) {
 // stops: the heir removes it, when it is on this host (or a shared file system) and
 // is this tree's.
 void Node::remove_reattach_file() {
-  const std::string& path = plan_.reattach_file;
+  const std::string& path = plan_.commands.get().reattach_file;
   if (path.empty()) return;
   auto file = attach::read_attach_file(path);
   if (!file || file->network_id != id_.network_id) return;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,12 +14,49 @@
 
 namespace canopy::core {
 
-struct LaunchPlan {
+// What only a process that starts others reads: the root has it from the options,
+// and a commnode from its parent; a back-end is never sent it (encode_plan's
+// `launches`) and never holds it (120 bytes in place until stop 76).
+struct LaunchCommands {
   std::string commnode_exe;                 // absolute path of canopy-commnode
   std::vector<std::string> backend_argv;    // back-end program and its arguments
+  std::string launcher = "ssh {host} {command}";
+  // With fault.keep_tree_for: the front-end's re-attach file, which a heir that stops
+  // at the end of the grace period removes (it holds the secret), when it is on the
+  // heir's host and holds this tree's network id.
+  std::string reattach_file;
+};
+
+// A LaunchCommands made when first set, copied with the plan.
+class HeldCommands {
+ public:
+  HeldCommands() = default;
+  HeldCommands(const HeldCommands& other) { *this = other; }
+  HeldCommands& operator=(const HeldCommands& other) {
+    if (this != &other) held_ = other.held_ ? std::make_unique<LaunchCommands>(*other.held_) : nullptr;
+    return *this;
+  }
+  HeldCommands(HeldCommands&&) noexcept = default;
+  HeldCommands& operator=(HeldCommands&&) noexcept = default;
+  // The commands, or the defaults if none were set.
+  const LaunchCommands& get() const {
+    static const LaunchCommands kNone;
+    return held_ ? *held_ : kNone;
+  }
+  LaunchCommands& set() {
+    if (!held_) held_ = std::make_unique<LaunchCommands>();
+    return *held_;
+  }
+  bool held() const { return held_ != nullptr; }
+
+ private:
+  std::unique_ptr<LaunchCommands> held_;
+};
+
+struct LaunchPlan {
+  HeldCommands commands;
   // Append MRNet's five arguments to each back-end's command line (docs/mrnet.md).
   bool mrnet_backend_args = false;
-  std::string launcher = "ssh {host} {command}";
   std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
   // Attach mode: back-ends the topology does not name may join under any commnode,
@@ -34,10 +72,6 @@ struct LaunchPlan {
   // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
   // Not on the wire.
   bool reattached = false;
-  // With fault.keep_tree_for: the front-end's re-attach file, which a heir that stops
-  // at the end of the grace period removes (it holds the secret), when it is on the
-  // heir's host and holds this tree's network id.
-  std::string reattach_file;
   // `gossip` is the user's at the root only: the tree gets it from the gossip
   // service's entry in `service_options`.
   FaultToleranceOptions fault;

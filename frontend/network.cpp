@@ -442,10 +442,10 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   }
 
   core::LaunchPlan plan;
-  plan.commnode_exe = options.commnode_exe;
-  plan.backend_argv = options.backend_argv;
+  plan.commands.set().commnode_exe = options.commnode_exe;
+  plan.commands.set().backend_argv = options.backend_argv;
   plan.mrnet_backend_args = options.mrnet_backend_args;
-  plan.launcher = options.launcher;
+  plan.commands.set().launcher = options.launcher;
   plan.startup_timeout = options.startup_timeout;
   plan.attach = attach;
   plan.open_attach = options.open_attach;
@@ -464,7 +464,7 @@ Result<std::unique_ptr<Network>> Network::launch(LaunchOptions options) {
   // whole tree (membership/gossip.h). Back-ends written for MRNet hold it, as MRNet's do.
   plan.whole_tree = options.whole_tree_at_backends || options.mrnet_backend_args ||
                     plan.fault.gossip.schedule != GossipSchedule::off;
-  if (!options.reattach_file.empty()) plan.reattach_file = std::filesystem::absolute(options.reattach_file).string();
+  if (!options.reattach_file.empty()) plan.commands.set().reattach_file = std::filesystem::absolute(options.reattach_file).string();
   auto depth = std::max<std::size_t>(1, options.topology.depth());
   auto deadline = Clock::now() + options.startup_timeout * depth + std::chrono::seconds(2);
 

@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
     auto tree = generate_topology("b:2^2");
     core::encode_topology(*tree, t);
     core::LaunchPlan plan;
-    plan.commnode_exe = "/usr/bin/canopy-commnode";
-    plan.backend_argv = {"/usr/bin/canopy-demo-backend", "--flag"};
+    plan.commands.set().commnode_exe = "/usr/bin/canopy-commnode";
+    plan.commands.set().backend_argv = {"/usr/bin/canopy-demo-backend", "--flag"};
     core::encode_plan(plan, t);
   }
   capnp::MallocMessageBuilder endpoints;  // ports learnt after the topology

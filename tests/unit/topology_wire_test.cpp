@@ -249,13 +249,15 @@ namespace {
 // A back-end launches nothing: its parent sends it a plan without the launcher's
 // command, the commnode's path, the back-end's command line or the re-attach file
 // (about 100 bytes each on the wire, and 134 held in every back-end), and it holds
-// none of the default launcher's room either. A commnode child gets them all.
+// none of them, nor their room (120 bytes in its plan until stop 76). A commnode
+// child gets them all.
 TEST(TopologyWire, ABackEndsPlanCarriesNothingOnlyALauncherReads) {
   core::LaunchPlan plan;
-  plan.launcher = "srun --overlap -w {host} {command} --with-a-long-option";
-  plan.commnode_exe = "/opt/canopy/libexec/canopy/canopy-commnode";
-  plan.backend_argv = {"/home/user/tool/backend", "--mode", "trace"};
-  plan.reattach_file = "/home/user/.canopy/reattach-1234";
+  auto& commands = plan.commands.set();
+  commands.launcher = "srun --overlap -w {host} {command} --with-a-long-option";
+  commands.commnode_exe = "/opt/canopy/libexec/canopy/canopy-commnode";
+  commands.backend_argv = {"/home/user/tool/backend", "--mode", "trace"};
+  commands.reattach_file = "/home/user/.canopy/reattach-1234";
   plan.fault.heartbeat = std::chrono::milliseconds(250);
   auto encoded = [&](bool launches) {
     auto message = std::make_unique<capnp::MallocMessageBuilder>();
@@ -267,15 +269,15 @@ TEST(TopologyWire, ABackEndsPlanCarriesNothingOnlyALauncherReads) {
   auto commnode = core::decode_plan(to_commnode->getRoot<wire::Topology>().asReader());
   auto backend = core::decode_plan(to_backend->getRoot<wire::Topology>().asReader());
   ASSERT_TRUE(commnode && backend);
-  EXPECT_EQ(commnode->launcher, plan.launcher);
-  EXPECT_EQ(commnode->commnode_exe, plan.commnode_exe);
-  EXPECT_EQ(commnode->backend_argv, plan.backend_argv);
-  EXPECT_EQ(commnode->reattach_file, plan.reattach_file);
-  EXPECT_TRUE(backend->launcher.empty());
-  EXPECT_TRUE(backend->commnode_exe.empty());
-  EXPECT_TRUE(backend->backend_argv.empty());
-  EXPECT_TRUE(backend->reattach_file.empty());
-  EXPECT_LT(backend->launcher.capacity(), sizeof(std::string)) << "the default launcher's room is given back";
+  EXPECT_EQ(commnode->commands.get().launcher, commands.launcher);
+  EXPECT_EQ(commnode->commands.get().commnode_exe, commands.commnode_exe);
+  EXPECT_EQ(commnode->commands.get().backend_argv, commands.backend_argv);
+  EXPECT_EQ(commnode->commands.get().reattach_file, commands.reattach_file);
+  EXPECT_FALSE(backend->commands.held()) << "a back-end holds no launch commands";
+  EXPECT_LE(sizeof(core::LaunchPlan), 208u) << "the commands are not held in place";
+  const core::LaunchPlan copy = *commnode;  // a copy has its own
+  EXPECT_EQ(copy.commands.get().backend_argv, commands.backend_argv);
+  EXPECT_NE(&copy.commands.get(), &commnode->commands.get());
   EXPECT_EQ(backend->fault.heartbeat, plan.fault.heartbeat) << "what a back-end reads still goes";
   EXPECT_LT(capnp::computeSerializedSizeInWords(*to_backend) + 20, capnp::computeSerializedSizeInWords(*to_commnode));
 }
