@@ -5,6 +5,15 @@
 #include "core/log.h"
 
 namespace canopy::core {
+namespace {
+
+// Where `rank` is, or would go, in an index ascending by rank.
+template <typename Index>
+auto place_of(Index& index, Rank rank) {
+  return std::lower_bound(index.begin(), index.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
+}
+
+}  // namespace
 
 const char* to_string(ChildState state) {
   switch (state) {
@@ -21,7 +30,7 @@ std::size_t ChildTable::add(Rank rank, Role role) {
   Child& child = children_.emplace_back();
   child.rank = rank;
   child.role = role;
-  auto at = std::lower_bound(index_.begin(), index_.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
+  auto at = place_of(index_, rank);
   if (at != index_.end() && at->first == rank) {
     at->second = static_cast<std::uint32_t>(index);
   } else {
@@ -31,7 +40,7 @@ std::size_t ChildTable::add(Rank rank, Role role) {
 }
 
 std::optional<std::size_t> ChildTable::index_of(Rank rank) const {
-  auto at = std::lower_bound(index_.begin(), index_.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
+  auto at = place_of(index_, rank);
   if (at == index_.end() || at->first != rank) return std::nullopt;
   return at->second;
 }

@@ -358,8 +358,9 @@ void Node::on_child_closed(std::size_t index, std::string_view reason) {
   // so that the front-end hears of the loss before any aggregate that lacks it.
   if (child.process && child.process->running()) {
     // Wait briefly for the exit status, which makes a better report.
-    child.lost().timer = std::make_unique<Timer>(io_, kExitStatusWait);
-    child.loss->timer->async_wait([this, index](const boost::system::error_code& ec) {
+    auto& timer = child.lost().timer;
+    timer = std::make_unique<Timer>(io_, kExitStatusWait);
+    timer->async_wait([this, index](const boost::system::error_code& ec) {
       if (!ec) finish_child_loss(index);
     });
   } else {

@@ -90,7 +90,8 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
     }
     if (!hosts.flush()) return Error{"cannot write " + hostfile};
   }
-  const std::string task = std::filesystem::path(plan.commands.get().commnode_exe).parent_path() / "canopy-bulk-task";
+  const core::LaunchCommands& commands = plan.commands.get();
+  const std::string task = std::filesystem::path(commands.commnode_exe).parent_path() / "canopy-bulk-task";
   const std::string ntasks = std::to_string(this->level(level).size());
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
@@ -106,17 +107,17 @@ Result<void> BulkLaunch::start(std::size_t level, const std::map<Rank, std::uint
     for (const char* name : {"CANOPY_LOG_DIR", "CANOPY_LOG_LEVEL", "CANOPY_LOG_STDERR"}) {
       if (std::getenv(name)) argv.insert(argv.end(), {"-x", name});
     }
-    argv.insert(argv.end(), {"-np", ntasks, task, plan.commands.get().commnode_exe});
+    argv.insert(argv.end(), {"-np", ntasks, task, commands.commnode_exe});
     env = {{"CANOPY_BULK_TABLE", table}};
   } else {
     // --overcommit: tool processes are light; a level may have more of them on a node
     // than the node has CPUs (a commnode's back-ends, say).
     argv = {"srun", "--overlap", "--overcommit", "--input=all", "--distribution=arbitrary", "--ntasks=" + ntasks,
-            "--job-name=canopy-level-" + std::to_string(level), task, plan.commands.get().commnode_exe};
+            "--job-name=canopy-level-" + std::to_string(level), task, commands.commnode_exe};
     env = {{"SLURM_HOSTFILE", hostfile}};
     input = table;
   }
-  argv.insert(argv.end(), plan.commands.get().backend_argv.begin(), plan.commands.get().backend_argv.end());
+  argv.insert(argv.end(), commands.backend_argv.begin(), commands.backend_argv.end());
   auto step = core::ChildProcess::spawn(node_.io(), argv, env, input);
   if (!step) return Error{"cannot start the " + step_name(level) + ": " + step.error()};
   log().info("level {}: {} processes started by one {} (pid {})", level, this->level(level).size(),

@@ -22,8 +22,9 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Service
   const Topology& topology = *parent.topology();
   const auto& child = topology.at(rank);
   const auto& me = topology.at(parent.identity().rank);
-  std::vector<std::string> command = child.role == Role::commnode ? std::vector<std::string>{plan.commands.get().commnode_exe}
-                                                                  : plan.commands.get().backend_argv;
+  const core::LaunchCommands& commands = plan.commands.get();
+  std::vector<std::string> command =
+      child.role == Role::commnode ? std::vector<std::string>{commands.commnode_exe} : commands.backend_argv;
   if (command.empty() || command[0].empty()) {
     return Error{"no program to run for " + parent.describe(rank)};
   }
@@ -55,7 +56,7 @@ Result<std::unique_ptr<core::ChildProcess>> ProcessLauncher::start(core::Service
       if (const char* v = std::getenv(name)) env.emplace_back(name, v);
     }
     env.emplace_back(core::kEnvSecretOnStdin, "1");
-    argv = core::launcher_argv(plan.commands.get().launcher, child.host, command, env);
+    argv = core::launcher_argv(commands.launcher, child.host, command, env);
     input = secret + "\n";
   } else {
     env.emplace_back(core::kEnvSecret, secret);
