@@ -55,27 +55,30 @@ std::optional<std::string> Connections::take_descriptor() {
 }
 
 Connections::Connection& Connections::add(std::shared_ptr<Link> link) {
+  Table& t = table();
   const Link* raw = link.get();
-  auto [it, inserted] = by_link_.try_emplace(raw, Connection{std::move(link), AwaitingHello{}, nullptr});
-  if (inserted) ++counts_[index_of<AwaitingHello>()];
+  auto [it, inserted] = t.by_link.try_emplace(raw, Connection{std::move(link), AwaitingHello{}, nullptr});
+  if (inserted) ++t.counts[index_of<AwaitingHello>()];
   return it->second;
 }
 
 Connections::Connection* Connections::find(const Link* link) {
-  auto it = by_link_.find(link);
-  return it == by_link_.end() ? nullptr : &it->second;
+  if (!table_) return nullptr;
+  auto it = table_->by_link.find(link);
+  return it == table_->by_link.end() ? nullptr : &it->second;
 }
 
 Connections::Connection& Connections::set(const std::shared_ptr<Link>& link, State next) {
-  auto it = by_link_.find(link.get());
-  if (it == by_link_.end()) {
-    it = by_link_.emplace(link.get(), Connection{link, AwaitingHello{}, nullptr}).first;
+  Table& t = table();
+  auto it = t.by_link.find(link.get());
+  if (it == t.by_link.end()) {
+    it = t.by_link.emplace(link.get(), Connection{link, AwaitingHello{}, nullptr}).first;
   } else {
-    --counts_[it->second.state.index()];
+    --t.counts[it->second.state.index()];
   }
   Connection& c = it->second;
   c.state = std::move(next);
-  ++counts_[c.state.index()];
+  ++t.counts[c.state.index()];
   if (std::holds_alternative<Child>(c.state) || std::holds_alternative<Joining>(c.state) ||
       std::holds_alternative<Standby>(c.state)) {
     c.hello_deadline.reset();
@@ -84,24 +87,26 @@ Connections::Connection& Connections::set(const std::shared_ptr<Link>& link, Sta
 }
 
 std::optional<Connections::Connection> Connections::remove(const Link* link) {
-  auto it = by_link_.find(link);
-  if (it == by_link_.end()) return std::nullopt;
-  --counts_[it->second.state.index()];
+  if (!table_) return std::nullopt;
+  auto it = table_->by_link.find(link);
+  if (it == table_->by_link.end()) return std::nullopt;
+  --table_->counts[it->second.state.index()];
   std::optional<Connection> out(std::move(it->second));
-  by_link_.erase(it);
+  table_->by_link.erase(it);
   return out;
 }
 
 std::optional<std::size_t> Connections::child_of(const Link* link) const {
-  auto it = by_link_.find(link);
-  if (it == by_link_.end()) return std::nullopt;
+  if (!table_) return std::nullopt;
+  auto it = table_->by_link.find(link);
+  if (it == table_->by_link.end()) return std::nullopt;
   const auto* child = std::get_if<Child>(&it->second.state);
   return child ? std::optional(child->index) : std::nullopt;
 }
 
 Connections::Connection* Connections::joining(Rank rank) {
   if (count<Joining>() == 0) return nullptr;
-  for (auto& [raw, c] : by_link_) {
+  for (auto& [raw, c] : table_->by_link) {
     if (const auto* j = std::get_if<Joining>(&c.state); j && j->rank == rank) return &c;
   }
   return nullptr;
@@ -113,18 +118,19 @@ std::size_t Connections::unadmitted() const {
 
 std::vector<std::shared_ptr<Link>> Connections::links(const std::function<bool(const State&)>& in) const {
   std::vector<std::shared_ptr<Link>> out;
-  for (const auto& [raw, c] : by_link_) {
+  if (!table_) return out;
+  for (const auto& [raw, c] : table_->by_link) {
     if (in(c.state)) out.push_back(c.link);
   }
   return out;
 }
 
 void Connections::detach_all() {
-  for (auto& [raw, c] : by_link_) {
+  if (!table_) return;
+  for (auto& [raw, c] : table_->by_link) {
     if (!std::holds_alternative<Child>(c.state)) c.link->detach();
   }
-  by_link_.clear();
-  counts_ = {};
+  table_.reset();
 }
 
 }  // namespace canopy::core

@@ -84,8 +84,12 @@ class Connections {
 
   struct AwaitingHello {};
   struct Challenged {
-    Nonce challenge{};
-    std::unique_ptr<capnp::MallocMessageBuilder> hello;  // root: wire::Hello
+    struct Held {
+      Nonce challenge{};
+      capnp::MallocMessageBuilder hello;  // root: wire::Hello
+    };
+    // On the heap: a connection in any other state, a child's, holds none of it.
+    std::unique_ptr<Held> held;
   };
   struct HeldOrphan {};
   struct Joining {
@@ -124,7 +128,7 @@ class Connections {
   std::size_t unadmitted() const;
   template <typename S>
   std::size_t count() const {
-    return counts_[index_of<S>()];
+    return table_ ? table_->counts[index_of<S>()] : 0;
   }
   // Every link in one of the states `in` says (a copy: closing one may change the table).
   std::vector<std::shared_ptr<transport::Link>> links(const std::function<bool(const State&)>& in) const;
@@ -150,8 +154,17 @@ class Connections {
   }
   asio::io_context& io_;
   std::unique_ptr<Listener> listener_;
-  std::unordered_map<const transport::Link*, Connection> by_link_;
-  std::array<std::size_t, std::variant_size_v<State>> counts_{};
+  // Made by the first connection: a back-end, which accepts none, holds none
+  // (docs/scale.md, "A back-end's own state").
+  struct Table {
+    std::unordered_map<const transport::Link*, Connection> by_link;
+    std::array<std::uint32_t, std::variant_size_v<State>> counts{};
+  };
+  Table& table() {
+    if (!table_) table_ = std::make_unique<Table>();
+    return *table_;
+  }
+  std::unique_ptr<Table> table_;
   std::unique_ptr<transport::RefusalLog> refusals_;  // what strangers cause, logged once per address and kind in a while
   static constexpr std::size_t kJoinReserve = 32;
   std::size_t spare_descriptors_ = 0;  // at the last count, less one per back-end since

@@ -6,8 +6,26 @@
 
 namespace canopy::core {
 
+namespace {
+
+// What unfold() reads of a part (decode_topology: the nodes, hosts, link settings and
+// ports), without the tree-wide settings, service options and view 0 the node read
+// once as it came: 67 words of a b:16^2 back-end's 536 bytes are 53.
+kj::Array<capnp::word> unfoldable_copy(wire::Topology::Reader message) {
+  capnp::MallocMessageBuilder copy(message.totalSize().wordCount + 1);
+  auto out = copy.initRoot<wire::Topology>();
+  out.setCompact(message.getCompact());
+  out.setHosts(message.getHosts());
+  out.setLinks(message.getLinks());
+  out.setPortsFirst(message.getPortsFirst());
+  out.setPortsLast(message.getPortsLast());
+  return capnp::messageToFlatArray(copy);
+}
+
+}  // namespace
+
 FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, Rank self) {
-  message_ = flat_copy(message);
+  message_ = unfoldable_copy(message);
   const TopologyNode& me = decoded.at(self);
   const TopologyNode& up = decoded.at(*me.parent);
   root_ = decoded.root().rank;

@@ -73,7 +73,7 @@ class FoldedPart {
   std::size_t bytes() const;
 
  private:
-  kj::Array<capnp::word> message_;  // a message whose root is the wire::Topology
+  kj::Array<capnp::word> message_;  // a message whose root is the wire::Topology: what unfold() reads of it
   std::vector<kj::Array<capnp::word>> endpoints_;  // messages whose root is a wire::Endpoints
   RankSet unknown_ports_;  // the commnodes (and front-end) of the part whose port is not known yet
   Rank root_ = 0;

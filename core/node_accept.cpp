@@ -143,12 +143,13 @@ void Node::on_hello(const std::shared_ptr<Link>& link, wire::Message::Reader msg
   // Nothing else of the hello is looked at before its proof: the challenge proves
   // this node knows the secret, over the hello's nonce and a fresh one of its own,
   // and the hello's proof must cover that fresh nonce (core/auth.h).
-  Connections::Challenged pending{new_nonce(), std::make_unique<capnp::MallocMessageBuilder>()};
-  pending.hello->setRoot(hello);
+  Connections::Challenged pending{std::make_unique<Connections::Challenged::Held>()};
+  pending.held->challenge = new_nonce();
+  pending.held->hello.setRoot(hello);
   Message challenge(id_);
   auto c = challenge.body().initChallenge();
-  c.setNonce(as_data(pending.challenge));
-  c.setProof(as_data(challenge_proof(id_.secret, hello.getNonce(), as_data(pending.challenge), id_.rank)));
+  c.setNonce(as_data(pending.held->challenge));
+  c.setProof(as_data(challenge_proof(id_.secret, hello.getNonce(), as_data(pending.held->challenge), id_.rank)));
   connections_.set(link, std::move(pending));
   link->send(challenge.builder());
 }
@@ -157,9 +158,9 @@ void Node::on_hello_proof(const std::shared_ptr<Link>& link, wire::Message::Read
   // One proof per challenge: a message after it is taken as a new hello.
   auto pending = std::get<Connections::Challenged>(std::move(connections_.find(link.get())->state));
   connections_.set(link, Connections::AwaitingHello{});
-  auto hello = pending.hello->getRoot<wire::Hello>().asReader();
+  auto hello = pending.held->hello.getRoot<wire::Hello>().asReader();
   const bool proved = msg.getBody().isHelloProof() &&
-                      proof_matches(hello_proof(id_.secret, as_data(pending.challenge), hello),
+                      proof_matches(hello_proof(id_.secret, as_data(pending.held->challenge), hello),
                                     msg.getBody().getHelloProof().getProof());
   if (!proved) {
     // Logged once per address in a while: a stranger retrying must not fill the log.

@@ -110,7 +110,7 @@ void RecoveryService::check_standby() {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
   }
   const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_.size() + 1);
-  auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
+  auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable_.contains(r); });
   if (first == candidates.end()) return node_.close_standby("no potential adopter");
   const Rank target = *first;
   if (node_.standby() == target) return;
@@ -171,7 +171,7 @@ void RecoveryService::start_round() {
   auto t0 = Clock::now();
   s.candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
   // Those found unreachable before go last (their failure may not have reached here).
-  std::stable_partition(s.candidates.begin(), s.candidates.end(), [&](Rank r) { return !unreachable_.count(r); });
+  std::stable_partition(s.candidates.begin(), s.candidates.end(), [&](Rank r) { return !unreachable_.contains(r); });
   s.choose += us(Clock::now() - t0);
   s.next = 0;
   std::string list;

@@ -274,8 +274,12 @@ class StreamService final : public core::Service {
     bool down_known = true;
     // Those that came after a gap, until the gap is filled (by the root's replay)
     // or kHoldLimit has passed.
-    std::map<DownSeq, Packet> held_down;
-    NodeClock::time_point held_since{};
+    // Made by the first that waits (a gap after a failure), gone once none does.
+    struct HeldDown {
+      std::map<DownSeq, Packet> packets;
+      NodeClock::time_point since{};
+    };
+    std::unique_ptr<HeldDown> held_down;
 
     // Made on first use, its waves starting where this node's are.
     Below& below() {

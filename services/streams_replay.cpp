@@ -48,15 +48,18 @@ void StreamService::take_broadcast(StreamId id, DownSeq seq, Packet packet) {
   if (!stream.down_known || down_generation(seq) > down_generation(stream.down_last)) {
     // The first this node takes, or the first of a front-end that re-attached: it
     // starts here. What waited for a gap of the root before comes first.
-    for (auto& [held, p] : std::exchange(stream.held_down, {})) pass_on(stream, held, std::move(p));
+    if (auto held = std::move(stream.held_down)) {
+      for (auto& [seq_held, p] : held->packets) pass_on(stream, seq_held, std::move(p));
+    }
     stream.down_known = true;
     pass_on(stream, seq, std::move(packet));
     return;
   }
-  if (seq <= stream.down_last || stream.held_down.count(seq)) return;  // taken already (replayed twice)
+  if (seq <= stream.down_last || (stream.held_down && stream.held_down->packets.count(seq))) return;  // taken already (replayed twice)
   if (seq != stream.down_last + 1) {
-    if (stream.held_down.empty()) stream.held_since = NodeClock::now();
-    stream.held_down.emplace(seq, std::move(packet));
+    if (!stream.held_down) stream.held_down = std::make_unique<Stream::HeldDown>();
+    if (stream.held_down->packets.empty()) stream.held_down->since = NodeClock::now();
+    stream.held_down->packets.emplace(seq, std::move(packet));
     log().debug("stream {}: broadcast {} waits for {}", id, seq_text(seq), seq_text(stream.down_last + 1));
     arm_hold_timer();
     return;
@@ -75,12 +78,14 @@ void StreamService::pass_on(Stream& stream, DownSeq seq, Packet&& packet) {
 }
 
 void StreamService::drain_held(Stream& stream) {
-  auto& held = stream.held_down;
+  if (!stream.held_down) return;
+  auto& held = stream.held_down->packets;
   while (!held.empty() && held.begin()->first <= stream.down_last + 1) {
     auto node = held.extract(held.begin());
     if (node.key() == stream.down_last + 1) pass_on(stream, node.key(), std::move(node.mapped()));
   }
-  if (!held.empty()) stream.held_since = NodeClock::now();
+  if (held.empty()) stream.held_down.reset();
+  else stream.held_down->since = NodeClock::now();
 }
 
 // Gaps not filled within kHoldLimit: reported lost, and what waited goes on.
@@ -88,17 +93,17 @@ void StreamService::release_held() {
   const auto now = NodeClock::now();
   bool waiting = false;
   for (auto& [id, stream] : streams_) {
-    if (stream.held_down.empty()) continue;
-    if (now - stream.held_since < kHoldLimit) {
+    if (!stream.held_down) continue;
+    if (now - stream.held_down->since < kHoldLimit) {
       waiting = true;
       continue;
     }
-    const DownSeq first = stream.held_down.begin()->first;
+    const DownSeq first = stream.held_down->packets.begin()->first;
     report_stream_error(id, "broadcasts " + seq_text(stream.down_last + 1) + " to " + seq_text(first - 1) +
                                 " did not arrive within " + std::to_string(kHoldLimit.count()) +
                                 " s after a failure; those after them are passed on without them");
     skip_to(stream, first - 1);
-    waiting = waiting || !stream.held_down.empty();
+    waiting = waiting || stream.held_down != nullptr;
   }
   if (waiting) arm_hold_timer();
 }

@@ -26,11 +26,14 @@ void StreamService::send_up(StreamId stream, Packet packet) {
   }
   Stream& s = it->second;
   const WaveTag tag{.wave = s.next_wave, .held = 1, .digest = wave_digest(me)};
-  s.wave.clear();
-  s.wave.push_back(std::move(packet));
-  if (s.filter) return emit_wave(s, tag);  // the back-end keeps a state-recoverable filter's state
+  if (s.filter) {  // the back-end keeps a state-recoverable filter's state
+    s.wave.clear();
+    s.wave.push_back(std::move(packet));
+    return emit_wave(s, tag);
+  }
+  // Sent as it is: nothing of it stays behind (a wave's slot is a commnode's).
   s.next_wave = tag.wave + 1;
-  report_upstream(stream, s.wave.front(), tag);
+  report_upstream(stream, packet, tag);
 }
 
 void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packet, const WaveTag& tag) {

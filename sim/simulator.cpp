@@ -284,7 +284,7 @@ void MemoryLink::arrive_eof() {
   if (!open_) return;
   // Ours goes back (fail() closes our end): a peer that closed first completes its
   // close on it.
-  fail(closing_ ? close_reason_ : "connection closed by peer");
+  fail(closing_ ? *closing_ : "connection closed by peer");
 }
 
 void MemoryLink::send_eof() {
@@ -295,14 +295,13 @@ void MemoryLink::send_eof() {
 
 void MemoryLink::close(std::string_view reason) {
   if (!open_ || closing_) return;
-  closing_ = true;
-  close_reason_ = reason;
+  closing_ = std::make_unique<std::string>(reason);
   // Our end of file; the close completes when the peer's comes back (it closes its
   // end on ours), as over TCP.
   send_eof();
   if (peer_.expired()) {
     sim_.post(owner_, [weak = weak_from_this()] {
-      if (auto self = weak.lock()) self->fail(self->close_reason_);
+      if (auto self = weak.lock()) self->fail(*self->closing_);
     });
   }
 }

@@ -186,9 +186,8 @@ class MemoryLink final : public transport::Link, public std::enable_shared_from_
   CloseHandler on_close_;
   bool started_ = false;
   bool open_ = true;
-  bool closing_ = false;
   bool eof_sent_ = false;
-  std::string close_reason_;
+  std::unique_ptr<std::string> closing_;  // the reason close() gave, made by it (as TcpLink)
 };
 
 }  // namespace canopy::sim

@@ -88,13 +88,10 @@ class Link {
   // are back at `low` or below; on the owner's thread, from inside send() or when a
   // write completes. Replaces any earlier watermarks.
   void set_watermarks(std::size_t high, std::size_t low, std::function<void(bool above)> on_change) {
-    high_ = high;
-    low_ = low;
-    on_change_ = std::move(on_change);
-    above_ = false;
+    marks_ = std::make_unique<Watermarks>(Watermarks{high, low, std::move(on_change), false});
     check_watermarks();
   }
-  bool above_high() const { return above_; }
+  bool above_high() const { return marks_ && marks_->above; }
   // Stops reading from the peer (its bytes wait in the kernel, then in its own queue,
   // which holds its sender back), or reads again. While reading is paused the peer
   // counts as heard from: its silence is ours. A link that cannot pause ignores it.
@@ -121,23 +118,29 @@ class Link {
   void note_received() { last_received_ = NodeClock::now(); }
   // Implementations call this whenever their queue has changed.
   void check_watermarks() {
-    if (!on_change_) return;
+    if (!marks_ || !marks_->on_change) return;
+    Watermarks& m = *marks_;
     const std::size_t queued = queued_bytes();
-    if (!above_ && queued > high_) {
-      above_ = true;
-      on_change_(true);
-    } else if (above_ && queued <= low_) {
-      above_ = false;
-      on_change_(false);
+    if (!m.above && queued > m.high) {
+      m.above = true;
+      m.on_change(true);
+    } else if (m.above && queued <= m.low) {
+      m.above = false;
+      m.on_change(false);
     }
   }
   bool reading_paused_ = false;
 
  private:
-  std::size_t high_ = 0;
-  std::size_t low_ = 0;
-  std::function<void(bool)> on_change_;
-  bool above_ = false;
+  // Made by set_watermarks: only a link up, whose queue holds its sender back, has
+  // any; a commnode's link to each child holds none (docs/scale.md).
+  struct Watermarks {
+    std::size_t high = 0;
+    std::size_t low = 0;
+    std::function<void(bool)> on_change;
+    bool above = false;
+  };
+  std::unique_ptr<Watermarks> marks_;
   NodeClock::time_point last_sent_ = NodeClock::now();
   NodeClock::time_point last_received_ = NodeClock::now();
 };

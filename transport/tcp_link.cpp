@@ -10,7 +10,7 @@ std::shared_ptr<TcpLink> TcpLink::create(asio::ip::tcp::socket socket, FrameLimi
 }
 
 TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
-    : socket_(std::move(socket)), reader_(limits), linger_(socket_.get_executor()) {
+    : socket_(std::move(socket)), reader_(limits) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   socket_.non_blocking(true, ec);  // read_now() reads without waiting
@@ -64,7 +64,7 @@ void TcpLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   reading_ = false;
   if (!open_) return;
   if (ec) {
-    if (closing_ && ec == asio::error::eof) fail(close_reason_);  // both sides done
+    if (closing_ && ec == asio::error::eof) fail(closing_->reason);  // both sides done
     else fail(ec == asio::error::eof ? "connection closed by peer" : "read failed: " + ec.message());
     return;
   }
@@ -140,9 +140,9 @@ void TcpLink::write_queued() {
       // (it does on our end of file), bounded in case it never does.
       boost::system::error_code ignored;
       socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-      linger_.expires_after(std::chrono::seconds(5));
-      linger_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-        if (!ec) self->fail(self->close_reason_);
+      closing_->linger.expires_after(std::chrono::seconds(5));
+      closing_->linger.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+        if (!ec) self->fail(self->closing_->reason);
       });
     }
     return;
@@ -171,8 +171,7 @@ void TcpLink::write_queued() {
 
 void TcpLink::close(std::string_view reason) {
   if (!open_ || closing_) return;
-  closing_ = true;
-  close_reason_ = reason;
+  closing_ = std::make_unique<Closing>(reason, socket_.get_executor());
   pause_reading(false);  // a close reads on until the peer's end of file
   if (!writing_) write_queued();
 }
@@ -180,7 +179,7 @@ void TcpLink::close(std::string_view reason) {
 void TcpLink::fail(std::string reason) {
   if (!open_) return;
   open_ = false;
-  linger_.cancel();
+  if (closing_) closing_->linger.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
   // on_message_ is kept: fail() may run inside it. No handler runs after this.
@@ -217,7 +216,7 @@ bool TcpLink::input_waiting() const {
 void TcpLink::detach() {
   on_close_ = nullptr;
   open_ = false;
-  linger_.cancel();
+  if (closing_) closing_->linger.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
 }

@@ -4,6 +4,7 @@
 #include <boost/asio.hpp>
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "transport/frame.h"
@@ -78,11 +79,16 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   // posted to go on with them after what else the loop has to do (kReadTurn).
   bool resuming_ = false;
   bool open_ = true;
-  bool closing_ = false;  // close() requested; finish writing, then shut down
-  std::string close_reason_;
-  // After our side is shut down: the socket is closed once the peer closes its side,
-  // or when this expires.
-  asio::steady_timer linger_;
+  // Made by close(): finish writing, then shut down. A link that is not closing
+  // holds neither (152 bytes a link: docs/scale.md).
+  struct Closing {
+    explicit Closing(std::string_view why, const asio::any_io_executor& executor) : reason(why), linger(executor) {}
+    std::string reason;
+    // After our side is shut down: the socket is closed once the peer closes its
+    // side, or when this expires.
+    asio::steady_timer linger;
+  };
+  std::unique_ptr<Closing> closing_;
 };
 
 // Connects to host:port, returns a connected socket or an error.

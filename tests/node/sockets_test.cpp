@@ -400,5 +400,62 @@ TEST(TcpLink, AQuietLinkHoldsNoBufferWhileItWaitsAfterCarryingALargeMessage) {
   b->abort("done");
 }
 
+// Issue 47: a commnode has a link to each child, nearly all never closing and none
+// with watermarks (only a link up holds its sender back). Each held a close reason and
+// a linger timer (152 bytes) and its watermarks with their handler (48): a TcpLink
+// was 640 bytes. Both are made when used now, and a link closes and signals its
+// watermarks as before: a close flushes what is queued, lingers until the peer's end
+// of file and names its reason at once end; watermarks rise and fall with the queue.
+TEST(TcpLink, ALinkHoldsNoCloseStateOrWatermarksUntilItUsesThem) {
+  EXPECT_LE(sizeof(transport::TcpLink), 448u) << "what closing or watermarks take is held in every link";
+
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  boost::asio::ip::tcp::socket dialled(io);
+  dialled.connect(acceptor.local_endpoint());
+  auto a = transport::TcpLink::create(acceptor.accept());
+  auto b = transport::TcpLink::create(std::move(dialled));
+  std::uint64_t heard_sum = 0, heard = 0;
+  std::string a_closed, b_closed;
+  a->start([](capnp::MessageReader&) {}, [&](std::string_view why) { a_closed = why; });
+  b->start(
+      [&](capnp::MessageReader& message) {
+        for (auto w : message.getRoot<capnp::AnyPointer>().getAs<capnp::List<std::uint64_t>>()) heard_sum += w;
+        ++heard;
+      },
+      [&](std::string_view why) { b_closed = why; });
+  std::vector<bool> marks;
+  a->set_watermarks(64 * 1024, 1024, [&](bool above) { marks.push_back(above); });
+  b->pause_reading(true);  // what a sends waits in the kernel, then in a's queue
+  constexpr std::uint32_t kWords = 1u << 14;  // 128 KiB a message
+  constexpr int kMessages = 64;               // 8 MiB: more than the kernel's buffers hold
+  std::uint64_t sent_sum = 0;
+  for (int m = 0; m < kMessages; ++m) {
+    capnp::MallocMessageBuilder message;
+    auto list = message.initRoot<capnp::AnyPointer>().initAs<capnp::List<std::uint64_t>>(kWords);
+    for (std::uint32_t w = 0; w < kWords; ++w) {
+      list.set(w, m * 7919ull + w);
+      sent_sum += m * 7919ull + w;
+    }
+    a->send(message);
+  }
+  io.poll();
+  ASSERT_EQ(marks, std::vector<bool>{true}) << "the queue passed its high watermark";
+  EXPECT_TRUE(a->above_high());
+  a->close("done sending");  // flushes what is queued first
+  b->pause_reading(false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((a_closed.empty() || heard < kMessages) && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(std::chrono::milliseconds(1));
+    if (heard == kMessages && b_closed.empty() && b->is_open()) b->close("peer closed");
+  }
+  EXPECT_EQ(heard, static_cast<std::uint64_t>(kMessages)) << "a close dropped what was queued";
+  EXPECT_EQ(heard_sum, sent_sum);
+  EXPECT_EQ(marks, (std::vector<bool>{true, false})) << "the queue fell back to its low watermark";
+  EXPECT_FALSE(a->above_high());
+  EXPECT_EQ(a_closed, "done sending");
+  EXPECT_FALSE(a->is_open());
+}
+
 }  // namespace
 }  // namespace canopy::testing
