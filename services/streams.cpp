@@ -341,7 +341,6 @@ void StreamService::open_stream(const StreamSpec& spec, DownSeq down_from, std::
       if (member[i] && children[i].link) stream.below().members.push_back(i);
     }
     stream.below().owes.assign(stream.below().members.size(), first_wave);
-    stream.below().heard.assign(stream.below().members.size(), NodeClock::now());
     stream.below().awaiting_ack = stream.below().members;
   }
   auto [it, inserted] = streams_.emplace(spec.id, std::move(stream));

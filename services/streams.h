@@ -266,7 +266,9 @@ class StreamService final : public core::Service {
     std::uint64_t late = 0;                      // dropped since the last report
     std::unique_ptr<filters::Filter> filter;      // upstream
     std::unique_ptr<filters::Filter> downstream;  // null: packets pass unchanged
-    std::vector<Packet> wave, output;             // reused by close_wave: no allocation per wave
+    // A wave's packets while filtered and its output while sent: reused, but the wave's
+    // room goes once it is more than kKeptWaveRoom (one allocation a wave).
+    std::vector<Packet> wave, output;
     // Broadcasts (services/streams_replay.cpp): the last taken from the parent (at
     // the root: the last sent); false until the first is taken at a node that
     // joined the stream for an adopted orphan (it has no earlier one to follow).
@@ -331,6 +333,13 @@ class StreamService final : public core::Service {
   static boost::container::deque<OpenWave>::iterator find_wave(Stream& stream, std::uint64_t wave);
   // Child `child`'s queue, made if it has none.
   static ChildQueue& queue_of(Stream& stream, std::size_t child);
+  // Whether the stream keeps when each member was last heard from (Below::heard):
+  // a wait-for-all stream once its waves are loosened, and only then.
+  static bool hears_stragglers(const Stream& stream) {
+    return stream.below().wave_timer && stream.spec.sync == SyncMode::wait_for_all;
+  }
+  // The packets a stream's wave slot keeps room for between waves (Stream::wave).
+  static constexpr std::size_t kKeptWaveRoom = 4;
   // Closes, in order, every open wave no member can still add to, and (re)arms the
   // wave timer.
   void run_waves(Stream& stream);

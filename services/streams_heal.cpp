@@ -16,6 +16,7 @@ using core::log;
 
 void StreamService::creation_acked(Stream& stream) {
   const StreamId sid = stream.spec.id;
+  std::vector<std::size_t>().swap(stream.below().awaiting_ack);  // its room too: 8 bytes a member child
   if (node_.is_root() && node_.plan().fault.enabled && stream.below().ack_failures.only(kLostMember)) {
     auto [it, fresh] = root().healing.try_emplace(sid);
     Healing& healing = it->second;

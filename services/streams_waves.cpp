@@ -62,7 +62,7 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
     return emit_wave(stream, tag);
   }
   // Only a loosened wait-for-all wave asks when a member was last heard from.
-  if (stream.below().wave_timer && stream.spec.sync == SyncMode::wait_for_all) stream.below().heard[*m] = NodeClock::now();
+  if (hears_stragglers(stream)) stream.below().heard[*m] = NodeClock::now();
   auto& owes = stream.below().owes[*m];
   if (tag.wave < owes || tag.wave < stream.below().next_close) {
     // Its wave has closed here: a time-out, or the member was given up for it.
@@ -210,6 +210,7 @@ void StreamService::close_front_wave(Stream& stream) {
   // In the order of the children, as a wave always was, whatever order they came
   // in; a child's own packets (a filter below that made several) in theirs.
   stream.wave.clear();
+  stream.wave.reserve(stream.below().folded.size() + stream.below().queues.size());  // one allocation a wave
   // Orphans' state first: it is older than any packet of this wave.
   for (auto& state : stream.below().folded) stream.wave.push_back(std::move(state));
   stream.below().folded.clear();
@@ -294,7 +295,7 @@ void StreamService::loosen_waves() {
   for (auto& [id, stream] : streams_) {
     if (stream.below().wave_timer || !stream.filter) continue;
     stream.below().wave_timer = std::make_unique<Timer>(node_.io());
-    stream.below().heard.assign(stream.below().members.size(), NodeClock::now());
+    if (hears_stragglers(stream)) stream.below().heard.assign(stream.below().members.size(), NodeClock::now());
     log().info("stream {}: the tree changed; waves wait at most {} ms for stragglers", id,
                node_.plan().fault.suspect.count());
     run_waves(stream);
@@ -312,8 +313,14 @@ void StreamService::emit_wave(Stream& stream, WaveTag tag) {
   if (!stream.wave.empty()) {
     auto r = stream.filter->execute(stream.wave, out);
     // Its packets are spent: they go now (their values, 40 bytes and more a child's
-    // packet), not at the next wave; the vector keeps its room.
-    stream.wave.clear();
+    // packet), not at the next wave, and so does their room once it is more than a
+    // few packets' (48 bytes a child at a commnode between waves; close_front_wave
+    // reserves a wave's at once).
+    if (stream.wave.capacity() > kKeptWaveRoom) {
+      std::vector<Packet>().swap(stream.wave);
+    } else {
+      stream.wave.clear();
+    }
     if (!r) {
       report_stream_error(stream.spec.id, r.error());
       // The wave goes on without what this node held: the root flags it.
@@ -387,7 +394,7 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
     for (auto& q : stream.below().queues) q.left |= q.child == child;
     stream.below().members.erase(stream.below().members.begin() + *m);
     stream.below().owes.erase(stream.below().owes.begin() + *m);
-    stream.below().heard.erase(stream.below().heard.begin() + *m);
+    if (hears_stragglers(stream)) stream.below().heard.erase(stream.below().heard.begin() + *m);
   }
   auto& waiting = stream.below().awaiting_ack;
   if (auto w = std::find(waiting.begin(), waiting.end(), child); w != waiting.end()) {
@@ -409,7 +416,7 @@ void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t 
   for (auto& q : stream.below().queues) q.left &= q.child != child;
   stream.below().members.push_back(child);
   stream.below().owes.push_back(std::max(from, stream.below().next_close));
-  stream.below().heard.push_back(NodeClock::now());
+  if (hears_stragglers(stream)) stream.below().heard.push_back(NodeClock::now());
 }
 
 }  // namespace canopy::services
