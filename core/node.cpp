@@ -65,7 +65,7 @@ Node::Node(asio::io_context& io, NodeIdentity identity, Observer* observer, tran
 Node::~Node() {
   if (parent_) parent_->detach();
   if (healing_) healing_->detach();
-  if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
+  if (auto* o = orphan(); o && o->trying) o->trying->detach();
   connections_.detach_all();
   for (auto& child : children_) {
     if (child.link) child.link->detach();
@@ -237,7 +237,7 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
         if (healing_) healing_->up.forget(raw);
         if (parent_.get() == raw) {
           on_parent_closed(reason);
-        } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == raw) {
+        } else if (auto* o = orphan(); o && o->trying.get() == raw) {
           on_trying_closed(reason);
         } else if (healing_ && healing_->is_standby(raw)) {
           log().info("standby link to {} closed: {}", describe(healing_->forget_standby()), reason);
@@ -249,7 +249,7 @@ void Node::on_up_message(const Link* link, capnp::MessageReader& message) {
   if (!handshake_read(link, message)) return;
   if (parent_.get() == link) {
     on_parent_message(message);
-  } else if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying.get() == link) {
+  } else if (auto* o = orphan(); o && o->trying.get() == link) {
     on_trying_message(message);
   }
 }
@@ -534,7 +534,7 @@ bool Node::send_up(Message& message) {
     parent_->send(message.builder());
     return true;
   }
-  auto* o = std::get_if<Orphaned>(&phase_);
+  auto* o = orphan();
   if (!o) return false;
   // Orphaned: hold the message back until a new parent adopts us, within a bound.
   if (o->held.hold(message.builder())) return true;
@@ -578,7 +578,7 @@ bool Node::declared_lost() const {
 
 void Node::begin_stop(const std::string& reason, bool in_order) {
   if (stopping()) return;
-  if (auto* o = std::get_if<Orphaned>(&phase_); o && o->trying) o->trying->detach();
+  if (auto* o = orphan(); o && o->trying) o->trying->detach();
   set_phase(Stopping{reason, in_order, std::make_unique<Timer>(io_)}, reason);  // drops what an orphan held back
   if (auto* news = news_if_made()) news->drop();                            // the children are told to stop instead
   close_standby("stopping");

@@ -31,15 +31,15 @@ void Node::become_orphan(const std::string& reason) {
   }
   parent_.reset();
   Orphaned orphaned;
-  orphaned.failed_parent = failed;
-  orphaned.promoted = heir;
+  orphaned.state->failed_parent = failed;
+  orphaned.state->promoted = heir;
   set_phase(std::move(orphaned), "lost parent " + std::to_string(failed));
   review_held_adoptions();  // refused: an orphan adopts no one (the heir adopts)
   on_failure_report(failed, describe(failed) + ": " + reason, nullptr);
   if (heir) return promote(plan_.fault.keep_tree_for, describe(failed) + ": " + reason);
   // The others have until the grace period ends to reach the heir.
   const auto timeout = without_root ? plan_.fault.keep_tree_for : plan_.fault.adoption_timeout;
-  auto& o = std::get<Orphaned>(phase_);
+  auto& o = *orphan();
   o.deadline = std::make_unique<Timer>(io_, timeout);
   o.deadline->async_wait([this, timeout](const boost::system::error_code& ec) {
     if (ec || phase() != Phase::orphaned) return;
@@ -49,12 +49,12 @@ void Node::become_orphan(const std::string& reason) {
 }
 
 bool Node::promoted() const {
-  const auto* o = std::get_if<Orphaned>(&phase_);
+  const auto* o = orphan();
   return o && o->promoted;
 }
 
 void Node::request_adoption(std::shared_ptr<Link> link, Rank candidate, std::function<void(Result<Adoption>)> done) {
-  auto* o = std::get_if<Orphaned>(&phase_);
+  auto* o = orphan();
   if (!o) return link->abort("not an orphan");
   if (o->trying) o->trying->abort("another adoption request replaces it");
   o->trying = link;
@@ -109,7 +109,7 @@ void Node::close_standby(std::string_view why) {
 }
 
 bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) {
-  auto* o = std::get_if<Orphaned>(&phase_);
+  auto* o = orphan();
   if (!o) return false;
   auto link = healing_ ? healing_->take_standby(candidate) : nullptr;
   if (!link) return false;
@@ -131,7 +131,7 @@ bool Node::request_adoption_on_standby(Rank candidate, std::function<void(Result
 }
 
 void Node::cancel_adoption() {
-  auto* o = std::get_if<Orphaned>(&phase_);
+  auto* o = orphan();
   if (!o || !o->trying) return;
   auto link = std::move(o->trying);
   o->done = nullptr;
@@ -149,7 +149,7 @@ void Node::on_trying_message(capnp::MessageReader& message) {
 }
 
 void Node::on_trying_closed(std::string_view reason) {
-  auto& o = std::get<Orphaned>(phase_);
+  auto& o = *orphan();
   log().warn("potential adopter {} refused or failed: {}", o.trying_rank, reason);
   o.trying.reset();
   auto done = std::move(o.done);
@@ -158,7 +158,7 @@ void Node::on_trying_closed(std::string_view reason) {
 }
 
 void Node::adopted_by(wire::Adopted::Reader answer) {
-  auto& o = std::get<Orphaned>(phase_);
+  auto& o = *orphan();
   Adoption adoption;
   adoption.adopter = answer.getAdopter();
   adoption.incarnation = answer.getIncarnation();

@@ -112,7 +112,7 @@ void Node::taken_for_lost(const std::string& reason) {
 
 // The heir, left without the root, takes the root's place for the grace period.
 void Node::promote(std::chrono::milliseconds grace, const std::string& reason) {
-  auto& o = std::get<Orphaned>(phase_);
+  auto& o = *orphan();
   o.promoted = true;
   log().info("promoted in the place of the lost {}: the tree waits {} ms for a front-end to re-attach",
              describe(o.failed_parent), grace.count());
@@ -159,7 +159,7 @@ void Node::accept_frontend(const std::shared_ptr<Link>& link, wire::Hello::Reade
                                             : "it does not stand in the root's place");
   }
   connections_.remove(link.get());  // the parent now
-  auto& o = std::get<Orphaned>(phase_);
+  auto& o = *orphan();
   const Rank failed = o.failed_parent;
   auto held = std::move(o.held);
   parent_ = link;

@@ -49,9 +49,11 @@ void DetectionService::on_event(const core::NodeEvent& event) {
   } else if (auto* lost = std::get_if<core::events::ChildLost>(&event)) {
     if (!lost->during_launch) report_node_lost(lost->rank, lost->reason);
   } else if (auto* adopted = std::get_if<core::events::ChildAdopted>(&event)) {
-    if (adopted->child < children_.size()) children_[adopted->child] = PeerState::alive;
+    if (below_ && adopted->child < below_->children.size()) below_->children[adopted->child] = PeerState::alive;
   } else if (auto* connected = std::get_if<core::events::ChildConnected>(&event)) {
-    if (connected->child < children_.size()) children_[connected->child] = PeerState::alive;  // a rejoin
+    if (below_ && connected->child < below_->children.size()) {
+      below_->children[connected->child] = PeerState::alive;  // a rejoin
+    }
   } else if (std::holds_alternative<core::events::Adopted>(event)) {
     parent_ = PeerState::alive;
     parent_starving_.reset();
@@ -114,20 +116,22 @@ void DetectionService::tick() {
     else if (!parent_starving_) parent_starving_ = std::make_unique<Starvation>(std::move(fresh));
   }
   const auto& children = node_.children();
-  children_.resize(children.size(), PeerState::alive);
+  if (!children.empty() && !below_) below_ = std::make_unique<Below>();
+  if (below_) below_->children.resize(children.size(), PeerState::alive);
   for (std::size_t i = 0; i < children.size(); ++i) {
     const auto& child = children[i];
     if (!child.link || !child.link->is_open()) continue;
     const auto process = child.process && child.process->running() ? std::optional(child.process->pid()) : std::nullopt;
     // A child's account is kept while it is suspect, and only then.
-    const auto found = starving_.find(i);
+    auto& starving = below_->starving;
+    const auto found = starving.find(i);
     Starvation fresh;
-    watch(*child.link, i, children_[i], {"child", child.rank}, now, process,
-          found == starving_.end() ? fresh : found->second);
-    if (children_[i] != PeerState::suspect) {
-      if (found != starving_.end()) starving_.erase(found);
-    } else if (found == starving_.end()) {
-      starving_.emplace(i, std::move(fresh));
+    watch(*child.link, i, below_->children[i], {"child", child.rank}, now, process,
+          found == starving.end() ? fresh : found->second);
+    if (below_->children[i] != PeerState::suspect) {
+      if (found != starving.end()) starving.erase(found);
+    } else if (found == starving.end()) {
+      starving.emplace(i, std::move(fresh));
     }
   }
   arm();

@@ -70,7 +70,7 @@ class DetectionService final : public core::Service {
   // sent (only idle links carry them).
   PeerState parent_state() const { return parent_; }
   PeerState child_state(std::size_t child) const {
-    return child < children_.size() ? children_[child] : PeerState::alive;
+    return below_ && child < below_->children.size() ? below_->children[child] : PeerState::alive;
   }
   std::uint64_t heartbeats_sent() const { return heartbeats_sent_; }
 
@@ -120,10 +120,15 @@ class DetectionService final : public core::Service {
   // The process that started this one, while it is the parent (not after an
   // adoption).
   std::optional<pid_t> parent_process_;
-  std::vector<PeerState> children_;  // by child index
-  // Only for the children suspect now, by child index: one for every child, as it
-  // was, cost a commnode about 85 bytes a child for the rare one that falls silent.
-  std::map<std::size_t, Starvation> starving_;
+  // What it watches of its children: made at the first child, never at a back-end
+  // (72 bytes in place until stop 77: docs/scale.md, "A back-end's own state").
+  struct Below {
+    std::vector<PeerState> children;  // by child index
+    // Only for the children suspect now, by child index: one for every child, as it
+    // was, cost a commnode about 85 bytes a child for the rare one that falls silent.
+    std::map<std::size_t, Starvation> starving;
+  };
+  std::unique_ptr<Below> below_;
   std::uint64_t heartbeats_sent_ = 0;
   // This process's own gaps: a tick that came later than `suspect` after the one
   // before means this process did not run meanwhile (stopped, or starved of CPU).

@@ -99,11 +99,12 @@ void StreamService::accept_upstream(std::size_t child, StreamId id, Packet packe
   run_waves(stream);
   // A member far ahead of the oldest open wave is read no more until the others
   // catch up (kMaxLead): its packets would wait here without bound.
-  if (!stream.below().open.empty() && owes > stream.below().open.front().number + kMaxLead && !leading_.count(child) &&
+  if (!stream.below().open.empty() && owes > stream.below().open.front().number + kMaxLead &&
+      std::find(leading_.begin(), leading_.end(), child) == leading_.end() &&
       ahead_of_every_stream(child, kMaxLead)) {
     log().debug("stream {}: child {} is {} waves ahead of wave {}: not read until the others catch up", id,
                 node_.children()[child].rank, owes - stream.below().open.front().number, stream.below().open.front().number);
-    leading_.insert(child);
+    leading_.push_back(child);
     node_.hold_reading(child, true);
   }
 }

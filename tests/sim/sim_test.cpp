@@ -313,10 +313,11 @@ TEST(CanopySim, ABackEndMakesNoneOfTheStateOfAParentAnOrphanOrTheRoot) {
   }
   // 256 bytes of it the message segment it keeps (ABackEndKeepsItsOwnMessageSegments…),
   // which the simulator did not charge to it before stop 71.
-  // Under 5,100 bytes at stop 76; 4,680 since stop 77, which holds no table of
+  // Under 5,100 bytes at stop 76; 4,520 since stop 77, which holds no table of
   // connections, no link's close state, no copy of the packet it sent up last (the
-  // site below), and of its folded part only what unfolding reads.
-  EXPECT_LT(number_after(out, "\"backend_max\":"), 4750) << out;
+  // site above), no orphan's state and no detector's state of children in place,
+  // and of its folded part only what unfolding reads.
+  EXPECT_LT(number_after(out, "\"backend_max\":"), 4600) << out;
 }
 
 // An orphan's search for an adopter (its candidates, its two timers) goes once the
