@@ -25,8 +25,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <string>
+#include <memory>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace canopy::testing {
@@ -307,6 +309,16 @@ TEST_F(TcpLinkToPeer, ABurstOverManyBlocksArrivesWholeAndInOrder) {
   EXPECT_EQ(link->queued_bytes(), 0u);
 }
 
+// Two TcpLinks, the ends of one connection on loopback (`a` accepted, `b` dialled).
+std::pair<std::shared_ptr<transport::TcpLink>, std::shared_ptr<transport::TcpLink>> linked_pair(
+    boost::asio::io_context& io) {
+  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  boost::asio::ip::tcp::socket dialled(io);
+  dialled.connect(acceptor.local_endpoint());
+  auto accepted = transport::TcpLink::create(acceptor.accept());
+  return {std::move(accepted), transport::TcpLink::create(std::move(dialled))};
+}
+
 // Issue 47: a TCP link that had carried anything held a 64 KB receive buffer and a
 // send block (256 KB) for ever, at both ends; a process of the tree has a link to
 // each neighbour, quiet most of the time. Now a link with nothing to send holds no
@@ -315,11 +327,8 @@ TEST_F(TcpLinkToPeer, ABurstOverManyBlocksArrivesWholeAndInOrder) {
 // neither, and arrives whole.
 TEST(TcpLink, AQuietLinkHoldsNoBufferWhileItWaitsAfterCarryingALargeMessage) {
   boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
-  boost::asio::ip::tcp::socket dialled(io);
-  dialled.connect(acceptor.local_endpoint());
-  auto a = transport::TcpLink::create(acceptor.accept());
-  auto b = transport::TcpLink::create(std::move(dialled));
+  auto ends = linked_pair(io);  // not a structured binding: clang 14's lambdas cannot capture one
+  auto a = ends.first, b = ends.second;
   struct Heard {
     std::vector<std::uint64_t> first;  // each message's first word
     std::uint64_t large_sum = 0;       // of the large message's words
@@ -410,11 +419,8 @@ TEST(TcpLink, ALinkHoldsNoCloseStateOrWatermarksUntilItUsesThem) {
   EXPECT_LE(sizeof(transport::TcpLink), 448u) << "what closing or watermarks take is held in every link";
 
   boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};
-  boost::asio::ip::tcp::socket dialled(io);
-  dialled.connect(acceptor.local_endpoint());
-  auto a = transport::TcpLink::create(acceptor.accept());
-  auto b = transport::TcpLink::create(std::move(dialled));
+  auto ends = linked_pair(io);  // not a structured binding: clang 14's lambdas cannot capture one
+  auto a = ends.first, b = ends.second;
   std::uint64_t heard_sum = 0, heard = 0;
   std::string a_closed, b_closed;
   a->start([](capnp::MessageReader&) {}, [&](std::string_view why) { a_closed = why; });
