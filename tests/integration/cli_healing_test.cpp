@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -337,8 +338,41 @@ TEST(SumRunThroughFailures, EveryCompleteWaveIsExactAfterACommnodeAndABackendAre
   ASSERT_TRUE(killed_commnode && killed_backend) << output.out;
   ASSERT_EQ(exit_code(output), 0) << output.out.substr(0, 4000);
 
+  // The back-ends that left the view: the killed one, and on a machine loaded enough
+  // (four sanitizer builds of the suite on two cores) a live one its parent or
+  // adopter took for lost (silent longer than --lost, or an adoption answered after
+  // the orphan gave up on it), told to stop. A complete wave is exact over the
+  // back-ends of a view: all 16 but some that left.
+  std::vector<std::int64_t> left;
+  std::istringstream events(output.out);
+  for (std::string line; std::getline(events, line);) {
+    if (line.rfind("{\"event\":\"view\",", 0) != 0) continue;
+    for (const auto& r : YAML::Load(line)["left"]) {
+      const auto rank = r.as<std::int64_t>();
+      if (std::find(left.begin(), left.end(), rank) == left.end()) left.push_back(rank);
+    }
+  }
+  ASSERT_NE(std::find(left.begin(), left.end(), kBackend), left.end()) << "the killed back-end never left the view";
+  ASSERT_LE(left.size(), 8u) << "most of the back-ends left the view:\n" << output.out.substr(0, 4000);
+  if (left.size() > 1) std::printf("%zu back-ends left the view (back-end %u killed)\n", left.size(), kBackend);
   std::int64_t sum_all = 0;  // of the ranks
   for (std::int64_t r = 0; r < 16; ++r) sum_all += r;
+  // Whether the ranks missing from a wave, `count` of them summing to `sum`, can be
+  // back-ends that left: some `count` of them sum to `sum` (with the killed one among
+  // them, if `killed_out`).
+  auto missing_left = [&](std::int64_t count, std::int64_t sum, bool killed_out) {
+    for (std::uint32_t subset = 0; subset < (1u << left.size()); ++subset) {
+      std::int64_t n = 0, s = 0;
+      bool killed = false;
+      for (std::size_t i = 0; i < left.size(); ++i) {
+        if (!(subset & (1u << i))) continue;
+        ++n, s += left[i];
+        killed |= left[i] == kBackend;
+      }
+      if (n == count && s == sum && (killed || !killed_out)) return true;
+    }
+    return false;
+  };
   std::set<std::uint64_t> seen;
   int complete = 0, incomplete = 0, complete_after = 0;
   std::istringstream lines(output.out);
@@ -352,9 +386,9 @@ TEST(SumRunThroughFailures, EveryCompleteWaveIsExactAfterACommnodeAndABackendAre
     const std::int64_t ranks = v - holds * static_cast<std::int64_t>(w) * 1000;
     if (n["complete"].as<bool>()) {
       ++complete;
-      const bool exact = (holds == 16 && ranks == sum_all) || (holds == 15 && ranks == sum_all - kBackend);
-      EXPECT_TRUE(exact) << "complete wave " << w << " is wrong: " << line;
-      complete_after += holds == 15;
+      const bool exact = holds > 0 && holds <= 16 && missing_left(16 - holds, sum_all - ranks, false);
+      EXPECT_TRUE(exact) << "complete wave " << w << " is wrong (back-ends that left: " << left.size() << "): " << line;
+      complete_after += exact && missing_left(16 - holds, sum_all - ranks, true);
     } else {
       ++incomplete;
       // (It may hold all 16: a wave holding the killed back-end's last packet is
