@@ -678,7 +678,7 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
       return Error{"cannot create stream: " + ok.error()};
     }
   }
-  services::StreamSpec spec;
+  services::StreamSpec spec(options);
   {
     std::lock_guard lock(impl.mutex);
     if (impl.stopped) return Error{"the network has stopped", ErrorKind::stopped};
@@ -689,7 +689,6 @@ Result<StreamId> Network::create_stream(const StreamOptions& options) {
     }
     spec.id = impl.next_stream++;
   }
-  static_cast<StreamOptions&>(spec) = options;
   // Those attached now: the topology names none of those that joined.
   auto present = [&impl] {
     std::vector<Rank> out;

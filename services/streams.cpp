@@ -40,6 +40,7 @@ SyncMode from_wire(wire::streams::SyncMode mode) {
 
 void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, DownSeq down_seq,
                 std::uint64_t next_wave) {
+  const StreamSpec::Extra& extra = spec.extra();
   c.setStreamId(spec.id);
   c.setDownSeq(down_seq);
   c.setNextWave(next_wave);
@@ -48,19 +49,19 @@ void write_spec(wire::streams::StreamCreate::Builder c, const StreamSpec& spec, 
   c.setUpstreamFilter(spec.upstream_filter);
   c.setSyncMode(to_wire(spec.sync));
   c.setSyncTimeoutMs(static_cast<std::uint32_t>(spec.sync_timeout.count()));
-  c.setDownstreamFilter(spec.downstream_filter);
-  core::encode_values(spec.upstream_params.values(), c.initUpstreamParams(spec.upstream_params.size()));
-  core::encode_values(spec.downstream_params.values(), c.initDownstreamParams(spec.downstream_params.size()));
-  c.setUpstreamPlugin(spec.upstream_plugin);
+  c.setDownstreamFilter(extra.downstream_filter);
+  core::encode_values(extra.upstream_params.values(), c.initUpstreamParams(extra.upstream_params.size()));
+  core::encode_values(extra.downstream_params.values(), c.initDownstreamParams(extra.downstream_params.size()));
+  c.setUpstreamPlugin(extra.upstream_plugin);
   c.setJoiners(spec.joiners);
   c.setFoldState(spec.fold_state);
-  auto at = c.initUpstreamFilterAt(static_cast<unsigned>(spec.upstream_filter_at.size()));
+  auto at = c.initUpstreamFilterAt(static_cast<unsigned>(extra.upstream_filter_at.size()));
   unsigned i = 0;
-  for (const auto& [rank, own] : spec.upstream_filter_at) {
+  for (const auto& [rank, own] : extra.upstream_filter_at) {
     at[i].setRank(rank);
     at[i].setFilter(own.filter);
     core::encode_values(own.params.values(), at[i].initParams(own.params.size()));
-    if (auto p = spec.upstream_plugin_at.find(rank); p != spec.upstream_plugin_at.end()) at[i].setPlugin(p->second);
+    if (auto p = extra.upstream_plugin_at.find(rank); p != extra.upstream_plugin_at.end()) at[i].setPlugin(p->second);
     ++i;
   }
 }
@@ -74,17 +75,23 @@ std::optional<StreamSpec> read_spec(wire::streams::StreamCreate::Reader c) {
   spec.id = c.getStreamId();
   if (!core::read_ranges(c.getBackends(), spec.backends) || spec.backends.size() > core::kMaxViewZero) return std::nullopt;
   spec.upstream_filter = c.getUpstreamFilter();
-  spec.upstream_params = core::decode_values(c.getUpstreamParams());
   spec.sync = from_wire(c.getSyncMode());
   spec.sync_timeout = std::chrono::milliseconds(std::max<std::uint32_t>(1, c.getSyncTimeoutMs()));
-  spec.downstream_filter = c.getDownstreamFilter();
-  spec.downstream_params = core::decode_values(c.getDownstreamParams());
-  spec.upstream_plugin = c.getUpstreamPlugin();
   spec.joiners = c.getJoiners();
   spec.fold_state = c.getFoldState();
+  // The rest only if the stream has any of it.
+  if (c.getUpstreamParams().size() == 0 && c.getDownstreamFilter().size() == 0 && c.getDownstreamParams().size() == 0 &&
+      c.getUpstreamPlugin().size() == 0 && c.getUpstreamFilterAt().size() == 0) {
+    return spec;
+  }
+  StreamSpec::Extra& extra = spec.set_extra();
+  extra.upstream_params = core::decode_values(c.getUpstreamParams());
+  extra.downstream_filter = c.getDownstreamFilter();
+  extra.downstream_params = core::decode_values(c.getDownstreamParams());
+  extra.upstream_plugin = c.getUpstreamPlugin();
   for (auto at : c.getUpstreamFilterAt()) {
-    spec.upstream_filter_at[at.getRank()] = NodeFilter{at.getFilter(), core::decode_values(at.getParams())};
-    if (at.hasPlugin() && at.getPlugin().size() > 0) spec.upstream_plugin_at[at.getRank()] = at.getPlugin();
+    extra.upstream_filter_at[at.getRank()] = NodeFilter{at.getFilter(), core::decode_values(at.getParams())};
+    if (at.hasPlugin() && at.getPlugin().size() > 0) extra.upstream_plugin_at[at.getRank()] = at.getPlugin();
   }
   return spec;
 }
@@ -262,6 +269,46 @@ std::string too_many_streams() {
 
 }  // namespace
 
+StreamSpec::StreamSpec(const StreamOptions& options)
+    : sync(options.sync),
+      joiners(options.joiners),
+      fold_state(options.fold_state),
+      sync_timeout(options.sync_timeout),
+      upstream_filter(options.upstream_filter) {
+  if (options.upstream_params.size() == 0 && options.upstream_filter_at.empty() && options.downstream_filter.empty() &&
+      options.downstream_params.size() == 0) {
+    return;
+  }
+  Extra& extra = set_extra();
+  extra.upstream_params = options.upstream_params;
+  extra.upstream_filter_at = options.upstream_filter_at;
+  extra.downstream_filter = options.downstream_filter;
+  extra.downstream_params = options.downstream_params;
+}
+
+StreamSpec& StreamSpec::operator=(const StreamSpec& other) {
+  if (this == &other) return *this;
+  id = other.id;
+  sync = other.sync;
+  joiners = other.joiners;
+  fold_state = other.fold_state;
+  sync_timeout = other.sync_timeout;
+  backends = other.backends;
+  upstream_filter = other.upstream_filter;
+  extra_ = other.extra_ ? std::make_unique<Extra>(*other.extra_) : nullptr;
+  return *this;
+}
+
+const StreamSpec::Extra& StreamSpec::extra() const {
+  static const Extra none;
+  return extra_ ? *extra_ : none;
+}
+
+StreamSpec::Extra& StreamSpec::set_extra() {
+  if (!extra_) extra_ = std::make_unique<Extra>();
+  return *extra_;
+}
+
 void StreamService::create_stream(const StreamSpec& spec) {
   // The front-end and every commnode check that each rank is a back-end; a back-end
   // does not (the processes above it have, and it holds only its part of the tree:
@@ -281,8 +328,10 @@ void StreamService::create_stream(const StreamSpec& spec) {
   // upstream filter, whose instance over a back-end's own packets is the state it
   // gives a new parent (docs/filters.md, "Where filters run").
   StreamSpec opened = spec;
-  if (filters_.state_recoverable(spec.upstream_filter)) opened.upstream_plugin = filters_.plugin_path(spec.upstream_filter);
-  for (const auto& [rank, own] : spec.upstream_filter_at) {
+  if (filters_.state_recoverable(spec.upstream_filter)) {
+    if (auto path = filters_.plugin_path(spec.upstream_filter); !path.empty()) opened.set_extra().upstream_plugin = path;
+  }
+  for (const auto& [rank, own] : spec.extra().upstream_filter_at) {
     const std::string& filter = own.filter;
     const canopy::TopologyNode* n = node_.topology()->find(rank);
     if (part && !n) continue;
@@ -297,7 +346,7 @@ void StreamService::create_stream(const StreamSpec& spec) {
       return;
     }
     if (n->role == Role::backend) {
-      if (auto path = filters_.plugin_path(filter); !path.empty()) opened.upstream_plugin_at[rank] = path;
+      if (auto path = filters_.plugin_path(filter); !path.empty()) opened.set_extra().upstream_plugin_at[rank] = path;
     }
   }
   open_stream(opened, down_start(down_generation_));
@@ -406,13 +455,14 @@ void StreamService::refresh_contexts() {
 
 Result<void> StreamService::make_filters(Stream& stream) {
   const StreamSpec& spec = stream.spec;
+  const StreamSpec::Extra& extra = spec.extra();
   const FilterContext context = filter_context(stream, true);
   const Rank me = node_.identity().rank;
   if (node_.children().empty()) {
-    if (auto named = spec.upstream_filter_at.find(me); named != spec.upstream_filter_at.end()) {
+    if (auto named = extra.upstream_filter_at.find(me); named != extra.upstream_filter_at.end()) {
       // A back-end filter of its own (MRNet's): it runs over each packet sent.
       const NodeFilter& own = named->second;
-      if (auto plugin = spec.upstream_plugin_at.find(me); plugin != spec.upstream_plugin_at.end()) {
+      if (auto plugin = extra.upstream_plugin_at.find(me); plugin != extra.upstream_plugin_at.end()) {
         if (auto loaded = filters_.load(plugin->second, own.filter); !loaded) {
           return Error{loaded.error() + " (the back-end's upstream filter '" + own.filter + "')"};
         }
@@ -425,26 +475,26 @@ Result<void> StreamService::make_filters(Stream& stream) {
     // A back-end keeps an instance of a state-recoverable upstream filter over its
     // own packets: its state is what it sends a new parent if its parent dies. Such
     // a filter from a plugin is the only plugin a back-end loads.
-    if (!spec.upstream_plugin.empty()) {
-      if (auto loaded = filters_.load(spec.upstream_plugin, spec.upstream_filter); !loaded) {
+    if (!extra.upstream_plugin.empty()) {
+      if (auto loaded = filters_.load(extra.upstream_plugin, spec.upstream_filter); !loaded) {
         return Error{loaded.error() + " (back-ends keep the state of the state-recoverable filter '" +
                      spec.upstream_filter + "')"};
       }
     }
-    auto filter = filters_.create(spec.upstream_filter, context, spec.upstream_params);
+    auto filter = filters_.create(spec.upstream_filter, context, extra.upstream_params);
     if (filter && (*filter)->state_recoverable()) stream.filter = std::move(*filter);
     return {};
   }
-  if (node_.plan().reattached && !spec.upstream_plugin.empty()) {
+  if (node_.plan().reattached && !extra.upstream_plugin.empty()) {
     // A front-end that re-attached has loaded no plugin: a state-recoverable filter's
     // comes with the stream, as back-ends load it.
-    if (auto loaded = filters_.load(spec.upstream_plugin, spec.upstream_filter); !loaded) return loaded;
+    if (auto loaded = filters_.load(extra.upstream_plugin, spec.upstream_filter); !loaded) return loaded;
   }
   auto filter = filters_.create(spec.upstream_filter_of(me), context, spec.upstream_params_of(me));
   if (!filter) return Error{filter.error()};
   stream.filter = std::move(*filter);
-  if (!spec.downstream_filter.empty()) {
-    auto downstream = filters_.create(spec.downstream_filter, filter_context(stream, false), spec.downstream_params);
+  if (!extra.downstream_filter.empty()) {
+    auto downstream = filters_.create(extra.downstream_filter, filter_context(stream, false), extra.downstream_params);
     if (!downstream) return Error{"downstream " + downstream.error()};
     stream.downstream = std::move(*downstream);
   }
@@ -589,7 +639,7 @@ Result<void> StreamService::set_params(StreamId id, FilterSlot slot, const Packe
   if (node_.children().empty()) {
     // A back-end runs only a filter of its own (upstream_filter_at), and a
     // state-recoverable one's instance, which keeps the parameters it was made with.
-    if (slot != FilterSlot::upstream || !stream.spec.upstream_filter_at.count(node_.identity().rank)) return {};
+    if (slot != FilterSlot::upstream || !stream.spec.extra().upstream_filter_at.count(node_.identity().rank)) return {};
     return stream.filter->set_params(params);
   }
   switch (slot) {
@@ -626,7 +676,7 @@ std::vector<std::size_t> StreamService::children_with_filters(StreamId id) const
   std::vector<std::size_t> out;
   auto it = streams_.find(id);
   if (it == streams_.end()) return out;
-  const auto& own = it->second.spec.upstream_filter_at;
+  const auto& own = it->second.spec.extra().upstream_filter_at;
   for (std::size_t i : it->second.below().members) {
     const auto& child = node_.children()[i];
     if (child.link && (child.role == Role::commnode || own.count(child.rank))) out.push_back(i);
