@@ -88,7 +88,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
       node_.send_up(message);
     }
     // A report sent just before the old parent died may have died with it.
-    if (!unacked_.empty()) send_reports();
+    if (reporting()) send_reports();
     requested_ = false;  // a request to the old parent, if any, died with it: the new one offers its view
   } else if (auto* changed = std::get_if<TreeChanged>(&event)) {
     if (changed->kind == TreeChanged::Kind::failure && node_.is_root() && started_) watch_orphans(changed->rank);
@@ -190,7 +190,8 @@ void MembershipService::report(Rank rank, Report r) {
     if (r.kind == ReportKind::failure) return on_failure_report(node_.identity().rank, rank, r);
     return on_join_report(node_.identity().rank, rank);
   }
-  unacked_[rank] = std::move(r);
+  if (!unacked_) unacked_ = std::make_unique<std::map<Rank, Report>>();
+  (*unacked_)[rank] = std::move(r);
   send_reports(rank);  // the others went up already and are resent on the timer
   arm_resend();
 }
@@ -217,7 +218,8 @@ void MembershipService::send_reports(std::optional<Rank> only) {
   };
   Failures failures;
   std::vector<Rank> joins;
-  for (const auto& [rank, r] : unacked_) {
+  if (!unacked_) return;
+  for (const auto& [rank, r] : *unacked_) {
     if (only && rank != *only) continue;
     if (r.kind == ReportKind::join) {
       joins.push_back(rank);
@@ -243,7 +245,7 @@ void MembershipService::send_reports(std::optional<Rank> only) {
 void MembershipService::arm_resend() {
   resend_.expires_after(std::max(std::chrono::milliseconds(500), node_.plan().fault.lost));
   resend_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || unacked_.empty() || node_.stopping()) return;
+    if (ec || !reporting() || node_.stopping()) return;
     log().info("membership: no answer from the root yet; reporting again");
     send_reports();
     arm_resend();
@@ -253,8 +255,12 @@ void MembershipService::arm_resend() {
 void MembershipService::on_det_ack(wire::membership::DetAck::Reader ack, std::uint16_t kind) {
   const Rank detector = ack.getDetector();
   if (detector == node_.identity().rank) {
-    for (Rank r : ack.getRanks()) unacked_.erase(r);
-    if (unacked_.empty()) resend_.cancel();
+    if (!unacked_) return;
+    for (Rank r : ack.getRanks()) unacked_->erase(r);
+    if (unacked_->empty()) {
+      resend_.cancel();
+      unacked_.reset();
+    }
     return;
   }
   auto child = child_towards(detector);

@@ -80,7 +80,7 @@ void LaunchService::on_event(const core::NodeEvent& event) {
       up_ = true;
       return node_.subtree_up();
     }
-    if (node_.listen_port() != 0) endpoints_[node_.identity().rank] = node_.listen_port();
+    if (node_.listen_port() != 0) endpoints()[node_.identity().rank] = node_.listen_port();
     if (node_.plan().bulk) {
       if (!node_.is_root() && node_.listen_port() != 0) report_listening(node_.identity().rank, node_.listen_port());
       if (node_.is_root()) {
@@ -200,7 +200,9 @@ void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     }
     case Kind::READY: {
       if (from.kind != core::Peer::Kind::child) return;
-      for (auto ep : body.getAs<wire::launch::Ready>().getEndpoints()) endpoints_[ep.getRank()] = ep.getPort();
+      if (!up_) {  // read only until the subtree is up (check_subtree_ready)
+        for (auto ep : body.getAs<wire::launch::Ready>().getEndpoints()) endpoints()[ep.getRank()] = ep.getPort();
+      }
       if (node_.children()[from.child].state == ChildState::connected) {
         node_.set_child_state(from.child, ChildState::ready, "its subtree is up");
       }
@@ -208,6 +210,11 @@ void LaunchService::on_message(const core::Peer& from, std::uint16_t kind, capnp
     }
   }
   log().warn("ignoring launch message of unknown kind {}", kind);
+}
+
+std::map<Rank, std::uint16_t>& LaunchService::endpoints() {
+  if (!endpoints_) endpoints_ = std::make_unique<std::map<Rank, std::uint16_t>>();
+  return *endpoints_;
 }
 
 void LaunchService::launch_children() {
@@ -263,13 +270,15 @@ void LaunchService::check_subtree_ready() {
   }
   up_ = true;
   startup_timer_.cancel();
-  log().info("subtree ready ({} endpoints)", endpoints_.size());
+  const auto endpoints = std::move(endpoints_);
+  const std::size_t count = endpoints ? endpoints->size() : 0;
+  log().info("subtree ready ({} endpoints)", count);
   node_.subtree_up();
   if (!node_.is_root()) {
     core::Outgoing message(node_.identity(), id(), Kind::READY);
-    auto eps = message.init<wire::launch::Ready>().initEndpoints(endpoints_.size());
+    auto eps = message.init<wire::launch::Ready>().initEndpoints(count);
     std::size_t i = 0;
-    for (auto [rank, port] : endpoints_) {
+    for (auto [rank, port] : endpoints ? *endpoints : std::map<Rank, std::uint16_t>{}) {
       eps[i].setRank(rank);
       eps[i].setPort(port);
       ++i;
@@ -278,7 +287,7 @@ void LaunchService::check_subtree_ready() {
     return;
   }
   // Root: every listening endpoint is now known; tell the whole tree.
-  node_.publish_endpoints(endpoints_);
+  node_.publish_endpoints(endpoints ? *endpoints : std::map<Rank, std::uint16_t>{});
   if (observer_) observer_->on_ready();
 }
 

@@ -83,7 +83,10 @@ class LaunchService final : public core::Service {
   Observer* observer_;
   Timer startup_timer_;
   bool up_ = false;                          // Ready sent (or, at the root, reported)
-  std::map<Rank, std::uint16_t> endpoints_;  // listening ports of the subtree's commnodes
+  // Listening ports of the subtree's commnodes, until the subtree is up (sent up, or
+  // published by the root): made by the first, so never at a back-end.
+  std::unique_ptr<std::map<Rank, std::uint16_t>> endpoints_;
+  std::map<Rank, std::uint16_t>& endpoints();
   // Root, bulk launch: the steps, the ports reported so far, the last level started;
   // made then only (docs/scale.md, "A back-end's own state").
   struct Bulk {

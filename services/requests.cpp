@@ -94,8 +94,9 @@ void RequestService::on_message(const core::Peer& from, std::uint16_t kind, capn
 void RequestService::on_event(const core::NodeEvent& event) {
   auto* lost = std::get_if<core::events::ChildLost>(&event);
   if (!lost) return;
+  if (!requests_) return;
   std::vector<std::uint64_t> pending;
-  for (const auto& [id, request] : requests_) pending.push_back(id);
+  for (const auto& [id, request] : *requests_) pending.push_back(id);
   core::Failures lost_child;
   lost_child.add(lost->rank, "lost");
   for (auto id : pending) acked(id, lost->child, lost_child);
@@ -180,7 +181,7 @@ void RequestService::traffic(std::uint64_t request) {
   TreeTraffic sums{.processes = 1, .total = own, .most_bytes_sent = own.bytes_sent,
                    .most_bytes_received = own.bytes_received};
   if (targets.empty()) return report_ack(request, {}, sums);
-  requests_[request] = Request{std::move(targets), {}, sums};
+  requests()[request] = Request{std::move(targets), {}, sums};
 }
 
 void RequestService::start(std::uint64_t request, std::vector<std::size_t> children, core::Failures failures,
@@ -190,13 +191,19 @@ void RequestService::start(std::uint64_t request, std::vector<std::size_t> child
     return;
   }
   for (std::size_t i : children) node_.send_to_child(i, message);
-  requests_[request] = Request{std::move(children), std::move(failures), traffic};
+  requests()[request] = Request{std::move(children), std::move(failures), traffic};
+}
+
+std::map<std::uint64_t, RequestService::Request>& RequestService::requests() {
+  if (!requests_) requests_ = std::make_unique<std::map<std::uint64_t, Request>>();
+  return *requests_;
 }
 
 void RequestService::acked(std::uint64_t request, std::size_t child, const core::Failures& failures,
                            const std::optional<TreeTraffic>& traffic) {
-  auto it = requests_.find(request);
-  if (it == requests_.end()) return;
+  if (!requests_) return;
+  auto it = requests_->find(request);
+  if (it == requests_->end()) return;
   auto& awaiting = it->second.awaiting;
   auto pos = std::find(awaiting.begin(), awaiting.end(), child);
   if (pos == awaiting.end()) return;
@@ -207,7 +214,7 @@ void RequestService::acked(std::uint64_t request, std::size_t child, const core:
   if (!awaiting.empty()) return;
   core::Failures all = std::move(it->second.failures);
   auto sums = it->second.traffic;
-  requests_.erase(it);
+  requests_->erase(it);
   report_ack(request, all, sums);
 }
 

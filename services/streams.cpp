@@ -145,9 +145,12 @@ StreamService::StreamService(core::ServiceContext& node, filters::FilterRegistry
     : node_(node),
       filters_(filters),
       observer_(observer),
-      error_timer_(node.io()),
-      hold_timer_(node.io()),
-      late_timer_(node.io()) {}
+      hold_timer_(node.io()) {}
+
+StreamService::Batches& StreamService::batches() {
+  if (!batches_) batches_ = std::make_unique<Batches>(node_.io());
+  return *batches_;
+}
 
 StreamService::Root& StreamService::root() {
   if (!root_) root_ = std::make_unique<Root>(node_.io());
@@ -859,17 +862,18 @@ void StreamService::report_stream_error(StreamId stream, const std::string& mess
 }
 
 void StreamService::hold_stream_errors(StreamId stream, const core::Failures& failures) {
-  const bool armed = !held_errors_.empty();
-  held_errors_[stream].merge(failures);
+  Batches& b = batches();
+  const bool armed = !b.held_errors.empty();
+  b.held_errors[stream].merge(failures);
   if (armed) return;
-  error_timer_.expires_after(kErrorBatch);
-  error_timer_.async_wait([this](const boost::system::error_code& ec) {
+  b.error_timer.expires_after(kErrorBatch);
+  b.error_timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) send_stream_errors();
   });
 }
 
 void StreamService::send_stream_errors() {
-  for (const auto& [stream, failures] : std::exchange(held_errors_, {})) {
+  for (const auto& [stream, failures] : std::exchange(batches().held_errors, {})) {
     if (node_.is_root()) {
       if (observer_) {
         observer_->on_stream_error(stream, failures.describe(node_.topology() ? &*node_.topology() : nullptr));

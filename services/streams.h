@@ -456,8 +456,6 @@ class StreamService final : public core::Service {
   std::map<StreamId, Stream> streams_;  // a map: no bucket array at a back-end of one stream
   std::vector<StreamId> overflowed_;   // output dropped while orphaned
   std::vector<StreamId> incomplete_;   // of the latest adoption
-  std::map<StreamId, core::Failures> held_errors_;  // until error_timer_ fires
-  Timer error_timer_;
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;
@@ -476,8 +474,18 @@ class StreamService final : public core::Service {
   // Children held for their lead (kMaxLead), by index, a few at most: a vector, 24
   // bytes at a back-end, not a set's 48.
   std::vector<std::size_t> leading_;
-  Timer late_timer_;
-  bool late_armed_ = false;
+  // What waits to go up in a batch: stream errors (kErrorBatch) and the counts of
+  // packets that came after their wave closed (kLateBatch, commnodes only). Made by
+  // the first, so not at a back-end whose filters never fail (88 bytes before).
+  struct Batches {
+    explicit Batches(boost::asio::io_context& io) : error_timer(io), late_timer(io) {}
+    std::map<StreamId, core::Failures> held_errors;  // until error_timer fires
+    Timer error_timer;
+    Timer late_timer;
+    bool late_armed = false;
+  };
+  std::unique_ptr<Batches> batches_;
+  Batches& batches();
 };
 
 }  // namespace canopy::services

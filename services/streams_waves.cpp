@@ -352,16 +352,17 @@ void StreamService::emit_wave(Stream& stream, WaveTag tag) {
 
 void StreamService::count_late(Stream& stream) {
   ++stream.late;
-  if (late_armed_) return;
-  late_armed_ = true;
-  late_timer_.expires_after(kLateBatch);
-  late_timer_.async_wait([this](const boost::system::error_code& ec) {
+  Batches& b = batches();
+  if (b.late_armed) return;
+  b.late_armed = true;
+  b.late_timer.expires_after(kLateBatch);
+  b.late_timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) send_late_reports();
   });
 }
 
 void StreamService::send_late_reports() {
-  late_armed_ = false;
+  batches().late_armed = false;
   const Rank me = node_.identity().rank;
   for (auto& [sid, stream] : streams_) {
     const std::uint64_t n = std::exchange(stream.late, 0);

@@ -308,7 +308,8 @@ TEST(CanopySim, ABackEndMakesNoneOfTheStateOfAParentAnOrphanOrTheRoot) {
   for (const char* made : {"Stream::below", "StreamService::root", "MembershipService::root", "MembershipService::below",
                            "Healing::news", "Healing::held", "Node::healer", "RecoveryService::search",
                            "Connections::listener", "DetectionService::tick", "FrameReader::prepare",
-                           "StreamService::send_up"}) {
+                           "StreamService::send_up", "StreamService::batches", "LaunchService::endpoints",
+                           "RequestService::requests"}) {
     EXPECT_EQ(sites.find(made), std::string::npos) << made << " was made at a back-end:\n" << sites;
   }
   // 256 bytes of it the message segment it keeps (ABackEndKeepsItsOwnMessageSegments…),
