@@ -29,12 +29,16 @@ constexpr std::chrono::milliseconds kStandbyFirst{1000};
 RecoveryService::RecoveryService(core::ServiceContext& node, const StreamService& streams, Observer* observer)
     : node_(node),
       streams_(streams),
-      observer_(observer),
-      standby_timer_(node.io()) {}
+      observer_(observer) {}
+
+bool RecoveryService::standby_links() const {
+  const auto& fault = node_.plan().fault;
+  return fault.enabled && fault.standby_links;
+}
 
 void RecoveryService::on_event(const core::NodeEvent& event) {
   if (std::holds_alternative<core::events::Orphaned>(event)) {
-    standby_dial_.cancel();
+    if (standby_) standby_->dial.cancel();
     Search& s = search();
     s.searching = true;
     s.orphaned_at = std::chrono::system_clock::now();
@@ -70,9 +74,11 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     promotion_.reset();
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
+    if (!standby_links()) return;
+    standby_ = std::make_unique<Standby>(node_.io());
     const auto spread = static_cast<std::int64_t>(transport::random_u64() % (kStandbyFirst.count() + 1));
     const auto first = kStandbyFirst + std::chrono::milliseconds(spread);
-    standby_not_before_ = NodeClock::now() + first;
+    standby_->not_before = NodeClock::now() + first;
     check_standby_after(first);
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
              std::holds_alternative<core::events::Adopted>(event)) {
@@ -85,12 +91,13 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
 // ---- the standby link ----
 
 void RecoveryService::check_standby_after(std::chrono::milliseconds delay) {
-  const auto& fault = node_.plan().fault;
-  if (!fault.enabled || !fault.standby_links || node_.stopping()) return;
+  if (!standby_links() || node_.stopping()) return;
+  if (!standby_) standby_ = std::make_unique<Standby>(node_.io());
+  Timer& timer = standby_->timer;
   const auto at = NodeClock::now() + delay;
-  if (standby_timer_.expiry() > NodeClock::now() && standby_timer_.expiry() <= at) return;
-  standby_timer_.expires_at(at);
-  standby_timer_.async_wait([this](const boost::system::error_code& ec) {
+  if (timer.expiry() > NodeClock::now() && timer.expiry() <= at) return;
+  timer.expires_at(at);
+  timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) check_standby();
   });
 }
@@ -102,12 +109,12 @@ void RecoveryService::check_standby() {
   // or whose adopter's port is not published yet, looks again soon.
   check_standby_after(kStandbyCheck);
   if (node_.phase() == core::Phase::launching) return check_standby_after(kStandbySettle);
-  if (node_.phase() != core::Phase::running || node_.is_root() || standby_dial_.under_way()) return;
+  if (node_.phase() != core::Phase::running || node_.is_root() || standby_->dial.under_way()) return;
   // Healing switched off (ServiceContext::healing): no standby link until it is on
   // again; the checks go on meanwhile.
   if (!node_.healing()) return;
-  if (!node_.standby() && NodeClock::now() < standby_not_before_) {
-    return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_not_before_ - NodeClock::now()));
+  if (!node_.standby() && NodeClock::now() < standby_->not_before) {
+    return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_->not_before - NodeClock::now()));
   }
   const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_.size() + 1);
   auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable_.contains(r); });
@@ -126,16 +133,16 @@ void RecoveryService::check_standby() {
     if (!dialled.link) {
       // Its failure may never reach this process (a part of the tree hears only of
       // what concerns it: docs/scale.md): the link goes to the next one meanwhile.
-      unreachable_.insert(standby_target_);
+      unreachable_.insert(standby_->target);
       check_standby_after(kStandbySettle);
-      return log().info("cannot open a standby link to {}: {}", node_.describe(standby_target_), dialled.error);
+      return log().info("cannot open a standby link to {}: {}", node_.describe(standby_->target), dialled.error);
     }
-    unreachable_.erase(standby_target_);
-    node_.open_standby(std::move(dialled.link), standby_target_);
+    unreachable_.erase(standby_->target);
+    node_.open_standby(std::move(dialled.link), standby_->target);
   });
   if (!dialled) return;
-  standby_target_ = target;
-  standby_dial_ = std::move(*dialled);
+  standby_->target = target;
+  standby_->dial = std::move(*dialled);
 }
 
 void RecoveryService::on_message(const core::Peer& from, std::uint16_t kind, capnp::AnyPointer::Reader body) {
@@ -301,8 +308,10 @@ void RecoveryService::answered(Result<core::Adoption> result) {
 }
 
 void RecoveryService::stop() {
-  standby_timer_.cancel();
-  standby_dial_.cancel();
+  if (standby_) {
+    standby_->timer.cancel();
+    standby_->dial.cancel();
+  }
   if (!search_) return;
   search_->searching = false;
   search_->retry.cancel();

@@ -105,17 +105,23 @@ class RecoveryService final : public core::Service {
   Search& search();
   bool searching() const { return search_ && search_->searching; }
   std::unique_ptr<Search> search_;
-  // The standby link being connected, to `standby_target_`.
-  core::Dial standby_dial_;
   // Potential adopters a connection to failed: where commnodes hold parts, a process
   // hears of the failure of a commnode outside its line (its parent's sibling) from
   // no one, and finds it so. Chosen last, and never for the standby link, until a
   // connection to it succeeds again. Ranges (core/rank_set.h): 32 bytes while it holds
   // none, as at nearly every process, not a hash set's 56.
   core::RankSet unreachable_;
-  Rank standby_target_ = 0;
-  NodeClock::time_point standby_not_before_{};  // no first standby link before
-  Timer standby_timer_;
+  // The standby link's upkeep, made only where standby links are on (48 bytes in
+  // every process before).
+  struct Standby {
+    explicit Standby(boost::asio::io_context& io) : timer(io) {}
+    core::Dial dial;  // the standby link being connected, to `target`
+    Rank target = 0;
+    NodeClock::time_point not_before{};  // no first standby link before
+    Timer timer;
+  };
+  std::unique_ptr<Standby> standby_;
+  bool standby_links() const;
   // While this node stands in the root's place (events::Promoted).
   struct Promotion {
     Rank failed_root = 0;
