@@ -414,7 +414,7 @@ void Node::flood(Message& message, const Link* except, std::optional<Rank> about
         continue;
       }
     } else if (about && child.role == Role::backend) {
-      if (!backends_hold) backends_hold = backend_part_.holds(topo(), id_.rank, plan_, *about);
+      if (!backends_hold) backends_hold = backend_part().holds(topo(), id_.rank, plan_, *about);
       if (!*backends_hold) continue;
     }
     child.link->send(message.builder());
@@ -488,7 +488,7 @@ void Node::on_attach_report(Rank orphan, Rank adopter, std::uint32_t incarnation
   }
   if (unknown) {
     if (!topo().find(orphan)) {
-      backend_part_.invalidate();
+      if (backend_part_) backend_part_->invalidate();
       if (auto added = topo().add_backend(orphan, adopter); !added) {
         log().warn("ignoring the join of rank {} under {}: {}", orphan, adopter, added.error());
         return;

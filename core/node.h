@@ -197,7 +197,7 @@ class Node final : public ServiceContext {
   std::optional<Rank> standby() const override;
   void close_standby(std::string_view why) override;
   bool request_adoption_on_standby(Rank candidate, std::function<void(Result<Adoption>)> done) override;
-  void set_gate(Gate gate) override { gate_ = std::move(gate); }
+  void set_gate(Gate gate) override { gate_ = std::make_unique<Gate>(std::move(gate)); }
   void set_epoch(std::uint32_t epoch) override { id_.epoch = epoch; }
   void shutdown(const std::string& reason) override;
   bool healing() const override { return plan_.fault.enabled && healing_on_; }
@@ -385,7 +385,10 @@ class Node final : public ServiceContext {
   LaunchPlan plan_;
   // On the heap, as the folded part is: a folded back-end holds neither.
   std::unique_ptr<Topology> topology_;
-  BackendPart backend_part_;  // what back-end children get of topology_
+  // What back-end children get of topology_: made at the first use, so never at a
+  // back-end (56 bytes there before).
+  std::unique_ptr<BackendPart> backend_part_;
+  BackendPart& backend_part();
   std::unique_ptr<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
   std::unique_ptr<FoldedPart> folded_;  // a back-end's part, folded: topology_ and tree_ are empty
   // While a back-end's part is unfolded: the part as it came (and the ports learnt),
@@ -400,7 +403,7 @@ class Node final : public ServiceContext {
   Connections connections_;  // every link but the parent's, in its state, and the listener (core/connections.h)
 
   ChildTable children_;
-  Gate gate_;
+  std::unique_ptr<Gate> gate_;  // set only where back-end children may be (32 bytes in place before)
   // Links up, standby, re-attach, held adoptions, tree news (core/healing.h): made
   // when first needed and given back once it holds nothing, as it does not at a
   // back-end once its parent's handshake is done (docs/scale.md, "A back-end's own

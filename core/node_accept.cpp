@@ -96,7 +96,7 @@ void Node::on_child_message(std::size_t index, const Link* link, wire::Message::
   }
   auto body = msg.getBody();
   const Peer from{Peer::Kind::child, index, child.rank, msg.getSenderIncarnation(), link, msg.getSenderEpoch()};
-  if (child.role == Role::backend && gate_ && !gate_(from)) return;
+  if (child.role == Role::backend && gate_ && !(*gate_)(from)) return;
   if (!dispatch(from, body)) {
     log().warn("ignoring unexpected message {} from child {}", static_cast<int>(body.which()), child.rank);
   }

@@ -17,9 +17,14 @@ namespace canopy::core {
 
 using transport::Link;
 
+BackendPart& Node::backend_part() {
+  if (!backend_part_) backend_part_ = std::make_unique<BackendPart>();
+  return *backend_part_;
+}
+
 void Node::adopt_topology(Topology topology) {
   topology_ = std::make_unique<Topology>(std::move(topology));
-  backend_part_ = BackendPart{};  // of the tree held before, if any (a re-attach that failed)
+  backend_part_.reset();  // of the tree held before, if any (a re-attach that failed)
   tree_ = std::make_unique<LiveTree>(*topology_, id_.rank);
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
@@ -180,7 +185,7 @@ void Node::on_topology(wire::Topology::Reader t) {
 void Node::send_topology(Link& link, Role role, Rank to) {
   Message message(id_);
   auto t = message.body().initTopology();
-  const Topology* part = role == Role::backend ? backend_part_.get(topo(), id_.rank, plan_) : nullptr;
+  const Topology* part = role == Role::backend ? backend_part().get(topo(), id_.rank, plan_) : nullptr;
   if (part && !part->find(to)) part = nullptr;
   // A commnode child's part is its own (its subtree whole), built for it.
   std::optional<Topology> commnode_part;
@@ -190,13 +195,13 @@ void Node::send_topology(Link& link, Role role, Rank to) {
   }
   encode_topology(part ? *part : topo(), t);
   encode_plan(plan_, t, role != Role::backend);
-  if (part) encode_view_zero(backend_part_.view_zero(topo(), plan_), t);
+  if (part) encode_view_zero(backend_part().view_zero(topo(), plan_), t);
   link.send(message.builder());
   // The last back-end child launched has its part: it need not be kept.
   if (role == Role::backend && std::none_of(children_.begin(), children_.end(), [](const Child& c) {
         return c.role == Role::backend && c.state == ChildState::starting;
       })) {
-    backend_part_.release();
+    backend_part().release();
   }
 }
 
@@ -269,7 +274,7 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
   for (const auto& [rank, port] : endpoints) {
     if (topo().set_port(rank, port)) {
       known.emplace_back(rank, port);
-      backend_part_.set_port(rank, port);
+      backend_part().set_port(rank, port);
     } else if (!topo().partial()) {  // a part holds only some ranks (docs/scale.md)
       log().warn("ignoring the endpoint of rank {}: not in the topology", rank);
     }
@@ -282,7 +287,7 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
     if (message) return *message;
     std::vector<std::pair<Rank, std::uint16_t>> sent;
     for (const auto& e : known) {
-      if (!backend || backend_part_.holds(topo(), id_.rank, plan_, e.first)) sent.push_back(e);
+      if (!backend || backend_part().holds(topo(), id_.rank, plan_, e.first)) sent.push_back(e);
     }
     message.emplace(id_);
     auto e = message->body().initEndpoints();
@@ -336,7 +341,7 @@ TreeNews& Node::news() {
   // adopted here hears of its former siblings adopted here too: TreeNews::send.)
   news.set_backend_filter([this](Rank orphan, Rank adopter) {
     if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
-    return backend_part_.holds(*topology_, id_.rank, plan_, orphan);
+    return backend_part().holds(*topology_, id_.rank, plan_, orphan);
   });
   news.set_commnode_filter([this](Rank child, Rank orphan) { return !plan_.commnode_parts() || hears_of(child, orphan, false); });
   return news;

@@ -12,7 +12,12 @@ Result<void> ServiceTable::add(Service& service) {
                  "' is already taken by '" + std::string(taken->name()) + "'"};
   }
   added_.push_back(&service);
-  if (sort()) return {};
+  if (sort()) {
+    // A runtime adds its few services once: no room kept for more (16 bytes a process).
+    added_.shrink_to_fit();
+    order_.shrink_to_fit();
+    return {};
+  }
   added_.pop_back();
   sort();
   return Error{"service '" + std::string(service.name()) +

@@ -45,7 +45,7 @@ std::optional<GossipOptions> GossipService::decode_options(std::string_view byte
 }
 
 GossipOptions GossipService::options() const {
-  if (options_) return *options_;
+  if (ring_) return ring_->options;
   const auto& all = node_.plan().service_options;
   auto it = all.find(id());
   if (it == all.end()) return GossipOptions{};
@@ -96,9 +96,9 @@ void GossipService::on_event(const core::NodeEvent& event) {
     if (!started->error.empty() || ring_ || node_.identity().role != Role::backend) return;
     const GossipOptions options = this->options();
     if (options.schedule == GossipSchedule::off) return;
-    options_ = options;
     ring_ = std::make_unique<Ring>(node_.io(), node_.identity().rank);
-    log().info("gossip: {} every {} ms", to_string(options_->schedule), options_->period.count());
+    ring_->options = options;
+    log().info("gossip: {} every {} ms", to_string(options.schedule), options.period.count());
     arm();
   } else if (std::holds_alternative<Adopted>(event) && ring_) {
     // Tables to this member were lost while it was an orphan, and its own held back.
@@ -139,7 +139,7 @@ bool GossipService::paused(Rank rank) const {
 // ---- rounds ----
 
 void GossipService::arm() {
-  ring_->timer.expires_after(options_->period);
+  ring_->timer.expires_after(ring_->options.period);
   ring_->timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) tick();
   });
@@ -149,7 +149,7 @@ void GossipService::tick() {
   if (node_.stopping()) return;
   refresh_ring();
   if (member() && ring_->ranks.size() >= 2) {
-    const auto schedule = options_->schedule;
+    const auto schedule = ring_->options.schedule;
     const auto n = static_cast<std::uint32_t>(ring_->ranks.size());
     ++ring_->counter;
     ring_->round = ring_->round % cycle_rounds(schedule, n) + 1;

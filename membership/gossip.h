@@ -82,7 +82,6 @@ class GossipService final : public core::Service {
   std::uint64_t forwarded() const { return forwarded_; }
 
  private:
-  std::optional<GossipOptions> options_;  // once started: the tree's, from the plan
   struct Member {
     std::uint64_t beat = 0;
     bool heard = false;  // its counter has grown here at least once
@@ -124,6 +123,7 @@ class GossipService final : public core::Service {
   // back-end's own state").
   struct Ring {
     Ring(boost::asio::io_context& io, Rank me) : timer(io), rng(0x9e3779b97f4a7c15ULL ^ me) {}
+    GossipOptions options;  // the tree's, from the plan, as it started
     Timer timer;
     // The members of view `view`, ascending; this member is `ranks[self]`.
     std::uint64_t view = ~std::uint64_t{0};

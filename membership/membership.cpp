@@ -149,12 +149,15 @@ void MembershipService::initialise() {
   started_ = true;
   // Nothing a back-end sends below the epoch this node knows for it is taken: it was
   // declared failed, and its link is closing (cut_off) or it is a stale process.
-  node_.set_gate([this](const core::Peer& from) {
-    if (from.epoch >= std::min<std::uint32_t>(epoch(from.sender), 0xffff)) return true;
-    if (from.kind == core::Peer::Kind::child && below_ && below_->rejoined.count(from.child)) return true;  // not welcomed yet
-    count_stale(from.sender, from.epoch);
-    return false;
-  });
+  // A back-end has no back-end children: it needs no gate.
+  if (node_.identity().role != Role::backend) {
+    node_.set_gate([this](const core::Peer& from) {
+      if (from.epoch >= std::min<std::uint32_t>(epoch(from.sender), 0xffff)) return true;
+      if (from.kind == core::Peer::Kind::child && below_ && below_->rejoined.count(from.child)) return true;  // not welcomed yet
+      count_stale(from.sender, from.epoch);
+      return false;
+    });
+  }
   view_ = HeldView{};
   // A front-end that re-attached gets the view from the heir that held it.
   // A back-end holding its part of the tree has view 0 in its plan (docs/scale.md).
