@@ -270,15 +270,17 @@ void LaunchService::check_subtree_ready() {
   }
   up_ = true;
   startup_timer_.cancel();
-  const auto endpoints = std::move(endpoints_);
-  const std::size_t count = endpoints ? endpoints->size() : 0;
+  // Read for the last time: given back here.
+  const std::map<Rank, std::uint16_t> endpoints = endpoints_ ? std::move(*endpoints_) : std::map<Rank, std::uint16_t>{};
+  endpoints_.reset();
+  const std::size_t count = endpoints.size();
   log().info("subtree ready ({} endpoints)", count);
   node_.subtree_up();
   if (!node_.is_root()) {
     core::Outgoing message(node_.identity(), id(), Kind::READY);
     auto eps = message.init<wire::launch::Ready>().initEndpoints(count);
     std::size_t i = 0;
-    for (auto [rank, port] : endpoints ? *endpoints : std::map<Rank, std::uint16_t>{}) {
+    for (auto [rank, port] : endpoints) {
       eps[i].setRank(rank);
       eps[i].setPort(port);
       ++i;
@@ -287,7 +289,7 @@ void LaunchService::check_subtree_ready() {
     return;
   }
   // Root: every listening endpoint is now known; tell the whole tree.
-  node_.publish_endpoints(endpoints ? *endpoints : std::map<Rank, std::uint16_t>{});
+  node_.publish_endpoints(endpoints);
   if (observer_) observer_->on_ready();
 }
 
