@@ -4,6 +4,17 @@
 
 namespace canopy::core {
 
+bool backend_needs_port(const Topology& topology, Rank parent, Rank rank) {
+  const TopologyNode* n = topology.find(rank);
+  const TopologyNode* up = topology.find(parent);
+  if (!n || !up || n->role == Role::backend) return false;
+  if (n->parent && up->parent && *n->parent == *up->parent) return true;  // a sibling of the parent
+  for (const TopologyNode* a = up;; a = &topology.at(*a->parent)) {  // the parent and its ancestors
+    if (a->rank == rank) return true;
+    if (!a->parent) return false;
+  }
+}
+
 const Topology* BackendPart::get(const Topology& whole, Rank self, const LaunchPlan& plan) {
   if (!part_) {
     part_ = std::make_unique<Topology>(whole.backend_part(self));
@@ -30,6 +41,11 @@ const std::vector<std::pair<Rank, Rank>>& BackendPart::view_zero(const Topology&
 bool BackendPart::holds(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank) {
   if (!ranks_) get(whole, self, plan);
   return whole_ || ranks_->contains(rank);
+}
+
+bool BackendPart::sends_port(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank) {
+  if (!ranks_) get(whole, self, plan);
+  return whole_ || backend_needs_port(whole, self, rank);
 }
 
 void BackendPart::set_port(Rank rank, std::uint16_t port) {

@@ -5,8 +5,11 @@
 // an adopter, and view 0's members: Topology::backend_part() and those members as
 // ranges. Every back-end child of one parent gets the same part, built once and kept
 // up to date with the ports learnt after it; so a launch sends each back-end
-// O(fan-out x depth) bytes, whatever the tree's size. Not with LaunchPlan::whole_tree
-// (MRNet's model), nor where the part would be the whole tree anyway (a flat tree).
+// O(fan-out x depth) bytes, whatever the tree's size. The ports learnt after launch
+// go to a back-end only for the commnodes it may ask to adopt it: its ancestors and
+// its parent's siblings (backend_needs_port), O(fan-out + depth) of them. Not with
+// LaunchPlan::whole_tree (MRNet's model), nor where the part would be the whole tree
+// anyway (a flat tree).
 // Pure logic; on the node's io_context thread.
 #pragma once
 
@@ -21,6 +24,16 @@
 
 namespace canopy::core {
 
+// Whether a back-end child of `parent` needs the port of `rank` (held in `topology`)
+// to find an adopter, paper 004's choice: `parent`, its ancestors, and its siblings
+// (the failed parent's siblings, and the nearest live ancestor). The other commnodes
+// of its part, its ancestors' siblings, it would ask only if its parent and
+// grandparent failed together and every sibling of its parent failed to adopt it;
+// without their ports it asks the others first and, at the last, the root. Their
+// ports, two bytes each, made a back-end of fan-out 100 and depth 3 grow by 200
+// bytes (docs/scale.md, "A back-end keeps its part folded").
+bool backend_needs_port(const Topology& topology, Rank parent, Rank rank);
+
 class BackendPart {
  public:
   // The part for a back-end child of `self` in `whole` (which must hold it), or null
@@ -30,6 +43,9 @@ class BackendPart {
   const std::vector<std::pair<Rank, Rank>>& view_zero(const Topology& whole, const LaunchPlan& plan);
   // Whether a back-end child's part holds `rank` (true when it gets the whole tree).
   bool holds(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank);
+  // Whether a back-end child is sent the port of `rank`: backend_needs_port, or any
+  // rank when back-ends get the whole tree.
+  bool sends_port(const Topology& whole, Rank self, const LaunchPlan& plan, Rank rank);
   // A port learnt after the part was built.
   void set_port(Rank rank, std::uint16_t port);
   // The tree changed shape (a back-end joined): build the part again when next asked.

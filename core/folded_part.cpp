@@ -2,6 +2,7 @@
 
 #include <capnp/serialize.h>
 
+#include "core/backend_part.h"
 #include "core/codec.h"
 
 namespace canopy::core {
@@ -36,7 +37,7 @@ FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, 
   for (const TopologyNode* n = &me; n->parent; n = &decoded.at(*n->parent)) ++place_.depth;
   std::vector<Rank> unknown;
   for (const TopologyNode& n : decoded.nodes()) {
-    if (n.role != Role::backend && n.port == 0) unknown.push_back(n.rank);
+    if (n.port == 0 && backend_needs_port(decoded, up.rank, n.rank)) unknown.push_back(n.rank);
   }
   unknown_ports_ = RankSet::of(std::move(unknown));
 }

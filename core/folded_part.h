@@ -53,8 +53,8 @@ class FoldedPart {
   // unfolds, so that a later port for a rank replaces an earlier one.
   // `learnt`: what it says (read_endpoints, which the caller checked it with).
   void add_endpoints(wire::Endpoints::Reader endpoints, const std::vector<std::pair<Rank, std::uint16_t>>& learnt);
-  // Whether it knows the port of every commnode of the part (every potential adopter):
-  // what a process holding the part unfolded reads from its topology.
+  // Whether it knows the port of every potential adopter (backend_needs_port): what
+  // a process holding the part unfolded reads from its topology.
   bool ports_known() const { return unknown_ports_.empty(); }
   // The part as a Topology, with the ports learnt.
   Result<Topology> unfold() const;

@@ -397,9 +397,14 @@ class Node final : public ServiceContext {
   Timer fold_timer_;
   bool fold_timer_armed_ = false;
   bool part_read_ = false;  // read since the fold timer was armed
+  // Here, not by what they are about, so that the node's flags share one word.
+  bool upstream_full_ = false;  // reading from the children is paused (parent_)
+  // Healing switched on (the default) or off while the tree runs (the front-end's
+  // Network::set_healing): off, an orphan stops with its subtree and an adopter
+  // refuses orphans, as with fault tolerance off.
+  bool healing_on_ = true;
 
   std::shared_ptr<transport::Link> parent_;
-  bool upstream_full_ = false;  // reading from the children is paused
   Connections connections_;  // every link but the parent's, in its state, and the listener (core/connections.h)
 
   ChildTable children_;
@@ -417,10 +422,6 @@ class Node final : public ServiceContext {
   // A message on a link this node dialled, while the link's handshake may be under
   // way: false if the handshake took it (UpHandshakes::on_message).
   bool handshake_read(const transport::Link* link, capnp::MessageReader& message);
-  // Healing switched on (the default) or off while the tree runs (the front-end's
-  // Network::set_healing): off, an orphan stops with its subtree and an adopter
-  // refuses orphans, as with fault tolerance off.
-  bool healing_on_ = true;
   std::size_t news_received_ = 0;  // messages of live-tree news received (a batch counts once)
 };
 

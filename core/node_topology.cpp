@@ -109,8 +109,12 @@ Rank Node::root_rank() const {
 bool Node::knows_every_port() const {
   if (folded_) return folded_->ports_known();
   if (!topology_) return false;
-  return std::none_of(topology_->nodes().begin(), topology_->nodes().end(),
-                      [](const TopologyNode& n) { return n.role != Role::backend && n.port == 0; });
+  // A back-end holding a part is sent the ports of its potential adopters only.
+  const TopologyNode* me = topology_->find(id_.rank);
+  const bool adopters_only = id_.role == Role::backend && topology_->partial() && me && me->parent;
+  return std::none_of(topology_->nodes().begin(), topology_->nodes().end(), [&](const TopologyNode& n) {
+    return n.role != Role::backend && n.port == 0 && (!adopters_only || backend_needs_port(*topology_, *me->parent, n.rank));
+  });
 }
 
 std::optional<TreeView::Place> Node::own_place() const {
@@ -280,14 +284,14 @@ void Node::publish_endpoints(const std::map<Rank, std::uint16_t>& endpoints) {
     }
   }
   // Back-ends too: an orphaned back-end needs the endpoints of its potential adopters,
-  // and only those its part of the tree holds.
+  // this node, its ancestors and its siblings (backend_needs_port).
   std::optional<Message> to_commnodes, to_backends;
   auto message_of = [&](bool backend) -> Message& {
     auto& message = backend ? to_backends : to_commnodes;
     if (message) return *message;
     std::vector<std::pair<Rank, std::uint16_t>> sent;
     for (const auto& e : known) {
-      if (!backend || backend_part().holds(topo(), id_.rank, plan_, e.first)) sent.push_back(e);
+      if (!backend || backend_part().sends_port(topo(), id_.rank, plan_, e.first)) sent.push_back(e);
     }
     message.emplace(id_);
     auto e = message->body().initEndpoints();

@@ -560,7 +560,9 @@ ViewChange MembershipService::apply(HeldView next, const Epochs& epochs,
   }
   if (node_.identity().role == Role::backend) last_change_.reset();  // no child to send it to
   else last_change_ = std::make_unique<Delta>(std::move(change));
-  view_ = std::move(next);
+  // Copied, not moved: held at its size, without the room its edits grew into (at a
+  // back-end of b:16^2, 160 bytes where its 11 ranges take 88 after 10 failures).
+  view_ = next;
   epochs_ = epochs;
   digest_ = digest ? *digest : digest_of(view_, epochs_);
   out.view.id = view_.id;

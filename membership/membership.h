@@ -209,13 +209,16 @@ class MembershipService final : public core::Service {
   core::ServiceContext& node_;
   Observer* observer_;
   bool started_ = false;
+  bool requested_ = false;  // asked the parent for the whole view; not answered yet
+  // Every process: whether this subtree's acknowledgement of the view passed down
+  // (awaiting_id_) went up. The flags here share one word.
+  bool acked_ = true;
   HeldView view_;
   Epochs epochs_;
   std::uint64_t digest_ = 0;          // digest_of(view_, epochs_)
   // To view_ from the one before; kept only where children may need it (never at a
   // back-end: docs/scale.md, "A back-end's own state").
   std::unique_ptr<Delta> last_change_;
-  bool requested_ = false;  // asked the parent for the whole view; not answered yet
   std::uint64_t asked_whole_ = 0;
   std::uint64_t stale_dropped_ = 0;
 
@@ -240,10 +243,8 @@ class MembershipService final : public core::Service {
   };
   Below& below();
   std::unique_ptr<Below> below_;
-  // Every process: the view passed down (its children in Below::awaiting), and
-  // whether this subtree's acknowledgement went up.
+  // Every process: the view passed down (its children in Below::awaiting; acked_).
   std::uint64_t awaiting_id_ = 0;
-  bool acked_ = true;
 
   // Root: made when first needed (docs/scale.md, "A back-end's own state"). A
   // commnode that takes the root's place makes it then.

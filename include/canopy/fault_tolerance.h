@@ -35,6 +35,8 @@ struct GossipOptions {
   // 0: the tree's `lost` (an answer can be held up that long by a hung commnode
   // before the tree cuts it out).
   std::chrono::milliseconds ping_timeout{0};
+
+  bool operator==(const GossipOptions&) const = default;
 };
 
 // How the tree detects failures and heals itself (docs/fault-tolerance.md).

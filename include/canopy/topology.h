@@ -178,7 +178,8 @@ class Topology {
   // every ancestor of it, from the root down to `parent`, each with all its
   // children; a child that is not on that path is held without children of its own
   // (a frontier). That is what the back-end needs to find its adopters: its
-  // parent's siblings and every ancestor above, with their endpoints. Its size is
+  // parent's siblings and every ancestor above (whose ports it is sent as they are
+  // learnt: core/backend_part.h), and their siblings as a last resort. Its size is
   // the sum of the ancestors' fan-outs, whatever the tree's; building it walks the
   // whole tree once. Tree-wide settings (links, hosts of the nodes it holds) come
   // along. Precondition: `parent` is a commnode or the front-end of this tree, and

@@ -44,6 +44,24 @@ bool everyone_heard_everyone(TreeHarness& tree, const Ranks& members) {
   return true;
 }
 
+// Gossip's options reach every process in the launch plan, unless they are the
+// defaults (gossip off), which every process reads where it finds none: each
+// process kept them in its plan, about 100 bytes of a back-end's 4 KB
+// (docs/scale.md, "A back-end's own state").
+TEST(Gossip, OptionsReachEveryProcessAndTheDefaultsCostNoneOfThemAnything) {
+  {  // one tree at a time: each runs on the one manual clock
+    TreeHarness on("b:2^2", gossip_only(700ms));
+    ASSERT_TRUE(on.launch());
+    for (Rank r : {FE, C1, C2, 0u, 1u, 2u, 3u}) EXPECT_EQ(gossip_of(on, r).options(), gossip_only(700ms).gossip) << r;
+  }
+  TreeHarness off("b:2^2", FaultToleranceOptions{});
+  ASSERT_TRUE(off.launch());
+  for (Rank r : {FE, C1, C2, 0u, 1u, 2u, 3u}) {
+    EXPECT_EQ(gossip_of(off, r).options(), GossipOptions{}) << r;
+    EXPECT_TRUE(off.node(r).plan().service_options.empty()) << r;
+  }
+}
+
 TEST(Gossip, EveryMembersHeartbeatReachesEveryOtherWithinACycle) {
   TreeHarness tree("b:2^2", gossip_only());
   ASSERT_TRUE(tree.launch());

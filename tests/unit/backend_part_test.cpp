@@ -207,6 +207,54 @@ TEST(BackendPart, OnePartPerParentKeptUpToDate) {
   EXPECT_TRUE(whole_parts.holds(whole, parent, plan, cousin));
 }
 
+// A back-end is sent the ports of the commnodes it may ask to adopt it (paper 004:
+// its parent's siblings and its ancestors), not those of every commnode its part
+// holds: its ancestors' other children it asks only when its parent and grandparent
+// fail together and no sibling of its parent adopts it. In b:4^3 a back-end's parent
+// has 3 siblings and 3 ancestors (grandparent, front-end, itself); the part holds 3
+// more commnodes, the grandparent's siblings, whose ports a back-end of fan-out 100
+// paid 200 bytes for at depth 3. With every port sent, ports_known() waited for them.
+TEST(BackendPart, ABackEndIsSentThePortsOfItsPotentialAdoptersOnly) {
+  const Topology whole = generated("b:4^3");
+  const Rank parent = leaf_commnodes(whole).back();
+  const Rank grandparent = *whole.at(parent).parent;
+  canopy::core::LaunchPlan plan;
+  canopy::core::BackendPart parts;
+  std::vector<Rank> sent, held_not_sent;
+  for (const auto& n : whole.nodes()) {
+    if (parts.sends_port(whole, parent, plan, n.rank)) sent.push_back(n.rank);
+    else if (n.role != Role::backend && parts.holds(whole, parent, plan, n.rank)) held_not_sent.push_back(n.rank);
+  }
+  std::vector<Rank> want{whole.root().rank, grandparent};
+  for (Rank s : whole.at(grandparent).children) want.push_back(s);  // the parent among them
+  std::sort(sent.begin(), sent.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(sent, want);
+  std::vector<Rank> uncles;
+  for (Rank u : whole.root().children) {
+    if (u != grandparent) uncles.push_back(u);
+  }
+  std::sort(held_not_sent.begin(), held_not_sent.end());
+  EXPECT_EQ(held_not_sent, uncles);
+
+  // Folded, its part knows every port it needs once those are learnt.
+  const Topology part = whole.backend_part(parent);
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<canopy::wire::Topology>();
+  canopy::core::encode_topology(part, w);
+  const Topology decoded = through_the_wire(part);
+  canopy::core::FoldedPart folded(w.asReader(), decoded, whole.at(parent).children.front());
+  std::vector<std::pair<Rank, std::uint16_t>> ports;
+  for (Rank r : want) ports.emplace_back(r, static_cast<std::uint16_t>(6000 + ports.size()));
+  EXPECT_FALSE(folded.ports_known());
+  folded.add_endpoints(endpoints(ports)->getRoot<canopy::wire::Endpoints>().asReader(), ports);
+  EXPECT_TRUE(folded.ports_known());
+
+  plan.whole_tree = true;  // MRNet's model: every back-end holds the whole tree, ports and all
+  canopy::core::BackendPart whole_parts;
+  EXPECT_TRUE(whole_parts.sends_port(whole, parent, plan, uncles.front()));
+}
+
 // Where commnodes hold parts (Topology::part, docs/scale.md): a commnode's part is
 // its parent's back-end part with its own subtree whole, survives the wire, and
 // chooses adopters as the whole tree does for its first choices.
