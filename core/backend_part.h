@@ -27,9 +27,9 @@ namespace canopy::core {
 // Whether a back-end child of `parent` needs the port of `rank` (held in `topology`)
 // to find an adopter, paper 004's choice: `parent`, its ancestors, and its siblings
 // (the failed parent's siblings, and the nearest live ancestor). The other commnodes
-// of its part, its ancestors' siblings, it would ask only if its parent and
-// grandparent failed together and every sibling of its parent failed to adopt it;
-// without their ports it asks the others first and, at the last, the root. Their
+// of its part, its ancestors' siblings, come first only if its parent and
+// grandparent fail together; without their ports it skips them and asks the
+// nearest live ancestor next, the root there (docs/fault-tolerance.md). Their
 // ports, two bytes each, made a back-end of fan-out 100 and depth 3 grow by 200
 // bytes (docs/scale.md, "A back-end keeps its part folded").
 bool backend_needs_port(const Topology& topology, Rank parent, Rank rank);
