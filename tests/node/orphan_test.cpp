@@ -261,6 +261,40 @@ TEST(Orphans, AnAdoptedBackEndFoldsItsPartAgainAndHealsFromItWhenItsNewParentFai
   EXPECT_EQ(view->parent(0), FE + 1);
 }
 
+// A back-end holding its part knows the ports of its parent's siblings and its
+// ancestors only (core/backend_part.h). Here FE+1 fails (FE+2 adopts FE+3 and FE+4),
+// then FE+4 (FE+3 adopts back-ends 2 and 3), then FE+3: back-ends 0 and 1, orphaned,
+// find FE+2's other children gone and FE+2 itself without a port (at launch it was
+// their grandparent's sibling); they skip it and are adopted by the front-end, whose
+// port they know, and every wave is whole again. Before stop 79 they knew FE+2's
+// port and went to it; either is a process above them.
+TEST(Orphans, ABackEndSkipsAnAdopterWhosePortItWasNeverSentAndIsAdoptedAboveIt) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:2x2x2", fault);
+  ASSERT_TRUE(tree.launch());
+  const StreamId stream = tree.open_stream("sum");
+  const canopy::Topology& part = *tree.node(0).topology();
+  ASSERT_NE(part.find(FE + 2), nullptr);
+  EXPECT_EQ(part.find(FE + 2)->port, 0) << "back-end 0 was sent its grandparent's sibling's port";
+  EXPECT_NE(part.find(FE + 4)->port, 0) << "back-end 0 does not know its parent's sibling's port";
+  auto adopted = [&](Rank orphan, std::size_t times) { return tree.heard(orphan).recovered.size() >= times; };
+
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] { return adopted(FE + 3, 1) && adopted(FE + 4, 1); }, 5s));
+  tree.kill(FE + 4);
+  ASSERT_TRUE(tree.run_until([&] { return adopted(2, 1) && adopted(3, 1); }, 5s));
+  expect_whole_wave(tree, stream, 8);
+  tree.kill(FE + 3);
+  ASSERT_TRUE(tree.run_until([&] { return adopted(0, 1) && adopted(1, 1) && adopted(2, 2) && adopted(3, 2); }, 10s))
+      << "the back-ends of FE+3 were not all adopted";
+  for (Rank orphan : {0u, 1u}) {
+    const Rank adopter = tree.heard(orphan).recovered.back().adopter;
+    EXPECT_TRUE(adopter == FE || adopter == FE + 2) << orphan << " adopted by " << adopter;
+  }
+  expect_whole_wave(tree, stream, 8);
+}
+
 // An adopter adopts only an orphan whose parent it knows is gone (docs/security.md).
 // Here no one can report FE+3's failure (its parent FE+1 hangs with it), so the
 // adopter asked by FE+3's back-ends (FE+4, or FE+5 if FE+4 finds itself orphaned
