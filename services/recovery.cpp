@@ -75,10 +75,9 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
     if (!standby_links()) return;
-    standby_ = std::make_unique<Standby>(node_.io());
     const auto spread = static_cast<std::int64_t>(transport::random_u64() % (kStandbyFirst.count() + 1));
     const auto first = kStandbyFirst + std::chrono::milliseconds(spread);
-    standby_->not_before = NodeClock::now() + first;
+    standby().not_before = NodeClock::now() + first;
     check_standby_after(first);
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
              std::holds_alternative<core::events::Adopted>(event)) {
@@ -92,8 +91,7 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
 
 void RecoveryService::check_standby_after(std::chrono::milliseconds delay) {
   if (!standby_links() || node_.stopping()) return;
-  if (!standby_) standby_ = std::make_unique<Standby>(node_.io());
-  Timer& timer = standby_->timer;
+  Timer& timer = standby().timer;
   const auto at = NodeClock::now() + delay;
   if (timer.expiry() > NodeClock::now() && timer.expiry() <= at) return;
   timer.expires_at(at);
@@ -318,6 +316,11 @@ void RecoveryService::stop() {
   search_->attempt.cancel();
   search_->dial.cancel();  // a connection under way is aborted when it completes
   search_->asking = false;
+}
+
+RecoveryService::Standby& RecoveryService::standby() {
+  if (!standby_) standby_ = std::make_unique<Standby>(node_.io());
+  return *standby_;
 }
 
 RecoveryService::Search& RecoveryService::search() {

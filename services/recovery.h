@@ -120,6 +120,7 @@ class RecoveryService final : public core::Service {
     NodeClock::time_point not_before{};  // no first standby link before
     Timer timer;
   };
+  Standby& standby();
   std::unique_ptr<Standby> standby_;
   bool standby_links() const;
   // While this node stands in the root's place (events::Promoted).

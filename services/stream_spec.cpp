@@ -101,27 +101,14 @@ StreamSpec::StreamSpec(const StreamOptions& options)
   extra.downstream_params = options.downstream_params;
 }
 
-StreamSpec& StreamSpec::operator=(const StreamSpec& other) {
-  if (this == &other) return *this;
-  id = other.id;
-  sync = other.sync;
-  joiners = other.joiners;
-  fold_state = other.fold_state;
-  sync_timeout = other.sync_timeout;
-  backends = other.backends;
-  upstream_filter = other.upstream_filter;
-  extra_ = other.extra_ ? std::make_unique<Extra>(*other.extra_) : nullptr;
-  return *this;
-}
-
 const StreamSpec::Extra& StreamSpec::extra() const {
   static const Extra none;
-  return extra_ ? *extra_ : none;
+  return extra_.held ? *extra_.held : none;
 }
 
 StreamSpec::Extra& StreamSpec::set_extra() {
-  if (!extra_) extra_ = std::make_unique<Extra>();
-  return *extra_;
+  if (!extra_.held) extra_.held = std::make_unique<Extra>();
+  return *extra_.held;
 }
 
 Result<std::chrono::milliseconds> sync_timeout_param(const Packet& params) {

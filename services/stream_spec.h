@@ -51,11 +51,6 @@ struct StreamSpec {
   // The options of a stream the front-end makes, its back-ends aside (the caller
   // sets `backends`).
   explicit StreamSpec(const StreamOptions& options);
-  StreamSpec(const StreamSpec& other) { *this = other; }
-  StreamSpec& operator=(const StreamSpec& other);
-  StreamSpec(StreamSpec&&) noexcept = default;
-  StreamSpec& operator=(StreamSpec&&) noexcept = default;
-  ~StreamSpec() = default;
 
   // The rest: its defaults if none was set.
   const Extra& extra() const;
@@ -64,9 +59,9 @@ struct StreamSpec {
 
   // The upstream filter node `rank` runs, and the parameters it is made with.
   const std::string& upstream_filter_of(Rank rank) const {
-    if (!extra_) return upstream_filter;
-    auto it = extra_->upstream_filter_at.find(rank);
-    return it == extra_->upstream_filter_at.end() ? upstream_filter : it->second.filter;
+    if (!extra_.held) return upstream_filter;
+    auto it = extra_.held->upstream_filter_at.find(rank);
+    return it == extra_.held->upstream_filter_at.end() ? upstream_filter : it->second.filter;
   }
   const Packet& upstream_params_of(Rank rank) const {
     const Extra& e = extra();
@@ -75,7 +70,19 @@ struct StreamSpec {
   }
 
  private:
-  std::unique_ptr<Extra> extra_;
+  // The rest, copied with the spec: a spec copies as a value.
+  struct CopiedExtra {
+    std::unique_ptr<Extra> held;
+    CopiedExtra() = default;
+    CopiedExtra(const CopiedExtra& other) : held(other.held ? std::make_unique<Extra>(*other.held) : nullptr) {}
+    CopiedExtra& operator=(const CopiedExtra& other) {
+      if (this != &other) held = other.held ? std::make_unique<Extra>(*other.held) : nullptr;
+      return *this;
+    }
+    CopiedExtra(CopiedExtra&&) noexcept = default;
+    CopiedExtra& operator=(CopiedExtra&&) noexcept = default;
+  };
+  CopiedExtra extra_;
 };
 
 // Reads the sync "filter" parameter: one positive integer, the time-out in ms.
