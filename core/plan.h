@@ -55,9 +55,10 @@ class HeldCommands {
 
 struct LaunchPlan {
   HeldCommands commands;
+  std::chrono::milliseconds startup_timeout{30000};
+  // The flags side by side: one word (16 bytes of padding in every process before).
   // Append MRNet's five arguments to each back-end's command line (docs/mrnet.md).
   bool mrnet_backend_args = false;
-  std::chrono::milliseconds startup_timeout{30000};
   bool attach = false;                      // back-ends attach themselves; not launched
   // Attach mode: back-ends the topology does not name may join under any commnode,
   // under a rank of their own (docs/attach.md, "Open attach").
@@ -72,6 +73,9 @@ struct LaunchPlan {
   // (Node::reattach): nothing is launched, and the tree's state comes from the heir.
   // Not on the wire.
   bool reattached = false;
+  // Every back-end holds the whole tree (MRNet's model: its NetworkTopology on a
+  // back-end; the gossip detector needs it), not only its part (docs/scale.md).
+  bool whole_tree = false;
   // `gossip` is the user's at the root only: the tree gets it from the gossip
   // service's entry in `service_options`.
   FaultToleranceOptions fault;
@@ -79,9 +83,6 @@ struct LaunchPlan {
   // encodes and decodes itself (Service::plan_options), carried by the core without
   // looking inside. Filled at the root when it starts.
   std::map<std::uint16_t, std::string> service_options;
-  // Every back-end holds the whole tree (MRNet's model: its NetworkTopology on a
-  // back-end; the gossip detector needs it), not only its part (docs/scale.md).
-  bool whole_tree = false;
   // Commnodes hold their part of the tree (Topology::part), not the whole
   // (docs/scale.md): unless every process holds the whole tree, or the tree is to
   // outlive its front-end (the heir's choice looks beyond any one part).

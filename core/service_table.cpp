@@ -5,47 +5,55 @@
 
 namespace canopy::core {
 
+namespace {
+
+// `given` in a stable order in which each service comes after every service of
+// `given` it names: each round places the first service of `given`, in its order,
+// whose predecessors are all placed. A service named but not in `given` is no
+// predecessor. Empty if the names close a circle.
+std::vector<Service*> sorted(const std::vector<Service*>& given) {
+  std::vector<Service*> order;
+  order.reserve(given.size());
+  std::vector<bool> placed(given.size(), false);
+  auto ready = [&](const Service* s) {
+    for (ServiceId before : s->runs_after()) {
+      auto b = std::find_if(given.begin(), given.end(), [&](const Service* g) { return g->id() == before; });
+      if (b != given.end() && *b != s && !placed[static_cast<std::size_t>(b - given.begin())]) return false;
+    }
+    return true;
+  };
+  while (order.size() < given.size()) {
+    std::size_t i = 0;
+    while (i < given.size() && (placed[i] || !ready(given[i]))) ++i;
+    if (i == given.size()) return {};
+    placed[i] = true;
+    order.push_back(given[i]);
+  }
+  return order;
+}
+
+}  // namespace
+
 Result<void> ServiceTable::add(Service& service) {
   const ServiceId id = service.id();
   if (Service* taken = find(id)) {
     return Error{"service id " + std::to_string(id) + " of '" + std::string(service.name()) +
                  "' is already taken by '" + std::string(taken->name()) + "'"};
   }
-  added_.push_back(&service);
-  if (sort()) {
-    // A runtime adds its few services once: no room kept for more (16 bytes a process).
-    added_.shrink_to_fit();
-    order_.shrink_to_fit();
-    return {};
+  // The table as it is, in order, then the new service: the table's order is kept
+  // where the new service changes nothing.
+  std::vector<Service*> given;
+  given.reserve(order_.size() + 1);
+  given = order_;
+  given.push_back(&service);
+  std::vector<Service*> order = sorted(given);
+  if (order.empty()) {
+    return Error{"service '" + std::string(service.name()) +
+                 "' runs after services that run after it (Service::runs_after() closes a circle)"};
   }
-  added_.pop_back();
-  sort();
-  return Error{"service '" + std::string(service.name()) +
-               "' runs after services that run after it (Service::runs_after() closes a circle)"};
-}
-
-// Stable: each round places the first service, in registration order, whose
-// predecessors are all placed. A service named but not registered is no
-// predecessor.
-bool ServiceTable::sort() {
-  std::vector<Service*> order;
-  std::vector<bool> placed(added_.size(), false);
-  auto ready = [&](const Service* s) {
-    for (ServiceId before : s->runs_after()) {
-      const Service* b = find(before);
-      if (b && b != s && std::find(order.begin(), order.end(), b) == order.end()) return false;
-    }
-    return true;
-  };
-  while (order.size() < added_.size()) {
-    std::size_t i = 0;
-    while (i < added_.size() && (placed[i] || !ready(added_[i]))) ++i;
-    if (i == added_.size()) return false;
-    placed[i] = true;
-    order.push_back(added_[i]);
-  }
+  // A runtime adds its few services once: sized to fit, no room kept for more.
   order_ = std::move(order);
-  return true;
+  return {};
 }
 
 }  // namespace canopy::core

@@ -202,7 +202,7 @@ void GossipService::send_table(Rank to) {
   t.setSource(node_.identity().rank);
   t.setDestination(to);
   t.setEntries(kj::arrayPtr(bytes.data(), bytes.size()));
-  ++tables_sent_;
+  ++ring_->tables_sent;
   route(message, to);
 }
 
@@ -264,7 +264,7 @@ void GossipService::ping(Rank rank, Member& peer) {
   p.setSource(node_.identity().rank);
   p.setDestination(rank);
   p.setNonce(peer.nonce);
-  ++pings_sent_;
+  ++ring_->pings_sent;
   route(message, rank);
 }
 

@@ -77,8 +77,8 @@ class GossipService final : public core::Service {
   // How long a ping may go unanswered.
   std::chrono::milliseconds ping_timeout() const;
   // Tables and pings this member sent, and messages passed on here for others.
-  std::uint64_t tables_sent() const { return tables_sent_; }
-  std::uint64_t pings_sent() const { return pings_sent_; }
+  std::uint64_t tables_sent() const { return ring_ ? ring_->tables_sent : 0; }
+  std::uint64_t pings_sent() const { return ring_ ? ring_->pings_sent : 0; }
   std::uint64_t forwarded() const { return forwarded_; }
 
  private:
@@ -134,10 +134,11 @@ class GossipService final : public core::Service {
     std::map<Rank, Member> peers;  // every other member of the ring
     std::mt19937_64 rng;
     std::uint64_t next_nonce = 1;
+    std::uint64_t tables_sent = 0, pings_sent = 0;
   };
   std::unique_ptr<Ring> ring_;  // null: not started
 
-  std::uint64_t tables_sent_ = 0, pings_sent_ = 0, forwarded_ = 0;
+  std::uint64_t forwarded_ = 0;  // commnodes pass gossip on without a ring
 };
 
 }  // namespace canopy::membership

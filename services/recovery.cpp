@@ -114,8 +114,8 @@ void RecoveryService::check_standby() {
   if (!node_.standby() && NodeClock::now() < standby_->not_before) {
     return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_->not_before - NodeClock::now()));
   }
-  const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_.size() + 1);
-  auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable_.contains(r); });
+  const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_count() + 1);
+  auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable(r); });
   if (first == candidates.end()) return node_.close_standby("no potential adopter");
   const Rank target = *first;
   if (node_.standby() == target) return;
@@ -131,11 +131,11 @@ void RecoveryService::check_standby() {
     if (!dialled.link) {
       // Its failure may never reach this process (a part of the tree hears only of
       // what concerns it: docs/scale.md): the link goes to the next one meanwhile.
-      unreachable_.insert(standby_->target);
+      set_unreachable(standby_->target, true);
       check_standby_after(kStandbySettle);
       return log().info("cannot open a standby link to {}: {}", node_.describe(standby_->target), dialled.error);
     }
-    unreachable_.erase(standby_->target);
+    set_unreachable(standby_->target, false);
     node_.open_standby(std::move(dialled.link), standby_->target);
   });
   if (!dialled) return;
@@ -176,7 +176,7 @@ void RecoveryService::start_round() {
   auto t0 = Clock::now();
   s.candidates = node_.live_tree()->potential_adopters(node_.identity().rank, 16);
   // Those found unreachable before go last (their failure may not have reached here).
-  std::stable_partition(s.candidates.begin(), s.candidates.end(), [&](Rank r) { return !unreachable_.contains(r); });
+  std::stable_partition(s.candidates.begin(), s.candidates.end(), [&](Rank r) { return !unreachable(r); });
   s.choose += us(Clock::now() - t0);
   s.next = 0;
   std::string list;
@@ -225,11 +225,20 @@ void RecoveryService::try_next() {
   });
 }
 
+void RecoveryService::set_unreachable(Rank rank, bool is) {
+  if (is) {
+    if (!unreachable_) unreachable_ = std::make_unique<core::RankSet>();
+    unreachable_->insert(rank);
+  } else if (unreachable_) {
+    unreachable_->erase(rank);
+  }
+}
+
 void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
   if (node_.phase() != core::Phase::orphaned) return;  // a link, never started, closes as it is dropped
   if (!dialled.link) {
     log().warn("cannot reach potential adopter {}: {}", candidate, dialled.error);
-    unreachable_.insert(candidate);
+    set_unreachable(candidate, true);
     if (dialled.refused && candidate == node_.live_tree()->root()) {
       // Nothing listens on the front-end's port: its process is gone, and with it the
       // tree (no other process takes the root's place). Waiting out adoption_timeout
@@ -247,7 +256,7 @@ void RecoveryService::reached(Rank candidate, core::Dialled dialled) {
 
 void RecoveryService::connected(Rank candidate, std::shared_ptr<transport::Link> link) {
   log().info("connected to potential adopter {} ({}), asking for adoption", candidate, link->peer());
-  unreachable_.erase(candidate);
+  set_unreachable(candidate, false);
   search().asking = true;
   search().over_standby = false;
   node_.request_adoption(std::move(link), candidate, [this](Result<core::Adoption> result) { answered(result); });

@@ -108,9 +108,12 @@ class RecoveryService final : public core::Service {
   // Potential adopters a connection to failed: where commnodes hold parts, a process
   // hears of the failure of a commnode outside its line (its parent's sibling) from
   // no one, and finds it so. Chosen last, and never for the standby link, until a
-  // connection to it succeeds again. Ranges (core/rank_set.h): 32 bytes while it holds
-  // none, as at nearly every process, not a hash set's 56.
-  core::RankSet unreachable_;
+  // connection to it succeeds again. Ranges (core/rank_set.h), made when the first
+  // is found: nearly every process holds none (a pointer, not a set's 32 bytes).
+  bool unreachable(Rank rank) const { return unreachable_ && unreachable_->contains(rank); }
+  std::size_t unreachable_count() const { return unreachable_ ? unreachable_->size() : 0; }
+  void set_unreachable(Rank rank, bool is);
+  std::unique_ptr<core::RankSet> unreachable_;
   // The standby link's upkeep, made only where standby links are on (48 bytes in
   // every process before).
   struct Standby {

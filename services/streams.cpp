@@ -663,8 +663,9 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
 // while orphaned follows (the core sends it).
 void StreamService::compensate() {
   const Rank me = node_.identity().rank;
-  incomplete_ = std::move(overflowed_);
-  overflowed_.clear();
+  std::vector<StreamId>& incomplete = adoption().incomplete;
+  incomplete = std::move(adoption().overflowed);
+  adoption().overflowed.clear();
   std::vector<StreamId> ids;
   for (const auto& [id, stream] : streams_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -681,13 +682,13 @@ void StreamService::compensate() {
     node_.send_up(join);
     send_resume(stream);
     if (!stream.filter || !stream.filter->state_recoverable()) {
-      incomplete_.push_back(sid);
+      incomplete.push_back(sid);
       continue;
     }
     auto state = stream.filter->extract_state();
     if (!state) {
       report_stream_error(sid, "cannot extract filter state: " + state.error());
-      incomplete_.push_back(sid);
+      incomplete.push_back(sid);
       continue;
     }
     state->set_source(me);
@@ -697,8 +698,18 @@ void StreamService::compensate() {
   // On no other stream: the adopter's waves stop waiting for this node.
   core::Outgoing joined(node_.identity(), id(), Kind::JOINED);
   node_.send_up(joined);
-  std::sort(incomplete_.begin(), incomplete_.end());
-  incomplete_.erase(std::unique(incomplete_.begin(), incomplete_.end()), incomplete_.end());
+  std::sort(incomplete.begin(), incomplete.end());
+  incomplete.erase(std::unique(incomplete.begin(), incomplete.end()), incomplete.end());
+}
+
+StreamService::Adoption& StreamService::adoption() {
+  if (!adoption_) adoption_ = std::make_unique<Adoption>();
+  return *adoption_;
+}
+
+const std::vector<StreamId>& StreamService::incomplete_after_adoption() const {
+  static const std::vector<StreamId> none;
+  return adoption_ ? adoption_->incomplete : none;
 }
 
 // ---- reports travelling up ----
@@ -808,7 +819,7 @@ void StreamService::report_upstream(StreamId stream, const Packet& packet, const
                                            std::to_string(transport::kDefaultMaxFrameBytes) +
                                            " bytes; it was not sent");
   }
-  if (!node_.send_up(message) && node_.phase() == core::Phase::orphaned) overflowed_.push_back(stream);
+  if (!node_.send_up(message) && node_.phase() == core::Phase::orphaned) adoption().overflowed.push_back(stream);
 }
 
 }  // namespace canopy::services

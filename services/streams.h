@@ -143,7 +143,7 @@ class StreamService final : public core::Service {
   // For the recovery service: the streams of this node's latest adoption that may
   // lack data (filters that are not state recoverable, or output dropped while
   // orphaned), ascending.
-  const std::vector<StreamId>& incomplete_after_adoption() const { return incomplete_; }
+  const std::vector<StreamId>& incomplete_after_adoption() const;
   // Root: packets dropped at each node because their wave had closed there, as
   // reported so far (NodeStatus::late_packets).
   const std::map<Rank, std::uint64_t>& late_packets() const;
@@ -391,8 +391,14 @@ class StreamService final : public core::Service {
   filters::FilterRegistry& filters_;
   Observer* observer_;
   std::map<StreamId, Stream> streams_;  // a map: no bucket array at a back-end of one stream
-  std::vector<StreamId> overflowed_;   // output dropped while orphaned
-  std::vector<StreamId> incomplete_;   // of the latest adoption
+  // An orphan's streams, made when it first loses output or is adopted: a process
+  // that never was an orphan holds none (40 bytes; docs/scale.md).
+  struct Adoption {
+    std::vector<StreamId> overflowed;  // output dropped while orphaned
+    std::vector<StreamId> incomplete;  // of the latest adoption
+  };
+  Adoption& adoption();
+  std::unique_ptr<Adoption> adoption_;
   DownSeq down_generation_ = 0;  // root: above every one the tree had taken
   Timer hold_timer_;
   bool hold_armed_ = false;
