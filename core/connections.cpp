@@ -79,8 +79,7 @@ Connections::Connection& Connections::set(const std::shared_ptr<Link>& link, Sta
   Connection& c = it->second;
   c.state = std::move(next);
   ++t.counts[c.state.index()];
-  if (std::holds_alternative<Child>(c.state) || std::holds_alternative<Joining>(c.state) ||
-      std::holds_alternative<Standby>(c.state)) {
+  if (std::holds_alternative<Joining>(c.state) || std::holds_alternative<Standby>(c.state)) {
     c.hello_deadline.reset();
   }
   return c;
@@ -94,14 +93,6 @@ std::optional<Connections::Connection> Connections::remove(const Link* link) {
   std::optional<Connection> out(std::move(it->second));
   table_->by_link.erase(it);
   return out;
-}
-
-std::optional<std::size_t> Connections::child_of(const Link* link) const {
-  if (!table_) return std::nullopt;
-  auto it = table_->by_link.find(link);
-  if (it == table_->by_link.end()) return std::nullopt;
-  const auto* child = std::get_if<Child>(&it->second.state);
-  return child ? std::optional(child->index) : std::nullopt;
 }
 
 Connections::Connection* Connections::joining(Rank rank) {
@@ -127,9 +118,7 @@ std::vector<std::shared_ptr<Link>> Connections::links(const std::function<bool(c
 
 void Connections::detach_all() {
   if (!table_) return;
-  for (auto& [raw, c] : table_->by_link) {
-    if (!std::holds_alternative<Child>(c.state)) c.link->detach();
-  }
+  for (auto& [raw, c] : table_->by_link) c.link->detach();
   table_.reset();
 }
 

@@ -5,10 +5,16 @@
 // what its proved hello asked for: a child (launched, attached, adopted or back
 // again), an orphan whose adoption request is held (core/held_adoptions.h), a
 // back-end joining the running tree (waiting for the root's answer: open attach),
-// or a standby link kept idle for an orphan-to-be. A link this node dialled that
-// became a child (a re-attached front-end's to its acceptor) is here too, as a
-// child. The state says what a message on the link is, and what its closing means;
-// the node (core/node_accept.cpp) moves a connection from state to state.
+// or a standby link kept idle for an orphan-to-be. The state says what a message on
+// the link is, and what its closing means; the node (core/node_accept.cpp) moves a
+// connection from state to state.
+//
+// A connection that becomes a child leaves the table: the node tags its link with
+// the child's place in the child table (Link::owner_tag, Node::take_link) and reads
+// its messages by that, as it does a link it dialled that became a child (a
+// re-attached front-end's to its acceptor). An entry a child, kept until stop 80,
+// was 64 bytes and a bucket a child, and a hash lookup on every message
+// (docs/scale.md, "A commnode's state per child").
 //
 // Until it is admitted (a child, joining, standby) an accepted connection has a
 // deadline for its hello. The table also holds what every connection comes through
@@ -100,10 +106,7 @@ class Connections {
     Rank rank = 0;  // as its handshake proved
     Role role = Role::backend;
   };
-  struct Child {
-    std::size_t index = 0;  // in the node's child table
-  };
-  using State = std::variant<AwaitingHello, Challenged, HeldOrphan, Joining, Standby, Child>;
+  using State = std::variant<AwaitingHello, Challenged, HeldOrphan, Joining, Standby>;
 
   struct Connection {
     std::shared_ptr<transport::Link> link;
@@ -114,14 +117,11 @@ class Connections {
   // A new accepted connection, awaiting its hello.
   Connection& add(std::shared_ptr<transport::Link> link);
   Connection* find(const transport::Link* link);
-  // Moves `link`'s connection to `next`, adding it if it is not here (a dialled link
-  // that becomes a child). Admitted (a child, joining, standby), it has no hello
-  // deadline any more.
+  // Moves `link`'s connection to `next`, adding it if it is not here. Admitted
+  // (joining, standby), it has no hello deadline any more.
   Connection& set(const std::shared_ptr<transport::Link>& link, State next);
   // Forgets `link`; returns what it was.
   std::optional<Connection> remove(const transport::Link* link);
-  // The child whose link `link` is, if it is one.
-  std::optional<std::size_t> child_of(const transport::Link* link) const;
   // The connection of the back-end joining under `rank`, if any.
   Connection* joining(Rank rank);
   // Connections in the handshake, held or joining: not admitted yet.
@@ -132,8 +132,8 @@ class Connections {
   }
   // Every link in one of the states `in` says (a copy: closing one may change the table).
   std::vector<std::shared_ptr<transport::Link>> links(const std::function<bool(const State&)>& in) const;
-  // Detaches every link but the children's (the node leaves or is destroyed) and
-  // forgets them all.
+  // Detaches every link here (the node leaves or is destroyed: the children's, not
+  // here, stay) and forgets them all.
   void detach_all();
 
  private:

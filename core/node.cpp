@@ -595,7 +595,7 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
   // dropped while stopping (services/streams.cpp), so nothing piles up.
   set_upstream_full(false);
   for (auto& link : connections_.links([](const auto& s) {
-         return !std::holds_alternative<Connections::Child>(s) && !std::holds_alternative<Connections::Standby>(s);
+         return !std::holds_alternative<Connections::Standby>(s);
        })) {
     link->close("stopping");
   }

@@ -70,10 +70,10 @@ void Node::accept_link(std::shared_ptr<Link> link) {
 
 void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {
   if (parent_.get() == link) return on_parent_message(message);  // a front-end that re-attached here
+  auto msg = message.getRoot<wire::Message>();
+  if (const std::uint32_t tag = link->owner_tag()) return on_child_message(tag - 1, link, msg);
   auto* c = connections_.find(link);
   if (!c) return;
-  auto msg = message.getRoot<wire::Message>();
-  if (const auto* child = std::get_if<Connections::Child>(&c->state)) return on_child_message(child->index, link, msg);
   if (std::holds_alternative<Connections::Standby>(c->state)) return on_standby_message(link, msg);
   if (std::holds_alternative<Connections::HeldOrphan>(c->state)) {
     log().debug("ignoring a message from {}, whose adoption request is held", c->link->peer());
@@ -106,8 +106,8 @@ void Node::on_accepted_closed(const Link* link, std::string_view reason) {
   if (healing_ && healing_->held_if_made()) healing_->held().forget(link);
   auto c = connections_.remove(link);
   if (parent_.get() == link) return on_parent_closed(reason);
+  if (const std::uint32_t tag = link->owner_tag()) return on_child_closed(tag - 1, reason);
   if (!c) return;
-  if (const auto* child = std::get_if<Connections::Child>(&c->state)) return on_child_closed(child->index, reason);
   // Garbage or an oversized frame before any hello: docs/protocol.md promises the
   // warning, once per address in a while like any refused handshake.
   if (reason.starts_with("bad frame") && !std::holds_alternative<Connections::Standby>(c->state)) {
@@ -209,7 +209,8 @@ void Node::admit(const std::shared_ptr<Link>& link, wire::Hello::Reader hello) {
 }
 
 // An accepted connection becomes child `index`'s link, and what the child's last one
-// left behind (a loss, its reason, its exit status) is forgotten.
+// left behind (a loss, its reason, its exit status) is forgotten. The link leaves
+// the connections: it is found as the child's by its tag (core/connections.h).
 void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
   Child& child = children_[index];
   child.link = link;
@@ -218,7 +219,8 @@ void Node::take_link(std::size_t index, const std::shared_ptr<Link>& link) {
     child.loss->close_reason.clear();
     child.loss->exit_status.reset();
   }
-  connections_.set(link, Connections::Child{index});
+  connections_.remove(link.get());
+  link->set_owner_tag(static_cast<std::uint32_t>(index) + 1);
   if (upstream_full_ || children_[index].reading_held) link->pause_reading(true);  // as every other child's
 }
 

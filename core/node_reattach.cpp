@@ -44,7 +44,7 @@ void Node::reattach_failed(const std::string& why) {
 // The acceptor's handshake, then its topology; from then on it is this node's child.
 void Node::on_reattach_message(const Link* raw, capnp::MessageReader& message) {
   if (!handshake_read(raw, message)) return;
-  if (connections_.child_of(raw)) return on_accepted_message(raw, message);
+  if (raw->owner_tag() != 0) return on_accepted_message(raw, message);  // the acceptor, a child
   if (healer().reattaching.link.get() != raw) return;
   auto msg = message.getRoot<wire::Message>();
   auto body = msg.getBody();

@@ -113,6 +113,12 @@ class Link {
   // that cannot tell says no.
   virtual bool input_waiting() const { return false; }
 
+  // A number its owner gives it, 0 until then: the node tags a child's link with
+  // the child's place in its child table, and finds the child by it on every message
+  // (core/connections.h). In the padding after reading_paused_: no byte more a link.
+  std::uint32_t owner_tag() const { return owner_tag_; }
+  void set_owner_tag(std::uint32_t tag) { owner_tag_ = tag; }
+
  protected:
   void note_sent() { last_sent_ = NodeClock::now(); }
   void note_received() { last_received_ = NodeClock::now(); }
@@ -132,6 +138,7 @@ class Link {
   bool reading_paused_ = false;
 
  private:
+  std::uint32_t owner_tag_ = 0;
   // Made by set_watermarks: only a link up, whose queue holds its sender back, has
   // any; a commnode's link to each child holds none (docs/scale.md).
   struct Watermarks {
