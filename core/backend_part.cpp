@@ -15,6 +15,14 @@ bool backend_needs_port(const Topology& topology, Rank parent, Rank rank) {
   }
 }
 
+std::vector<Rank> adopter_ports_missing(const Topology& part, Rank parent) {
+  std::vector<Rank> missing;
+  for (const TopologyNode& n : part.nodes()) {
+    if (n.port == 0 && backend_needs_port(part, parent, n.rank)) missing.push_back(n.rank);
+  }
+  return missing;
+}
+
 const Topology* BackendPart::get(const Topology& whole, Rank self, const LaunchPlan& plan) {
   if (!part_) {
     part_ = std::make_unique<Topology>(whole.backend_part(self));

@@ -33,6 +33,8 @@ namespace canopy::core {
 // ports, two bytes each, made a back-end of fan-out 100 and depth 3 grow by 200
 // bytes (docs/scale.md, "A back-end keeps its part folded").
 bool backend_needs_port(const Topology& topology, Rank parent, Rank rank);
+// Those of them whose port `part` (a back-end child of `parent`'s) does not hold yet.
+std::vector<Rank> adopter_ports_missing(const Topology& part, Rank parent);
 
 class BackendPart {
  public:

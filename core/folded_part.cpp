@@ -35,11 +35,7 @@ FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, 
   // A back-end has nothing below it; its siblings are its parent's other children.
   place_.siblings = static_cast<std::uint32_t>(up.children.size() - 1);
   for (const TopologyNode* n = &me; n->parent; n = &decoded.at(*n->parent)) ++place_.depth;
-  std::vector<Rank> unknown;
-  for (const TopologyNode& n : decoded.nodes()) {
-    if (n.port == 0 && backend_needs_port(decoded, up.rank, n.rank)) unknown.push_back(n.rank);
-  }
-  unknown_ports_ = RankSet::of(std::move(unknown));
+  unknown_ports_ = RankSet::of(adopter_ports_missing(decoded, up.rank));
 }
 
 const FoldedPart::Held* FoldedPart::held(Rank rank) const {

@@ -111,10 +111,11 @@ bool Node::knows_every_port() const {
   if (!topology_) return false;
   // A back-end holding a part is sent the ports of its potential adopters only.
   const TopologyNode* me = topology_->find(id_.rank);
-  const bool adopters_only = id_.role == Role::backend && topology_->partial() && me && me->parent;
-  return std::none_of(topology_->nodes().begin(), topology_->nodes().end(), [&](const TopologyNode& n) {
-    return n.role != Role::backend && n.port == 0 && (!adopters_only || backend_needs_port(*topology_, *me->parent, n.rank));
-  });
+  if (id_.role == Role::backend && topology_->partial() && me && me->parent) {
+    return adopter_ports_missing(*topology_, *me->parent).empty();
+  }
+  return std::none_of(topology_->nodes().begin(), topology_->nodes().end(),
+                      [](const TopologyNode& n) { return n.role != Role::backend && n.port == 0; });
 }
 
 std::optional<TreeView::Place> Node::own_place() const {

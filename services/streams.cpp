@@ -664,8 +664,7 @@ void StreamService::rejoin_streams(std::size_t child, Rank rank) {
 void StreamService::compensate() {
   const Rank me = node_.identity().rank;
   std::vector<StreamId>& incomplete = adoption().incomplete;
-  incomplete = std::move(adoption().overflowed);
-  adoption().overflowed.clear();
+  incomplete = std::exchange(adoption().overflowed, {});
   std::vector<StreamId> ids;
   for (const auto& [id, stream] : streams_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
