@@ -232,17 +232,34 @@ void Node::attach_parent(std::shared_ptr<Link> link) {
   link->set_watermarks(kUpstreamHighWater, kUpstreamLowWater, [this, raw](bool above) {
     if (parent_.get() == raw) set_upstream_full(above);
   });
-  link->start([this, raw](capnp::MessageReader& message) { on_up_message(raw, message); },
-      [this, raw](std::string_view reason) {
-        if (healing_) healing_->up.forget(raw);
-        if (parent_.get() == raw) {
-          on_parent_closed(reason);
-        } else if (auto* o = orphan(); o && o->trying.get() == raw) {
-          on_trying_closed(reason);
-        } else if (healing_ && healing_->is_standby(raw)) {
-          log().info("standby link to {} closed: {}", describe(healing_->forget_standby()), reason);
-        }
-      });
+  link->start(*this, kUpLink);
+}
+
+void Node::on_link_message(Link& link, capnp::MessageReader& message) {
+  switch (link.purpose()) {
+    case kUpLink: return on_up_message(&link, message);
+    case kAcceptedLink: return on_accepted_message(&link, message);
+    case kReattachLink: return on_reattach_message(&link, message);
+  }
+}
+
+void Node::on_link_closed(Link& link, std::string_view reason) {
+  switch (link.purpose()) {
+    case kUpLink: return on_up_closed(&link, reason);
+    case kAcceptedLink: return on_accepted_closed(&link, reason);
+    case kReattachLink: return on_reattach_closed(&link, reason);
+  }
+}
+
+void Node::on_up_closed(const Link* link, std::string_view reason) {
+  if (healing_) healing_->up.forget(link);
+  if (parent_.get() == link) {
+    on_parent_closed(reason);
+  } else if (auto* o = orphan(); o && o->trying.get() == link) {
+    on_trying_closed(reason);
+  } else if (healing_ && healing_->is_standby(link)) {
+    log().info("standby link to {} closed: {}", describe(healing_->forget_standby()), reason);
+  }
 }
 
 void Node::on_up_message(const Link* link, capnp::MessageReader& message) {

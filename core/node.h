@@ -53,7 +53,7 @@ namespace canopy::core {
 
 namespace asio = boost::asio;
 
-class Node final : public ServiceContext {
+class Node final : public ServiceContext, private transport::LinkHandler {
  public:
   // What the program around the node hears of it beyond its services.
   class Observer {
@@ -250,6 +250,13 @@ class Node final : public ServiceContext {
   bool dispatch(const Peer& from, wire::Message::Body::Reader body);
   void deliver_to_service(const Peer& from, wire::Message::Body::Service::Reader envelope);
 
+  // Every link of the node hands its messages and its close here, and they go on by
+  // the purpose it was started with (Link::purpose): one pointer a link, where two
+  // std::function handlers were 64 bytes of each (docs/scale.md).
+  enum LinkPurpose : std::uint8_t { kUpLink, kAcceptedLink, kReattachLink };
+  void on_link_message(transport::Link& link, capnp::MessageReader& message) override;
+  void on_link_closed(transport::Link& link, std::string_view reason) override;
+
   Result<void> listen();
   void accept_link(std::shared_ptr<transport::Link> link);
   std::size_t max_pending() const;
@@ -266,6 +273,7 @@ class Node final : public ServiceContext {
   // A message on a link up (parent or potential adopter), its handshake first
   // (core/up_handshakes.h).
   void on_up_message(const transport::Link* link, capnp::MessageReader& message);
+  void on_up_closed(const transport::Link* link, std::string_view reason);
   void accept_rejoin(std::size_t index, const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void accept_newcomer(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   // Open attach: a join asked for (incarnation 0 in an adoption report) goes up to the
@@ -279,6 +287,7 @@ class Node final : public ServiceContext {
   // node takes it, as its parent (node_reattach.cpp, with the front-end's side).
   void accept_frontend(const std::shared_ptr<transport::Link>& link, wire::Hello::Reader hello);
   void on_reattach_message(const transport::Link* link, capnp::MessageReader& message);
+  void on_reattach_closed(const transport::Link* link, std::string_view reason);
   void reattach_failed(const std::string& why);
   void on_standby_message(const transport::Link* link, wire::Message::Reader message);
   // The topology and the plan, to a child (or a re-attached front-end) `to` of

@@ -53,7 +53,6 @@ void Node::accept_link(std::shared_ptr<Link> link) {
                                           "node holds", connections_.unadmitted()));
     return link->abort("too many connections without a hello");
   }
-  const Link* raw = link.get();
   auto& deadline = connections_.add(link).hello_deadline;
   deadline = std::make_unique<Timer>(io_, plan_.startup_timeout);
   deadline->async_wait([this, weak = std::weak_ptr<Link>(link)](const boost::system::error_code& ec) {
@@ -64,8 +63,7 @@ void Node::accept_link(std::shared_ptr<Link> link) {
     connections_.note_stranger(l->peer(), "silent", fmt::format("no hello within {} ms", plan_.startup_timeout.count()));
     l->close("no hello in time");
   });
-  link->start([this, raw](capnp::MessageReader& message) { on_accepted_message(raw, message); },
-              [this, raw](std::string_view reason) { on_accepted_closed(raw, reason); });
+  link->start(*this, kAcceptedLink);
 }
 
 void Node::on_accepted_message(const Link* link, capnp::MessageReader& message) {

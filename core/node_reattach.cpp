@@ -20,16 +20,16 @@ void Node::reattach(std::shared_ptr<Link> link, Rank acceptor, std::function<voi
     link->abort("already attached");
     return done(Error{"this front-end has attached already"});
   }
-  const Link* raw = link.get();
   healer().reattaching = {link, acceptor, std::move(done)};
-  link->start([this, raw](capnp::MessageReader& message) { on_reattach_message(raw, message); },
-              [this, raw](std::string_view reason) {
-                healer().up.forget(raw);
-                if (healer().reattaching.link.get() == raw) return reattach_failed(std::string(reason));
-                on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
-              });
+  link->start(*this, kReattachLink);
   healer().up.begin(link, 0, false, false, acceptor, services_.in_order());
   log().info("asking {} ({}) to take this front-end as its parent", acceptor, link->peer());
+}
+
+void Node::on_reattach_closed(const Link* raw, std::string_view reason) {
+  healer().up.forget(raw);
+  if (healer().reattaching.link.get() == raw) return reattach_failed(std::string(reason));
+  on_accepted_closed(raw, reason);  // the acceptor, since the topology a child
 }
 
 void Node::reattach_failed(const std::string& why) {

@@ -241,10 +241,7 @@ void MemoryLink::pair(const std::shared_ptr<MemoryLink>& a, const std::shared_pt
   b->peer_process_ = a->owner_;
 }
 
-void MemoryLink::start(MessageHandler on_message, CloseHandler on_close) {
-  on_message_ = std::move(on_message);
-  on_close_ = std::move(on_close);
-  started_ = true;
+void MemoryLink::begin() {
   // What came before the start, on the loop as a socket's first read would be.
   sim_.post(owner_, [weak = weak_from_this()] {
     if (auto self = weak.lock(); self && self->open_) self->take_messages();
@@ -268,12 +265,12 @@ void MemoryLink::arrive(const transport::FrameBuffer& frame) {
   std::memcpy(space.data(), frame.data(), bytes);
   reader_.commit(bytes);
   note_received();
-  if (started_) take_messages();
+  if (started()) take_messages();
 }
 
 void MemoryLink::take_messages() {
   auto outcome = transport::read_messages(reader_, [&](capnp::MessageReader& message) {
-    on_message_(message);
+    deliver(message);
     return open_;  // the handler may have closed us
   });
   if (outcome.status == transport::ReadOutcome::Status::failed) fail(std::move(outcome.error));
@@ -310,9 +307,7 @@ void MemoryLink::fail(std::string reason) {
   if (!open_) return;
   open_ = false;
   send_eof();
-  auto on_close = std::move(on_close_);
-  on_close_ = nullptr;
-  if (on_close) on_close(reason);
+  deliver_close(reason);
 }
 
 void MemoryLink::abort(std::string_view reason) { fail(std::string(reason)); }
@@ -323,7 +318,7 @@ void MemoryLink::abort_with(capnp::MessageBuilder& last, std::string_view reason
 }
 
 void MemoryLink::detach() {
-  on_close_ = nullptr;
+  forget_close();
   if (!open_) return;
   open_ = false;
   send_eof();

@@ -158,7 +158,6 @@ class MemoryLink final : public transport::Link, public std::enable_shared_from_
   // Joins two ends.
   static void pair(const std::shared_ptr<MemoryLink>& a, const std::shared_ptr<MemoryLink>& b);
 
-  void start(MessageHandler on_message, CloseHandler on_close) override;
   void send(capnp::MessageBuilder& message) override;
   void close(std::string_view reason) override;
   void detach() override;
@@ -172,6 +171,7 @@ class MemoryLink final : public transport::Link, public std::enable_shared_from_
   void arrive_eof();
 
  private:
+  void begin() override;
   void take_messages();
   void fail(std::string reason);
   void send_eof();
@@ -182,9 +182,6 @@ class MemoryLink final : public transport::Link, public std::enable_shared_from_
   std::weak_ptr<MemoryLink> peer_;
   std::string peer_name_;
   transport::FrameReader reader_;
-  MessageHandler on_message_;
-  CloseHandler on_close_;
-  bool started_ = false;
   bool open_ = true;
   bool eof_sent_ = false;
   std::unique_ptr<std::string> closing_;  // the reason close() gave, made by it (as TcpLink)

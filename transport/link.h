@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,21 @@ inline std::chrono::nanoseconds turn_clock() {
   return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
 }
 
+class Link;
+
+// What a link hands its peer's messages, and then its close, to (Link::start). The
+// node core is one: it tells its links apart by Link::purpose(), and so a link holds
+// one pointer where it held two std::function handlers (64 bytes: issue 47, every
+// commnode holds a link a child).
+class LinkHandler {
+ public:
+  virtual ~LinkHandler() = default;
+  // Once per received message, as Link::MessageHandler.
+  virtual void on_link_message(Link& link, capnp::MessageReader& message) = 0;
+  // Once when the link is gone, as Link::CloseHandler.
+  virtual void on_link_closed(Link& link, std::string_view reason) = 0;
+};
+
 class Link {
  public:
   // Called once per received message, on the owner's thread. The link knows framing,
@@ -45,9 +61,15 @@ class Link {
   // close() — `reason` says which. No handler is called after it.
   using CloseHandler = std::function<void(std::string_view reason)>;
 
-  virtual ~Link() = default;
+  virtual ~Link();
 
-  virtual void start(MessageHandler on_message, CloseHandler on_close) = 0;
+  // Starts reading: the peer's messages and then the close go to `handler`, which
+  // must outlive the link or detach() it first. `purpose` is the owner's to tell its
+  // links apart (purpose()).
+  void start(LinkHandler& handler, std::uint8_t purpose = 0);
+  // The same with two functions, which the link keeps (for owners with one link or few).
+  void start(MessageHandler on_message, CloseHandler on_close);
+  std::uint8_t purpose() const { return purpose_; }
 
   // Queues a message. Messages queued while a write is in flight go out together
   // in one system call. Sending on a closed link is a no-op.
@@ -115,7 +137,7 @@ class Link {
 
   // A number its owner gives it, 0 until then: the node tags a child's link with
   // the child's place in its child table, and finds the child by it on every message
-  // (core/connections.h). In the padding after reading_paused_: no byte more a link.
+  // (core/connections.h). In the word after reading_paused_: no byte more a link.
   std::uint32_t owner_tag() const { return owner_tag_; }
   void set_owner_tag(std::uint32_t tag) { owner_tag_ = tag; }
 
@@ -135,10 +157,31 @@ class Link {
       m.on_change(false);
     }
   }
+  // Starts reading, once start() has given the handler.
+  virtual void begin() = 0;
+  bool started() const { return handler_ != nullptr; }
+  // Hands a message to the handler (which must have been given).
+  void deliver(capnp::MessageReader& message) { handler_->on_link_message(*this, message); }
+  // Hands the close to the handler, once; the link may be gone when it returns.
+  void deliver_close(std::string_view reason) {
+    if (!handler_ || !close_owed_) return;
+    close_owed_ = false;
+    handler_->on_link_closed(*this, reason);
+  }
+  // The close is not handed out (detach()), and a close function given to start()
+  // goes at once. Messages still are while the link is open, as they were; an owner
+  // going away detaches, which closes it.
+  void forget_close();
   bool reading_paused_ = false;
 
  private:
+  void take_handler(LinkHandler* handler, bool owned, std::uint8_t purpose);
+  // These three and reading_paused_ share the word of owner_tag_.
+  bool owns_handler_ = false;  // made by start(functions), deleted with the link
+  bool close_owed_ = false;
+  std::uint8_t purpose_ = 0;
   std::uint32_t owner_tag_ = 0;
+  LinkHandler* handler_ = nullptr;
   // Made by set_watermarks: only a link up, whose queue holds its sender back, has
   // any; a commnode's link to each child holds none (docs/scale.md).
   struct Watermarks {

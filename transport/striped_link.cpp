@@ -145,9 +145,7 @@ StripedLink::~StripedLink() {
 // ---------------------------------------------------------------------------
 // Link interface
 
-void StripedLink::start(MessageHandler on_message, CloseHandler on_close) {
-  on_message_ = std::move(on_message);
-  on_close_ = std::move(on_close);
+void StripedLink::begin() {
   started_ = true;
   if (!open_) return;
   for (auto& p : paths_) {
@@ -184,7 +182,7 @@ void StripedLink::close(std::string_view reason) {
 void StripedLink::abort(std::string_view reason) { finish(std::string(reason), true); }
 
 void StripedLink::detach() {
-  on_close_ = nullptr;
+  forget_close();
   finish("detached", false);
 }
 
@@ -370,10 +368,9 @@ void StripedLink::finish(std::string reason, bool notify) {
                 "{} fail-overs), {} checksum failures caught, {} corruptions injected, {} duplicates dropped",
                 link_id_, peer_, stats_.messages_sent, stats_.messages_received, stats_.retransmissions,
                 stats_.timeouts, stats_.failovers, stats_.checksum_failures, injected, stats_.duplicates);
-  // on_message_ is kept: finish() may run inside it. No handler runs after this.
-  auto on_close = std::move(on_close_);
-  on_close_ = nullptr;
-  if (notify && on_close) on_close(reason);
+  // The handler is kept: finish() may run inside it. No handler runs after this.
+  if (notify) deliver_close(reason);
+  else forget_close();
 }
 
 // ---------------------------------------------------------------------------
@@ -568,7 +565,7 @@ bool StripedLink::deliver_frames() {
   bool turn_over = false;
   auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
     ++stats_.messages_received;
-    if (on_message_) on_message_(message);
+    if (started()) deliver(message);
     if (!open_) return false;  // the handler closed us
     turn_over = turn_clock() >= turn_ends;
     return !turn_over;

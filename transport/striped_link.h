@@ -189,7 +189,6 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   ~StripedLink() override;
 
   // Link
-  void start(MessageHandler on_message, CloseHandler on_close) override;
   void send(capnp::MessageBuilder& message) override;
   // Flushes: closes once every byte sent was acknowledged (bounded by
   // options.hello_timeout), telling the peer with a bye on every path.
@@ -222,6 +221,7 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   const StripedOptions& options() const { return options_; }
 
  private:
+  void begin() override;
   friend class StripedAcceptor;
   struct Connection;
   struct Path;
@@ -286,8 +286,6 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   StripedOptions options_;
   std::string peer_;
   std::vector<std::unique_ptr<Path>> paths_;
-  MessageHandler on_message_;
-  CloseHandler on_close_;
   PathObserver path_observer_;
   bool started_ = false;
   bool open_ = true;

@@ -18,9 +18,7 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, FrameLimits limits)
   peer_ = ec ? std::string("<unconnected>") : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-void TcpLink::start(MessageHandler on_message, CloseHandler on_close) {
-  on_message_ = std::move(on_message);
-  on_close_ = std::move(on_close);
+void TcpLink::begin() {
   if (!reading_paused_) read_more();
 }
 
@@ -86,7 +84,7 @@ void TcpLink::take_messages() {
   const auto turn_ends = turn_clock() + kReadTurn;
   bool turn_over = false;
   auto outcome = read_messages(reader_, [&](capnp::MessageReader& message) {
-    on_message_(message);
+    deliver(message);
     if (!open_) return false;  // the handler closed us
     turn_over = turn_clock() >= turn_ends;
     return !turn_over;
@@ -127,7 +125,7 @@ void TcpLink::pause_reading(bool paused) {
   if (paused) return;
   note_received();  // the peer's silence counts from now
   // Started, and neither reading nor going on with messages it read.
-  if (open_ && !reading_ && !resuming_ && on_message_) read_more();
+  if (open_ && !reading_ && !resuming_ && started()) read_more();
 }
 
 void TcpLink::write_queued() {
@@ -182,10 +180,8 @@ void TcpLink::fail(std::string reason) {
   if (closing_) closing_->linger.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
-  // on_message_ is kept: fail() may run inside it. No handler runs after this.
-  auto on_close = std::move(on_close_);
-  on_close_ = nullptr;
-  if (on_close) on_close(reason);
+  // The handler is kept: fail() may run inside it. No handler runs after this.
+  deliver_close(reason);
 }
 
 void TcpLink::abort(std::string_view reason) {
@@ -214,7 +210,7 @@ bool TcpLink::input_waiting() const {
 }
 
 void TcpLink::detach() {
-  on_close_ = nullptr;
+  forget_close();
   open_ = false;
   if (closing_) closing_->linger.cancel();
   boost::system::error_code ignored;

@@ -20,7 +20,6 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   // Takes a connected socket.
   static std::shared_ptr<TcpLink> create(asio::ip::tcp::socket socket, FrameLimits limits = {});
 
-  void start(MessageHandler on_message, CloseHandler on_close) override;
   void send(capnp::MessageBuilder& message) override;
   // After the flush, shuts our side down and reads on until the peer closes its side
   // (at most 5 s): closing with the peer's bytes unread would reset the connection and
@@ -40,6 +39,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
 
  private:
   TcpLink(asio::ip::tcp::socket socket, FrameLimits limits);
+  void begin() override;
   void read_more();
   void read_now(bool woken);
   void on_read(const boost::system::error_code& ec, std::size_t n);
@@ -62,8 +62,6 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   // keeps its larger buffer: the peer's next bytes are never long in coming.
   static constexpr std::size_t kReleaseWhileWaiting = 4 * 1024;
   std::string peer_;
-  MessageHandler on_message_;
-  CloseHandler on_close_;
   // Frames not yet written, in blocks that never move (send_stream.h): a burst
   // queued while a write is in flight is never copied to grow its buffer, and the
   // blocks are reused rather than given back and faulted in again.

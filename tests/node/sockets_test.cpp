@@ -463,5 +463,70 @@ TEST(TcpLink, ALinkHoldsNoCloseStateOrWatermarksUntilItUsesThem) {
   EXPECT_FALSE(a->is_open());
 }
 
+// Issue 47: a link kept its owner's two handlers as std::function objects, 64 bytes
+// of every link (a commnode holds one a child). An owner with many links now gives
+// one LinkHandler and tells its links apart by the purpose it started each with; a
+// link holds a pointer. Both ways of starting hand out every message and then the
+// close once, with the link and its purpose; a link started with functions may be
+// dropped by its own close handler.
+TEST(TcpLink, ALinkHoldsOnePointerForItsHandlersAndTellsItsOwnerItsPurpose) {
+  EXPECT_LE(sizeof(transport::TcpLink), 392u) << "a link holds its handlers in place again";
+
+  struct Owner final : transport::LinkHandler {
+    std::vector<std::pair<int, std::uint64_t>> heard;  // (purpose, first word)
+    std::vector<std::pair<int, std::string>> closed;   // (purpose, reason)
+    transport::Link* expected = nullptr;
+    bool right_link = true;
+    void on_link_message(transport::Link& link, capnp::MessageReader& message) override {
+      right_link = right_link && &link == expected;
+      heard.emplace_back(link.purpose(), message.getRoot<capnp::AnyPointer>().getAs<capnp::List<std::uint64_t>>()[0]);
+    }
+    void on_link_closed(transport::Link& link, std::string_view reason) override {
+      right_link = right_link && &link == expected;
+      closed.emplace_back(link.purpose(), std::string(reason));
+    }
+  };
+  boost::asio::io_context io;
+  auto ends = linked_pair(io);  // not a structured binding: clang 14's lambdas cannot capture one
+  auto a = ends.first;
+  auto b = ends.second;
+  Owner owner;
+  owner.expected = a.get();
+  a->start(owner, 7);
+  EXPECT_EQ(a->purpose(), 7);
+  std::vector<std::uint64_t> b_heard;
+  std::string b_closed;
+  b->start([&](capnp::MessageReader& message) {
+             b_heard.push_back(message.getRoot<capnp::AnyPointer>().getAs<capnp::List<std::uint64_t>>()[0]);
+           },
+           [&](std::string_view why) {
+             b_closed = why;
+             b.reset();  // the last owner: the link goes inside its own close handler
+           });
+  auto send = [](transport::Link& link, std::uint64_t first) {
+    capnp::MallocMessageBuilder message;
+    message.initRoot<capnp::AnyPointer>().initAs<capnp::List<std::uint64_t>>(1).set(0, first);
+    link.send(message);
+  };
+  for (std::uint64_t m = 0; m < 3; ++m) {
+    send(*a, 100 + m);
+    send(*b, 200 + m);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((owner.heard.size() < 3 || b_heard.size() < 3) && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(std::chrono::milliseconds(1));
+  }
+  a->close("done");
+  while ((owner.closed.empty() || b) && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(owner.heard, (std::vector<std::pair<int, std::uint64_t>>{{7, 200}, {7, 201}, {7, 202}}));
+  EXPECT_EQ(b_heard, (std::vector<std::uint64_t>{100, 101, 102}));
+  EXPECT_EQ(owner.closed, (std::vector<std::pair<int, std::string>>{{7, "done"}}));
+  EXPECT_EQ(b_closed, "connection closed by peer");
+  EXPECT_EQ(b, nullptr) << "the close handler dropped its link";
+  EXPECT_TRUE(owner.right_link);
+}
+
 }  // namespace
 }  // namespace canopy::testing

@@ -93,7 +93,7 @@ std::int32_t tag_of(capnp::MessageReader& reader) { return reader.getRoot<canopy
 // A link that records what is sent on it.
 class RecordingLink final : public canopy::transport::Link {
  public:
-  void start(MessageHandler, CloseHandler) override {}
+  void begin() override {}
   void send(capnp::MessageBuilder& message) override {
     capnp::SegmentArrayMessageReader reader(message.getSegmentsForOutput());
     tags.push_back(tag_of(reader));
