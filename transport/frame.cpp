@@ -8,6 +8,8 @@
 #include <kj/exception.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace canopy::transport {
 
@@ -46,7 +48,12 @@ void append_frame(capnp::MessageBuilder& message, FrameBuffer& out) {
   write_frame(segments, words, out.data() + at);
 }
 
-FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {}
+FrameReader::FrameReader(FrameLimits limits) : limits_(limits) {
+  if (limits.max_frame_bytes > kMaxFrameLimit) {
+    throw std::invalid_argument("a frame limit of " + std::to_string(limits.max_frame_bytes) +
+                                " bytes is above the most a reader takes, " + std::to_string(kMaxFrameLimit));
+  }
+}
 
 std::span<std::byte> FrameReader::prepare(std::size_t min_free) {
   auto* base = reinterpret_cast<std::byte*>(buffer_.data());
@@ -59,7 +66,7 @@ std::span<std::byte> FrameReader::prepare(std::size_t min_free) {
   } else if (begin_ > 0 && buffer_.size() * 8 - end_ < min_free) {
     // Move the partial frame to the front. begin_ is word-aligned: frames are.
     std::memmove(base, base + begin_, end_ - begin_);
-    end_ -= begin_;
+    end_ -= begin_;  // (a frame, and a read: well within 32 bits)
     begin_ = 0;
   }
   std::size_t need_words = (end_ + min_free + 7) / 8;
@@ -76,7 +83,7 @@ void FrameReader::release_if_read(std::size_t keep) {
   if (buffer_bytes() > keep) FrameBuffer().swap(buffer_);
 }
 
-void FrameReader::commit(std::size_t bytes_received) { end_ += bytes_received; }
+void FrameReader::commit(std::size_t bytes_received) { end_ += static_cast<std::uint32_t>(bytes_received); }
 
 std::optional<FrameReader::Frame> FrameReader::next() {
   if (error_ || end_ - begin_ < kFrameHeaderBytes) return std::nullopt;
@@ -102,7 +109,7 @@ std::optional<FrameReader::Frame> FrameReader::next() {
     return std::nullopt;
   }
   Frame frame{{as_capnp(buffer_.data() + (begin_ + kFrameHeaderBytes) / 8), body_bytes / 8}};
-  begin_ += kFrameHeaderBytes + body_bytes;
+  begin_ += static_cast<std::uint32_t>(kFrameHeaderBytes + body_bytes);
   process_traffic().received(kFrameHeaderBytes + body_bytes);
   return frame;
 }

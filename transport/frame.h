@@ -61,11 +61,14 @@ using FrameBuffer = std::vector<Word, UninitializedAllocator<Word>>;
 
 inline const capnp::word* as_capnp(const Word* w) { return reinterpret_cast<const capnp::word*>(w); }
 
-// Limits applied to every frame read from a peer.
+// Limits applied to every frame read from a peer. 12 bytes, held by every link's
+// reader: a frame is at most kMaxFrameLimit (FrameReader refuses more), so its
+// offsets and these fit 32 bits (24 bytes until issue 47 counted them).
+inline constexpr std::size_t kMaxFrameLimit = std::size_t{1} << 30;
 struct FrameLimits {
-  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
-  std::uint64_t traversal_limit_words = kDefaultMaxFrameBytes / 8;
-  int nesting_limit = 64;
+  std::uint32_t max_frame_bytes = static_cast<std::uint32_t>(kDefaultMaxFrameBytes);
+  std::uint32_t traversal_limit_words = static_cast<std::uint32_t>(kDefaultMaxFrameBytes / 8);
+  std::int32_t nesting_limit = 64;
 };
 
 // Appends one frame holding `message` to `out`.
@@ -79,6 +82,7 @@ void write_frame(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, s
 // then next() until it returns nothing.
 class FrameReader {
  public:
+  // std::invalid_argument if limits.max_frame_bytes is above kMaxFrameLimit.
   explicit FrameReader(FrameLimits limits = {});
 
   // Space to receive into; at least `min_free` bytes. A buffer that grew past
@@ -107,10 +111,12 @@ class FrameReader {
   const FrameLimits& limits() const { return limits_; }
 
  private:
-  FrameLimits limits_;
   FrameBuffer buffer_;
-  std::size_t begin_ = 0;  // bytes already consumed
-  std::size_t end_ = 0;    // bytes received
+  FrameLimits limits_;
+  // Bytes already consumed, and received: at most a frame (kMaxFrameLimit) and a read
+  // beyond what was consumed.
+  std::uint32_t begin_ = 0;
+  std::uint32_t end_ = 0;
   // Made only for a bad frame: a process has a reader per link, and a string kept
   // empty was 32 bytes of each (issue 47).
   std::unique_ptr<std::string> error_;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "canopy.capnp.h"
 #include "transport/frame.h"
@@ -204,4 +206,18 @@ TEST(FrameDecoder, AppliesTheTraversalLimit) {
   EXPECT_FALSE(handled);
   EXPECT_EQ(outcome.status, ReadOutcome::Status::failed);
   EXPECT_NE(outcome.error.find("traversal limit"), std::string::npos) << outcome.error;
+}
+
+// Issue 47: every link has a reader. Its limits and offsets take 32 bits each (40
+// bytes of 64-bit fields before, in every link), so a reader refuses a frame limit
+// its offsets could not hold, and says so, rather than wrapping.
+TEST(FrameReader, HoldsItsLimitsAndOffsetsIn32BitsAndRefusesALimitTheyCannotHold) {
+  EXPECT_LE(sizeof(FrameReader), 56u);
+  EXPECT_NO_THROW(FrameReader(FrameLimits{.max_frame_bytes = 1u << 30}));
+  try {
+    FrameReader reader(FrameLimits{.max_frame_bytes = (1u << 30) + 1});
+    ADD_FAILURE() << "a limit above 1 GiB was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("above the most a reader takes"), std::string::npos) << e.what();
+  }
 }
