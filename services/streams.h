@@ -168,8 +168,9 @@ class StreamService final : public core::Service {
   // One child's packets for the open waves, ascending by wave (each child sends its
   // waves in order); kept after the child has left until its packets' waves close.
   // A child rarely has more than one wave waiting here: the first waits in place,
-  // and those after it in a deque made the first time a second one waits, then kept
-  // (blocks of 2 packets, not Boost's default 9). Until stop 76 every child that had
+  // and those after it in a deque made the first time a second one waits (blocks of
+  // 2 packets, not Boost's default 9); the queues go once all are empty after a wave
+  // closes (close_front_wave), 80 bytes a child until stop 81. Until stop 76 every child that had
   // sent a packet kept a deque's block and map, 176 bytes (568 before stop 73):
   // docs/scale.md, "A commnode's state per child".
   class PacketQueue {
@@ -206,7 +207,9 @@ class StreamService final : public core::Service {
     // Ascending wave number. Boost's deque allocates at its first element, not when
     // it is made (std::deque: 576 bytes).
     boost::container::deque<OpenWave> open;
-    std::vector<ChildQueue> queues;              // ascending child index
+    // Ascending child index; one a member once a wave's first packet has come, none
+    // once every one is empty after a wave closes (queue_of, close_front_wave).
+    std::vector<ChildQueue> queues;
     // Waves below this are closed here (or were never open here).
     std::uint64_t next_close = 0;
     // fold_state: orphans' filter state, to be filtered with the next wave to close.

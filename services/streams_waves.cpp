@@ -180,6 +180,14 @@ void StreamService::PacketQueue::pop_front() {
 
 StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t child) {
   auto& queues = stream.below().queues;
+  if (queues.empty()) {
+    // A wave's first packet since every queue was empty: a queue for each member at
+    // once, in one allocation, so that the others' packets find theirs without moving
+    // any (children come in any order).
+    queues.reserve(stream.below().members.size());
+    for (const std::size_t m : stream.below().members) queues.push_back(ChildQueue{.child = static_cast<std::uint32_t>(m)});
+    std::sort(queues.begin(), queues.end(), [](const ChildQueue& a, const ChildQueue& b) { return a.child < b.child; });
+  }
   auto it = std::lower_bound(queues.begin(), queues.end(), child,
                              [](const ChildQueue& q, std::size_t c) { return q.child < c; });
   if (it == queues.end() || it->child != child) it = queues.insert(it, ChildQueue{.child = static_cast<std::uint32_t>(child)});
@@ -215,6 +223,7 @@ void StreamService::close_front_wave(Stream& stream) {
   // Orphans' state first: it is older than any packet of this wave.
   for (auto& state : stream.below().folded) stream.wave.push_back(std::move(state));
   stream.below().folded.clear();
+  bool waiting = false;  // a packet of a later wave
   for (auto q = stream.below().queues.begin(); q != stream.below().queues.end();) {
     auto& packets = q->packets;
     while (!packets.empty() && packets.front().first <= w.number) {
@@ -229,9 +238,13 @@ void StreamService::close_front_wave(Stream& stream) {
     if (packets.empty() && q->left) {
       q = stream.below().queues.erase(q);
     } else {
+      waiting |= !packets.empty();
       ++q;
     }
   }
+  // Between waves no queue is held: 80 bytes a child, and the deque of one that once
+  // had two waves waiting (docs/scale.md, "A commnode's state per child").
+  if (!waiting) stream.below().queues = std::vector<ChildQueue>();
   emit_wave(stream, {.wave = w.number, .held = w.held, .digest = w.digest, .cut = w.cut});
 }
 
