@@ -91,7 +91,16 @@ std::optional<Connections::Connection> Connections::remove(const Link* link) {
   if (it == table_->by_link.end()) return std::nullopt;
   --table_->counts[it->second.state.index()];
   std::optional<Connection> out(std::move(it->second));
-  table_->by_link.erase(it);
+  auto& by_link = table_->by_link;
+  by_link.erase(it);
+  // Every child of a commnode passes through here once admitted (Node::take_link): the
+  // buckets its launch grew to stay, 8 bytes a child, unless given back (entries do
+  // not move: what find() returned stays valid).
+  if (by_link.empty()) {
+    table_.reset();
+  } else if (by_link.size() < by_link.bucket_count() / 8) {
+    by_link.rehash(0);
+  }
   return out;
 }
 

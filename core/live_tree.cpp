@@ -5,14 +5,25 @@
 namespace canopy::core {
 
 LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(topology) {
-  for (const auto& n : topology.nodes()) ranks_.push_back(n.rank);
   const auto& children = topology.at(self).children;
   std::vector<std::pair<Rank, RankMap::Value>> routes;
+  child_index_.reserve(children.size());
   for (std::size_t i = 0; i < children.size(); ++i) {
-    child_index_[children[i]] = i;
+    child_index_.emplace_back(children[i], static_cast<std::uint32_t>(i));
     for (Rank b : topology.backends_below(children[i])) routes.emplace_back(b, static_cast<RankMap::Value>(i));
   }
   route_ = RankMap::of(std::move(routes));
+  std::sort(child_index_.begin(), child_index_.end());
+}
+
+void LiveTree::note_child(Rank rank, std::size_t index) {
+  auto at = std::lower_bound(child_index_.begin(), child_index_.end(), rank,
+                             [](const auto& entry, Rank r) { return entry.first < r; });
+  if (at != child_index_.end() && at->first == rank) {
+    at->second = static_cast<std::uint32_t>(index);
+  } else {
+    child_index_.insert(at, {rank, static_cast<std::uint32_t>(index)});
+  }
 }
 
 std::optional<std::size_t> LiveTree::route_to(Rank backend) const {
@@ -33,9 +44,7 @@ bool LiveTree::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
 }
 
 bool LiveTree::add_backend(Rank rank, Rank parent) {
-  if (!view_.add_backend(rank, parent)) return false;
-  ranks_.push_back(rank);
-  return true;
+  return view_.add_backend(rank, parent);
 }
 
 void LiveTree::update_routes(Rank orphan) {
@@ -52,9 +61,11 @@ void LiveTree::update_routes(Rank orphan) {
       break;
     }
   }
-  auto child = child_index_.find(via);
+  auto child = std::lower_bound(child_index_.begin(), child_index_.end(), via,
+                               [](const auto& entry, Rank r) { return entry.first < r; });
+  const bool routed = child != child_index_.end() && child->first == via;
   for (Rank b : view_.backends_below(orphan)) {
-    if (child != child_index_.end()) {
+    if (routed) {
       route_.set(b, static_cast<RankMap::Value>(child->second));
     } else {
       route_.erase(b);
@@ -63,12 +74,7 @@ void LiveTree::update_routes(Rank orphan) {
 }
 
 bool LiveTree::graft(const Topology& subtree, Rank under) {
-  const bool top_held = view_.contains(subtree.root().rank);
-  if (!view_.graft(subtree, under)) return false;
-  for (const auto& n : subtree.nodes()) {
-    if (n.rank != subtree.root().rank || !top_held) ranks_.push_back(n.rank);
-  }
-  return true;
+  return view_.graft(subtree, under);
 }
 
 std::optional<std::string> LiveTree::refuse_adoption(Rank orphan, Role role, std::uint32_t incarnation,
@@ -107,11 +113,11 @@ std::uint32_t LiveTree::next_incarnation(std::uint32_t current) {
 
 std::vector<LiveTree::Report> LiveTree::reports() const {
   std::vector<Report> out;
-  for (Rank rank : ranks_) {
-    if (!view_.alive(rank)) out.push_back({true, rank, TreeView::kNone, 0});
+  for (std::size_t i = 0; i < view_.held(); ++i) {
+    if (const Rank rank = view_.held_rank(i); !view_.alive(rank)) out.push_back({true, rank, TreeView::kNone, 0});
   }
-  for (Rank rank : ranks_) {
-    if (view_.incarnation(rank) != 0) out.push_back({false, rank, view_.parent(rank), view_.incarnation(rank)});
+  for (std::size_t i = 0; i < view_.held(); ++i) {
+    if (const Rank rank = view_.held_rank(i); view_.incarnation(rank) != 0) out.push_back({false, rank, view_.parent(rank), view_.incarnation(rank)});
   }
   return out;
 }

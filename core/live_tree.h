@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "canopy/topology.h"
@@ -31,7 +31,7 @@ class LiveTree {
   std::size_t routes() const { return route_.size(); }
 
   // `rank` has become this process's child `index` (an adopted orphan).
-  void note_child(Rank rank, std::size_t index) { child_index_[rank] = index; }
+  void note_child(Rank rank, std::size_t index);
 
   // A failure report about `rank` at `incarnation` (if the reporter said); true if it
   // was news. A report about an incarnation older than the one known here (the
@@ -81,11 +81,13 @@ class LiveTree {
   std::optional<std::string> refuse_subtree(Rank orphan, Role role, std::uint32_t incarnation,
                                             const Topology& subtree) const;
 
-  std::vector<Rank> ranks_;  // every process, in topology order
   Rank self_;
   TreeView view_;
   RankMap route_;                                       // back-end rank -> child index, as runs
-  std::unordered_map<Rank, std::size_t> child_index_;  // child rank -> child index
+  // (child rank, child index), ascending by rank: 8 bytes a child, where a hash map
+  // took about 40 (docs/scale.md, "A commnode's state per child"). The order of the
+  // processes held, which reports() follows, is the view's (TreeView::held_rank).
+  std::vector<std::pair<Rank, std::uint32_t>> child_index_;
   std::uint32_t last_asked_ = 0;
 };
 

@@ -16,12 +16,20 @@ TreeView::TreeView(const Topology& topology) {
     Entry e;
     e.rank = n.rank;
     e.parent = n.parent ? *n.parent : kNone;
-    e.children = n.children;
     e.role = n.role;
     e.height = heights[i];
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
     if (const auto* f = topology.frontier(n.rank)) e.launch_fanout = f->fanout;  // held without its children
     entries_.push_back(std::move(e));
+  }
+  // Each node's children listed in the topology's order: put in front, last first.
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& children = nodes[i].children;
+    for (auto c = children.rbegin(); c != children.rend(); ++c) {
+      const std::uint32_t at = position(*c);
+      entries_[at].next_sibling = entries_[i].first_child;
+      entries_[i].first_child = at;
+    }
   }
   root_ = topology.root().rank;
   for (const auto& n : nodes) {
@@ -38,6 +46,33 @@ std::uint32_t TreeView::position(Rank rank) const {
 TreeView::Entry* TreeView::find(Rank rank) {
   auto at = index_.find(rank);
   return at ? &entries_[*at] : nullptr;
+}
+
+std::vector<Rank> TreeView::children(Rank rank) const { return children_of(entry(rank)); }
+
+std::vector<Rank> TreeView::children_of(const Entry& e) const {
+  std::vector<Rank> out;
+  each_child(e, [&](Rank c) { out.push_back(c); });
+  return out;
+}
+
+void TreeView::append_child(Rank parent, Rank child) {
+  const std::uint32_t at = position(child);
+  entries_[at].next_sibling = kNoPosition;
+  std::uint32_t* link = &entry(parent).first_child;
+  while (*link != kNoPosition) link = &entries_[*link].next_sibling;
+  *link = at;
+}
+
+void TreeView::remove_child(Rank parent, Rank child) {
+  const std::uint32_t at = position(child);
+  for (std::uint32_t* link = &entry(parent).first_child; *link != kNoPosition; link = &entries_[*link].next_sibling) {
+    if (*link == at) {
+      *link = entries_[at].next_sibling;
+      entries_[at].next_sibling = kNoPosition;
+      return;
+    }
+  }
 }
 
 const std::vector<Rank>& TreeView::orphans_of(Rank failed) const {
@@ -73,7 +108,7 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
   if (!up || up->role == Role::backend) return false;
   const Entry* held = find(top.rank);
   const bool known = held != nullptr;
-  if (known && (held->role != top.role || !held->children.empty())) return false;
+  if (known && (held->role != top.role || held->first_child != kNoPosition)) return false;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     if (contains(nodes[i].rank)) return false;
   }
@@ -90,7 +125,6 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
       Entry& e = entry(n.rank);
       if (n.role == Role::backend) continue;
       std::erase(by_weight_, n.rank);  // its weight may change
-      e.children = n.children;
       e.launch_fanout = std::max(e.launch_fanout, static_cast<std::uint32_t>(n.children.size()));
       e.height = std::max(e.height, height[0]);
       weigh(n.rank);
@@ -99,14 +133,17 @@ bool TreeView::graft(const Topology& subtree, Rank under) {
     Entry e;
     e.rank = n.rank;
     e.parent = i == 0 ? under : *n.parent;
-    e.children = n.children;
     e.role = n.role;
     e.launch_fanout = static_cast<std::uint32_t>(n.children.size());
     e.height = height[i];
     if (const auto* f = subtree.frontier(n.rank)) e.launch_fanout = f->fanout;
     hold(std::move(e));
-    if (i == 0) entry(under).children.push_back(n.rank);
+    if (i == 0) append_child(under, n.rank);
     if (n.role != Role::backend) weigh(n.rank);
+  }
+  // Every node held: each one's children listed, in the subtree's order.
+  for (const TopologyNode& n : nodes) {
+    for (Rank c : n.children) append_child(n.rank, c);
   }
   return true;
 }
@@ -135,7 +172,7 @@ std::vector<Rank> TreeView::backends_below(Rank rank) const {
     stack.pop_back();
     const Entry& e = entry(r);
     if (e.role == Role::backend) out.push_back(r);
-    stack.insert(stack.end(), e.children.begin(), e.children.end());
+    each_child(e, [&](Rank c) { stack.push_back(c); });
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -145,9 +182,7 @@ TreeView::Place TreeView::place(Rank rank) const {
   Place out;
   const Entry& me = entry(rank);
   if (me.parent != kNone) {
-    for (Rank sibling : entry(me.parent).children) {
-      out.siblings += sibling != rank && entry(sibling).alive ? 1 : 0;
-    }
+    each_child(entry(me.parent), [&](Rank sibling) { out.siblings += sibling != rank && entry(sibling).alive ? 1 : 0; });
   }
   std::size_t steps = 0;  // bounded walks, as in_subtree's
   for (Rank r = me.parent; r != kNone && steps <= entries_.size(); r = entry(r).parent, ++steps) ++out.depth;
@@ -161,9 +196,9 @@ TreeView::Place TreeView::place(Rank rank) const {
       out.backends += entry(r).role == Role::backend ? 1 : 0;
       out.height = std::max(out.height, below);
     }
-    for (Rank child : entry(r).children) {
+    each_child(entry(r), [&, below = below](Rank child) {
       if (entry(child).alive) stack.emplace_back(child, below + 1);
-    }
+    });
   }
   return out;
 }
@@ -185,10 +220,10 @@ bool TreeView::apply_failure(Rank rank) {
   e.alive = false;
   // Its children as they stood: each orphan's place among them spreads the orphans
   // over the adopters, and must not shift as adoptions take them away one by one.
-  if (e.children.empty()) orphans_.erase(rank);
-  else orphans_[rank] = e.children;
+  if (e.first_child == kNoPosition) orphans_.erase(rank);
+  else orphans_[rank] = children_of(e);
   // Its parent lets go of it; its own children stay attached until adopted.
-  if (e.parent != kNone) std::erase(entry(e.parent).children, rank);
+  if (e.parent != kNone) remove_child(e.parent, rank);
   return true;
 }
 
@@ -202,23 +237,22 @@ bool TreeView::apply_adoption(Rank orphan, Rank adopter, std::uint32_t incarnati
   if (incarnation < o.incarnation || (incarnation == o.incarnation && adopter <= o.parent)) return false;
   if (in_subtree(adopter, orphan)) return false;
   if (adopter == root_) entry(root_).alive = true;  // a front-end re-attached
-  if (o.parent != kNone) std::erase(entry(o.parent).children, orphan);
+  if (o.parent != kNone) remove_child(o.parent, orphan);
   o.parent = adopter;
   o.incarnation = incarnation;
   o.alive = true;
-  auto& siblings = entry(adopter).children;
-  if (std::find(siblings.begin(), siblings.end(), orphan) == siblings.end()) siblings.push_back(orphan);
+  append_child(adopter, orphan);  // in no list now
   return true;
 }
 
 bool TreeView::add_backend(Rank rank, Rank parent) {
   Entry* up = find(parent);
   if (contains(rank) || !up || up->role == Role::backend) return false;
-  up->children.push_back(rank);  // before hold(), which may move the entries
   Entry e;
   e.rank = rank;
   e.parent = parent;
   hold(std::move(e));
+  append_child(parent, rank);
   return true;
 }
 
@@ -232,7 +266,7 @@ std::size_t TreeView::spread_slot(Rank orphan) const {
   const Entry& o = entry(orphan);
   if (o.parent == kNone) return orphan;
   const Entry& p = entry(o.parent);
-  const std::vector<Rank>& siblings = p.alive ? p.children : orphans_of(o.parent);
+  const std::vector<Rank> siblings = p.alive ? children_of(p) : orphans_of(o.parent);
   std::size_t slot = 0;
   for (Rank s : siblings) {
     if (s == orphan) return slot;
@@ -284,9 +318,9 @@ std::vector<Rank> TreeView::potential_adopters(Rank orphan, std::size_t limit) c
   if (ancestor == failed && failed != kNone) ancestor = live_ancestor(failed);  // asked in advance
   if (ancestor != kNone) {
     std::vector<Rank> local;
-    for (Rank s : entry(ancestor).children) {
+    each_child(entry(ancestor), [&](Rank s) {
       if (s != failed && adoptable_by(s, orphan, min_height)) local.push_back(s);
-    }
+    });
     std::sort(local.begin(), local.end(), [&](Rank a, Rank b) { return lighter(a, b); });
     for (std::size_t i = 0; i < local.size() && out.size() < limit; ++i) {
       out.push_back(local[(slot + i) % local.size()]);

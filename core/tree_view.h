@@ -27,11 +27,15 @@ class TreeView {
   explicit TreeView(const Topology& topology);
 
   bool contains(Rank rank) const { return index_.contains(rank); }
+  // The processes held, in the order held: the topology's, then grafts and joins.
+  std::size_t held() const { return entries_.size(); }
+  Rank held_rank(std::size_t position) const { return entries_[position].rank; }
   Role role(Rank rank) const { return entry(rank).role; }
   Rank root() const { return root_; }
   // The current parent (kNone for the root).
   Rank parent(Rank rank) const { return entry(rank).parent; }
-  const std::vector<Rank>& children(Rank rank) const { return entry(rank).children; }
+  // Its children in the live tree, in order (the topology's, then as adopted).
+  std::vector<Rank> children(Rank rank) const;
   bool alive(Rank rank) const { return entry(rank).alive; }
   std::uint32_t incarnation(Rank rank) const { return entry(rank).incarnation; }
   // Height of the node's subtree at launch (0 for a back-end; at least 1 for a
@@ -43,7 +47,7 @@ class TreeView {
   // Whether `rank` is held with what is below it: a back-end, or a commnode with
   // children (not one held without them, a frontier of a part).
   bool holds_below(Rank rank) const {
-    return contains(rank) && (role(rank) == Role::backend || !children(rank).empty());
+    return contains(rank) && (role(rank) == Role::backend || entry(rank).first_child != kNoPosition);
   }
   // True if `node` is `top` or below it, following current parents.
   bool in_subtree(Rank node, Rank top) const;
@@ -128,16 +132,34 @@ class TreeView {
   std::vector<Rank> potential_adopters(Rank orphan, std::size_t limit = 16) const;
 
  private:
+  // A position in entries_ (entries are never removed, so positions stay).
+  static constexpr std::uint32_t kNoPosition = std::numeric_limits<std::uint32_t>::max();
+  // 32 bytes: a node's children are a list through their entries (first_child, then
+  // each one's next_sibling), where a std::vector of their ranks took 24 bytes in
+  // every entry and an allocation in each commnode's (docs/scale.md, "A commnode's
+  // state per child"). A process is in at most one list, its parent's; a failed
+  // one leaves it and keeps its own children listed until they are adopted.
   struct Entry {
-    std::vector<Rank> children;
     Rank rank = kNone;
     Rank parent = kNone;
+    std::uint32_t first_child = kNoPosition;
+    std::uint32_t next_sibling = kNoPosition;
     std::uint32_t incarnation = 0;
     std::uint32_t height = 0;
     std::uint32_t launch_fanout = 0;
     Role role = Role::backend;
     bool alive = true;
   };
+  // Calls `f` with the rank of each child of `e`, in order; `f` must not change lists.
+  template <class F>
+  void each_child(const Entry& e, F&& f) const {
+    for (std::uint32_t p = e.first_child; p != kNoPosition; p = entries_[p].next_sibling) f(entries_[p].rank);
+  }
+  std::vector<Rank> children_of(const Entry& e) const;
+  // Lists `child` (held, in no list) last among `parent`'s children.
+  void append_child(Rank parent, Rank child);
+  // Takes `child` out of `parent`'s list, if it is there.
+  void remove_child(Rank parent, Rank child);
   // The entry of a held rank; std::out_of_range for any other.
   const Entry& entry(Rank rank) const { return entries_[position(rank)]; }
   Entry& entry(Rank rank) { return entries_[position(rank)]; }

@@ -255,9 +255,9 @@ TEST(TreeView, AttachReportsAreIdempotentAndOrderedByIncarnation) {
   ASSERT_TRUE(v.apply_adoption(0, FE, 2));
   EXPECT_FALSE(v.apply_adoption(0, C2, 1)) << "late report with a lower incarnation";
   EXPECT_EQ(v.parent(0), FE);
-  auto& fe_children = v.children(FE);
+  const auto fe_children = v.children(FE);
   EXPECT_NE(std::find(fe_children.begin(), fe_children.end(), 0u), fe_children.end());
-  auto& c2_children = v.children(C2);
+  const auto c2_children = v.children(C2);
   EXPECT_EQ(std::find(c2_children.begin(), c2_children.end(), 0u), c2_children.end());
 }
 
@@ -274,7 +274,7 @@ TEST(TreeView, AttachReportsWithOneIncarnationAreAppliedInOneTotalOrder) {
   for (auto* v : {&in_order, &reversed}) {
     EXPECT_EQ(v->parent(0), C2);
     EXPECT_EQ(v->incarnation(0), 3u);
-    auto& fe_children = v->children(FE);
+    const auto fe_children = v->children(FE);
     EXPECT_EQ(std::find(fe_children.begin(), fe_children.end(), 0u), fe_children.end());
   }
 }
