@@ -17,8 +17,7 @@ LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(top
 }
 
 void LiveTree::note_child(Rank rank, std::size_t index) {
-  auto at = std::lower_bound(child_index_.begin(), child_index_.end(), rank,
-                             [](const auto& entry, Rank r) { return entry.first < r; });
+  auto at = std::lower_bound(child_index_.begin(), child_index_.end(), std::pair<Rank, std::uint32_t>{rank, 0});
   if (at != child_index_.end() && at->first == rank) {
     at->second = static_cast<std::uint32_t>(index);
   } else {
@@ -61,8 +60,7 @@ void LiveTree::update_routes(Rank orphan) {
       break;
     }
   }
-  auto child = std::lower_bound(child_index_.begin(), child_index_.end(), via,
-                               [](const auto& entry, Rank r) { return entry.first < r; });
+  auto child = std::lower_bound(child_index_.begin(), child_index_.end(), std::pair<Rank, std::uint32_t>{via, 0});
   const bool routed = child != child_index_.end() && child->first == via;
   for (Rank b : view_.backends_below(orphan)) {
     if (routed) {
