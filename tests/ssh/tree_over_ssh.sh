@@ -139,7 +139,9 @@ done
 
 # sshd on every host, stopped by its pid on exit (stop_sshds is idempotent; registered
 # after shared_dirs_remove, so run before it).
-mkdir -p "$work/ssh" "$work/logs" "$work/record"
+mkdir -p "$work/ssh" "$work/logs" "$work/record" "$work/home"
+user_home="$(getent passwd "$(id -u)" | cut -d: -f6)"
+[ -d "$user_home" ] || fail "no home directory for user $(id -un)"
 ssh-keygen -q -t ed25519 -N '' -C canopy-test-host -f "$work/ssh/host_key"
 ssh-keygen -q -t ed25519 -N '' -C canopy-test-client -f "$work/ssh/id"
 cp "$work/ssh/id.pub" "$work/ssh/authorized_keys"
@@ -165,8 +167,15 @@ UsePAM no
 PrintMotd no
 PidFile $work/ssh/$h.pid
 C
-  ip netns exec "${ns[$h]}" unshare --uts sh -c 'hostname "$0"; exec /usr/sbin/sshd -f "$1" -E "$2"' \
-    "$h" "$work/ssh/$h.conf" "$work/ssh/$h.log" || fail "sshd did not start on $h"
+  # Each host's home is its own empty directory, mounted over this user's home in a
+  # mount namespace of sshd's (so of every session it starts): the machine's own
+  # dotfiles are not the cluster's. A shell that ran them could wait there for ever
+  # (pyenv's rehash waits 60 s on a lock that a killed session left behind: every
+  # ssh login, and so every commnode start, then outlasted the start-up time-out).
+  mkdir -m 700 "$work/home/$h"
+  ip netns exec "${ns[$h]}" unshare --uts --mount sh -c \
+    'mount --bind "$3" "$4" && hostname "$0" && exec /usr/sbin/sshd -f "$1" -E "$2"' \
+    "$h" "$work/ssh/$h.conf" "$work/ssh/$h.log" "$work/home/$h" "$user_home" || fail "sshd did not start on $h"
 done
 ssh_opts=(-p 2222 -i "$work/ssh/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR)
 for h in "${hosts[@]}"; do
@@ -202,23 +211,35 @@ T
 # While the run is up: every canopy process of every host, as "HOST RANK COMM" lines
 # in $work/seen (RANK from its environment, "-" for the front-end), and in hosts mode
 # the canopy sockets listening on every host (login too), in $work/listen-HOST.
+# A process's host is the namespace its network namespace is (`-ef`: same inode).
+# One pass reads /proc with the shell's builtins and forks nothing a process: beside
+# other tests, a pass that forked a few commands a process (`ip netns pids`, `cat`,
+# `tr`) took longer than a back-end lives, and missed it.
 sampler() {
-  local h pid comm rank
+  local h p pid comm rank entry
+  local -a environ
   while :; do
-    for h in login "${hosts[@]}"; do
-      for pid in $(ip netns pids "${ns[$h]}" 2>/dev/null); do
-        comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || continue
-        case "$comm" in canopy*) ;; *) continue ;; esac
-        rank="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | sed -n 's/^CANOPY_RANK=//p')" || true
+    for p in /proc/[0-9]*; do
+      read -r comm 2>/dev/null <"$p/comm" || continue
+      case "$comm" in canopy*) ;; *) continue ;; esac
+      for h in login "${hosts[@]}"; do
+        [[ "$p/ns/net" -ef "/run/netns/${ns[$h]}" ]] || continue
+        rank=""
+        mapfile -d '' environ 2>/dev/null <"$p/environ" || true
+        for entry in "${environ[@]}"; do
+          case "$entry" in CANOPY_RANK=*) rank="${entry#CANOPY_RANK=}" ;; esac
+        done
         # A process caught as it starts may show no environment yet: seen next time.
         [ -n "$rank" ] || [ "$comm" = canopy ] || continue
         echo "$h ${rank:--} $comm"
       done
-      if [ "$mode" = hosts ]; then
-        ip netns exec "${ns[$h]}" ss -ltnpH 2>/dev/null | grep '"canopy' >>"$work/listen-$h" || true
-      fi
     done >>"$work/seen"
-    sleep 0.2
+    if [ "$mode" = hosts ]; then
+      for h in login "${hosts[@]}"; do
+        ip netns exec "${ns[$h]}" ss -ltnpH 2>/dev/null | grep '"canopy' >>"$work/listen-$h" || true
+      done
+    fi
+    sleep 0.1
   done
 }
 sampler &
@@ -249,10 +270,11 @@ fi
 
 status=0
 start=$(date +%s%N)
+# A start-up time-out of 30 s, not 10: ssh logins beside other tests are slow.
 # In the background, so that the deadline's signal is taken at once (bash runs a trap
 # only once a foreground command is over, but interrupts `wait`).
 ip netns exec "$NETNS_LOGIN" unshare --uts sh -c 'hostname login; exec "$@"' login \
-  "$bin/canopy" run "${how[@]}" --launcher "$launcher" --log-dir "$work/logs" \
+  "$bin/canopy" run "${how[@]}" --launcher "$launcher" --startup-timeout 30000 --log-dir "$work/logs" \
   --workload union --duration "$duration" --record "$work/record" >"$work/out" 2>"$work/err" &
 wait $! || status=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
