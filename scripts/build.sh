@@ -13,7 +13,9 @@ if [ -n "${CANOPY_TARGETS:-}" ]; then "$here/scripts/setup.sh" --build-only; els
 # function, file and line, and the build takes about a fifth less time (docs/testing.md,
 # "Build time"). For a debugger's view of local variables: CANOPY_BUILD_TYPE=Debug,
 # or -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG" among the arguments.
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE="${CANOPY_BUILD_TYPE:-RelWithDebInfo}" \
+# shellcheck source=compiler_cache.sh
+source "$here/scripts/compiler_cache.sh"
+cmake -S "$here" -B "$build" "${compiler_cache[@]}" -DCMAKE_BUILD_TYPE="${CANOPY_BUILD_TYPE:-RelWithDebInfo}" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "$@" >/dev/null
 if [ -n "${CANOPY_TARGETS:-}" ]; then
   # shellcheck disable=SC2086  # a list of target names

@@ -40,7 +40,9 @@ flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefin
 # -O2 with line tables only (-g1): every frame of a crash keeps its file and line
 # (docs/testing.md, "Build time").
 release="-O2 -g1 -DNDEBUG"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# shellcheck source=compiler_cache.sh
+source "$here/scripts/compiler_cache.sh"
+cmake -S "$here" -B "$build" "${compiler_cache[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$release" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$release" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCANOPY_BUILD_FUZZERS=ON -DCANOPY_BUILD_TESTS=OFF -DCANOPY_BUILD_BENCH=OFF >/dev/null

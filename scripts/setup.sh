@@ -22,6 +22,7 @@ packages=(
   libspdlog-dev libfmt-dev    # logging
   libdw-dev                   # stack walking (canopy_stack: libdwfl unwinding and symbols)
   libsodium-dev               # HMAC-SHA256 and random bytes: authenticated handshakes (docs/security.md)
+  ccache                      # compiles only what changed, in any checkout (scripts/compiler_cache.sh)
 )
 $build_only || packages+=(
   clang                       # the sanitizer build (scripts/test.sh) and the fuzzers (scripts/fuzz.sh)

@@ -1,0 +1,22 @@
+# Sourced by scripts/build.sh and scripts/fuzz.sh: compile through ccache where it is
+# installed (scripts/setup.sh installs it), into the array `compiler_cache`, cmake
+# arguments to add (empty without ccache, or with CANOPY_CCACHE=0).
+#
+# Keys are made independent of where the checkout is (base_dir: paths under it are
+# hashed relative to it; no working directory in the hash), so that a fresh clone, as
+# CI makes one, compiles only what differs from a build made before on the same
+# machine. Object files whose line tables name another checkout's directory are the
+# price: debug information's file names are relative to the build's directory
+# anyway, and backtraces name source files as given on the command line.
+# docs/testing.md, "Build time".
+# shellcheck shell=bash
+compiler_cache=()
+if [ "${CANOPY_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+  # Three builds (gcc, clang with sanitizers, clang for fuzzing) of about 1 GB each.
+  export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+  compiler_cache=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+else
+  compiler_cache=(-DCMAKE_C_COMPILER_LAUNCHER= -DCMAKE_CXX_COMPILER_LAUNCHER=)
+fi
