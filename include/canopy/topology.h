@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "canopy/fault_tolerance.h"
@@ -213,7 +214,12 @@ class Topology {
   // a hash map's 40 bytes a process.
   RankIndex index_;
   std::size_t position(Rank rank) const;  // std::out_of_range if not held
-  std::unordered_map<Rank, Frontier> frontier_;   // commnodes held without children
+  // Commnodes held without children, ascending by rank: 12 bytes each, where a hash
+  // map took about 40 (a commnode's part holds every sibling so: docs/scale.md).
+  std::vector<std::pair<Rank, Frontier>> frontier_;
+  // Sets (adds or replaces) or drops `rank`'s frontier.
+  void hold_frontier(Rank rank, Frontier frontier);
+  void drop_frontier(Rank rank);
   LinkSettings links_;
   std::optional<GossipOptions> gossip_;
   PortRange ports_;
