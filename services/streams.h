@@ -197,7 +197,9 @@ class StreamService final : public core::Service {
   // back-end, which has no children, never makes it (docs/scale.md, "A back-end's
   // own state").
   struct Below {
-    std::vector<std::size_t> members;            // participating children (indexes)
+    // Participating children (indexes), ascending: a packet finds its member by a
+    // binary search (a linear one made each wave O(F²) at a commnode of F children).
+    std::vector<std::size_t> members;
     // One per member: the lowest wave it may still send. A wave closes once every
     // member's is above it.
     std::vector<std::uint64_t> owes;

@@ -421,17 +421,21 @@ void StreamService::drop_member(Stream& stream, std::size_t child) {
 }
 
 std::optional<std::size_t> StreamService::member_index(const Stream& stream, std::size_t child) {
-  auto pos = std::find(stream.below().members.begin(), stream.below().members.end(), child);
-  if (pos == stream.below().members.end()) return std::nullopt;
-  return static_cast<std::size_t>(pos - stream.below().members.begin());
+  const auto& members = stream.below().members;
+  auto pos = std::lower_bound(members.begin(), members.end(), child);
+  if (pos == members.end() || *pos != child) return std::nullopt;
+  return static_cast<std::size_t>(pos - members.begin());
 }
 
 void StreamService::add_member(Stream& stream, std::size_t child, std::uint64_t from) {
   if (member_index(stream, child)) return;
   for (auto& q : stream.below().queues) q.left &= q.child != child;
-  stream.below().members.push_back(child);
-  stream.below().owes.push_back(std::max(from, stream.below().next_close));
-  if (hears_stragglers(stream)) stream.below().heard.push_back(NodeClock::now());
+  // In order (a child that comes back keeps its index, below those adopted since).
+  auto& below = stream.below();
+  const auto at = std::lower_bound(below.members.begin(), below.members.end(), child) - below.members.begin();
+  below.members.insert(below.members.begin() + at, child);
+  below.owes.insert(below.owes.begin() + at, std::max(from, below.next_close));
+  if (hears_stragglers(stream)) below.heard.insert(below.heard.begin() + at, NodeClock::now());
 }
 
 }  // namespace canopy::services
