@@ -5,9 +5,11 @@
 # Keys are made independent of where the checkout is (base_dir: paths under it are
 # hashed relative to it; no working directory in the hash), so that a fresh clone, as
 # CI makes one, compiles only what differs from a build made before on the same
-# machine. Object files whose line tables name another checkout's directory are the
-# price: debug information's file names are relative to the build's directory
-# anyway, and backtraces name source files as given on the command line.
+# machine. The price: ccache gives the compiler paths under the checkout relative to
+# the build directory, so line tables and __FILE__ name sources as ../../core/x.cpp,
+# from the build directory of the checkout that compiled them first (backtraces and
+# `canopy stack --lines` still name file and line; a debugger may look for the
+# sources in that other checkout).
 # docs/testing.md, "Build time".
 # shellcheck shell=bash
 compiler_cache=()
