@@ -3,18 +3,9 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "topology/rank_pairs.h"
 
 namespace canopy::core {
-namespace {
-
-// Where `rank` is, or would go, in an index ascending by rank.
-template <typename Index>
-auto place_of(Index& index, Rank rank) {
-  return std::lower_bound(index.begin(), index.end(), rank, [](const auto& e, Rank r) { return e.first < r; });
-}
-
-}  // namespace
-
 const char* to_string(ChildState state) {
   switch (state) {
     case ChildState::starting: return "starting";
@@ -30,19 +21,14 @@ std::size_t ChildTable::add(Rank rank, Role role) {
   Child& child = children_.emplace_back();
   child.rank = rank;
   child.role = role;
-  auto at = place_of(index_, rank);
-  if (at != index_.end() && at->first == rank) {
-    at->second = static_cast<std::uint32_t>(index);
-  } else {
-    index_.insert(at, {rank, static_cast<std::uint32_t>(index)});
-  }
+  topology::set_rank(index_, rank, static_cast<std::uint32_t>(index));
   return index;
 }
 
 std::optional<std::size_t> ChildTable::index_of(Rank rank) const {
-  auto at = place_of(index_, rank);
-  if (at == index_.end() || at->first != rank) return std::nullopt;
-  return at->second;
+  const std::uint32_t* at = topology::find_rank(index_, rank);
+  if (!at) return std::nullopt;
+  return *at;
 }
 
 void ChildTable::set_state(std::size_t index, ChildState next, std::string_view why, bool warn) {

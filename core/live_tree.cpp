@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "topology/rank_pairs.h"
+
 namespace canopy::core {
 
 LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(topology) {
@@ -17,12 +19,7 @@ LiveTree::LiveTree(const Topology& topology, Rank self) : self_(self), view_(top
 }
 
 void LiveTree::note_child(Rank rank, std::size_t index) {
-  auto at = std::lower_bound(child_index_.begin(), child_index_.end(), std::pair<Rank, std::uint32_t>{rank, 0});
-  if (at != child_index_.end() && at->first == rank) {
-    at->second = static_cast<std::uint32_t>(index);
-  } else {
-    child_index_.insert(at, {rank, static_cast<std::uint32_t>(index)});
-  }
+  topology::set_rank(child_index_, rank, static_cast<std::uint32_t>(index));
 }
 
 std::optional<std::size_t> LiveTree::route_to(Rank backend) const {
@@ -60,11 +57,10 @@ void LiveTree::update_routes(Rank orphan) {
       break;
     }
   }
-  auto child = std::lower_bound(child_index_.begin(), child_index_.end(), std::pair<Rank, std::uint32_t>{via, 0});
-  const bool routed = child != child_index_.end() && child->first == via;
+  const std::uint32_t* child = topology::find_rank(child_index_, via);
   for (Rank b : view_.backends_below(orphan)) {
-    if (routed) {
-      route_.set(b, static_cast<RankMap::Value>(child->second));
+    if (child) {
+      route_.set(b, static_cast<RankMap::Value>(*child));
     } else {
       route_.erase(b);
     }

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "canopy/topology.h"
+#include "rank_pairs.h"
 
 namespace canopy {
 
@@ -424,7 +425,7 @@ Result<void> Topology::graft(Rank under, const Topology& subtree) {
     TopologyNode& held = nodes_[position(top.rank)];
     held.children = top.children;
     if (top.port != 0) held.port = top.port;
-    drop_frontier(top.rank);
+    topology::erase_rank(frontier_, top.rank);
   } else {
     TopologyNode node = top;
     node.parent = under;
@@ -435,43 +436,17 @@ Result<void> Topology::graft(Rank under, const Topology& subtree) {
   for (std::size_t i = 1; i < subtree.nodes_.size(); ++i) {  // parents first, as in every Topology
     index_.add(subtree.nodes_[i].rank);
     nodes_.push_back(subtree.nodes_[i]);
-    if (const Frontier* f = subtree.frontier(subtree.nodes_[i].rank)) hold_frontier(subtree.nodes_[i].rank, *f);
+    if (const Frontier* f = subtree.frontier(subtree.nodes_[i].rank)) topology::set_rank(frontier_, subtree.nodes_[i].rank, *f);
   }
   return {};
 }
 
-namespace {
-template <class Pairs>
-auto frontier_at(Pairs& pairs, Rank rank) {
-  return std::lower_bound(pairs.begin(), pairs.end(), rank, [](const auto& p, Rank r) { return p.first < r; });
-}
-}  // namespace
-
-const Topology::Frontier* Topology::frontier(Rank rank) const {
-  auto it = frontier_at(frontier_, rank);
-  return it == frontier_.end() || it->first != rank ? nullptr : &it->second;
-}
-
-void Topology::hold_frontier(Rank rank, Frontier frontier) {
-  // Parts are built and decoded in ascending order of their ranks, mostly: an append.
-  if (frontier_.empty() || frontier_.back().first < rank) {
-    frontier_.emplace_back(rank, frontier);
-    return;
-  }
-  auto it = frontier_at(frontier_, rank);
-  if (it != frontier_.end() && it->first == rank) it->second = frontier;
-  else frontier_.emplace(it, rank, frontier);
-}
-
-void Topology::drop_frontier(Rank rank) {
-  auto it = frontier_at(frontier_, rank);
-  if (it != frontier_.end() && it->first == rank) frontier_.erase(it);
-}
+const Topology::Frontier* Topology::frontier(Rank rank) const { return topology::find_rank(frontier_, rank); }
 
 bool Topology::set_frontier(Rank rank, Frontier frontier) {
   const TopologyNode* node = find(rank);
   if (!node || node->role != Role::commnode || !node->children.empty()) return false;
-  hold_frontier(rank, frontier);
+  topology::set_rank(frontier_, rank, frontier);
   return true;
 }
 
@@ -520,13 +495,14 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
       hold(child);
       if (level + 1 < path.size() && c == path[level + 1]) continue;  // on the path: its children follow
       if (level + 1 == path.size() && c == whole) {  // its subtree follows
-        if (const Frontier* f = frontier(c)) part.hold_frontier(c, *f);
+        if (const Frontier* f = frontier(c)) topology::set_rank(part.frontier_, c, *f);
         continue;
       }
       TopologyNode& held = part.nodes_.back();
       if (held.role != Role::commnode) continue;
       const Frontier* f = frontier(c);
-      part.hold_frontier(c, {height[position(c)], f ? f->fanout : static_cast<std::uint32_t>(held.children.size())});
+      topology::set_rank(part.frontier_, c,
+                        Frontier{height[position(c)], f ? f->fanout : static_cast<std::uint32_t>(held.children.size())});
       held.children.clear();
     }
   }
@@ -537,7 +513,7 @@ Topology Topology::part_below(Rank parent, std::optional<Rank> whole) const {
       const std::vector<Rank> children = part.nodes_[i].children;  // hold() grows nodes_
       for (Rank c : children) {
         hold(at(c));
-        if (const Frontier* f = frontier(c)) part.hold_frontier(c, *f);
+        if (const Frontier* f = frontier(c)) topology::set_rank(part.frontier_, c, *f);
       }
     }
   }

@@ -214,12 +214,10 @@ class Topology {
   // a hash map's 40 bytes a process.
   RankIndex index_;
   std::size_t position(Rank rank) const;  // std::out_of_range if not held
-  // Commnodes held without children, ascending by rank: 12 bytes each, where a hash
-  // map took about 40 (a commnode's part holds every sibling so: docs/scale.md).
+  // Commnodes held without children, ascending by rank (topology/rank_pairs.h): 12
+  // bytes each, where a hash map took about 40 (a commnode's part holds every sibling
+  // so: docs/scale.md).
   std::vector<std::pair<Rank, Frontier>> frontier_;
-  // Sets (adds or replaces) or drops `rank`'s frontier.
-  void hold_frontier(Rank rank, Frontier frontier);
-  void drop_frontier(Rank rank);
   LinkSettings links_;
   std::optional<GossipOptions> gossip_;
   PortRange ports_;
