@@ -146,7 +146,6 @@ StripedLink::~StripedLink() {
 // Link interface
 
 void StripedLink::begin() {
-  started_ = true;
   if (!open_) return;
   for (auto& p : paths_) {
     if (p->conn) read_more(*p);
@@ -290,7 +289,7 @@ void StripedLink::check_all_down() {
     }
     return;
   }
-  if (!started_ && side_ == Side::accepting) return;  // not handed out yet
+  if (!started() && side_ == Side::accepting) return;  // not handed out yet
   bool all_by_peer = std::all_of(paths_.begin(), paths_.end(), [](const auto& p) { return p->peer_closed; });
   auto delay = all_by_peer ? options_.peer_closed_grace : options_.link_timeout;
   auto deadline = Clock::now() + delay;

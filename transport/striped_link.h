@@ -287,7 +287,6 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   std::string peer_;
   std::vector<std::unique_ptr<Path>> paths_;
   PathObserver path_observer_;
-  bool started_ = false;
   bool open_ = true;
   bool closing_ = false;
   bool bye_sent_ = false;

@@ -347,7 +347,7 @@ void StripedLink::attach(std::size_t index, tcp::socket socket) {
   path.ever_live = true;
   set_state(path, PathState::live, rejoin ? "rejoined" : "up");
   check_all_down();
-  if (started_) read_more(path);
+  if (started()) read_more(path);
   schedule_pump();
 }
 
