@@ -183,10 +183,9 @@ StreamService::ChildQueue& StreamService::queue_of(Stream& stream, std::size_t c
   if (queues.empty()) {
     // A wave's first packet since every queue was empty: a queue for each member at
     // once, in one allocation, so that the others' packets find theirs without moving
-    // any (children come in any order).
+    // any (children come in any order). Members are ascending, so are the queues.
     queues.reserve(stream.below().members.size());
     for (const std::size_t m : stream.below().members) queues.push_back(ChildQueue{.child = static_cast<std::uint32_t>(m)});
-    std::sort(queues.begin(), queues.end(), [](const ChildQueue& a, const ChildQueue& b) { return a.child < b.child; });
   }
   auto it = std::lower_bound(queues.begin(), queues.end(), child,
                              [](const ChildQueue& q, std::size_t c) { return q.child < c; });
