@@ -224,8 +224,12 @@ sampler() {
       case "$comm" in canopy*) ;; *) continue ;; esac
       for h in login "${hosts[@]}"; do
         [[ "$p/ns/net" -ef "/run/netns/${ns[$h]}" ]] || continue
+        # A process gone since its name was read has no environ to open, and a failed
+        # redirection runs no mapfile: the array would still hold the last process's
+        # environment, and its rank be written against this one's host.
         rank=""
-        mapfile -d '' environ 2>/dev/null <"$p/environ" || true
+        environ=()
+        mapfile -d '' environ 2>/dev/null <"$p/environ" || continue
         for entry in "${environ[@]}"; do
           case "$entry" in CANOPY_RANK=*) rank="${entry#CANOPY_RANK=}" ;; esac
         done
