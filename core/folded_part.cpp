@@ -33,6 +33,7 @@ FoldedPart::FoldedPart(wire::Topology::Reader message, const Topology& decoded, 
   self_ = {self, me.role, me.host};
   parent_ = {up.rank, up.role, up.host};
   // A back-end has nothing below it; its siblings are its parent's other children.
+  // (A commnode first folds once its subtree is up, and set_live gives its place.)
   place_.siblings = static_cast<std::uint32_t>(up.children.size() - 1);
   for (const TopologyNode* n = &me; n->parent; n = &decoded.at(*n->parent)) ++place_.depth;
   unknown_ports_ = RankSet::of(adopter_ports_missing(decoded, up.rank));
@@ -50,6 +51,38 @@ void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints,
   for (const auto& [rank, port] : learnt) {
     if (port != 0) unknown_ports_.erase(rank);
   }
+}
+
+FoldedPart::Below& FoldedPart::below() {
+  if (!below_) below_ = std::make_unique<Below>();
+  return *below_;
+}
+
+void FoldedPart::add_graft(const Topology& subtree, Rank under) {
+  capnp::MallocMessageBuilder message;
+  encode_topology(subtree, message.initRoot<wire::Topology>());
+  below().grafts.emplace_back(capnp::messageToFlatArray(message), under);
+}
+
+std::vector<FoldedPart::Graft> FoldedPart::grafts() const {
+  std::vector<Graft> out;
+  if (!below_) return out;
+  for (const auto& [words, under] : below_->grafts) {
+    capnp::FlatArrayMessageReader message(words.asPtr());
+    // Encoded here from a subtree that was grafted: it decodes.
+    if (auto subtree = decode_subtree(message.getRoot<wire::Topology>())) out.push_back({std::move(*subtree), under});
+  }
+  return out;
+}
+
+void FoldedPart::set_routes(RankMap routes) {
+  if (!routes.empty() || below_) below().routes = std::move(routes);
+}
+
+std::optional<std::size_t> FoldedPart::route_to(Rank backend) const {
+  if (!below_) return std::nullopt;
+  if (auto via = below_->routes.find(backend)) return *via;
+  return std::nullopt;
 }
 
 Result<Topology> FoldedPart::unfold() const {
@@ -76,8 +109,14 @@ void FoldedPart::set_live(std::vector<LiveTree::Report> reports, Held parent, st
 std::size_t FoldedPart::bytes() const {
   std::size_t words = message_.size();
   for (const auto& e : endpoints_) words += e.size();
+  std::size_t below = 0;
+  if (below_) {
+    for (const auto& g : below_->grafts) words += g.first.size();
+    below = sizeof(Below) + below_->routes.runs().capacity() * sizeof(RankMap::Run) +
+            below_->grafts.capacity() * sizeof(below_->grafts[0]);
+  }
   return words * sizeof(capnp::word) + endpoints_.capacity() * sizeof(endpoints_[0]) +
-         reports_.capacity() * sizeof(LiveTree::Report) + sizeof(*this);
+         reports_.capacity() * sizeof(LiveTree::Report) + below + sizeof(*this);
 }
 
 }  // namespace canopy::core

@@ -1,5 +1,5 @@
-// FoldedPart: a back-end's part of the tree while nothing needs it whole
-// (docs/scale.md, "A back-end keeps its part folded").
+// FoldedPart: a process's part of the tree while nothing needs it whole
+// (docs/scale.md, "A back-end keeps its part folded", "A commnode folds its part").
 //
 // A back-end's part (its ancestors and their children) is what it needs to find an
 // adopter. Until its parent fails, or news about its part arrives, or someone asks
@@ -10,12 +10,19 @@
 // tree; what was learnt meanwhile (ports, from `endpoints`) is applied then. Once
 // nothing has read it for a while, the node folds it again, keeping the live tree's
 // changes since launch to apply when it next unfolds (set_live, Node::fold_part).
+//
+// A commnode's part adds its subtree: once that is up, a wave reads only its routes
+// (back-end -> child) and its child table, so it folds too, keeping its routes here
+// (set_routes) and its child table in the node. The subtrees of orphans it grafts
+// are kept as messages too (add_graft), grafted again as it unfolds.
 #pragma once
 
 #include <capnp/common.h>
 #include <kj/array.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +31,7 @@
 #include "canopy/result.h"
 #include "canopy/topology.h"
 #include "core/live_tree.h"
+#include "core/rank_map.h"
 #include "core/rank_set.h"
 #include "core/tree_view.h"
 
@@ -67,6 +75,18 @@ class FoldedPart {
   void set_live(std::vector<LiveTree::Report> reports, Held parent, std::uint32_t parent_incarnation,
                 TreeView::Place place);
   const std::vector<LiveTree::Report>& reports() const { return reports_; }
+  // An orphan's subtree grafted below `under` while it was unfolded (Node::graft),
+  // kept as a message (a few bytes a node); grafts() decodes them, in order.
+  void add_graft(const Topology& subtree, Rank under);
+  struct Graft {
+    Topology subtree;
+    Rank under;
+  };
+  std::vector<Graft> grafts() const;
+  // A commnode's routes, as its live tree had them when it folded
+  // (LiveTree::take_routes): what a wave reads.
+  void set_routes(RankMap routes);
+  std::optional<std::size_t> route_to(Rank backend) const;
   // 0 as launched.
   std::uint32_t parent_incarnation() const { return parent_incarnation_; }
   // Heap bytes it holds (for the log).
@@ -81,6 +101,13 @@ class FoldedPart {
   TreeView::Place place_;
   std::vector<LiveTree::Report> reports_;
   std::uint32_t parent_incarnation_ = 0;
+  // What a commnode keeps of what is below it; null at a back-end (8 bytes, not 56).
+  struct Below {
+    RankMap routes;
+    std::vector<std::pair<kj::Array<capnp::word>, Rank>> grafts;  // a wire::Topology (a subtree), and where it went
+  };
+  std::unique_ptr<Below> below_;
+  Below& below();
 };
 
 }  // namespace canopy::core

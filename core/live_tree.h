@@ -29,6 +29,9 @@ class LiveTree {
   // The child through which back-end `backend` is reached, if it is below.
   std::optional<std::size_t> route_to(Rank backend) const;
   std::size_t routes() const { return route_.size(); }
+  // The routes, taken out of a tree about to be dropped (a commnode folding its
+  // part: core/folded_part.h); it routes nothing after.
+  RankMap take_routes() { return std::move(route_); }
 
   // `rank` has become this process's child `index` (an adopted orphan).
   void note_child(Rank rank, std::size_t index);

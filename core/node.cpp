@@ -220,7 +220,11 @@ void Node::give_up_child(std::size_t index, std::string_view why) {
 }
 
 void Node::subtree_up() {
-  if (phase() == Phase::launching) set_phase(Running{}, "subtree up");
+  if (phase() != Phase::launching) return;
+  set_phase(Running{}, "subtree up");
+  // A commnode holding a part folds it once nothing has read it for a while: the
+  // endpoints published once the whole tree is up still come down through it.
+  if (refold_) fold_part_later();
 }
 
 // ---- the parent ----
@@ -438,6 +442,7 @@ void Node::send_to_child(std::size_t child, Message& message) {
 }
 
 std::optional<std::size_t> Node::route_to(Rank backend) const {
+  if (folded_) return folded_->route_to(backend);
   return tree_ ? tree_->route_to(backend) : std::nullopt;
 }
 
@@ -496,7 +501,8 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
       child.process->kill(SIGTERM);  // started but never connected
     }
   }
-  auto grace = stop_grace_for_height(tree_ ? tree_->view().height(id_.rank) : 0);
+  const auto place = own_place();
+  auto grace = stop_grace_for_height(place ? place->height : 0);
   auto& grace_timer = *std::get<Stopping>(phase_).grace;
   grace_timer.expires_after(grace);
   grace_timer.async_wait([this, grace](const boost::system::error_code& ec) {

@@ -138,12 +138,13 @@ class Node final : public ServiceContext, private transport::LinkHandler {
   // Messages of live-tree news this node has received (failure reports, adoption
   // reports, batches of them: a batch counts once); for tests and diagnostics.
   std::size_t news_received() const { return news_received_; }
-  // Whether this back-end holds its part of the tree folded (core/folded_part.h):
-  // nothing has read its tree since it arrived, or since it was folded again. For
-  // tests and diagnostics.
+  // Whether this process holds its part of the tree folded (core/folded_part.h): a
+  // back-end, since nothing has read its tree since it arrived or since it was
+  // folded again; a commnode, once its subtree has been up a while. For tests and
+  // diagnostics.
   bool part_folded() const { return folded_ != nullptr; }
-  // A back-end whose part was unfolded (to heal, or read) folds it again once it has
-  // run adopted this long with nothing reading it meanwhile.
+  // A part unfolded (to heal, or read) is folded again once nothing has read it for
+  // this long, with the process running.
   static constexpr std::chrono::seconds kFoldAgainAfter{2};
   // Whether it knows where every commnode of the tree it holds listens (an orphan
   // needs its adopters' ports), without unfolding a folded part.
@@ -309,10 +310,16 @@ class Node final : public ServiceContext, private transport::LinkHandler {
   // its subtree, as every process above does; unless the adopter was adopted since,
   // where the orphan did not hear of it. Then the subtree goes up with the report.
   bool graft(const Topology& subtree, Rank under);
+  // The live tree's and the topology's part of graft(), also as a part unfolds.
+  bool hold_graft(const Topology& subtree, Rank under);
   // Where commnodes hold parts: whether child `child` hears a failure of `about`
   // (`failure`) or its adoption (docs/scale.md, "Who hears of a change").
   bool hears_of(Rank child, Rank about, bool failure) const;
+  // Holds `topology` and the live tree of it, and adds its children to the child
+  // table; hold_topology() holds it alone (a part unfolded: the children are in the
+  // table already).
   void adopt_topology(Topology topology);
+  void hold_topology(Topology topology);
   void on_topology(wire::Topology::Reader t);
   // Ports learnt after the topology, from the parent: set and sent on to the children
   // as publish_endpoints() does (protocol version 6).
@@ -369,8 +376,8 @@ class Node final : public ServiceContext, private transport::LinkHandler {
     else if (fold_timer_armed_) const_cast<Node*>(this)->part_read_ = true;
   }
   void unfold_part();
-  // Folds a back-end's unfolded part again (kFoldAgainAfter; core/folded_part.h):
-  // an adopted back-end held its part unfolded for ever.
+  // Folds an unfolded part again (kFoldAgainAfter; core/folded_part.h): an adopted
+  // back-end held its part unfolded for ever.
   void fold_part_later();
   void fold_part();
   // The tree, unfolded; precondition: knows_tree().
@@ -399,9 +406,9 @@ class Node final : public ServiceContext, private transport::LinkHandler {
   std::unique_ptr<BackendPart> backend_part_;
   BackendPart& backend_part();
   std::unique_ptr<LiveTree> tree_;  // the live tree, with failure and adoption reports applied
-  std::unique_ptr<FoldedPart> folded_;  // a back-end's part, folded: topology_ and tree_ are empty
-  // While a back-end's part is unfolded: the part as it came (and the ports learnt),
-  // to fold it again (fold_part), once its timer finds nothing read it meanwhile.
+  std::unique_ptr<FoldedPart> folded_;  // its part, folded: topology_ and tree_ are empty
+  // While a part is unfolded: the part as it came (and the ports learnt), to fold it
+  // again (fold_part), once its timer finds nothing read it meanwhile.
   std::unique_ptr<FoldedPart> refold_;
   Timer fold_timer_;
   bool fold_timer_armed_ = false;

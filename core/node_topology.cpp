@@ -23,12 +23,19 @@ BackendPart& Node::backend_part() {
 }
 
 void Node::adopt_topology(Topology topology) {
-  topology_ = std::make_unique<Topology>(std::move(topology));
   backend_part_.reset();  // of the tree held before, if any (a re-attach that failed)
-  tree_ = std::make_unique<LiveTree>(*topology_, id_.rank);
+  hold_topology(std::move(topology));
   for (Rank r : topology_->at(id_.rank).children) children_.add(r, topology_->at(r).role);
   log().info("topology: {} processes, {} children, {} back-ends below", topology_->size(), children_.size(),
              tree_->routes());
+}
+
+void Node::hold_topology(Topology topology) {
+  topology_ = std::make_unique<Topology>(std::move(topology));
+  // (Not backend_part_: a part unfolded keeps what its back-end children were sent,
+  // which the news to them is judged by; built again now, it would hold the orphans
+  // grafted since.)
+  tree_ = std::make_unique<LiveTree>(*topology_, id_.rank);
 }
 
 void Node::unfold_part() {
@@ -41,7 +48,13 @@ void Node::unfold_part() {
   }
   log().info("unfolds its part of the tree: {} processes, {} changes since launch", topology->size(),
              folded->reports().size());
-  adopt_topology(std::move(*topology));
+  hold_topology(std::move(*topology));
+  // A commnode's children stay in its child table as they are (a back-end has
+  // none); the live tree learns the index of those it did not launch (adopted
+  // orphans, joined back-ends), through which the adoptions below route them.
+  for (std::size_t i = 0; i < children_.size(); ++i) tree_->note_child(children_[i].rank, i);
+  // The orphans' subtrees it grafted, in order, before the adoptions that hold them.
+  for (const auto& g : folded->grafts()) hold_graft(g.subtree, g.under);
   // What changed since launch, if it was folded again after a heal: adoptions first,
   // then failures, so that a process adopted and then lost ends lost (an adoption
   // makes its orphan alive). A back-end the part did not hold, adopted or joined
@@ -83,6 +96,7 @@ void Node::fold_part() {
   const TopologyNode* up = parent == TreeView::kNone ? nullptr : topology_->find(parent);
   if (!up) return;
   refold_->set_live(tree_->reports(), {parent, up->role, up->host}, view.incarnation(parent), view.place(id_.rank));
+  refold_->set_routes(tree_->take_routes());  // a commnode's: what its waves read
   folded_ = std::move(refold_);
   tree_.reset();
   topology_.reset();
@@ -168,11 +182,13 @@ void Node::on_topology(wire::Topology::Reader t) {
     }
     for (const auto& note : *reachable) log().info("{}", note);
   }
-  // A back-end keeps its part folded until something reads it (core/folded_part.h).
+  // A back-end keeps its part folded until something reads it; a commnode folds its
+  // once its subtree is up (core/folded_part.h, Node::subtree_up).
   if (id_.role == Role::backend && topology->partial()) {
     folded_ = std::make_unique<FoldedPart>(t, *topology, id_.rank);
     log().info("topology: its part, {} processes, held folded in {} bytes", topology->size(), folded_->bytes());
   } else {
+    if (id_.role == Role::commnode && topology->partial()) refold_ = std::make_unique<FoldedPart>(t, *topology, id_.rank);
     adopt_topology(std::move(*topology));
   }
   // A commnode listens for its children, and, in open attach, for back-ends that
@@ -263,10 +279,11 @@ void Node::on_endpoints(wire::Endpoints::Reader in) {
                knows_tree() ? "its ranks are not runs of as many ranks as it has ports" : "no topology yet");
     return;
   }
-  if (folded_) {  // a back-end, with no one to pass them on to, keeps them as they came
+  if (folded_ && id_.role == Role::backend) {  // with no one to pass them on to, it keeps them as they came
     folded_->add_endpoints(in, learnt);
     return;
   }
+  unfold();  // a commnode passes them on, which its part says how (rare after launch)
   if (refold_) refold_->add_endpoints(in, learnt);  // for when it folds again
   std::map<Rank, std::uint16_t> endpoints;
   for (const auto& [rank, port] : learnt) endpoints[rank] = port;
@@ -325,11 +342,17 @@ bool Node::graft(const Topology& subtree, Rank under) {
   const TopologyNode& top = subtree.root();
   // Not held, or held without its children (a frontier) while the subtree has some.
   if (view.holds_below(top.rank) || (view.contains(top.rank) && top.children.empty())) return true;
-  if (!tree().graft(subtree, under)) return false;
-  if (auto held = topo().graft(under, subtree); !held) {
-    log().warn("the topology does not take the subtree of {}: {}", top.rank, held.error());
-  }
+  if (!hold_graft(subtree, under)) return false;
+  if (refold_) refold_->add_graft(subtree, under);  // grafted again as it unfolds
   log().info("holds the subtree of {} ({} processes) below {}", describe(top.rank), subtree.size(), describe(under));
+  return true;
+}
+
+bool Node::hold_graft(const Topology& subtree, Rank under) {
+  if (!tree_->graft(subtree, under)) return false;
+  if (auto held = topology_->graft(under, subtree); !held) {
+    log().warn("the topology does not take the subtree of {}: {}", subtree.root().rank, held.error());
+  }
   return true;
 }
 

@@ -213,6 +213,7 @@ class Run {
              std::to_string(launch.messages) + ",\"backend_received_max\":" + std::to_string(backend_received) +
              ",\"virtual_ms\":" + number(ms(ready_at)) +
              ",\"quiet_virtual_ms\":" + number(ms(sim_.now())) + "}";
+    rest();
     // ---- the first wave ----
     backends_ = topology.backends();
     if (auto e = open_stream(); !e.empty()) return fail(e);
@@ -273,14 +274,7 @@ class Run {
       cn_sums.add(w, took);
     }
     json_ += ",\"commnode_failure\":" + cn_sums.json(false);
-    if (options_.kill_commnodes > 0) {
-      // Adopted back-ends fold their parts again once left alone for
-      // Node::kFoldAgainAfter, looked at that often: what is measured is the tree at
-      // rest after its heals, not in the seconds after one.
-      const auto rested = sim_.now() + 2 * core::Node::kFoldAgainAfter + std::chrono::seconds(1);
-      sim_.run_until([&] { return sim_.now() >= rested; }, kLimit);
-      quiet();
-    }
+    if (!victims.empty() || options_.kill_commnodes > 0) rest();
     // ---- the last wave ----
     const auto last = wave();
     note_state("after the last wave");
@@ -356,6 +350,16 @@ class Run {
     const auto settled = sim_.now() + core::TreeNews::kLeafWindow + std::chrono::milliseconds(50);
     sim_.run_until([&] { return sim_.now() >= settled; }, kLimit);
     sim_.run_until_quiet(kLimit);
+  }
+
+  // Parts unfolded (a commnode's through launch, as the endpoints come down; an
+  // adopter's and its adopted back-ends' in a heal) fold again once left alone for
+  // Node::kFoldAgainAfter, looked at that often: what is measured is the tree at
+  // rest, not in the seconds after its launch or a heal (core/folded_part.h).
+  void rest() {
+    const auto rested = sim_.now() + 2 * core::Node::kFoldAgainAfter + std::chrono::seconds(1);
+    sim_.run_until([&] { return sim_.now() >= rested; }, kLimit);
+    quiet();
   }
 
   // `count` of `ranks`, evenly spread.

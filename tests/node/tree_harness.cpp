@@ -68,6 +68,11 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
   if (auto started = root.runtime->node.start_as_root(topology_, plan); !started) {
     throw std::runtime_error(started.error());
   }
+  return until_up(limit);
+}
+
+bool TreeHarness::until_up(std::chrono::milliseconds limit) {
+  Member& root = member(topology_.root().rank);
   // Up, and every process knows every listening endpoint (an orphan needs them).
   auto endpoints_known = [&] {
     // (Without reading a back-end's tree, which would unfold its part: core/folded_part.h.)
@@ -83,6 +88,7 @@ bool TreeHarness::launch(std::chrono::milliseconds limit) {
 
 Result<std::unique_ptr<core::ChildProcess>> TreeHarness::start(core::ServiceContext& parent, Rank rank) {
   Member& m = add(rank, topology_.at(rank).role);
+  m.frozen = start_frozen_.count(rank) != 0;
   core::ParentLink link{.address = "127.0.0.1", .port = parent.listen_port()};
   if (auto started = m.runtime->node.start_as_child(link); !started) return Error{started.error()};
   return std::unique_ptr<core::ChildProcess>();  // no process to watch

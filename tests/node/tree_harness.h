@@ -108,6 +108,12 @@ class TreeHarness final : public services::Launcher {
   // attach mode (set before launch), the tree is up without its back-ends; each
   // comes with attach().
   bool launch(std::chrono::milliseconds limit = std::chrono::seconds(10));
+  // After a launch() that was not up within its limit: runs on until it is (true),
+  // as launch() does.
+  bool until_up(std::chrono::milliseconds limit);
+  // Process `rank`, once started, is frozen (as freeze()) until thawed: a subtree
+  // that comes up late.
+  void start_frozen(Rank rank) { start_frozen_.insert(rank); }
   void set_attach_mode() { attach_ = true; }
   // Every back-end holds the whole tree (LaunchPlan::whole_tree), not its part.
   void set_whole_tree() { whole_tree_ = true; }
@@ -173,6 +179,7 @@ class TreeHarness final : public services::Launcher {
   AddServices extra_;
   std::uint64_t network_id_ = 0x5eed0000cafe0001;
   std::map<Rank, std::unique_ptr<Member>> members_;
+  std::set<Rank> start_frozen_;
   StreamId next_stream_ = 1;
 };
 
