@@ -501,8 +501,9 @@ void Node::begin_stop(const std::string& reason, bool in_order) {
       child.process->kill(SIGTERM);  // started but never connected
     }
   }
-  const auto place = own_place();
-  auto grace = stop_grace_for_height(place ? place->height : 0);
+  // Its height: what it waits for its subtree to stop by (a folded part keeps it).
+  const std::uint32_t height = tree_ ? tree_->view().height(id_.rank) : folded_ ? folded_->place().height : 0;
+  auto grace = stop_grace_for_height(height);
   auto& grace_timer = *std::get<Stopping>(phase_).grace;
   grace_timer.expires_after(grace);
   grace_timer.async_wait([this, grace](const boost::system::error_code& ec) {
