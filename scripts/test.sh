@@ -34,10 +34,20 @@ run_ctest() {
   [ "$status" = 0 ] || failed_runs+=" $label"
 }
 
+# How long each step took, printed with the summary (docs/testing.md, "Build time").
+times=""
+step_started=$SECONDS
+step_done() {
+  times+="  $1: $((SECONDS - step_started)) s"$'\n'
+  step_started=$SECONDS
+}
+
 "$here/scripts/build.sh" "$here/build" -DCANOPY_BUILD_BENCH=ON
+step_done "normal build"
 # Every label: unit, integration, and package (tests/package/run.sh: installs this
 # build into a temporary prefix, builds tests/package and examples/ against it).
 run_ctest "normal build" "$here/build" -j "$jobs" --timeout 180
+step_done "normal build's tests"
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
   # Built by clang, the normal build by gcc: clang compiles Canopy's heaviest files
@@ -51,6 +61,7 @@ if [ "${1:-}" != "--no-sanitizers" ]; then
   fi
   CANOPY_BUILD_TYPE=Debug "$here/scripts/build.sh" "$here/build-sanitize" -DCANOPY_SANITIZE=ON -DCANOPY_BUILD_BENCH=OFF \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
+  step_done "sanitizer build"
   # Every process of every tree (commnodes and back-ends too, whose reports no test
   # would see) writes sanitizer reports, leaks included, into one directory; any
   # report there fails the run. Unit and integration tests only: the package test
@@ -59,6 +70,7 @@ if [ "${1:-}" != "--no-sanitizers" ]; then
   ASAN_OPTIONS="detect_leaks=1:log_path=$reports/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
     run_ctest "sanitizer build" "$here/build-sanitize" -j "$jobs" --timeout 300 -L 'unit|integration'
+  step_done "sanitizer build's tests"
   # LeakSanitizer checks a process as it exits from a tracer process; when a tree is
   # torn down and a parent SIGKILLs a child that is slow to exit (a loaded machine,
   # sanitizer builds), the tracer loses its target midway and writes only "Unable to
@@ -81,6 +93,7 @@ fi
 echo
 echo "== summary =="
 printf '%s' "$summaries"
+printf 'time taken:\n%s' "$times"
 if [ -n "$failed_runs" ]; then
   echo "FAILED:$failed_runs"
   exit 1
