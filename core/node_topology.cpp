@@ -368,8 +368,10 @@ TreeNews& Node::news() {
   // part, and news of it reached F back-ends of each of F adopters. (A back-end
   // adopted here hears of its former siblings adopted here too: TreeNews::send.)
   news.set_backend_filter([this](Rank orphan, Rank adopter) {
-    if (plan_.commnode_parts() && adopter != id_.rank) return tree_->view().in_subtree(id_.rank, orphan);
-    return backend_part().holds(*topology_, id_.rank, plan_, orphan);
+    // (Through tree() and topo(): asked as held news goes out, which a commnode's
+    // folded part may no longer be by then.)
+    if (plan_.commnode_parts() && adopter != id_.rank) return tree().view().in_subtree(id_.rank, orphan);
+    return backend_part().holds(topo(), id_.rank, plan_, orphan);
   });
   news.set_commnode_filter([this](Rank child, Rank orphan) { return !plan_.commnode_parts() || hears_of(child, orphan, false); });
   return news;
