@@ -164,7 +164,10 @@ else
 fi
 if [ "$mode" = heal ]; then
   [ -s "$work/killed" ] || netns_fail "no commnode was found in n2 to kill"
-  grep -q "event: failure of 1000002" "$work/out" || netns_fail "the commnode's loss was not reported: $(cat "$work/out")"
+  grep -q "event: failure of 1000002" "$work/out" ||
+    netns_fail "the commnode's loss was not reported (exit status ${status:-0}): $(cat "$work/out")
+--- standard error ---
+$(tail -n 40 "$work/err")"
 fi
 if [ "$mode" = slurmd ]; then
   [ -s "$work/stopped" ] || netns_fail "no slurmd was found in n2 to stop"
