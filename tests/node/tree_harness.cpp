@@ -186,4 +186,26 @@ StreamId TreeHarness::open_stream(const std::string& filter, SyncMode sync, std:
 void TreeHarness::freeze(Rank rank) { member(rank).frozen = true; }
 void TreeHarness::thaw(Rank rank) { member(rank).frozen = false; }
 
+const Event* own_recovery(TreeHarness& tree, Rank orphan) {
+  const auto& own = tree.heard(orphan).recovered;
+  return own.empty() ? nullptr : &own.back();
+}
+
+void expect_whole_wave(TreeHarness& tree, StreamId stream, Rank count) {
+  auto& root = tree.heard(tree.root());
+  tree.run_for(std::chrono::milliseconds(100));  // the stream's reopening after the healing
+  const std::size_t before = root.upstream.size();
+  for (Rank b = 0; b < count; ++b) tree.runtime(b).streams.send_up(stream, Packet(9, {std::int64_t(b + 1)}));
+  const std::int64_t whole = std::int64_t{count} * (count + 1) / 2;
+  std::int64_t total = 0;
+  ASSERT_TRUE(tree.run_until(
+      [&] {
+        total = 0;
+        for (std::size_t i = before; i < root.upstream.size(); ++i) total += std::get<std::int64_t>(root.upstream[i][0]);
+        return total == whole;
+      },
+      std::chrono::seconds(5)))
+      << "the sums after the healing came to " << total << " of " << whole;
+}
+
 }  // namespace canopy::testing

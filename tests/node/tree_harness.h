@@ -183,4 +183,12 @@ class TreeHarness final : public services::Launcher {
   StreamId next_stream_ = 1;
 };
 
+// The report `orphan` made of its own recovery (it reaches the root only through
+// live ancestors), or null.
+const Event* own_recovery(TreeHarness& tree, Rank orphan);
+// Once the stream reopened after a healing, back-ends 0..count-1 each send b + 1 up
+// `stream`: the root must get the whole sum of the wave within 5 s (a test failure
+// if not).
+void expect_whole_wave(TreeHarness& tree, StreamId stream, Rank count);
+
 }  // namespace canopy::testing
