@@ -315,6 +315,11 @@ class Node final : public ServiceContext, private transport::LinkHandler {
   // Where commnodes hold parts: whether child `child` hears a failure of `about`
   // (`failure`) or its adoption (docs/scale.md, "Who hears of a change").
   bool hears_of(Rank child, Rank about, bool failure) const;
+  // Where commnodes hold parts: the one child whose part alone holds `rank` (its
+  // subtree does), or TreeView::kNone when every child's part holds it (a child of
+  // this node or of an ancestor, the root) or parts are not used (docs/scale.md,
+  // "A commnode folds its part").
+  Rank only_part_holding(Rank rank) const;
   // Holds `topology` and the live tree of it, and adds its children to the child
   // table; hold_topology() holds it alone (a part unfolded: the children are in the
   // table already).

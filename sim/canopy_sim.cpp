@@ -283,7 +283,8 @@ class Run {
     json_ += ",\"state_bytes\":{\"frontend\":" + std::to_string(state_.frontend) + ",\"commnode_max\":" +
              std::to_string(state_.commnode_max) + ",\"backend_max\":" + std::to_string(state_.backend_max) +
              ",\"adopted_backend_max\":" + std::to_string(state_.adopted_backend_max) +
-             ",\"commnode_max_children\":" + std::to_string(state_.commnode_max_children) + "}";
+             ",\"commnode_max_children\":" + std::to_string(state_.commnode_max_children) +
+             ",\"commnode_max_rank\":" + std::to_string(state_.commnode_max_rank) + "}";
     json_ += ",\"last_wave_ok\":" + std::string(last.empty() ? "true" : "false");
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -423,6 +424,7 @@ class Run {
   struct State {
     std::int64_t frontend = 0, commnode_max = 0, backend_max = 0, adopted_backend_max = 0;
     std::size_t commnode_max_children = 0;
+    Rank commnode_max_rank = 0;  // to look at with --heap-sites
   };
   void note_state(const std::string& when) {
     if (options_.heap_sites) {
@@ -441,6 +443,7 @@ class Run {
           if (bytes > state_.commnode_max) {
             state_.commnode_max = bytes;
             state_.commnode_max_children = m->runtime->node.children().size();
+            state_.commnode_max_rank = rank;
           }
           break;
         case Role::backend: {
