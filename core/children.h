@@ -79,6 +79,11 @@ class ChildTable {
   void set_state(std::size_t index, ChildState next, std::string_view why, bool warn = false);
   // Children with an open link.
   std::size_t connected() const;
+  // Gives back the room kept for more children (the node is quiet: Node::fold_part).
+  void shrink_to_fit() {
+    children_.shrink_to_fit();
+    index_.shrink_to_fit();
+  }
 
  private:
   std::vector<Child> children_;

@@ -76,7 +76,10 @@ std::vector<FoldedPart::Graft> FoldedPart::grafts() const {
 }
 
 void FoldedPart::set_routes(RankMap routes) {
-  if (!routes.empty() || below_) below().routes = std::move(routes);
+  if (!routes.empty() || below_) {
+    below().routes = std::move(routes);
+    below_->routes.shrink_to_fit();  // held until it unfolds: no room for more
+  }
 }
 
 std::optional<std::size_t> FoldedPart::route_to(Rank backend) const {
@@ -101,6 +104,7 @@ Result<Topology> FoldedPart::unfold() const {
 void FoldedPart::set_live(std::vector<LiveTree::Report> reports, Held parent, std::uint32_t parent_incarnation,
                           TreeView::Place place) {
   reports_ = std::move(reports);
+  reports_.shrink_to_fit();  // held until it unfolds: no room for more
   parent_ = std::move(parent);
   parent_incarnation_ = parent_incarnation;
   place_ = place;

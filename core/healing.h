@@ -50,6 +50,10 @@ class Healing {
   // adopts no one, never makes them (docs/scale.md, "A back-end's own state").
   TreeNews& news();
   TreeNews* news_if_made() { return news_.get(); }
+  // The news goes if nothing of it waits (made again when next needed).
+  void shed_news() {
+    if (news_ && news_->idle()) news_.reset();
+  }
   HeldAdoptions& held();
   const HeldAdoptions* held_if_made() const { return held_.get(); }
   // Nothing under way or kept: no handshake, standby link, re-attach, news or held

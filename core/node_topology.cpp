@@ -102,6 +102,15 @@ void Node::fold_part() {
   folded_ = std::move(refold_);
   tree_.reset();
   topology_.reset();
+  // Quiet for kFoldAgainAfter: what was made for a launch or a heal goes too (the
+  // room of adopted children, the news, larger message segments), made again when
+  // needed.
+  children_.shrink_to_fit();
+  if (healing_) {
+    healing_->shed_news();
+    shed_healer();
+  }
+  ScratchPool::shrink_current();
   log().info("folds its part of the tree again: {} changes since launch, {} bytes", folded_->reports().size(),
              folded_->bytes());
 }

@@ -43,6 +43,8 @@ class RankMap {
   // Ranks mapped.
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Gives back the room kept for more runs (a part folded: core/folded_part.h).
+  void shrink_to_fit() { runs_.shrink_to_fit(); }
   const std::vector<Run>& runs() const { return runs_; }
   bool operator==(const RankMap&) const = default;
 

@@ -41,6 +41,13 @@ void ScratchPool::resize(std::size_t words) {
   while (count_ > 0) delete[] free_[--count_];
 }
 
+void ScratchPool::shrink_current() {
+  if (ScratchPool* pool = current()) {
+    pool->resize(ScratchSegment::kMinWords);
+    pool->small_in_a_row_ = 0;
+  }
+}
+
 ScratchPool::Use::Use(ScratchPool& pool) : before_(used_pool) { used_pool = &pool; }
 
 ScratchPool::Use::~Use() { used_pool = before_; }

@@ -250,6 +250,11 @@ class ScratchPool {
   // kMaxWords, as its messages need (ScratchSegment).
   std::size_t segment_words() const { return words_; }
   static constexpr std::size_t kShrinkAfter = 64;
+  // The process is quiet (its part folds: core/folded_part.h): this thread's pool
+  // goes back to the smallest segments, as kShrinkAfter small messages would have
+  // made it. A commnode that sent its children their parts at launch sends few
+  // messages after, and kept 1 KiB segments for ever until stop 84.
+  static void shrink_current();
 
   // Makes `pool` this thread's pool for as long as it lives, then the one before.
   class Use {

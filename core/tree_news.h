@@ -52,6 +52,8 @@ class TreeNews {
   void flush();
   // Forgets what waits (the node stops: its children are told to stop instead).
   void drop();
+  // Nothing waits to be sent.
+  bool idle() const { return fast_.empty() && leaf_.empty(); }
   // Which adoptions a back-end child takes (it holds its part of the tree:
   // docs/scale.md): `wanted(orphan, adopter)`. Unset: all of them.
   void set_backend_filter(std::function<bool(Rank orphan, Rank adopter)> wanted) {

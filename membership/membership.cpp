@@ -70,7 +70,7 @@ void MembershipService::on_event(const core::NodeEvent& event) {
     }
   } else if (auto* lost = std::get_if<ChildLost>(&event)) {
     below().rejoined.erase(lost->child);
-    below().child_view.erase(lost->child);
+    below().set_view(lost->child, 0);
     below().cut.erase(lost->child);
     if (below().awaiting.erase(lost->child)) check_acks();
     if (started_ && !lost->during_launch && node_.children()[lost->child].role == Role::backend) {
@@ -644,11 +644,10 @@ void MembershipService::write_offer(wire::membership::ViewChange::Builder v) con
 void MembershipService::send_view(std::size_t child) {
   core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
   auto v = message.init<wire::membership::ViewChange>();
-  auto held = below().child_view.find(child);
-  const std::uint64_t holds = held == below().child_view.end() ? 0 : held->second;
+  const std::uint64_t holds = below().view_of(child);
   if (last_change_ && holds == last_change_->base) write_change(v);
   else write_view(v);
-  below().child_view[child] = view_.id;
+  below().set_view(child, view_.id);
   node_.send_to_child(child, message);
 }
 
@@ -657,7 +656,7 @@ void MembershipService::welcome(std::size_t child) {
   auto v = message.init<wire::membership::ViewChange>();
   write_view(v);
   v.setWelcome(true);
-  below().child_view[child] = view_.id;
+  below().set_view(child, view_.id);
   node_.send_to_child(child, message);
 }
 
@@ -672,7 +671,7 @@ void MembershipService::pass_down(std::optional<std::size_t> only_child) {
     if (!connected(*only_child)) return;
     core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
     write_offer(message.init<wire::membership::ViewChange>());
-    below().child_view[*only_child] = view_.id;
+    below().set_view(*only_child, view_.id);
     node_.send_to_child(*only_child, message);
     const bool waiting = node_.is_root() ? root().change.has_value() : !acked_;
     if (waiting && awaiting_id_ == view_.id) below().awaiting.insert(*only_child);
@@ -819,7 +818,7 @@ void MembershipService::on_message(const core::Peer& from, std::uint16_t kind, c
       if (from.kind != core::Peer::Kind::child) break;
       core::Outgoing message(node_.identity(), id(), Kind::VIEW_CHANGE);
       write_view(message.init<wire::membership::ViewChange>());
-      below().child_view[from.child] = view_.id;
+      below().set_view(from.child, view_.id);
       node_.send_to_child(from.child, message);
       return;
     }

@@ -140,7 +140,7 @@ void StreamService::release_leads() {
   }
 }
 
-boost::container::deque<StreamService::OpenWave>::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
+StreamService::OpenWaves::iterator StreamService::find_wave(Stream& stream, std::uint64_t wave) {
   auto& open = stream.below().open;
   if (open.empty() || wave > open.back().number) return open.end();
   // Open waves mostly have every number from the oldest on: the wave is where its
