@@ -1,6 +1,7 @@
 #include "core/folded_part.h"
 
-#include <capnp/serialize.h>
+#include <capnp/serialize-packed.h>
+#include <kj/io.h>
 
 #include "core/backend_part.h"
 #include "core/codec.h"
@@ -9,10 +10,37 @@ namespace canopy::core {
 
 namespace {
 
+kj::Array<kj::byte> packed(capnp::MessageBuilder& message) {
+  kj::VectorOutputStream out;
+  capnp::writePackedMessage(out, message);
+  return kj::heapArray(out.getArray());
+}
+
+template <typename Reader>
+kj::Array<kj::byte> packed_copy(Reader reader) {
+  capnp::MallocMessageBuilder copy(reader.totalSize().wordCount + 1);
+  copy.setRoot(reader);
+  return packed(copy);
+}
+
+// A message kept packed, read.
+class Unpacked {
+ public:
+  explicit Unpacked(const kj::Array<kj::byte>& bytes) : in_(bytes.asPtr()), reader_(in_) {}
+  template <typename T>
+  typename T::Reader root() {
+    return reader_.getRoot<T>();
+  }
+
+ private:
+  kj::ArrayInputStream in_;
+  capnp::PackedMessageReader reader_;
+};
+
 // What unfold() reads of a part (decode_topology: the nodes, hosts, link settings and
 // ports), without the tree-wide settings, service options and view 0 the node read
 // once as it came: 67 words of a b:16^2 back-end's 536 bytes are 53.
-kj::Array<capnp::word> unfoldable_copy(wire::Topology::Reader message) {
+kj::Array<kj::byte> unfoldable_copy(wire::Topology::Reader message) {
   capnp::MallocMessageBuilder copy(message.totalSize().wordCount + 1);
   auto out = copy.initRoot<wire::Topology>();
   out.setCompact(message.getCompact());
@@ -20,7 +48,7 @@ kj::Array<capnp::word> unfoldable_copy(wire::Topology::Reader message) {
   out.setLinks(message.getLinks());
   out.setPortsFirst(message.getPortsFirst());
   out.setPortsLast(message.getPortsLast());
-  return capnp::messageToFlatArray(copy);
+  return packed(copy);
 }
 
 }  // namespace
@@ -47,7 +75,7 @@ const FoldedPart::Held* FoldedPart::held(Rank rank) const {
 
 void FoldedPart::add_endpoints(wire::Endpoints::Reader endpoints,
                                const std::vector<std::pair<Rank, std::uint16_t>>& learnt) {
-  endpoints_.push_back(flat_copy(endpoints));
+  endpoints_.push_back(packed_copy(endpoints));
   for (const auto& [rank, port] : learnt) {
     if (port != 0) unknown_ports_.erase(rank);
   }
@@ -61,16 +89,16 @@ FoldedPart::Below& FoldedPart::below() {
 void FoldedPart::add_graft(const Topology& subtree, Rank under) {
   capnp::MallocMessageBuilder message;
   encode_topology(subtree, message.initRoot<wire::Topology>());
-  below().grafts.emplace_back(capnp::messageToFlatArray(message), under);
+  below().grafts.emplace_back(packed(message), under);
 }
 
 std::vector<FoldedPart::Graft> FoldedPart::grafts() const {
   std::vector<Graft> out;
   if (!below_) return out;
-  for (const auto& [words, under] : below_->grafts) {
-    capnp::FlatArrayMessageReader message(words.asPtr());
+  for (const auto& [bytes, under] : below_->grafts) {
+    Unpacked message(bytes);
     // Encoded here from a subtree that was grafted: it decodes.
-    if (auto subtree = decode_subtree(message.getRoot<wire::Topology>())) out.push_back({std::move(*subtree), under});
+    if (auto subtree = decode_subtree(message.root<wire::Topology>())) out.push_back({std::move(*subtree), under});
   }
   return out;
 }
@@ -89,13 +117,13 @@ std::optional<std::size_t> FoldedPart::route_to(Rank backend) const {
 }
 
 Result<Topology> FoldedPart::unfold() const {
-  capnp::FlatArrayMessageReader reader(message_.asPtr());  // read as it was when it arrived
-  auto topology = decode_topology(reader.getRoot<wire::Topology>());
+  Unpacked reader(message_);  // read as it was when it arrived
+  auto topology = decode_topology(reader.root<wire::Topology>());
   if (!topology) return topology;
   std::vector<std::pair<Rank, std::uint16_t>> learnt;
-  for (const auto& words : endpoints_) {
-    capnp::FlatArrayMessageReader message(words.asPtr());
-    if (!read_endpoints(message.getRoot<wire::Endpoints>(), learnt)) continue;  // checked as it came
+  for (const auto& bytes : endpoints_) {
+    Unpacked message(bytes);
+    if (!read_endpoints(message.root<wire::Endpoints>(), learnt)) continue;  // checked as it came
     for (const auto& [rank, port] : learnt) topology->set_port(rank, port);
   }
   return topology;
@@ -111,15 +139,15 @@ void FoldedPart::set_live(std::vector<LiveTree::Report> reports, Held parent, st
 }
 
 std::size_t FoldedPart::bytes() const {
-  std::size_t words = message_.size();
-  for (const auto& e : endpoints_) words += e.size();
+  std::size_t held = message_.size();
+  for (const auto& e : endpoints_) held += e.size();
   std::size_t below = 0;
   if (below_) {
-    for (const auto& g : below_->grafts) words += g.first.size();
+    for (const auto& g : below_->grafts) held += g.first.size();
     below = sizeof(Below) + below_->routes.runs().capacity() * sizeof(RankMap::Run) +
             below_->grafts.capacity() * sizeof(below_->grafts[0]);
   }
-  return words * sizeof(capnp::word) + endpoints_.capacity() * sizeof(endpoints_[0]) +
+  return held + endpoints_.capacity() * sizeof(endpoints_[0]) +
          reports_.capacity() * sizeof(LiveTree::Report) + below + sizeof(*this);
 }
 
