@@ -22,6 +22,14 @@
 //   canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N]
 //                         [--fanouts F,F,...]   (Figure 6's victims; default 16,32,64,128)
 //                         [--standby off|on|both]  (standby links; default both, side by side)
+//                         [--timeline FILE]  (Figure 6: each orphan's recovery, CSV, below)
+//
+// --timeline writes one row per orphan of every Figure 6 run, and of the floor after
+// it: system,fanout,rep,orphan,detect_ms,request_ms,answer_ms,state_ms,report_ms,
+// each from the kill: the orphan found its parent lost, sent its adoption request,
+// read the adopter's answer, sent its state, and the front-end received its
+// `recovered` report (the floor: detect and report only). bench/recovery_trace.sh
+// draws it beside a scheduler trace (docs/fault-tolerance.md, "Where the time goes").
 //
 // Processes are real (canopy-commnode and canopy-demo-backend from this executable's
 // directory) and talk over loopback. At the end the program checks that nothing it
@@ -306,7 +314,29 @@ struct RecoveryRun {
   double overall = 0, choose = 0, connect = 0, compensate = 0, cleanup = 0, per_orphan_mean = 0;
   double detect = 0, report = 0;
   std::size_t over_standby = 0;  // orphans adopted over their standby links
+  std::vector<canopy::Event> recovered;  // each orphan's report, as the front-end received it
+  std::chrono::system_clock::time_point killed_at;
 };
+
+// --timeline: where each orphan's rows go (null: nowhere).
+std::FILE* timeline = nullptr;
+
+double ms_between(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+void write_timeline(const RecoveryRun& r, std::size_t fanout, bool standby, int rep) {
+  if (!timeline) return;
+  for (const auto& e : r.recovered) {
+    const auto request = e.orphaned + e.choose;
+    const auto answer = request + e.connect;
+    const auto state = answer + e.compensate;
+    std::fprintf(timeline, "%s,%zu,%d,%u,%.3f,%.3f,%.3f,%.3f,%.3f\n", standby ? "canopy-standby" : "canopy", fanout,
+                 rep, e.rank, ms_between(r.killed_at, e.orphaned), ms_between(r.killed_at, request),
+                 ms_between(r.killed_at, answer), ms_between(r.killed_at, state), ms_between(r.killed_at, e.time));
+  }
+  std::fflush(timeline);
+}
 
 RecoveryRun run_recovery(std::size_t fanout, bool standby, const std::string& run) {
   RecordDir record;
@@ -363,23 +393,37 @@ RecoveryRun run_recovery(std::size_t fanout, bool standby, const std::string& ru
     r.over_standby += e.standby;
   }
   r.per_orphan_mean = sum / static_cast<double>(events.size());
+  r.recovered = std::move(events);
+  r.killed_at = killed_at;
   (void)net->shutdown();
   return r;
 }
 
 // The floor under one run (bench/storm_floor.cpp): the same storm's messages between
 // bare processes, no Canopy in them. Overall and last detection, in ms.
-std::pair<double, double> run_floor(std::size_t fanout) {
+// With --timeline, its orphans' rows follow the run's.
+std::pair<double, double> run_floor(std::size_t fanout, int rep) {
   const std::string command = self_directory() + "/canopy-storm-floor --fanout " + std::to_string(fanout) +
-                              " --adopters 16";
+                              " --adopters 16" + (timeline ? " --timeline" : "");
   std::FILE* out = popen(command.c_str(), "r");
   if (!out) throw Failure("cannot run " + command + ": " + std::strerror(errno));
   char line[256] = {};
   const bool got = std::fgets(line, sizeof line, out) != nullptr;
+  // The floor's timeline: a line "orphan detect_ms report_ms" for each.
+  std::vector<std::string> orphans;
+  for (char more[256]; std::fgets(more, sizeof more, out);) orphans.emplace_back(more);
   const int status = pclose(out);
   double overall = 0, detect = 0;
   if (!got || status != 0 || std::sscanf(line, "overall_ms=%lf last_detect_ms=%lf", &overall, &detect) != 2) {
     throw Failure(command + " failed (status " + std::to_string(status) + "): " + line);
+  }
+  for (const auto& o : orphans) {
+    unsigned orphan = 0;
+    double at = 0, reported = 0;
+    if (std::sscanf(o.c_str(), "%u %lf %lf", &orphan, &at, &reported) != 3) {
+      throw Failure(command + " printed a timeline line it should not: " + o);
+    }
+    std::fprintf(timeline, "floor,%zu,%d,%u,%.3f,,,,%.3f\n", fanout, rep, orphan, at, reported);
   }
   return {overall, detect};
 }
@@ -395,8 +439,9 @@ void bench_recovery(std::vector<std::size_t> fanouts, int reps, const std::vecto
         const std::string run = "recovery fanout=" + std::to_string(fanout) + (standby ? " standby" : "") + " rep " +
                                 std::to_string(rep + 1);
         runs[standby].push_back(run_recovery(fanout, standby, run));
+        write_timeline(runs[standby].back(), fanout, standby, rep + 1);
       }
-      const auto [overall, detect] = run_floor(fanout);
+      const auto [overall, detect] = run_floor(fanout, rep + 1);
       floor_overall.push_back(overall);
       floor_detect.push_back(detect);
     }
@@ -528,6 +573,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "canopy-recovery-bench: --standby takes off, on or both, not '%s'\n", mode.c_str());
         return 2;
       }
+    } else if (a == "--timeline" && i + 1 < argc) {
+      timeline = std::fopen(argv[++i], "w");
+      if (!timeline) {
+        std::fprintf(stderr, "canopy-recovery-bench: cannot write %s: %s\n", argv[i], std::strerror(errno));
+        return 2;
+      }
+      std::fprintf(timeline, "system,fanout,rep,orphan,detect_ms,request_ms,answer_ms,state_ms,report_ms\n");
     } else if (a == "--fanouts" && i + 1 < argc) {
       std::stringstream list(argv[++i]);
       for (std::string f; std::getline(list, f, ',');) {
@@ -541,7 +593,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: canopy-recovery-bench [--quick] [--only adopters|recovery|perturbation] [--reps N] "
-                   "[--fanouts F,F,...] [--standby off|on|both]\n");
+                   "[--fanouts F,F,...] [--standby off|on|both] [--timeline FILE]\n");
       return 2;
     }
   }
@@ -557,6 +609,7 @@ int main(int argc, char** argv) {
     canopy::testing::ProcessGuard::kill_all();
     return 1;
   }
+  if (timeline) std::fclose(timeline);
   auto left = canopy::testing::ProcessGuard::wait_for_none(10s);
   if (!left.empty()) {
     std::fprintf(stderr, "canopy-recovery-bench: %zu processes left over; killing them\n", left.size());

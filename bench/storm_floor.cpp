@@ -14,11 +14,14 @@
 // forked from this small program (no exec), so their pages are shared and warm,
 // which Canopy's are not: what it measures is a floor.
 //
-//   canopy-storm-floor [--fanout F] [--adopters A]
+//   canopy-storm-floor [--fanout F] [--adopters A] [--timeline]
 //
 // Prints one line: "overall_ms=X last_detect_ms=Y victim_exit_ms=Z", from the kill
 // to the front-end's reading the last report, to the last orphan's reading its
-// parent's end of file, and to the victim's exit (its pidfd readable). Exit status 1, with the reason on stderr, if the storm does not complete in
+// parent's end of file, and to the victim's exit (its pidfd readable). With
+// --timeline, then a line "ORPHAN DETECT_MS REPORT_MS" for each orphan (0 to F-1):
+// from the kill to its reading the end of file, and to the front-end's reading its
+// report. Exit status 1, with the reason on stderr, if the storm does not complete in
 // 10 s. Every process it starts dies with it (PR_SET_PDEATHSIG) and is reaped.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -129,7 +132,7 @@ int add_to(int epoll, int fd) {
   return fd;
 }
 
-[[noreturn]] void orphan(int parent, int standby, int ready) {
+[[noreturn]] void orphan(int parent, int standby, int ready, std::int32_t index) {
   const int epoll = epoll_create1(0);
   add_to(epoll, parent);
   say_ready(ready);
@@ -146,6 +149,7 @@ int add_to(int epoll, int fd) {
     write_all(standby, buf, kRequest);
     if (!read_all(standby, buf, kAnswer)) _exit(1);
     std::memcpy(buf, &detected, sizeof detected);
+    std::memcpy(buf + sizeof detected, &index, sizeof index);
     write_all(standby, buf, kState);
     // Stays, as an adopted orphan does, until the front-end ends the run.
     for (;;) pause();
@@ -169,7 +173,7 @@ int add_to(int epoll, int fd) {
         write_all(fd, buf, kAnswer);
       } else {
         if (!read_all(fd, buf, kState)) _exit(1);
-        write_all(up, buf, kReport);  // the orphan's detection time travels in its first bytes
+        write_all(up, buf, kReport);  // the orphan's detection time and index travel in its first bytes
         epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
       }
     }
@@ -180,9 +184,12 @@ int add_to(int epoll, int fd) {
 
 int main(int argc, char** argv) {
   int fanout = 128, adopters = 16;
+  bool timeline = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--fanout" || a == "--adopters") && i + 1 < argc) {
+    if (a == "--timeline") {
+      timeline = true;
+    } else if ((a == "--fanout" || a == "--adopters") && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
       if (n < 1 || n > 1024) {
         std::fprintf(stderr, "canopy-storm-floor: %s takes 1 to 1024, not '%s'\n", a.c_str(), argv[i]);
@@ -190,7 +197,7 @@ int main(int argc, char** argv) {
       }
       (a == "--fanout" ? fanout : adopters) = n;
     } else {
-      std::fprintf(stderr, "usage: canopy-storm-floor [--fanout F] [--adopters A]\n");
+      std::fprintf(stderr, "usage: canopy-storm-floor [--fanout F] [--adopters A] [--timeline]\n");
       return 2;
     }
   }
@@ -236,7 +243,7 @@ int main(int argc, char** argv) {
     const int parent = parent_links[static_cast<std::size_t>(i)].second;
     const int standby = standby_links[static_cast<std::size_t>(i)].second;
     children.push_back(spawn({parent, standby}, ready_pipe[1], max_fd,
-                             [&](int ready) { orphan(parent, standby, ready); }));
+                             [&](int ready) { orphan(parent, standby, ready, i); }));
   }
   // The front-end keeps only its ends of the adopters' links.
   close(ready_pipe[1]);
@@ -265,6 +272,8 @@ int main(int argc, char** argv) {
   const std::int64_t killed = now_ns();
   if (kill(victim, SIGKILL) != 0) die("kill");
   std::int64_t last_detect = 0, last_report = 0, victim_gone = 0;
+  // Each orphan's detection and report, from the kill (ns): --timeline.
+  std::vector<std::pair<std::int64_t, std::int64_t>> each(static_cast<std::size_t>(fanout));
   int reports = 0;
   const std::int64_t deadline = killed + 10'000'000'000;
   std::vector<epoll_event> events(static_cast<std::size_t>(adopters) + 1);
@@ -281,8 +290,11 @@ int main(int argc, char** argv) {
       if (!read_all(fd, buf, kReport)) die("an adopter ended");
       last_report = now_ns();
       std::int64_t detected = 0;
+      std::int32_t index = 0;
       std::memcpy(&detected, buf, sizeof detected);
+      std::memcpy(&index, buf + sizeof detected, sizeof index);
       last_detect = std::max(last_detect, detected);
+      if (index >= 0 && index < fanout) each[static_cast<std::size_t>(index)] = {detected - killed, last_report - killed};
       ++reports;
     }
   }
@@ -295,5 +307,11 @@ int main(int argc, char** argv) {
   std::printf("overall_ms=%.3f last_detect_ms=%.3f victim_exit_ms=%.3f\n",
               static_cast<double>(last_report - killed) / 1e6, static_cast<double>(last_detect - killed) / 1e6,
               static_cast<double>(victim_gone - killed) / 1e6);
+  if (timeline) {
+    for (std::size_t i = 0; i < each.size(); ++i) {
+      std::printf("%zu %.3f %.3f\n", i, static_cast<double>(each[i].first) / 1e6,
+                  static_cast<double>(each[i].second) / 1e6);
+    }
+  }
   return 0;
 }
