@@ -10,23 +10,24 @@ namespace canopy::core {
 using transport::Link;
 
 void Node::flood(Message& message, const Link* except, std::optional<Rank> about) {
-  if (auto* news = news_if_made()) news->flush();  // what was learnt earlier goes first
-  if (parent_ && parent_.get() != except) parent_->send(message.builder());
-  std::optional<bool> backends_hold;  // asked once, for the first back-end child
   const bool parts = plan_.commnode_parts() && about && knows_tree();
+  // Whether the back-end children take it: the same for all of them, asked of the first.
+  std::optional<bool> backends_hold;
+  for (auto& child : children_) {
+    if (!child.link || child.link.get() == except || child.role != Role::backend) continue;
+    backends_hold = !about || (parts ? hears_of(child.rank, *about, true)
+                                     : backend_part().holds(topo(), id_.rank, plan_, *about));
+    break;
+  }
+  // What was learnt earlier goes first, to those who take this. Back-ends that do not
+  // keep their batch of other back-ends' adoptions for later (TreeNews): in the storm
+  // of a commnode's death, the failure report reaches its orphans' adopters while
+  // they adopt, and would wake every back-end below them for nothing.
+  if (auto* news = news_if_made()) news->flush(backends_hold.value_or(false));
+  if (parent_ && parent_.get() != except) parent_->send(message.builder());
   for (auto& child : children_) {
     if (!child.link || child.link.get() == except) continue;
-    if (parts) {
-      if (child.role == Role::backend) {
-        if (!backends_hold) backends_hold = hears_of(child.rank, *about, true);
-        if (!*backends_hold) continue;
-      } else if (!hears_of(child.rank, *about, true)) {
-        continue;
-      }
-    } else if (about && child.role == Role::backend) {
-      if (!backends_hold) backends_hold = backend_part().holds(topo(), id_.rank, plan_, *about);
-      if (!*backends_hold) continue;
-    }
+    if (child.role == Role::backend ? !*backends_hold : parts && !hears_of(child.rank, *about, true)) continue;
     child.link->send(message.builder());
   }
 }

@@ -52,9 +52,9 @@ void TreeNews::flush_leaf() {
   send(std::exchange(leaf_, {}), true);
 }
 
-void TreeNews::flush() {
+void TreeNews::flush(bool backends_too) {
   flush_fast();
-  flush_leaf();
+  if (backends_too) flush_leaf();
 }
 
 void TreeNews::drop() {

@@ -48,8 +48,9 @@ class TreeNews {
   void add(Rank orphan, Rank adopter, std::uint32_t incarnation, const transport::Link* except, bool about_backend);
   // Sends the fast batch now, if one waits (before a message to a child).
   void flush_fast();
-  // Sends both batches now (before a flood).
-  void flush();
+  // Sends the fast batch now, and the back-ends' batch too if `backends_too` (before
+  // a flood that goes to them).
+  void flush(bool backends_too = true);
   // Forgets what waits (the node stops: its children are told to stop instead).
   void drop();
   // Nothing waits to be sent.

@@ -19,10 +19,12 @@ std::chrono::microseconds us(Clock::duration d) { return std::chrono::duration_c
 // how often it is checked anyway (a link refused or lost is opened again then).
 constexpr std::chrono::milliseconds kStandbySettle{50};
 constexpr std::chrono::milliseconds kStandbyCheck{1000};
-// The first standby link opens between 1 and 2 s after the node started (spread at
-// random): a large tree's thousand handshakes then run after its launch, or spread
-// over it, rather than competing with it (docs/fault-tolerance.md).
-constexpr std::chrono::milliseconds kStandbyFirst{1000};
+// No standby link opens or moves between 1 and 2 s (spread at random) after the
+// node started, after a failure it hears of, and after its own adoption: a large
+// tree's thousand handshakes run after its launch, and the new links of a storm's
+// orphans after the storm, rather than competing with them for the cores
+// (docs/fault-tolerance.md, "Standby links").
+constexpr std::chrono::milliseconds kStandbyQuiet{1000};
 
 }  // namespace
 
@@ -74,14 +76,12 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
     promotion_.reset();
     stop();
   } else if (std::holds_alternative<core::events::Started>(event)) {
-    if (!standby_links()) return;
-    const auto spread = static_cast<std::int64_t>(transport::random_u64() % (kStandbyFirst.count() + 1));
-    const auto first = kStandbyFirst + std::chrono::milliseconds(spread);
-    standby().not_before = NodeClock::now() + first;
-    check_standby_after(first);
+    hold_standby_back();
   } else if (std::holds_alternative<core::events::TreeChanged>(event) ||
              std::holds_alternative<core::events::Adopted>(event)) {
     if (promotion_) check_promotion();
+    auto* changed = std::get_if<core::events::TreeChanged>(&event);
+    if (!changed || changed->kind == core::events::TreeChanged::Kind::failure) return hold_standby_back();
     // Settles first: a storm of reports moves the link once, not once per report.
     check_standby_after(kStandbySettle);
   }
@@ -89,11 +89,22 @@ void RecoveryService::on_event(const core::NodeEvent& event) {
 
 // ---- the standby link ----
 
+void RecoveryService::hold_standby_back() {
+  if (!standby_links()) return;
+  const auto spread = std::chrono::milliseconds(transport::random_u64() % (kStandbyQuiet.count() + 1));
+  Standby& s = standby();
+  s.not_before = std::max(s.not_before, NodeClock::now() + kStandbyQuiet + spread);
+  check_standby_after(kStandbySettle);
+}
+
 void RecoveryService::check_standby_after(std::chrono::milliseconds delay) {
   if (!standby_links() || node_.stopping()) return;
-  Timer& timer = standby().timer;
-  const auto at = NodeClock::now() + delay;
-  if (timer.expiry() > NodeClock::now() && timer.expiry() <= at) return;
+  Standby& s = standby();
+  Timer& timer = s.timer;
+  const auto now = NodeClock::now();
+  // Never before the link may open or move: a check then would only look again.
+  const auto at = std::max(now + delay, s.not_before);
+  if (timer.expiry() > now && timer.expiry() >= s.not_before && timer.expiry() <= at) return;  // an earlier one stands
   timer.expires_at(at);
   timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) check_standby();
@@ -111,9 +122,7 @@ void RecoveryService::check_standby() {
   // Healing switched off (ServiceContext::healing): no standby link until it is on
   // again; the checks go on meanwhile.
   if (!node_.healing()) return;
-  if (!node_.standby() && NodeClock::now() < standby_->not_before) {
-    return check_standby_after(std::chrono::ceil<std::chrono::milliseconds>(standby_->not_before - NodeClock::now()));
-  }
+  if (NodeClock::now() < standby_->not_before) return;  // checked again then (check_standby_after)
   const auto candidates = node_.live_tree()->potential_adopters(node_.identity().rank, unreachable_count() + 1);
   auto first = std::find_if(candidates.begin(), candidates.end(), [&](Rank r) { return !unreachable(r); });
   if (first == candidates.end()) return node_.close_standby("no potential adopter");

@@ -76,8 +76,12 @@ class RecoveryService final : public core::Service {
   void check_promotion();
   void report_promotion();
   void on_promotion_report(wire::recovery::Promoted::Reader report);
-  // Standby links: check after `delay` (an earlier check stands).
+  // Standby links: check after `delay`, and not before the link may open or move
+  // (an earlier check stands).
   void check_standby_after(std::chrono::milliseconds delay);
+  // None opens or moves for a while (kStandbyQuiet): after the node starts, a
+  // failure it hears of, its own adoption.
+  void hold_standby_back();
   void check_standby();
 
   core::ServiceContext& node_;
@@ -120,7 +124,7 @@ class RecoveryService final : public core::Service {
     explicit Standby(boost::asio::io_context& io) : timer(io) {}
     core::Dial dial;  // the standby link being connected, to `target`
     Rank target = 0;
-    NodeClock::time_point not_before{};  // no first standby link before
+    NodeClock::time_point not_before{};  // no standby link opens or moves before
     Timer timer;
   };
   Standby& standby();

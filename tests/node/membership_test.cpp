@@ -376,8 +376,8 @@ TEST(Membership, ARestartedBackendRejoinsUnderItsRankAtItsNewEpoch) {
   auto holds_3 = [](Rank r) { return r != 0 && r != 1 && r != C1; };
   // Every process's live tree has it back, under C2, at a new incarnation: soon
   // after the view, as adoption reports go down the tree in batches (core/node.h,
-  // kNewsWindow at each level; to back-ends, the adoption of a back-end in a batch
-  // of its own, kLeafNewsWindow). (Back-ends other than its parent's ancestors never
+  // TreeNews::kFastWindow at each level; to back-ends, the adoption of a back-end in a batch
+  // of its own, TreeNews::kLeafWindow). (Back-ends other than its parent's ancestors never
   // had it as failed: a back-end's failure goes up only.)
   ASSERT_TRUE(tree.run_until(
       [&] {

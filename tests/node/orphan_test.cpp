@@ -422,7 +422,7 @@ TEST(Orphans, TheFrontEndAdoptsAndTheReportsNameTheNonRecoverableStream) {
   EXPECT_EQ(tree.node(FE).children().size(), 3u) << "FE+1, gone, then 0 and 1";
 }
 
-// Adoption reports go down the tree in batches (core/node.h, kNewsWindow): when a
+// Adoption reports go down the tree in batches (core/tree_news.h, TreeNews::kFastWindow): when a
 // commnode with 8 back-ends dies and its orphans are adopted at about the same
 // time, a bystander back-end hears of all 8 adoptions in a few messages, not one
 // message per orphan (each message a wake-up of every process in a real tree). The
@@ -450,9 +450,9 @@ TEST(Orphans, AttachReportsReachTheRestOfTheTreeInBatches) {
 }
 
 // The adoption of a back-end reaches back-ends in a batch of its own (core/node.h,
-// kLeafNewsWindow): in the storm after a commnode's death they are not woken for
+// TreeNews::kLeafWindow): in the storm after a commnode's death they are not woken for
 // the adoptions of its orphans, and they hear of all of them together afterwards.
-// Commnodes, which adopt and route, hear of them at once (kNewsWindow). (Back-ends
+// Commnodes, which adopt and route, hear of them at once (TreeNews::kFastWindow). (Back-ends
 // holding the whole tree, as in the test above.)
 TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
   FaultToleranceOptions fault;
@@ -474,13 +474,73 @@ TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
   ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(FE + 8) == 8 && failure_heard(bystander); }, 10s))
       << "FE+8 heard of " << adoptions_heard(FE + 8) << " of the 8 adoptions";
   for (Rank orphan = 0; orphan < 8; ++orphan) ASSERT_TRUE(own_recovery(tree, orphan)) << orphan;
-  tree.run_for(50ms);  // ten of kNewsWindow, a fifth of kLeafNewsWindow (core/node.h)
+  tree.run_for(50ms);  // ten of kFastWindow, a fifth of kLeafWindow (core/tree_news.h)
   const std::size_t during = adoptions_heard(bystander);
   const std::size_t before = tree.node(bystander).news_received();
   ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(bystander) == 8; }, 10s))
       << "the bystander heard of " << adoptions_heard(bystander) << " of the 8 adoptions";
   EXPECT_LT(during, 8u) << "the bystander heard of every adoption during the storm";
   EXPECT_LE(tree.node(bystander).news_received() - before, 1u) << "the rest came in more than one message";
+}
+
+// A failure report that goes to no back-end child does not send them the adoptions
+// held for their batch either: in the storm of a commnode's death, the front-end's
+// report of it reaches each adopter while it adopts, and used to wake every orphan
+// adopted there at once for the others' adoptions (docs/fault-tolerance.md, "Where
+// the time goes"). Here the front-end is frozen until the orphans are adopted, so
+// that its report comes after the adoptions, as it does in the storm.
+TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
+  FaultToleranceOptions fault;
+  fault.standby_links = false;
+  TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
+  ASSERT_TRUE(tree.launch());
+  auto adoptions_heard = [&](Rank r) {
+    std::size_t n = 0;
+    for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
+    return n;
+  };
+  auto failure_heard = [&](Rank r) {
+    const auto changes = tree.heard(r).tree_changes();
+    return std::any_of(changes.begin(), changes.end(),
+                       [](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == FE + 1; });
+  };
+  tree.freeze(FE);
+  tree.kill(FE + 1);
+  ASSERT_TRUE(tree.run_until([&] {
+    for (Rank orphan = 0; orphan < 8; ++orphan) {
+      if (!own_recovery(tree, orphan)) return false;
+    }
+    return true;
+  }, 2s));
+  std::map<Rank, std::vector<Rank>> adopted;  // adopter -> its orphans
+  for (Rank orphan = 0; orphan < 8; ++orphan) adopted[own_recovery(tree, orphan)->adopter].push_back(orphan);
+  std::map<Rank, std::size_t> before;  // what each orphan heard with its adoption
+  for (Rank orphan = 0; orphan < 8; ++orphan) before[orphan] = adoptions_heard(orphan);
+  const auto storm_took = tree.elapsed();
+  tree.thaw(FE);
+  ASSERT_TRUE(tree.run_until([&] {
+    return std::all_of(adopted.begin(), adopted.end(), [&](const auto& a) { return failure_heard(a.first); });
+  }, 1s)) << "the adopters did not hear of FE+1's failure from the front-end";
+  tree.run_for(20ms);
+  ASSERT_LT(tree.elapsed() - storm_took, 200ms) << "too late to tell: the batches go 250 ms after the first adoption";
+  std::size_t shared = 0;  // orphans whose adopter took others after them
+  for (const auto& [adopter, orphans] : adopted) {
+    shared += orphans.size() > 1;
+    for (Rank orphan : orphans) {
+      EXPECT_EQ(adoptions_heard(orphan), before[orphan])
+          << "orphan " << orphan << " under " << adopter << " heard of other adoptions with the failure report";
+    }
+  }
+  ASSERT_GT(shared, 0u) << "no adopter took two orphans: the test shows nothing";
+  // They come in their batch, after it.
+  ASSERT_TRUE(tree.run_until([&] {
+    for (const auto& [adopter, orphans] : adopted) {
+      for (Rank orphan : orphans) {
+        if (adoptions_heard(orphan) < orphans.size()) return false;
+      }
+    }
+    return true;
+  }, 1s)) << "the orphans did not hear of the others adopted by their adopters";
 }
 
 // Where commnodes hold their parts of the tree (docs/scale.md), an adopter may not
@@ -645,7 +705,7 @@ TEST(Orphans, AnOrphanAdoptedLateGetsTheAdoptionsOfTheLiveTreeInOneMessage) {
     }
     return true;
   }, 10s)) << "FE+1's other back-ends were not adopted";
-  tree.run_for(50ms);  // every commnode hears of every adoption (kNewsWindow)
+  tree.run_for(50ms);  // every commnode hears of every adoption (TreeNews::kFastWindow)
   const std::size_t before = tree.node(7).news_received();
   tree.thaw(7);
   ASSERT_TRUE(tree.run_until([&] { return own_recovery(tree, 7) != nullptr; }, 10s)) << "back-end 7 was not adopted";
@@ -703,7 +763,13 @@ TEST(Orphans, WithStandbyLinksOrphansAreAdoptedOverTheLinksTheyKeep) {
   }
   // The links follow the tree: the adopted orphans open new ones (not to their new
   // parent), and those that pointed at FE+1 (none here: back-ends point at commnodes
-  // other than their parent) would move.
+  // other than their parent) would move. Not in the storm: the orphans of a larger
+  // commnode still wait for a core then (kStandbyQuiet, services/recovery.cpp), and
+  // a handshake is the work of several wake-ups on each side.
+  tree.run_for(900ms);
+  for (Rank orphan = 0; orphan < 4; ++orphan) {
+    EXPECT_FALSE(tree.node(orphan).standby()) << orphan << " opened its new standby link within a second of its adoption";
+  }
   ASSERT_TRUE(tree.run_until(all_standing, 5s)) << "the adopted orphans did not open new standby links";
   for (Rank orphan = 0; orphan < 4; ++orphan) {
     EXPECT_NE(*tree.node(orphan).standby(), standby[orphan]) << orphan << ": a standby link to its new parent";
