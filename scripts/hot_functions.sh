@@ -10,13 +10,14 @@
 # How: back-ends run under valgrind's callgrind, which records every function
 # executed: two launched demo back-ends of b:1x2 (a wrapper given as the tree's
 # --backend runs them under valgrind) with the demo workload, two attached ones with
-# the union workload, and two lean MRNet back-ends (canopy-mrnet-bench-be-lean, on
+# the union workload, the four of b:2x2 twice, whose parent is killed (a recovery
+# with standby links, one without), and two lean MRNet back-ends (canopy-mrnet-bench-be-lean, on
 # the static MRNet layer) answering canopy-mrnet-bench's round trips and waves. Every
 # function of those programs that any of them ran, by its linker (mangled) name, in
 # ascending order so that the file's diffs read well. Run it again after a change to
 # a back-end's code path (tests/lean_layout.sh checks the layout is applied); a
 # stale list only costs memory (a pattern that matches nothing is no error). Needs
-# valgrind and the bench targets; takes about 15 seconds.
+# valgrind and the bench targets; takes about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -62,6 +63,37 @@ for rank in 0 1; do
 done
 wait "$run" || { echo "hot_functions: the attached run failed:" >&2; cat "$work/run-attach.log" >&2; exit 1; }
 wait
+# A recovery, over a standby link and over a new connection: b:2x2 with the union
+# workload; once it has run 3 s, commnode 1000001 is killed, and its two back-ends
+# find their parent lost, ask 1000002 to adopt them and send it their state. Their
+# code for it then lies with the rest: in the storm after a commnode's death, each
+# orphan otherwise took its page faults for it while 127 others waited for a core
+# (docs/fault-tolerance.md, "Where the time goes").
+for standby in --standby-links ""; do
+  rm -f "$work/recovery.attach"
+  # shellcheck disable=SC2086  # an option, or none
+  setsid "$bin/canopy" run --tree b:2x2 --attach "$work/recovery.attach" --workload union --duration 10 --rate 100 \
+    $standby "${slow[@]}" > "$work/run-recovery.log" 2>&1 &
+  run=$!
+  pids+=("$run")
+  for _ in $(seq 100); do [ -f "$work/recovery.attach" ] && break; sleep 0.1; done
+  for rank in 0 1 2 3; do
+    setsid valgrind --quiet --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.demo.recovery$standby.$rank" \
+      "$bin/canopy-demo-backend" --attach "$work/recovery.attach" "$rank" > "$work/recovery-$rank.log" 2>&1 &
+    pids+=("$!")
+  done
+  for _ in $(seq 600); do grep -q '^3\.0 s' "$work/run-recovery.log" && break; sleep 0.1; done
+  victim=""
+  for p in $(ps -e -o pid=,sid= | awk -v s="$run" '$2 == s { print $1 }'); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx CANOPY_RANK=1000001 && victim=$p
+  done
+  [ -n "$victim" ] || { echo "hot_functions: no commnode 1000001 to kill:" >&2; cat "$work/run-recovery.log" >&2; exit 1; }
+  kill -KILL "$victim"
+  wait "$run" || { echo "hot_functions: the recovery run failed:" >&2; cat "$work/run-recovery.log" >&2; exit 1; }
+  wait
+  grep -q "recovered under" "$work/run-recovery.log" ||
+    { echo "hot_functions: no back-end recovered:" >&2; cat "$work/run-recovery.log" >&2; exit 1; }
+done
 # MRNet's topology format: a commnode and two back-ends.
 printf 'localhost:0 => localhost:1 ;\nlocalhost:1 => localhost:2 localhost:3 ;\n' > "$work/mrnet.top"
 CANOPY_MRNET_FILTERS=$(cd "$build/lib" && pwd)/canopy_mrnet_filters.so \

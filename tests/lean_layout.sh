@@ -6,20 +6,24 @@
 # (DT_RELR). Fails if the script is not used, or no longer places what it names
 # (a linker that ignores it, patterns that match nothing). With --only REGEX, only
 # the functions whose names match it: a tool's own code, compiled without
-# -ffunction-sections, stays where it is (its main(), say).
-#   tests/lean_layout.sh [--packed] [--only REGEX] PROGRAM SCRIPT
+# -ffunction-sections, stays where it is (its main(), say). With --includes REGEX,
+# also every function of the program whose (mangled) name matches it, but for the
+# .cold parts the compiler splits off, must lie in .text.canopy_hot, and one at least
+# must match: the code of a path the script must cover (an orphan's recovery).
+#   tests/lean_layout.sh [--packed] [--only REGEX] [--includes REGEX] PROGRAM SCRIPT
 # Used by the ctest test LeanBackend.HotFunctionsLieTogether and by the package test.
 set -euo pipefail
 export LC_ALL=C  # join and sort in one collation
-packed=0 only=""
+packed=0 only="" includes=""
 while [ $# -gt 2 ]; do
   case $1 in
     --packed) packed=1; shift ;;
     --only) only=$2; shift 2 ;;
+    --includes) includes=$2; shift 2 ;;
     *) break ;;
   esac
 done
-[ $# -eq 2 ] || { echo "usage: $0 [--packed] [--only REGEX] PROGRAM SCRIPT" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 [--packed] [--only REGEX] [--includes REGEX] PROGRAM SCRIPT" >&2; exit 2; }
 program=$1 script=$2
 
 # [Nr] Name Type Address Off Size ...: the hot section's start and size.
@@ -53,6 +57,21 @@ echo "$((hot_size / 1024)) KiB of hot code; of the $((inside + outside + missing
   "$inside in it, $outside elsewhere, $missing not in this program"
 [ "$inside" -gt 0 ] || { echo "FAIL: none of the functions named lies in .text.canopy_hot" >&2; exit 1; }
 [ "$outside" -eq 0 ] || { echo "FAIL: $outside functions named lie outside .text.canopy_hot" >&2; exit 1; }
+if [ -n "$includes" ]; then
+  matched=0 away=0
+  while read -r address name; do
+    matched=$((matched + 1))
+    a=$((16#$address))
+    if [ "$a" -lt "$hot_start" ] || [ "$a" -ge "$hot_end" ]; then
+      away=$((away + 1))
+      echo "outside .text.canopy_hot, and named by --includes: $name" >&2
+    fi
+  done < <(nm --defined-only "$program" | awk '$2 ~ /^[tTwW]$/ && $3 !~ /\.cold$/ { print $1, $3 }' |
+    grep -E -- " ($includes)" || true)
+  [ "$matched" -gt 0 ] || { echo "FAIL: no function of $program matches --includes '$includes'" >&2; exit 1; }
+  [ "$away" -eq 0 ] || { echo "FAIL: $away of the $matched functions --includes names lie elsewhere" >&2; exit 1; }
+  echo "the $matched functions --includes names lie in .text.canopy_hot"
+fi
 if [ "$packed" = 1 ] && ! readelf -d "$program" | grep -q '(RELR)'; then
   echo "FAIL: $program has no packed relative relocations (DT_RELR)" >&2
   exit 1
