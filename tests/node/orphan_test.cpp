@@ -37,6 +37,20 @@ bool heard_event(TreeHarness& tree, Rank rank, auto is) {
 
 bool orphaned(const core::NodeEvent& e) { return std::holds_alternative<core::events::Orphaned>(e); }
 
+// How many adoptions process `r` has applied to its live tree.
+std::size_t adoptions_heard(TreeHarness& tree, Rank r) {
+  std::size_t n = 0;
+  for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
+  return n;
+}
+
+// Whether process `r` has applied the failure of `failed` to its live tree.
+bool failure_heard(TreeHarness& tree, Rank r, Rank failed) {
+  const auto changes = tree.heard(r).tree_changes();
+  return std::any_of(changes.begin(), changes.end(),
+                     [&](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == failed; });
+}
+
 // LaunchOptions::fault_tolerance.enabled = false: losing its parent stops a process
 // and its whole subtree, nobody looks for an adopter, and the front-end hears of
 // the loss.
@@ -436,13 +450,8 @@ TEST(Orphans, AttachReportsReachTheRestOfTheTreeInBatches) {
   const Rank bystander = 63;  // under FE+8
   const std::size_t before = tree.node(bystander).news_received();
   tree.kill(FE + 1);
-  auto adoptions_heard = [&] {
-    std::size_t n = 0;
-    for (const auto& c : tree.heard(bystander).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
-    return n;
-  };
-  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard() == 8; }, 10s))
-      << "the bystander heard of " << adoptions_heard() << " of the 8 adoptions";
+  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(tree, bystander) == 8; }, 10s))
+      << "the bystander heard of " << adoptions_heard(tree, bystander) << " of the 8 adoptions";
   for (Rank orphan = 0; orphan < 8; ++orphan) ASSERT_TRUE(own_recovery(tree, orphan)) << orphan;
   const std::size_t messages = tree.node(bystander).news_received() - before;
   EXPECT_LE(messages, 3u) << "the failure report and the 8 adoption reports came in " << messages
@@ -460,25 +469,16 @@ TEST(Orphans, BackendsHearOfOtherBackendsAdoptionsTogetherAfterTheStorm) {
   tree.set_whole_tree();
   ASSERT_TRUE(tree.launch());
   const Rank bystander = 63;  // under FE+8
-  auto adoptions_heard = [&](Rank r) {
-    std::size_t n = 0;
-    for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
-    return n;
-  };
-  auto failure_heard = [&](Rank r) {
-    const auto changes = tree.heard(r).tree_changes();
-    return std::any_of(changes.begin(), changes.end(),
-                       [](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == FE + 1; });
-  };
   tree.kill(FE + 1);
-  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(FE + 8) == 8 && failure_heard(bystander); }, 10s))
-      << "FE+8 heard of " << adoptions_heard(FE + 8) << " of the 8 adoptions";
+  ASSERT_TRUE(tree.run_until(
+      [&] { return adoptions_heard(tree, FE + 8) == 8 && failure_heard(tree, bystander, FE + 1); }, 10s))
+      << "FE+8 heard of " << adoptions_heard(tree, FE + 8) << " of the 8 adoptions";
   for (Rank orphan = 0; orphan < 8; ++orphan) ASSERT_TRUE(own_recovery(tree, orphan)) << orphan;
   tree.run_for(50ms);  // ten of kFastWindow, a fifth of kLeafWindow (core/tree_news.h)
-  const std::size_t during = adoptions_heard(bystander);
+  const std::size_t during = adoptions_heard(tree, bystander);
   const std::size_t before = tree.node(bystander).news_received();
-  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(bystander) == 8; }, 10s))
-      << "the bystander heard of " << adoptions_heard(bystander) << " of the 8 adoptions";
+  ASSERT_TRUE(tree.run_until([&] { return adoptions_heard(tree, bystander) == 8; }, 10s))
+      << "the bystander heard of " << adoptions_heard(tree, bystander) << " of the 8 adoptions";
   EXPECT_LT(during, 8u) << "the bystander heard of every adoption during the storm";
   EXPECT_LE(tree.node(bystander).news_received() - before, 1u) << "the rest came in more than one message";
 }
@@ -494,16 +494,6 @@ TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
   fault.standby_links = false;
   TreeHarness tree("b:8^2", fault);  // FE+1..FE+8, back-ends 8k..8k+7 under FE+1+k
   ASSERT_TRUE(tree.launch());
-  auto adoptions_heard = [&](Rank r) {
-    std::size_t n = 0;
-    for (const auto& c : tree.heard(r).tree_changes()) n += c.kind == TreeChanged::Kind::adoption;
-    return n;
-  };
-  auto failure_heard = [&](Rank r) {
-    const auto changes = tree.heard(r).tree_changes();
-    return std::any_of(changes.begin(), changes.end(),
-                       [](const auto& c) { return c.kind == TreeChanged::Kind::failure && c.rank == FE + 1; });
-  };
   tree.freeze(FE);
   tree.kill(FE + 1);
   ASSERT_TRUE(tree.run_until([&] {
@@ -515,11 +505,12 @@ TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
   std::map<Rank, std::vector<Rank>> adopted;  // adopter -> its orphans
   for (Rank orphan = 0; orphan < 8; ++orphan) adopted[own_recovery(tree, orphan)->adopter].push_back(orphan);
   std::map<Rank, std::size_t> before;  // what each orphan heard with its adoption
-  for (Rank orphan = 0; orphan < 8; ++orphan) before[orphan] = adoptions_heard(orphan);
+  for (Rank orphan = 0; orphan < 8; ++orphan) before[orphan] = adoptions_heard(tree, orphan);
   const auto storm_took = tree.elapsed();
   tree.thaw(FE);
   ASSERT_TRUE(tree.run_until([&] {
-    return std::all_of(adopted.begin(), adopted.end(), [&](const auto& a) { return failure_heard(a.first); });
+    return std::all_of(adopted.begin(), adopted.end(),
+                       [&](const auto& a) { return failure_heard(tree, a.first, FE + 1); });
   }, 1s)) << "the adopters did not hear of FE+1's failure from the front-end";
   tree.run_for(20ms);
   ASSERT_LT(tree.elapsed() - storm_took, 200ms) << "too late to tell: the batches go 250 ms after the first adoption";
@@ -527,7 +518,7 @@ TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
   for (const auto& [adopter, orphans] : adopted) {
     shared += orphans.size() > 1;
     for (Rank orphan : orphans) {
-      EXPECT_EQ(adoptions_heard(orphan), before[orphan])
+      EXPECT_EQ(adoptions_heard(tree, orphan), before[orphan])
           << "orphan " << orphan << " under " << adopter << " heard of other adoptions with the failure report";
     }
   }
@@ -536,7 +527,7 @@ TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
   ASSERT_TRUE(tree.run_until([&] {
     for (const auto& [adopter, orphans] : adopted) {
       for (Rank orphan : orphans) {
-        if (adoptions_heard(orphan) < orphans.size()) return false;
+        if (adoptions_heard(tree, orphan) < orphans.size()) return false;
       }
     }
     return true;
