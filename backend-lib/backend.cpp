@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/attach_file.h"
+#include "core/code_layout.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/loop_thread.h"
@@ -216,6 +217,7 @@ Result<std::unique_ptr<Backend>> Backend::start(Rank rank, std::uint64_t network
   if (secret.size() != identity.secret.size()) return Error{"a network secret is 32 bytes", ErrorKind::invalid_input};
   std::copy(secret.begin(), secret.end(), identity.secret.begin());
   core::init_logging(Role::backend, identity.rank);
+  core::map_recovery_code();  // before a storm needs it (core/code_layout.h)
   auto impl = std::make_unique<Impl>(identity);
   Impl& i = *impl;
   std::unique_ptr<Backend> backend(new Backend(std::move(impl)));

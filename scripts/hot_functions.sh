@@ -136,10 +136,15 @@ ran() {
   nm --defined-only "$program" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | LC_ALL=C sort -u > "$work/functions.txt"
   LC_ALL=C comm -12 "$work/ran.txt" "$work/functions.txt"
 }
+# Two groups, in this order: what a back-end runs every day, and then what only an
+# orphan's recovery runs, between two symbols (core/code_layout.h maps that group at
+# start): the daily code lies as close together as without the recovery's.
 {
-  ran "$bin/canopy-demo-backend" "$work"/cg.demo.*
+  ran "$bin/canopy-demo-backend" $(ls "$work"/cg.demo.* | grep -v '/cg\.demo\.recovery')
   ran "$bin/canopy-mrnet-bench-be-lean" "$work"/cg.mrnet.*
-} | LC_ALL=C sort -u > "$work/hot.txt"
+} | LC_ALL=C sort -u > "$work/daily.txt"
+ran "$bin/canopy-demo-backend" "$work"/cg.demo.recovery* | LC_ALL=C comm -23 - "$work/daily.txt" > "$work/recovery.txt"
+LC_ALL=C sort -u "$work/daily.txt" "$work/recovery.txt" > "$work/hot.txt"
 n=$(wc -l < "$work/hot.txt")
 [ "$n" -gt 100 ] || { echo "hot_functions: only $n functions found" >&2; exit 1; }
 
@@ -173,23 +178,33 @@ for f in "${inputs[@]}"; do
 done | LC_ALL=C sort -k1,1 > "$work/defined.txt"
 # One input-section pattern per hot function (several if it has several homes);
 # a function found nowhere keeps the pattern its name would have.
-LC_ALL=C join -a 1 "$work/hot.txt" "$work/defined.txt" | awk '
-  NF == 1 { print "    *(.text." $1 " .text.startup." $1 ")"; next }
-  $3 == ".text" || $3 == ".text.startup" || $3 == ".text.hot" { print "    " $2 "(" $3 ")"; next }
-  $3 ~ /^\.text\.unlikely/ { next }
-  { print "    *(" $3 ")" }' | awk '!seen[$0]++' > "$work/patterns.txt"
+# patterns GROUP: the input-section patterns of a group's functions.
+patterns() {
+  LC_ALL=C join -a 1 "$work/$1.txt" "$work/defined.txt" | awk '
+    NF == 1 { print "    *(.text." $1 " .text.startup." $1 ")"; next }
+    $3 == ".text" || $3 == ".text.startup" || $3 == ".text.hot" { print "    " $2 "(" $3 ")"; next }
+    $3 ~ /^\.text\.unlikely/ { next }
+    { print "    *(" $3 ")" }'
+}
+patterns daily | awk '!seen[$0]++' > "$work/patterns.txt"
+# A section already placed with the daily code stays there.
+patterns recovery | awk 'NR == FNR { seen[$0] = 1; next } !seen[$0]++' "$work/patterns.txt" - > "$work/recovery-patterns.txt"
 {
   echo "/* The functions a Canopy back-end runs, laid out together at the start of its"
   echo "   code (cmake/CanopyLean.cmake; docs/benchmarks.md, \"A back-end's resident"
-  echo "   memory\"): $n functions, in $(wc -l < "$work/patterns.txt") input sections. Written by"
+  echo "   memory\"): $n functions, in $(cat "$work/patterns.txt" "$work/recovery-patterns.txt" | wc -l) input sections, the"
+  echo "   recovery's last (core/code_layout.h). Written by"
   echo "   scripts/hot_functions.sh. */"
   echo "SECTIONS"
   echo "{"
   echo "  .text.canopy_hot :"
   echo "  {"
   cat "$work/patterns.txt"
+  echo "    PROVIDE_HIDDEN(__canopy_recovery_code_start = .);"
+  cat "$work/recovery-patterns.txt"
+  echo "    PROVIDE_HIDDEN(__canopy_recovery_code_end = .);"
   echo "  }"
   echo "}"
   echo "INSERT BEFORE .text;"
 } > "$out"
-echo "wrote $out: $n functions, $(wc -l < "$work/patterns.txt") input sections"
+echo "wrote $out: $n functions, $(wc -l < "$work/patterns.txt") daily and $(wc -l < "$work/recovery-patterns.txt") recovery input sections"

@@ -9,7 +9,9 @@
 # -ffunction-sections, stays where it is (its main(), say). With --includes REGEX,
 # also every function of the program whose (mangled) name matches it, but for the
 # .cold parts the compiler splits off, must lie in .text.canopy_hot, and one at least
-# must match: the code of a path the script must cover (an orphan's recovery).
+# must match: the code of a path the script must cover (an orphan's recovery); and
+# the program must define __canopy_recovery_code_start and _end around a part of
+# the section, the recovery's group, which core/code_layout.h maps at start.
 #   tests/lean_layout.sh [--packed] [--only REGEX] [--includes REGEX] PROGRAM SCRIPT
 # Used by the ctest test LeanBackend.HotFunctionsLieTogether and by the package test.
 set -euo pipefail
@@ -71,6 +73,16 @@ if [ -n "$includes" ]; then
   [ "$matched" -gt 0 ] || { echo "FAIL: no function of $program matches --includes '$includes'" >&2; exit 1; }
   [ "$away" -eq 0 ] || { echo "FAIL: $away of the $matched functions --includes names lie elsewhere" >&2; exit 1; }
   echo "the $matched functions --includes names lie in .text.canopy_hot"
+  group=$(nm "$program" | awk '$3 == "__canopy_recovery_code_start" { s = $1 } $3 == "__canopy_recovery_code_end" { e = $1 }
+    END { if (s != "" && e != "") print s, e }')
+  [ -n "$group" ] || { echo "FAIL: $program defines no __canopy_recovery_code_start and _end" >&2; exit 1; }
+  read -r group_start group_end <<< "$group"
+  group_start=$((16#$group_start)) group_end=$((16#$group_end))
+  if [ "$group_start" -ge "$group_end" ] || [ "$group_start" -lt "$hot_start" ] || [ "$group_end" -gt "$hot_end" ]; then
+    echo "FAIL: the recovery's group is not a part of .text.canopy_hot" >&2
+    exit 1
+  fi
+  echo "the recovery's group: $(((group_end - group_start) / 1024)) KiB at the end of the hot code"
 fi
 if [ "$packed" = 1 ] && ! readelf -d "$program" | grep -q '(RELR)'; then
   echo "FAIL: $program has no packed relative relocations (DT_RELR)" >&2
