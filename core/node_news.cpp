@@ -20,7 +20,7 @@ void Node::flood(Message& message, const Link* except, std::optional<Rank> about
     break;
   }
   // What was learnt earlier goes first, to those who take this. Back-ends that do not
-  // keep their batch of other back-ends' adoptions for later (TreeNews): in the storm
+  // take it keep their batch of other back-ends' adoptions for later (TreeNews): in the storm
   // of a commnode's death, the failure report reaches its orphans' adopters while
   // they adopt, and would wake every back-end below them for nothing.
   if (auto* news = news_if_made()) news->flush(backends_hold.value_or(false));

@@ -23,7 +23,7 @@ constexpr std::chrono::milliseconds kStandbyCheck{1000};
 // node started, after a failure it hears of, and after its own adoption: a large
 // tree's thousand handshakes run after its launch, and the new links of a storm's
 // orphans after the storm, rather than competing with them for the cores
-// (docs/fault-tolerance.md, "Standby links").
+// (docs/fault-tolerance.md, "Orphans": standby links).
 constexpr std::chrono::milliseconds kStandbyQuiet{1000};
 
 }  // namespace
