@@ -37,6 +37,14 @@ bool heard_event(TreeHarness& tree, Rank rank, auto is) {
 
 bool orphaned(const core::NodeEvent& e) { return std::holds_alternative<core::events::Orphaned>(e); }
 
+// Whether back-ends 0 to count-1 have each had their own recovery.
+bool all_recovered(TreeHarness& tree, Rank count) {
+  for (Rank orphan = 0; orphan < count; ++orphan) {
+    if (!own_recovery(tree, orphan)) return false;
+  }
+  return true;
+}
+
 // How many adoptions process `r` has applied to its live tree.
 std::size_t adoptions_heard(TreeHarness& tree, Rank r) {
   std::size_t n = 0;
@@ -252,12 +260,8 @@ TEST(Orphans, RequestsHeldForOneParentShareOneProbe) {
   ASSERT_TRUE(tree.launch());
   tree.freeze(FE + 1);
   tree.freeze(FE + 3);
-  ASSERT_TRUE(tree.run_until([&] {
-    for (Rank orphan = 0; orphan < 4; ++orphan) {
-      if (!own_recovery(tree, orphan)) return false;
-    }
-    return true;
-  }, 10 * fault.lost)) << "FE+3's back-ends were not adopted";
+  ASSERT_TRUE(tree.run_until([&] { return all_recovered(tree, 4); }, 10 * fault.lost))
+      << "FE+3's back-ends were not adopted";
   for (const auto& n : tree.topology().nodes()) {
     if (!tree.alive(n.rank) || tree.frozen(n.rank)) continue;
     EXPECT_LE(tree.node(n.rank).parent_probes(), 2u) << n.rank << " probed a parent once per held request";
@@ -496,12 +500,7 @@ TEST(Orphans, AFailureReportNoBackEndTakesLeavesTheirAdoptionNewsForItsBatch) {
   ASSERT_TRUE(tree.launch());
   tree.freeze(FE);
   tree.kill(FE + 1);
-  ASSERT_TRUE(tree.run_until([&] {
-    for (Rank orphan = 0; orphan < 8; ++orphan) {
-      if (!own_recovery(tree, orphan)) return false;
-    }
-    return true;
-  }, 2s));
+  ASSERT_TRUE(tree.run_until([&] { return all_recovered(tree, 8); }, 2s));
   std::map<Rank, std::vector<Rank>> adopted;  // adopter -> its orphans
   for (Rank orphan = 0; orphan < 8; ++orphan) adopted[own_recovery(tree, orphan)->adopter].push_back(orphan);
   std::map<Rank, std::size_t> before;  // what each orphan heard with its adoption
@@ -690,12 +689,8 @@ TEST(Orphans, AnOrphanAdoptedLateGetsTheAdoptionsOfTheLiveTreeInOneMessage) {
   ASSERT_TRUE(tree.launch());
   tree.freeze(7);
   tree.kill(FE + 1);
-  ASSERT_TRUE(tree.run_until([&] {
-    for (Rank orphan = 0; orphan < 7; ++orphan) {
-      if (!own_recovery(tree, orphan)) return false;
-    }
-    return true;
-  }, 10s)) << "FE+1's other back-ends were not adopted";
+  ASSERT_TRUE(tree.run_until([&] { return all_recovered(tree, 7); }, 10s))
+      << "FE+1's other back-ends were not adopted";
   tree.run_for(50ms);  // every commnode hears of every adoption (TreeNews::kFastWindow)
   const std::size_t before = tree.node(7).news_received();
   tree.thaw(7);
@@ -740,12 +735,7 @@ TEST(Orphans, WithStandbyLinksOrphansAreAdoptedOverTheLinksTheyKeep) {
     EXPECT_EQ(standby[orphan], tree.node(orphan).live_tree()->potential_adopters(orphan, 1).front()) << orphan;
   }
   tree.kill(FE + 1);
-  ASSERT_TRUE(tree.run_until([&] {
-    for (Rank orphan = 0; orphan < 4; ++orphan) {
-      if (!own_recovery(tree, orphan)) return false;
-    }
-    return true;
-  }, 10s));
+  ASSERT_TRUE(tree.run_until([&] { return all_recovered(tree, 4); }, 10s));
   for (Rank orphan = 0; orphan < 4; ++orphan) {
     const Event& recovered = *own_recovery(tree, orphan);
     EXPECT_TRUE(recovered.standby) << orphan << " was not adopted over its standby link";
